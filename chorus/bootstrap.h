@@ -1,0 +1,45 @@
+// Everything rendezvous needs from the outside world: my rank, the size, an
+// allgather of opaque blobs (transport addresses) and a barrier. A Store gives
+// that with keys; MPI (a later adapter) gives it with MPI_Allgather.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "chorus/store.h"
+
+namespace chorus {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Returns every rank's blob, indexed by rank (mine included).
+  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
+  virtual void barrier() = 0;
+};
+
+// Bootstrap over any Store. Writes O(1) keys per rank per round and reads them
+// with one get_many. Rounds are numbered, so one StoreBootstrap can run many
+// allgathers; give each job its own PrefixStore so reruns never see stale keys.
+class StoreBootstrap : public Bootstrap {
+ public:
+  StoreBootstrap(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
+  void barrier() override;
+
+ private:
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  uint64_t round_ = 0;
+};
+
+}  // namespace chorus

@@ -1,0 +1,30 @@
+// Building a Context: exchange transport addresses through a Bootstrap, then
+// connect a Pair to every other rank (a full mesh).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "chorus/bootstrap.h"
+#include "chorus/context.h"
+
+namespace chorus {
+
+struct ConnectOptions {
+  // Default timeout of every collective on the Context, and of connecting.
+  std::chrono::milliseconds timeout{30000};
+  // Address to publish for this rank. Empty: CHORUS_SOCKET_IFNAME, else the
+  // interface of the default route, else loopback (single-host jobs only).
+  std::string interface;   // network interface name, e.g. "eth0"
+  std::string hostname;    // or an explicit address / host name to bind and publish
+};
+
+std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});
+
+// Reads CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE (tcp://host:port or
+// file:///dir) and CHORUS_JOB_ID. With tcp://, rank 0 hosts the store
+// in-process (or uses a standalone chorus-store already serving that port).
+std::shared_ptr<Context> connect_from_env(const ConnectOptions& options = {});
+
+}  // namespace chorus

@@ -1,0 +1,21 @@
+// Element-wise reduction kernels for every (DataType, ReduceOp) pair.
+// Internal to the library (not installed).
+#pragma once
+
+#include <cstddef>
+
+#include "chorus/types.h"
+
+namespace chorus {
+
+// accumulator[i] = accumulator[i] op operand[i] for i < count.
+// ReduceOp::avg reduces as sum; finish_average divides at the end.
+// Callers validate the pair first (validate_reduction); an invalid pair here
+// throws InvalidArgument.
+void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count);
+
+// Divides each element by `contributors` (integers truncate toward zero;
+// float16/bfloat16 round to nearest even).
+void finish_average(DataType type, void* data, size_t count, size_t contributors);
+
+}  // namespace chorus

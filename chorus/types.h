@@ -1,0 +1,43 @@
+// Element types and reduction operators every collective understands.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace chorus {
+
+enum class DataType : uint8_t {
+  int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64,
+};
+
+enum class ReduceOp : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
+
+// IEEE binary16 and bfloat16 as raw bits; arithmetic goes through float.
+struct float16_t { uint16_t bits; };
+struct bfloat16_t { uint16_t bits; };
+
+size_t element_size(DataType type);
+bool is_floating_point(DataType type);
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+std::optional<DataType> parse_data_type(std::string_view name);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+// Throws InvalidArgument for meaningless pairs (bitwise ops on floating point types).
+void validate_reduction(DataType type, ReduceOp op);
+
+template <class T> constexpr DataType data_type_of();
+template <> constexpr DataType data_type_of<int8_t>() { return DataType::int8; }
+template <> constexpr DataType data_type_of<uint8_t>() { return DataType::uint8; }
+template <> constexpr DataType data_type_of<int32_t>() { return DataType::int32; }
+template <> constexpr DataType data_type_of<uint32_t>() { return DataType::uint32; }
+template <> constexpr DataType data_type_of<int64_t>() { return DataType::int64; }
+template <> constexpr DataType data_type_of<uint64_t>() { return DataType::uint64; }
+template <> constexpr DataType data_type_of<float16_t>() { return DataType::float16; }
+template <> constexpr DataType data_type_of<bfloat16_t>() { return DataType::bfloat16; }
+template <> constexpr DataType data_type_of<float>() { return DataType::float32; }
+template <> constexpr DataType data_type_of<double>() { return DataType::float64; }
+
+}  // namespace chorus

@@ -1,0 +1,85 @@
+#include "chorus/work.h"
+
+#include "chorus/error.h"
+#include "chorus/work_queue.h"
+
+namespace chorus {
+
+namespace detail {
+
+void WorkState::finish(std::exception_ptr outcome) {
+  std::lock_guard<std::mutex> lock(mutex);
+  error = std::move(outcome);
+  finished = true;
+  finished_cv.notify_all();
+}
+
+WorkQueue::~WorkQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+std::shared_ptr<WorkState> WorkQueue::submit(std::function<void()> task) {
+  auto state = std::make_shared<WorkState>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.emplace_back(std::move(task), state);
+    ++unfinished_;
+    if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
+  }
+  changed_.notify_all();
+  return state;
+}
+
+void WorkQueue::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return unfinished_ == 0; });
+}
+
+void WorkQueue::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stopping and nothing left
+    auto [task, state] = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    std::exception_ptr outcome;
+    try {
+      task();
+    } catch (...) {
+      outcome = std::current_exception();
+    }
+    state->finish(outcome);
+    lock.lock();
+    --unfinished_;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace detail
+
+void Work::wait() {
+  if (!state_) throw InvalidArgument("Work::wait on an empty Work (no collective was issued)");
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->finished_cv.wait(lock, [&] { return state_->finished; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::test() const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->finished;
+}
+
+std::exception_ptr Work::exception() const {
+  if (!state_) return nullptr;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->error;
+}
+
+}  // namespace chorus

@@ -1,0 +1,29 @@
+// Handle to an asynchronous collective. Works on one Context complete in the
+// order they were issued.
+#pragma once
+
+#include <exception>
+#include <memory>
+
+namespace chorus {
+namespace detail {
+struct WorkState;
+}
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+  // Blocks until done; rethrows the collective's error.
+  void wait();
+  // True once finished (successfully or not); never blocks.
+  bool test() const;
+  // The error the collective finished with, or null (also while running).
+  std::exception_ptr exception() const;
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,46 @@
+// Runs a Context's asynchronous collectives, one after another, on one worker
+// thread. Running them in issue order is what keeps every rank's sequence of
+// messages identical; a blocking collective first drains the queue for the
+// same reason. Internal (not installed).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace chorus::detail {
+
+struct WorkState {
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  bool finished = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr outcome);
+};
+
+class WorkQueue {
+ public:
+  WorkQueue() = default;
+  // Runs what is queued (it fails fast if the Context was aborted), then joins.
+  ~WorkQueue();
+  std::shared_ptr<WorkState> submit(std::function<void()> task);
+  // Returns once every task submitted so far has finished.
+  void drain();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<WorkState>>> tasks_;
+  size_t unfinished_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace chorus::detail

@@ -1,0 +1,54 @@
+#include "transport/transport.h"
+
+#include "chorus/error.h"
+
+namespace chorus::transport {
+
+CompletionSignal::~CompletionSignal() {
+  // A transport thread may still be inside notify(); wait for it to leave.
+  std::lock_guard<std::mutex> lock(mutex_);
+}
+
+template <class Publish>
+void CompletionSignal::notify(Publish&& publish) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  publish();
+  count_.fetch_add(1, std::memory_order_acq_rel);
+  if (sleepers_.load(std::memory_order_acquire) > 0) cv_.notify_all();
+}
+
+uint64_t CompletionSignal::wait_change(uint64_t seen, Deadline deadline) {
+  // A short spin catches completions that arrive within microseconds without
+  // paying a futex sleep and wake-up, which on small VMs costs tens of µs.
+  for (int spin = 0; spin < 4000; ++spin) {
+    uint64_t now = count_.load(std::memory_order_acquire);
+    if (now != seen) return now;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  sleepers_.fetch_add(1, std::memory_order_acq_rel);
+  cv_.wait_until(lock, deadline.at(), [&] { return count_.load(std::memory_order_acquire) != seen; });
+  sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+  return count_.load(std::memory_order_acquire);
+}
+
+void Request::complete() {
+  signal_->notify([this] { state_.store(State::done, std::memory_order_release); });
+}
+
+void Request::fail(std::exception_ptr error) {
+  signal_->notify([this, &error] {
+    error_ = std::move(error);
+    state_.store(State::failed, std::memory_order_release);
+  });
+}
+
+void Request::wait(Deadline deadline, const std::string& what) {
+  uint64_t seen = signal_->count();
+  while (!finished()) {
+    if (deadline.expired()) throw TimeoutError(what);
+    seen = signal_->wait_change(seen, deadline);
+  }
+  if (state() == State::failed) std::rethrow_exception(error_);
+}
+
+}  // namespace chorus::transport
