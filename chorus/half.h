@@ -15,6 +15,14 @@
 
 namespace chorus {
 
+// A select written as masks: with plain ?: g++ moves the float arithmetic of
+// the subnormal case into a branch (it may trap, so it is not if-converted)
+// and the loop no longer vectorises.
+inline uint32_t select_bits(bool condition, uint32_t if_true, uint32_t if_false) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(condition);
+  return (if_true & mask) | (if_false & ~mask);
+}
+
 inline float half_bits_to_float(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
   const uint32_t magnitude = half & 0x7fffu;
@@ -30,9 +38,8 @@ inline float half_bits_to_float(uint16_t half) {
       std::bit_cast<float>((magnitude << 13) + (113u << 23)) - std::bit_cast<float>(113u << 23);
   const uint32_t subnormal = std::bit_cast<uint32_t>(subnormal_value);
 
-  uint32_t bits = rebiased;
-  bits = exponent == 0x7c00u ? inf_or_nan : bits;
-  bits = exponent == 0 ? subnormal : bits;
+  uint32_t bits = select_bits(exponent == 0x7c00u, inf_or_nan, rebiased);
+  bits = select_bits(exponent == 0, subnormal, bits);
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -50,16 +57,15 @@ inline uint16_t float_to_half_bits(float value) {
   // value to a multiple of 2^-24 (the ulp of 0.5) in nearest-even mode; the
   // low bits of the sum are then the binary16 mantissa. Float subnormals
   // underflow to 0 either way, so flush-to-zero does not change the answer.
-  const float shifted = std::bit_cast<float>(magnitude < 0x38800000u ? magnitude : 0u) + 0.5f;
+  const float shifted = std::bit_cast<float>(select_bits(magnitude < 0x38800000u, magnitude, 0u)) + 0.5f;
   const uint32_t subnormal = std::bit_cast<uint32_t>(shifted) - 0x3f000000u;
   // NaN stays NaN: keep the top of the payload and force the quiet bit so a
   // payload living only in the dropped low bits cannot turn into infinity.
   const uint32_t nan = 0x7e00u | ((magnitude >> 13) & 0x3ffu);
 
-  uint32_t result = normal;
-  result = magnitude < 0x38800000u ? subnormal : result;
-  result = magnitude >= 0x47800000u ? 0x7c00u : result;  // >= 2^16 and infinity
-  result = magnitude > 0x7f800000u ? nan : result;
+  uint32_t result = select_bits(magnitude < 0x38800000u, subnormal, normal);
+  result = select_bits(magnitude >= 0x47800000u, 0x7c00u, result);  // >= 2^16 and infinity
+  result = select_bits(magnitude > 0x7f800000u, nan, result);
   return static_cast<uint16_t>(result | sign);
 }
 

@@ -1,1 +1,335 @@
-// placeholder: filled in by the foundation work
+// Element-wise reduction kernels. Each kernel is a plain loop over __restrict
+// pointers so g++ -O3 vectorises it; the type/op switch happens once per call,
+// never per element.
+#include "chorus/reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "chorus/error.h"
+#include "chorus/half.h"
+#include "chorus/reduce_16bit_x86.h"
+
+namespace chorus {
+namespace {
+
+// Elements staged per bounce block: 2 KiB of int64 stays in L1 next to its partner.
+constexpr size_t bounce_elements = 256;
+
+// Integer arithmetic happens in the unsigned type (at least unsigned int, so
+// narrow types are not promoted to signed int): overflow wraps modulo 2^bits
+// instead of being undefined, and C++20 defines the conversion back.
+template <class T>
+using Wrapping = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+struct SumOp {
+  static constexpr bool for_floating_point = true;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wrapping<T>>(a) + static_cast<Wrapping<T>>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+struct ProdOp {
+  static constexpr bool for_floating_point = true;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+// Floating point min/max propagate NaN from either side, so every rank gets
+// the same answer whatever order the partial results arrive in.
+struct MinOp {
+  static constexpr bool for_floating_point = true;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return b < a ? b : a;
+    } else {
+      return ((b < a) | (b != b)) ? b : a;
+    }
+  }
+};
+
+struct MaxOp {
+  static constexpr bool for_floating_point = true;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return a < b ? b : a;
+    } else {
+      return ((a < b) | (b != b)) ? b : a;
+    }
+  }
+};
+
+struct BitAndOp {
+  static constexpr bool for_floating_point = false;
+  template <class T>
+  T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+
+struct BitOrOp {
+  static constexpr bool for_floating_point = false;
+  template <class T>
+  T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+
+struct BitXorOp {
+  static constexpr bool for_floating_point = false;
+  template <class T>
+  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
+
+struct Float16Format {
+  static float to_float(uint16_t bits) { return half_bits_to_float(bits); }
+  static uint16_t from_float(float value) { return float_to_half_bits(value); }
+};
+
+struct BFloat16Format {
+  static float to_float(uint16_t bits) { return bfloat16_bits_to_float(bits); }
+  static uint16_t from_float(float value) { return float_to_bfloat16_bits(value); }
+};
+
+template <class T, class Op>
+void combine_native(T* __restrict accumulator, const T* __restrict operand, size_t count, Op op) {
+  for (size_t i = 0; i < count; ++i) accumulator[i] = op(accumulator[i], operand[i]);
+}
+
+// 16-bit floats are widened, combined in float and rounded back per element.
+// Float has more than twice the precision of either format, so the double
+// rounding still gives the correctly rounded 16-bit result of a + b and a * b.
+template <class Format, class Op>
+void combine_16bit(uint16_t* __restrict accumulator, const uint16_t* __restrict operand, size_t count, Op op) {
+  for (size_t i = 0; i < count; ++i) {
+    accumulator[i] = Format::from_float(op(Format::to_float(accumulator[i]), Format::to_float(operand[i])));
+  }
+}
+
+bool aligned_for(const void* pointer, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
+}
+
+// Runs kernel(T* accumulator, const T* operand, n) over the buffers. Network
+// receive buffers can sit at any byte offset, and the vectorised loops may
+// assume natural alignment, so misaligned (or identical) buffers go through
+// small aligned copies instead.
+template <class T, class Kernel>
+void for_aligned_pair(void* accumulator, const void* operand, size_t count, Kernel kernel) {
+  if (accumulator != operand && aligned_for(accumulator, alignof(T)) && aligned_for(operand, alignof(T))) {
+    kernel(static_cast<T*>(accumulator), static_cast<const T*>(operand), count);
+    return;
+  }
+  alignas(64) T staged_accumulator[bounce_elements];
+  alignas(64) T staged_operand[bounce_elements];
+  auto* accumulator_bytes = static_cast<unsigned char*>(accumulator);
+  const auto* operand_bytes = static_cast<const unsigned char*>(operand);
+  for (size_t start = 0; start < count; start += bounce_elements) {
+    const size_t bytes = std::min(bounce_elements, count - start) * sizeof(T);
+    std::memcpy(staged_accumulator, accumulator_bytes + start * sizeof(T), bytes);
+    std::memcpy(staged_operand, operand_bytes + start * sizeof(T), bytes);
+    kernel(staged_accumulator, staged_operand, bytes / sizeof(T));
+    std::memcpy(accumulator_bytes + start * sizeof(T), staged_accumulator, bytes);
+  }
+}
+
+template <class T, class Kernel>
+void for_aligned(void* data, size_t count, Kernel kernel) {
+  if (aligned_for(data, alignof(T))) {
+    kernel(static_cast<T*>(data), count);
+    return;
+  }
+  alignas(64) T staged[bounce_elements];
+  auto* data_bytes = static_cast<unsigned char*>(data);
+  for (size_t start = 0; start < count; start += bounce_elements) {
+    const size_t bytes = std::min(bounce_elements, count - start) * sizeof(T);
+    std::memcpy(staged, data_bytes + start * sizeof(T), bytes);
+    kernel(staged, bytes / sizeof(T));
+    std::memcpy(data_bytes + start * sizeof(T), staged, bytes);
+  }
+}
+
+template <class T, class Op>
+void reduce_native(void* accumulator, const void* operand, size_t count, Op op) {
+  for_aligned_pair<T>(accumulator, operand, count, [op](T* a, const T* b, size_t n) { combine_native(a, b, n, op); });
+}
+
+template <class Format, class Op>
+void combine_16bit_fastest(uint16_t* __restrict accumulator, const uint16_t* __restrict operand, size_t count, Op op) {
+#ifdef CHORUS_X86_16BIT_KERNELS
+  if (x86::cpu_has_avx2_and_f16c()) {
+    if constexpr (std::is_same_v<Format, BFloat16Format>) {
+      x86::combine_bfloat16(accumulator, operand, count, op);
+      return;
+    } else {
+      const size_t done = x86::combine_float16(accumulator, operand, count, op);
+      combine_16bit<Format>(accumulator + done, operand + done, count - done, op);
+      return;
+    }
+  }
+#endif
+  combine_16bit<Format>(accumulator, operand, count, op);
+}
+
+template <class Format, class Op>
+void reduce_16bit(void* accumulator, const void* operand, size_t count, Op op) {
+  for_aligned_pair<uint16_t>(accumulator, operand, count, [op](uint16_t* a, const uint16_t* b, size_t n) {
+    combine_16bit_fastest<Format>(a, b, n, op);
+  });
+}
+
+template <class Op>
+void reduce_with(DataType type, void* accumulator, const void* operand, size_t count, Op op) {
+  switch (type) {
+    case DataType::int8: return reduce_native<int8_t>(accumulator, operand, count, op);
+    case DataType::uint8: return reduce_native<uint8_t>(accumulator, operand, count, op);
+    case DataType::int32: return reduce_native<int32_t>(accumulator, operand, count, op);
+    case DataType::uint32: return reduce_native<uint32_t>(accumulator, operand, count, op);
+    case DataType::int64: return reduce_native<int64_t>(accumulator, operand, count, op);
+    case DataType::uint64: return reduce_native<uint64_t>(accumulator, operand, count, op);
+    default: break;
+  }
+  if constexpr (Op::for_floating_point) {
+    switch (type) {
+      case DataType::float16: return reduce_16bit<Float16Format>(accumulator, operand, count, op);
+      case DataType::bfloat16: return reduce_16bit<BFloat16Format>(accumulator, operand, count, op);
+      case DataType::float32: return reduce_native<float>(accumulator, operand, count, op);
+      case DataType::float64: return reduce_native<double>(accumulator, operand, count, op);
+      default: break;
+    }
+  }
+  // validate_reduction rejected every other pair before we got here.
+  throw InvalidArgument("reduce_into: no kernel for data type " + std::string(to_string(type)));
+}
+
+// Integer average truncates toward zero. Done on the magnitude in the
+// unsigned type so INT_MIN and any contributor count (even beyond the
+// type's range) divide without overflow.
+template <class T>
+void divide_integers(T* data, size_t count, size_t contributors) {
+  using Magnitude = std::make_unsigned_t<T>;
+  if constexpr (std::is_signed_v<T>) {
+    for (size_t i = 0; i < count; ++i) {
+      const bool negative = data[i] < 0;
+      const Magnitude magnitude =
+          negative ? static_cast<Magnitude>(Magnitude{0} - static_cast<Magnitude>(data[i])) : static_cast<Magnitude>(data[i]);
+      const Magnitude quotient = static_cast<Magnitude>(magnitude / contributors);
+      data[i] = negative ? static_cast<T>(Magnitude{0} - quotient) : static_cast<T>(quotient);
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / contributors);
+  }
+}
+
+template <class T>
+void divide_floats(T* __restrict data, size_t count, size_t contributors) {
+  const T divisor = static_cast<T>(contributors);
+  for (size_t i = 0; i < count; ++i) data[i] = data[i] / divisor;
+}
+
+template <class Format>
+void divide_16bit(uint16_t* __restrict data, size_t count, size_t contributors) {
+  const float divisor = static_cast<float>(contributors);
+  size_t i = 0;
+#ifdef CHORUS_X86_16BIT_KERNELS
+  if (std::is_same_v<Format, Float16Format> && x86::cpu_has_avx2_and_f16c()) i = x86::divide_float16(data, count, divisor);
+#endif
+  for (; i < count; ++i) data[i] = Format::from_float(Format::to_float(data[i]) / divisor);
+}
+
+template <class T>
+void average_integers(void* data, size_t count, size_t contributors) {
+  for_aligned<T>(data, count, [contributors](T* d, size_t n) { divide_integers(d, n, contributors); });
+}
+
+template <class T>
+void average_floats(void* data, size_t count, size_t contributors) {
+  for_aligned<T>(data, count, [contributors](T* d, size_t n) { divide_floats(d, n, contributors); });
+}
+
+template <class Format>
+void average_16bit(void* data, size_t count, size_t contributors) {
+  for_aligned<uint16_t>(data, count, [contributors](uint16_t* d, size_t n) { divide_16bit<Format>(d, n, contributors); });
+}
+
+void check_buffer(const char* what, const void* pointer, size_t count, DataType type) {
+  if (count > std::numeric_limits<size_t>::max() / element_size(type)) {
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(count) + " elements of " +
+                          std::string(to_string(type)) + " exceed the address space");
+  }
+  if (pointer == nullptr && count > 0) {
+    throw InvalidArgument(std::string(what) + ": null buffer for " + std::to_string(count) + " elements of " +
+                          std::string(to_string(type)));
+  }
+}
+
+}  // namespace
+
+void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count) {
+  validate_reduction(type, op);
+  check_buffer("reduce_into accumulator", accumulator, count, type);
+  check_buffer("reduce_into operand", operand, count, type);
+  if (count == 0) return;
+
+  // Identical buffers are fine (x op x); a partial overlap means the caller
+  // mixed up its offsets and the result would depend on loop order.
+  const size_t bytes = count * element_size(type);
+  const auto accumulator_address = reinterpret_cast<uintptr_t>(accumulator);
+  const auto operand_address = reinterpret_cast<uintptr_t>(operand);
+  if (accumulator_address != operand_address && accumulator_address < operand_address + bytes &&
+      operand_address < accumulator_address + bytes) {
+    throw InvalidArgument("reduce_into: accumulator and operand buffers partially overlap (" + std::to_string(bytes) +
+                          " bytes each, " +
+                          std::to_string(accumulator_address > operand_address ? accumulator_address - operand_address
+                                                                               : operand_address - accumulator_address) +
+                          " bytes apart)");
+  }
+
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return reduce_with(type, accumulator, operand, count, SumOp{});
+    case ReduceOp::prod: return reduce_with(type, accumulator, operand, count, ProdOp{});
+    case ReduceOp::min: return reduce_with(type, accumulator, operand, count, MinOp{});
+    case ReduceOp::max: return reduce_with(type, accumulator, operand, count, MaxOp{});
+    case ReduceOp::band: return reduce_with(type, accumulator, operand, count, BitAndOp{});
+    case ReduceOp::bor: return reduce_with(type, accumulator, operand, count, BitOrOp{});
+    case ReduceOp::bxor: return reduce_with(type, accumulator, operand, count, BitXorOp{});
+  }
+  throw InvalidArgument("reduce_into: invalid reduce op " + std::to_string(static_cast<int>(op)));
+}
+
+void finish_average(DataType type, void* data, size_t count, size_t contributors) {
+  validate_reduction(type, ReduceOp::avg);
+  check_buffer("finish_average", data, count, type);
+  if (contributors == 0) {
+    throw InvalidArgument("finish_average: cannot average over 0 contributors");
+  }
+  switch (type) {
+    case DataType::int8: return average_integers<int8_t>(data, count, contributors);
+    case DataType::uint8: return average_integers<uint8_t>(data, count, contributors);
+    case DataType::int32: return average_integers<int32_t>(data, count, contributors);
+    case DataType::uint32: return average_integers<uint32_t>(data, count, contributors);
+    case DataType::int64: return average_integers<int64_t>(data, count, contributors);
+    case DataType::uint64: return average_integers<uint64_t>(data, count, contributors);
+    case DataType::float16: return average_16bit<Float16Format>(data, count, contributors);
+    case DataType::bfloat16: return average_16bit<BFloat16Format>(data, count, contributors);
+    case DataType::float32: return average_floats<float>(data, count, contributors);
+    case DataType::float64: return average_floats<double>(data, count, contributors);
+  }
+  throw InvalidArgument("finish_average: invalid data type " + std::to_string(static_cast<int>(type)));
+}
+
+}  // namespace chorus
