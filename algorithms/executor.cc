@@ -1,0 +1,176 @@
+// The Executor loop.
+#include "algorithms/executor.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "algorithms/local_steps.h"
+#include "chorus/error.h"
+#include "chorus/log.h"
+#include "transport/transport.h"
+
+namespace chorus::algorithms {
+
+namespace {
+
+// Scratch is reused across calls on the same thread: a collective is always
+// run by one thread from start to end, and reallocating (and page-faulting)
+// megabytes per call would show in small-message latency.
+std::byte* thread_scratch(size_t bytes) {
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();
+    buffer.reset(new std::byte[bytes]);
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+std::string describe_call(const Call& call) {
+  switch (call.collective) {
+    case Collective::allreduce:
+      return cat("count ", call.count, " ", to_string(call.type), " ", to_string(call.op));
+    case Collective::broadcast:
+      return cat("count ", call.count, " ", to_string(call.type), " from root ", call.root);
+    case Collective::barrier: break;
+  }
+  return cat(call.size, " ranks");
+}
+
+std::string describe_wait(const Step& step) {
+  if (step.kind == StepKind::recv)
+    return cat("recv of slot ", step.slot, " from rank ", step.peer, " (", step.to.length, " bytes)");
+  return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes)");
+}
+
+class PlanRun {
+ public:
+  PlanRun(Context& context, const Plan& plan, const PlanGraph& graph, const Call& call, const void* input,
+          void* output, uint32_t sequence, Deadline deadline, Window window)
+      : context_(context),
+        plan_(plan),
+        graph_(graph),
+        call_(call),
+        sequence_(sequence),
+        deadline_(deadline),
+        scheduler_(plan, graph, window),
+        requests_(new transport::Request[graph.communication_steps()]) {
+    buffers_.input = static_cast<const std::byte*>(input);
+    buffers_.output = static_cast<std::byte*>(output);
+    buffers_.scratch = plan.scratch_bytes ? thread_scratch(plan.scratch_bytes) : nullptr;
+    for (size_t i = 0; i < graph.communication_steps(); ++i) requests_[i].attach(&signal_);
+    in_flight_.reserve(64);
+    tag_.signature = call_signature(call);
+  }
+
+  void run() {
+    const auto started = Clock::now();
+    while (!scheduler_.done()) {
+      // Read the count before looking at requests: a completion after the
+      // scan then changes it, and the wait below returns at once.
+      const uint64_t seen = signal_.count();
+      bool progressed = harvest_completions();
+      while (std::optional<StepId> id = scheduler_.next_post()) {
+        post(*id);
+        progressed = true;
+      }
+      // One local step at a time, so new completions are posted between
+      // reductions and the wire never idles behind a long reduce phase.
+      if (std::optional<StepId> id = scheduler_.next_local()) {
+        run_local_step(plan_.step(*id), call_, buffers_);
+        scheduler_.finish(*id);
+        continue;
+      }
+      if (progressed || scheduler_.done()) continue;
+      if (deadline_.expired()) throw_timeout(started);
+      signal_.wait_change(seen, deadline_);
+    }
+  }
+
+ private:
+  bool harvest_completions() {
+    bool progressed = false;
+    for (size_t i = 0; i < in_flight_.size();) {
+      const StepId id = in_flight_[i];
+      transport::Request& request = requests_[graph_.communication_index(id)];
+      const auto state = request.state();
+      if (state == transport::Request::State::failed) std::rethrow_exception(request.error());
+      if (state != transport::Request::State::done) {
+        ++i;
+        continue;
+      }
+      in_flight_[i] = in_flight_.back();
+      in_flight_.pop_back();
+      scheduler_.finish(id);
+      progressed = true;
+    }
+    return progressed;
+  }
+
+  void post(StepId id) {
+    const Step& step = plan_.step(id);
+    transport::Request& request = requests_[graph_.communication_index(id)];
+    tag_.value = (static_cast<uint64_t>(sequence_) << 32) | step.slot;
+    // Tracked before posting so that a post which fails the request at once
+    // is seen by the next harvest.
+    in_flight_.push_back(id);
+    transport::Pair& pair = context_.pair(step.peer);
+    if (step.kind == StepKind::send)
+      pair.post_send(request, tag_, std::span<const std::byte>(buffers_.read(step.from), step.from.length));
+    else
+      pair.post_recv(request, tag_, std::span<std::byte>(buffers_.write(step.to), step.to.length));
+  }
+
+  [[noreturn]] void throw_timeout(Clock::time_point started) {
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    std::string waiting = "its own steps";
+    if (!in_flight_.empty())
+      waiting = describe_wait(plan_.step(*std::min_element(in_flight_.begin(), in_flight_.end())));
+    throw TimeoutError(cat("rank ", context_.rank(), ": timed out after ", elapsed, " ms in ",
+                           to_string(call_.collective), " #", sequence_, " (", describe_call(call_),
+                           "): waiting for ", waiting));
+  }
+
+  Context& context_;
+  const Plan& plan_;
+  const PlanGraph& graph_;
+  const Call& call_;
+  const uint32_t sequence_;
+  const Deadline deadline_;
+  StepScheduler scheduler_;
+  PlanBuffers buffers_;
+  transport::Tag tag_;
+  // Declared before the requests so it is destroyed after them: the signal
+  // must outlive every request attached to it.
+  transport::CompletionSignal signal_;
+  std::unique_ptr<transport::Request[]> requests_;
+  std::vector<StepId> in_flight_;
+};
+
+}  // namespace
+
+void execute(Context& context, const Plan& plan, const PlanGraph& graph, const Call& call, const void* input,
+             void* output, uint32_t sequence, Deadline deadline, Window window) {
+  if (plan.size() == 0) return;
+  PlanRun run(context, plan, graph, call, input, output, sequence, deadline, window);
+  try {
+    run.run();
+  } catch (...) {
+    // Abort before the requests and the scratch go away: once abort returns
+    // no transport thread writes into them or into the caller's buffers.
+    context.device().abort(std::current_exception());
+    throw;
+  }
+}
+
+void execute(Context& context, const Plan& plan, const Call& call, const void* input, void* output,
+             uint32_t sequence, Deadline deadline) {
+  PlanGraph graph(plan);
+  execute(context, plan, graph, call, input, output, sequence, deadline);
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,47 @@
+// Reduce and copy steps, and the final averaging.
+#include "algorithms/local_steps.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "chorus/reduce.h"
+
+namespace chorus::algorithms {
+
+const std::byte* PlanBuffers::read(const Region& region) const {
+  switch (region.buffer) {
+    case BufferKind::input: return input + region.offset;
+    case BufferKind::output: return output + region.offset;
+    case BufferKind::scratch: return scratch + region.offset;
+  }
+  throw std::logic_error("plan region names an unknown buffer");
+}
+
+std::byte* PlanBuffers::write(const Region& region) const {
+  switch (region.buffer) {
+    case BufferKind::output: return output + region.offset;
+    case BufferKind::scratch: return scratch + region.offset;
+    case BufferKind::input: break;
+  }
+  throw std::logic_error("plan step writes into the caller's input buffer");
+}
+
+void run_local_step(const Step& step, const Call& call, const PlanBuffers& buffers) {
+  if (step.to.length == 0) return;
+  std::byte* destination = buffers.write(step.to);
+  const std::byte* source = buffers.read(step.from);
+  if (step.kind == StepKind::copy) {
+    // memmove: an in-place call may copy a region of the user's buffer onto itself.
+    std::memmove(destination, source, step.to.length);
+    return;
+  }
+  if (step.kind != StepKind::reduce) throw std::logic_error("run_local_step given a communication step");
+  reduce_into(call.type, call.op, destination, source, step.to.length / element_size(call.type));
+}
+
+void finish_collective(const Call& call, void* output) {
+  if (call.collective == Collective::allreduce && call.op == ReduceOp::avg && call.size > 1 && call.count > 0)
+    finish_average(call.type, output, call.count, static_cast<size_t>(call.size));
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,30 @@
+// Every algorithm the library knows, by collective and name. Adding an
+// algorithm means one entry here; selection, CHORUS_ALGO and the tests find
+// it through this table.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "algorithms/call.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/plan.h"
+
+namespace chorus::algorithms {
+
+struct Algorithm {
+  Collective collective;
+  std::string_view name;
+  bool (*supports)(const Call& call);
+  double (*cost_seconds)(const Call& call, const CostModel& model);
+  Plan (*build)(const Call& call, const PlanTuning& tuning);
+};
+
+std::span<const Algorithm> all_algorithms();
+// Null when no algorithm of that name exists for the collective.
+const Algorithm* find_algorithm(Collective collective, std::string_view name);
+// "ring, ..." : the names valid for a collective, for error messages.
+std::string algorithm_names(Collective collective);
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,252 @@
+// The Executor on real sockets: run_collective on Contexts connected over
+// loopback TCP, one thread per rank. Data is checked bit for bit; timeouts,
+// a peer aborting mid-call, mismatched calls and bad arguments must give the
+// promised errors, never a hang.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "algorithms/run.h"
+#include "chorus/context.h"
+#include "chorus/error.h"
+#include "transport/tcp/tcp.h"
+#include "transport/transport.h"
+
+using namespace chorus;
+using namespace chorus::algorithms;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds timeout = 20s) {
+  std::vector<std::unique_ptr<transport::Device>> devices;
+  std::vector<std::vector<std::byte>> addresses;
+  for (int rank = 0; rank < size; ++rank) {
+    transport::tcp::TcpDeviceOptions options;
+    options.rank = rank;
+    options.size = size;
+    options.hostname = "127.0.0.1";
+    options.describe_signature = describe_signature;
+    devices.push_back(transport::tcp::create_device(options));
+    addresses.push_back(devices.back()->address());
+  }
+  std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs(size);
+  std::vector<std::exception_ptr> errors(size);
+  std::vector<std::thread> threads;
+  const Deadline deadline = Deadline::after(10s);
+  for (int rank = 0; rank < size; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        pairs[rank].resize(size);
+        for (int peer = 0; peer < size; ++peer)
+          if (peer != rank) pairs[rank][peer] = devices[rank]->connect(peer, addresses[peer], deadline);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+  std::vector<std::unique_ptr<Context>> contexts;
+  for (int rank = 0; rank < size; ++rank)
+    contexts.push_back(
+        std::make_unique<Context>(rank, size, std::move(devices[rank]), std::move(pairs[rank]), timeout));
+  return contexts;
+}
+
+// Runs body(context) for every rank on its own thread; returns each rank's error.
+std::vector<std::exception_ptr> on_every_rank(std::vector<std::unique_ptr<Context>>& contexts,
+                                              const std::function<void(Context&)>& body) {
+  std::vector<std::exception_ptr> errors(contexts.size());
+  std::vector<std::thread> threads;
+  for (size_t rank = 0; rank < contexts.size(); ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        body(*contexts[rank]);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  return errors;
+}
+
+void require_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (const auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
+               bool in_place) {
+  return Call{collective, context.rank(), context.size(), count, type, op, root, in_place};
+}
+
+Deadline soon() { return Deadline::after(20s); }
+
+}  // namespace
+
+TEST_CASE("executor: allreduce over TCP, in and out of place, small to multi-segment") {
+  for (int size : {1, 2, 3, 5}) {
+    auto contexts = make_contexts(size);
+    std::vector<uint32_t> sequences(size, 0);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}, size_t{1} << 20})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg})
+        for (bool in_place : {true, false}) {
+          INFO(size << " ranks, count " << count << " " << to_string(op) << (in_place ? " in place" : ""));
+          require_no_errors(on_every_rank(contexts, [&](Context& context) {
+            const int rank = context.rank();
+            std::vector<float> input(count), output(count, -99.0f);
+            // Rank-dependent small integers; the rank offsets cancel in the average.
+            for (size_t i = 0; i < count; ++i)
+              input[i] = static_cast<float>(static_cast<int>(i % 13) - 6 +
+                                            (op == ReduceOp::avg ? (rank == 0 ? -(size - 1) : 1) : rank));
+            if (in_place) output = input;
+            Call call = make_call(context, Collective::allreduce, count, DataType::float32, op, 0, in_place);
+            run_collective(context, call, in_place ? output.data() : input.data(), output.data(), "auto",
+                           sequences[rank]++, soon());
+            for (size_t i = 0; i < count; ++i) {
+              const float base = static_cast<float>(static_cast<int>(i % 13) - 6);
+              float expected = base;
+              if (op == ReduceOp::sum) expected = base * size + static_cast<float>(size * (size - 1) / 2);
+              if (op == ReduceOp::max) expected = base + static_cast<float>(size - 1);
+              if (std::memcmp(&output[i], &expected, sizeof(float)) != 0)
+                FAIL("rank " << rank << " element " << i << " is " << output[i] << ", expected " << expected);
+            }
+          }));
+        }
+  }
+}
+
+TEST_CASE("executor: broadcast from every root and barriers over TCP, repeated") {
+  const int size = 4;
+  auto contexts = make_contexts(size);
+  std::vector<uint32_t> sequences(size, 0);
+  for (int round = 0; round < 3; ++round)
+    for (int root = 0; root < size; ++root)
+      for (size_t count : {size_t{0}, size_t{5}, size_t{300007}}) {
+        INFO("root " << root << " count " << count);
+        require_no_errors(on_every_rank(contexts, [&](Context& context) {
+          const int rank = context.rank();
+          std::vector<int32_t> data(count, rank == root ? 0 : -1);
+          if (rank == root)
+            for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(i * 7 + root + round);
+          Call call = make_call(context, Collective::broadcast, count, DataType::int32, ReduceOp::sum, root, true);
+          run_collective(context, call, nullptr, data.data(), "binomial", sequences[rank]++, soon());
+          for (size_t i = 0; i < count; ++i)
+            if (data[i] != static_cast<int32_t>(i * 7 + root + round))
+              FAIL("rank " << rank << " element " << i << " is " << data[i]);
+          Call barrier = make_call(context, Collective::barrier, 0, DataType::int8, ReduceOp::sum, 0, true);
+          run_collective(context, barrier, nullptr, nullptr, "auto", sequences[rank]++, soon());
+        }));
+      }
+}
+
+TEST_CASE("executor: a barrier holds every rank until the last one arrives") {
+  const int size = 5;
+  auto contexts = make_contexts(size);
+  std::atomic<int> arrived{0};
+  std::atomic<bool> left_early{false};
+  require_no_errors(on_every_rank(contexts, [&](Context& context) {
+    if (context.rank() == 3) std::this_thread::sleep_for(200ms);
+    arrived.fetch_add(1);
+    Call barrier = make_call(context, Collective::barrier, 0, DataType::int8, ReduceOp::sum, 0, true);
+    run_collective(context, barrier, nullptr, nullptr, "dissemination", 0, soon());
+    if (arrived.load() != size) left_early = true;
+  }));
+  REQUIRE_FALSE(left_early);
+}
+
+TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the peer, and aborts the device") {
+  auto contexts = make_contexts(2);
+  std::atomic<bool> timed_out{false};
+  auto errors = on_every_rank(contexts, [&](Context& context) {
+    if (context.rank() == 1) {
+      // Stays connected but silent until rank 0 gave up.
+      while (!timed_out) std::this_thread::sleep_for(5ms);
+      return;
+    }
+    std::vector<float> data(1000, 1.0f);
+    Call call = make_call(context, Collective::allreduce, 1000, DataType::float32, ReduceOp::sum, 0, true);
+    try {
+      run_collective(context, call, data.data(), data.data(), "auto", 7, Deadline::after(300ms));
+    } catch (...) {
+      timed_out = true;
+      throw;
+    }
+    timed_out = true;
+  });
+  REQUIRE(errors[0] != nullptr);
+  REQUIRE_THROWS_AS(std::rethrow_exception(errors[0]), TimeoutError);
+  REQUIRE_THROWS_WITH(std::rethrow_exception(errors[0]),
+                      Catch::Contains("rank 0: timed out after") && Catch::Contains("allreduce #7") &&
+                          Catch::Contains("count 1000 float32 sum") &&
+                          Catch::Contains("waiting for recv of slot 0 from rank 1 (2000 bytes)"));
+  REQUIRE(contexts[0]->device().failure() != nullptr);
+  // Every later call on the aborted device fails at once instead of hanging.
+  std::vector<float> data(10, 1.0f);
+  Call call = make_call(*contexts[0], Collective::allreduce, 10, DataType::float32, ReduceOp::sum, 0, true);
+  REQUIRE_THROWS_AS(run_collective(*contexts[0], call, data.data(), data.data(), "auto", 8, soon()), Error);
+}
+
+TEST_CASE("executor: a peer aborting mid-call fails the others quickly") {
+  auto contexts = make_contexts(3);
+  const auto started = std::chrono::steady_clock::now();
+  auto errors = on_every_rank(contexts, [&](Context& context) {
+    if (context.rank() == 2) {
+      std::this_thread::sleep_for(100ms);
+      context.abort("test abort");
+      return;
+    }
+    std::vector<float> data(1 << 16, 1.0f);
+    Call call = make_call(context, Collective::allreduce, data.size(), DataType::float32, ReduceOp::sum, 0, true);
+    run_collective(context, call, data.data(), data.data(), "auto", 0, soon());
+  });
+  REQUIRE(std::chrono::steady_clock::now() - started < 10s);
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    REQUIRE(errors[rank] != nullptr);
+    REQUIRE_THROWS_AS(std::rethrow_exception(errors[rank]), Error);
+  }
+}
+
+TEST_CASE("executor: ranks calling different allreduces get a MismatchError") {
+  auto contexts = make_contexts(2);
+  auto errors = on_every_rank(contexts, [&](Context& context) {
+    const size_t count = context.rank() == 0 ? 10 : 11;
+    std::vector<float> data(count, 1.0f);
+    Call call = make_call(context, Collective::allreduce, count, DataType::float32, ReduceOp::sum, 0, true);
+    run_collective(context, call, data.data(), data.data(), "auto", 0, soon());
+  });
+  bool mismatch_seen = false;
+  for (const auto& error : errors) {
+    REQUIRE(error != nullptr);
+    try {
+      std::rethrow_exception(error);
+    } catch (const MismatchError&) {
+      mismatch_seen = true;
+    } catch (const Error&) {
+    }
+  }
+  REQUIRE(mismatch_seen);
+}
+
+TEST_CASE("executor: bad arguments are rejected before anything is sent") {
+  auto contexts = make_contexts(2);
+  Context& context = *contexts[0];
+  std::vector<float> data(4, 1.0f);
+  Call allreduce = make_call(context, Collective::allreduce, 4, DataType::float32, ReduceOp::sum, 0, true);
+  REQUIRE_THROWS_WITH(run_collective(context, allreduce, data.data(), data.data(), "tree", 0, soon()),
+                      Catch::Contains("unknown allreduce algorithm 'tree'") && Catch::Contains("valid: ring"));
+  Call bitwise = allreduce;
+  bitwise.op = ReduceOp::bxor;
+  REQUIRE_THROWS_AS(run_collective(context, bitwise, data.data(), data.data(), "auto", 0, soon()), InvalidArgument);
+  Call broadcast = make_call(context, Collective::broadcast, 4, DataType::float32, ReduceOp::sum, 2, true);
+  REQUIRE_THROWS_AS(run_collective(context, broadcast, nullptr, data.data(), "auto", 0, soon()), InvalidArgument);
+  REQUIRE_THROWS_AS(run_collective(context, allreduce, nullptr, nullptr, "auto", 0, soon()), InvalidArgument);
+  REQUIRE(context.device().failure() == nullptr);
+}

@@ -1,0 +1,104 @@
+// Call signatures and their descriptions; the algorithm registry; selection
+// by name, by cost and by CHORUS_ALGO-style overrides.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "algorithms/call.h"
+#include "algorithms/registry.h"
+#include "algorithms/selection.h"
+#include "chorus/error.h"
+
+using namespace chorus;
+using namespace chorus::algorithms;
+
+TEST_CASE("call signatures describe the call they came from") {
+  Call allreduce{Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 1000 float32 sum");
+  Call broadcast{Collective::broadcast, 1, 4, 10, DataType::int8, ReduceOp::sum, 2, true};
+  REQUIRE(describe_signature(call_signature(broadcast)) == "broadcast of 10 int8 from root 2");
+  Call barrier{Collective::barrier, 3, 4, 0, DataType::float32, ReduceOp::sum, 0, true};
+  REQUIRE(describe_signature(call_signature(barrier)) == "barrier");
+  REQUIRE(describe_signature(0) == "unknown call (signature 0x0)");
+  // Only the low 32 bits of the count travel.
+  allreduce.count = (size_t{1} << 32) + 5;
+  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 5 float32 sum");
+}
+
+TEST_CASE("call signatures differ in everything that matters and ignore the rest") {
+  const Call base{Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  std::set<uint64_t> signatures{call_signature(base)};
+  Call changed = base;
+  changed.count = 1001;
+  signatures.insert(call_signature(changed));
+  changed = base;
+  changed.type = DataType::int32;
+  signatures.insert(call_signature(changed));
+  changed = base;
+  changed.op = ReduceOp::max;
+  signatures.insert(call_signature(changed));
+  changed = base;
+  changed.collective = Collective::broadcast;
+  signatures.insert(call_signature(changed));
+  REQUIRE(signatures.size() == 5);
+
+  Call other_rank = base;
+  other_rank.rank = 3;
+  other_rank.root = 2;          // irrelevant to an allreduce
+  other_rank.in_place = false;  // a per-rank choice
+  REQUIRE(call_signature(other_rank) == call_signature(base));
+
+  Call broadcast{Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 1, true};
+  Call other_root = broadcast;
+  other_root.root = 2;
+  REQUIRE(call_signature(broadcast) != call_signature(other_root));
+  Call other_op = broadcast;
+  other_op.op = ReduceOp::max;  // irrelevant to a broadcast
+  REQUIRE(call_signature(broadcast) == call_signature(other_op));
+}
+
+TEST_CASE("registry lists one algorithm per collective by name") {
+  REQUIRE(find_algorithm(Collective::allreduce, "ring") != nullptr);
+  REQUIRE(find_algorithm(Collective::broadcast, "binomial") != nullptr);
+  REQUIRE(find_algorithm(Collective::barrier, "dissemination") != nullptr);
+  REQUIRE(find_algorithm(Collective::allreduce, "binomial") == nullptr);
+  REQUIRE(algorithm_names(Collective::allreduce) == "ring");
+  for (const Algorithm& algorithm : all_algorithms()) REQUIRE(algorithm.build != nullptr);
+}
+
+TEST_CASE("overrides parse collective:algorithm lists") {
+  auto overrides = parse_algorithm_overrides(" allreduce:ring , broadcast : binomial");
+  REQUIRE(overrides.size() == 2);
+  REQUIRE(overrides.at(Collective::allreduce) == "ring");
+  REQUIRE(overrides.at(Collective::broadcast) == "binomial");
+  REQUIRE(parse_algorithm_overrides("").empty());
+  REQUIRE(parse_algorithm_overrides("barrier:dissemination,").size() == 1);
+
+  REQUIRE_THROWS_AS(parse_algorithm_overrides("allreduce"), InvalidArgument);
+  REQUIRE_THROWS_WITH(parse_algorithm_overrides("allgather:ring"), Catch::Contains("unknown collective 'allgather'"));
+  REQUIRE_THROWS_WITH(parse_algorithm_overrides("allreduce:tree"),
+                      Catch::Contains("unknown allreduce algorithm 'tree'") && Catch::Contains("valid: ring"));
+  REQUIRE_THROWS_WITH(parse_algorithm_overrides("allreduce:ring,allreduce:ring"), Catch::Contains("named twice"));
+}
+
+TEST_CASE("selection honours names, overrides and cost") {
+  const CostModel model;
+  const std::map<Collective, std::string> none;
+  Call allreduce{Collective::allreduce, 2, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  REQUIRE(select_algorithm(allreduce, "auto", model, none).name == "ring");
+  REQUIRE(select_algorithm(allreduce, "ring", model, none).name == "ring");
+  REQUIRE_THROWS_WITH(select_algorithm(allreduce, "halving", model, none),
+                      Catch::Contains("rank 2") && Catch::Contains("unknown allreduce algorithm 'halving'") &&
+                          Catch::Contains("valid: ring"));
+  REQUIRE(select_algorithm(allreduce, "auto", model, parse_algorithm_overrides("allreduce:ring")).name == "ring");
+
+  Call broadcast{Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 3, true};
+  REQUIRE(select_algorithm(broadcast, "auto", model, none).name == "binomial");
+  broadcast.root = 4;  // not a rank: no algorithm can serve it
+  REQUIRE_THROWS_AS(select_algorithm(broadcast, "auto", model, none), InvalidArgument);
+  REQUIRE_THROWS_WITH(select_algorithm(broadcast, "binomial", model, none), Catch::Contains("cannot run"));
+
+  Call barrier{Collective::barrier, 0, 4, 0, DataType::int8, ReduceOp::sum, 0, true};
+  REQUIRE(select_algorithm(barrier, "auto", model, none).name == "dissemination");
+  REQUIRE_THROWS_WITH(select_algorithm(barrier, "ring", model, none), Catch::Contains("valid: dissemination"));
+}
