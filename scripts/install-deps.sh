@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything chorus builds, tests and benchmarks with, from Debian 12
+# packages. CUDA and NCCL are optional and come from /usr/local/cuda if present.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+apt-get update
+apt-get install -y --no-install-recommends \
+  g++ meson ninja-build pkg-config git ca-certificates \
+  catch2 libcli11-dev nlohmann-json3-dev \
+  libibverbs-dev librdmacm-dev libhiredis-dev \
+  libopenmpi-dev openmpi-bin redis-server \
+  iproute2 procps

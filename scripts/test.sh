@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite: install dependencies, build, run every Meson test,
+# then install the library and build a consumer program against the installed
+# copy through pkg-config.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+
+meson test -C build --print-errorlogs --num-processes 2
+
+# PyTorch loads the real Gloo into the same process: no symbol of ours may live in gloo::.
+if nm -DC build/libchorus.so | grep -q 'gloo::'; then
+  echo "libchorus exports symbols in namespace gloo" >&2
+  exit 1
+fi
+
+meson install -C build --quiet
+prefix="$PWD/build/prefix"
+consumer="$PWD/build/consumer"
+g++ -std=c++20 -Wall -Wextra -Werror test/consumer/main.cc -o "$consumer" \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
+LD_LIBRARY_PATH="$prefix/lib" "$consumer"
+echo "installed-library consumer: passed"

@@ -1,0 +1,49 @@
+// Runs one function per rank, each on its own thread with its own Context,
+// connected over real TCP sockets through an in-process HashStore.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "chorus/chorus.h"
+
+namespace chorus::testing {
+
+struct RankOutcome {
+  std::exception_ptr error;
+};
+
+inline std::vector<RankOutcome> run_ranks(int size, const std::function<void(Context&)>& body,
+                                          std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<RankOutcome> outcomes(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        StoreBootstrap bootstrap(store, rank, size, timeout);
+        ConnectOptions options;
+        options.timeout = timeout;
+        options.hostname = "127.0.0.1";
+        std::shared_ptr<Context> context = connect(bootstrap, options);
+        body(*context);
+      } catch (...) {
+        outcomes[static_cast<size_t>(rank)].error = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return outcomes;
+}
+
+// Rethrows the first rank's error, so Catch2 shows its message.
+inline void require_all_ok(const std::vector<RankOutcome>& outcomes) {
+  for (const auto& outcome : outcomes) {
+    if (outcome.error) std::rethrow_exception(outcome.error);
+  }
+}
+
+}  // namespace chorus::testing

@@ -1,0 +1,40 @@
+// chorus-store: a standalone TcpStoreServer, for jobs whose rendezvous should
+// not live inside rank 0 (CHORUS_STORE=tcp://host:port pointing here).
+// Serves until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "chorus/error.h"
+#include "chorus/store.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"chorus-store: serve a chorus TcpStore for rendezvous until SIGINT/SIGTERM"};
+  std::string host;
+  uint16_t port = 0;
+  app.add_option("--host", host, "address to listen on (default: every address)");
+  app.add_option("--port", port, "TCP port (default 0: pick a free one and print it)");
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the signals before the server starts its thread, so the thread
+  // inherits the mask and sigwait() below is the only place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    chorus::TcpStoreServer server(host, port);
+    std::cout << "chorus-store listening on " << (host.empty() ? "*" : host) << ":" << server.port() << std::endl;
+    int received = 0;
+    sigwait(&stop_signals, &received);
+    std::cout << "chorus-store: stopping (" << (received == SIGINT ? "SIGINT" : "SIGTERM") << ")" << std::endl;
+  } catch (const chorus::Error& error) {
+    std::cerr << "chorus-store: " << error.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
