@@ -1,1 +1,457 @@
-// placeholder: filled in by the foundation work
+// The TCP device: listening, the epoll progress thread, admitting dialers
+// through the handshake, building the mesh, and aborting.
+#include "transport/tcp/device.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "chorus/error.h"
+#include "transport/tcp/abort_frame.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+// A dialer that has not finished its hello by then is not one of ours.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+// How long an abort waits for a full socket to take its abort frames.
+constexpr auto kAbortFrameBudget = std::chrono::milliseconds(250);
+// How long a closing device waits for its goodbye frames to leave.
+constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
+
+enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
+
+uint64_t token(TokenKind kind, uint64_t value) { return (static_cast<uint64_t>(kind) << 56) | value; }
+TokenKind token_kind(uint64_t token) { return static_cast<TokenKind>(token >> 56); }
+uint64_t token_value(uint64_t token) { return token & ((uint64_t{1} << 56) - 1); }
+
+uint64_t random_nonce() {
+  std::random_device source;
+  uint64_t nonce = 0;
+  while (nonce == 0) nonce = (static_cast<uint64_t>(source()) << 32) ^ source();
+  return nonce;
+}
+
+}  // namespace
+
+Engine::Engine(const TcpDeviceOptions& options)
+    : options_(options), by_rank_(new std::atomic<Connection*>[std::max(options.size, 1)]) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
+  for (int peer = 0; peer < options.size; ++peer) by_rank_[peer].store(nullptr);
+  listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
+  listener_ = open_listener(listen_address_, options.rank);
+  nonce_ = random_nonce();
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !wake_fd_.valid())
+    throw IoError(cat("rank ", rank(), ": cannot create the tcp progress engine: ", errno_text(errno)));
+  epoll_event listen_event{EPOLLIN, {.u64 = token(TokenKind::listener, 0)}};
+  epoll_event wake_event{EPOLLIN, {.u64 = token(TokenKind::wake, 0)}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake_event) != 0)
+    throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
+  CHORUS_LOG(debug, rank(), "tcp: listening on ", listen_address_.to_string());
+}
+
+Engine::~Engine() {
+  // shutdown() normally ran already (from the Device); this covers a core
+  // whose Device never finished construction.
+  if (thread_.joinable()) {
+    stopping_.store(true);
+    wake();
+    thread_.join();
+  }
+}
+
+void Engine::start() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_running_ = true;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+std::vector<std::byte> Engine::address() const {
+  return encode_address({listen_address_, nonce_, rank()});
+}
+
+LinkModel Engine::link_model() const {
+  // Measured on loopback of a small 2-core VM (see test_tcp's benchmark);
+  // the other defaults assume a 10 Gb/s Ethernet with kernel TCP.
+  if (listen_address_.is_loopback()) return {.alpha_seconds = 25e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
+  return {.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
+}
+
+std::string Engine::describe_signature(uint64_t signature) const {
+  if (options_.describe_signature) return options_.describe_signature(signature);
+  std::ostringstream out;
+  out << "signature 0x" << std::hex << signature;
+  return out.str();
+}
+
+std::exception_ptr Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+// ---------------------------------------------------------------- connecting
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
+                                      Deadline deadline) {
+  if (peer_rank < 0 || peer_rank >= size() || peer_rank == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank,
+                              " in a job of size ", size()));
+  ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (auto error = failure()) std::rethrow_exception(error);
+  if (by_rank_[peer_rank].load())
+    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank));
+
+  // The higher rank dials so every pair is built exactly once, and a rank
+  // never waits on a peer that is itself waiting.
+  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), deadline) : wait_for_dialer(peer, deadline);
+
+  auto connection = std::make_unique<Connection>(*this, peer_rank, peer.socket, std::move(fd));
+  Connection& added = *connection;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) std::rethrow_exception(failure_);
+  // Registered under the mutex so an abort's cleanup sees either none or all of it.
+  by_rank_[peer_rank].store(&added);
+  connections_.push_back(std::move(connection));
+  epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, static_cast<uint64_t>(peer_rank))}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+    throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
+                  peer_rank);
+  CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
+  return std::make_unique<TcpPair>(shared_from_this(), added);
+}
+
+Fd Engine::wait_for_dialer(const ListenerAddress& peer, Deadline deadline) {
+  auto started = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!failure_ && !admitted_.count(peer.rank) && !deadline.expired()) {
+    // Bounded waits: a far-away or never deadline must not overflow the clock.
+    auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
+                          std::chrono::milliseconds(60'000));
+    changed_.wait_for(lock, slice);
+  }
+  if (failure_) std::rethrow_exception(failure_);
+  auto found = admitted_.find(peer.rank);
+  if (found == admitted_.end()) {
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
+                           peer.rank, " (", peer.socket.to_string(),
+                           ") to connect to this rank (has it started and called connect?)"));
+  }
+  Fd fd = std::move(found->second);
+  admitted_.erase(found);
+  return fd;
+}
+
+// ---------------------------------------------------------------- progress thread
+
+void Engine::run() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_id_ = std::this_thread::get_id();
+  }
+  epoll_event events[64];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (failed()) run_cleanup_if_needed();
+    int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
+            LogLevel::error);
+      break;
+    }
+    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64, events[i].events);
+    if (!handshakes_.empty()) expire_handshakes();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_running_ = false;
+  }
+  run_cleanup_if_needed();
+  changed_.notify_all();
+}
+
+void Engine::dispatch(uint64_t event_token, uint32_t events) {
+  switch (token_kind(event_token)) {
+    case TokenKind::wake: {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof(count));
+      return;
+    }
+    case TokenKind::listener:
+      return accept_all();
+    case TokenKind::handshake:
+      return on_handshake_readable(token_value(event_token));
+    case TokenKind::connection: {
+      Connection* connection = by_rank_[token_value(event_token)].load(std::memory_order_acquire);
+      if (!connection) return;
+      if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connection->on_readable();
+      if (events & EPOLLOUT) connection->on_writable();
+      return;
+    }
+  }
+}
+
+void Engine::accept_all() {
+  while (true) {
+    sockaddr_storage from{};
+    socklen_t length = sizeof(from);
+    int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &length,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        CHORUS_LOG(warn, rank(), "tcp: accept on ", listen_address_.to_string(), " failed: ", errno_text(errno));
+      return;
+    }
+    Fd accepted(fd);
+    SocketAddress peer(reinterpret_cast<sockaddr*>(&from), length);
+    if (failed()) continue;  // dropping it tells the dialer at once
+    set_no_delay(fd);
+    uint64_t id = next_handshake_id_++;
+    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    handshakes_[id] = std::make_unique<IncomingHandshake>(std::move(accepted), peer,
+                                                          Clock::now() + kHandshakeTimeout);
+  }
+}
+
+void Engine::on_handshake_readable(uint64_t id) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  IncomingHandshake& incoming = *found->second;
+  switch (incoming.read_available()) {
+    case IncomingHandshake::Status::waiting:
+      return;
+    case IncomingHandshake::Status::failed:
+      return reject_handshake(id, incoming.failure());
+    case IncomingHandshake::Status::received:
+      break;
+  }
+  Hello hello;
+  std::string why = check_hello(incoming.bytes(), nonce_, rank(), size(), hello);
+  if (why.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) why = "this rank has aborted";
+    else if (admitted_.count(hello.dialer_rank) || by_rank_[hello.dialer_rank].load())
+      why = cat("rank ", hello.dialer_rank, " is already connected");
+  }
+  if (!why.empty()) return reject_handshake(id, why);
+  auto ack = encode_ack(rank(), hello.dialer_rank);
+  // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
+  if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
+    return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
+  CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " from ", incoming.from().to_string());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    admitted_[hello.dialer_rank] = incoming.release();
+  }
+  handshakes_.erase(found);
+  changed_.notify_all();
+}
+
+void Engine::reject_handshake(uint64_t id, const std::string& why) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
+             " on ", listen_address_.to_string(), ": ", why);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
+  handshakes_.erase(found);
+}
+
+void Engine::expire_handshakes() {
+  auto now = Clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, incoming] : handshakes_)
+    if (incoming->give_up_at() <= now) expired.push_back(id);
+  for (uint64_t id : expired)
+    reject_handshake(id, cat("no complete hello within ", kHandshakeTimeout.count(), " s"));
+}
+
+int Engine::next_timeout_ms() const {
+  if (handshakes_.empty()) return -1;
+  auto earliest = Clock::time_point::max();
+  for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+}
+
+void Engine::set_write_interest(Connection& connection, bool writable) {
+  epoll_event event{EPOLLIN | (writable ? EPOLLOUT : 0u),
+                    {.u64 = token(TokenKind::connection, static_cast<uint64_t>(connection.peer_rank()))}};
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
+}
+
+void Engine::stop_watching(Connection& connection) {
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+}
+
+void Engine::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+// ---------------------------------------------------------------- aborting
+
+void Engine::abort(std::exception_ptr reason, LogLevel level) {
+  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!failure_) {
+    failure_ = reason;
+    failed_.store(true, std::memory_order_release);
+    abort_frame_ = encode_abort_frame(reason);
+    if (log_enabled(level)) {
+      try {
+        std::rethrow_exception(reason);
+      } catch (const std::exception& e) {
+        log_line(level, rank(), cat("tcp: transport aborted: ", e.what()));
+      } catch (...) {
+      }
+    }
+    changed_.notify_all();  // connect() waiters
+  }
+  if (cleanup_done_) return;
+  // The progress thread cleans up itself, so it is never inside a read into a
+  // buffer we are about to declare free; others hand the job to it and wait.
+  bool on_progress_thread = std::this_thread::get_id() == thread_id_;
+  bool do_it_here = on_progress_thread || !thread_running_;
+  lock.unlock();
+  if (do_it_here) run_cleanup_if_needed();
+  else wake();
+  if (on_progress_thread) return;
+  lock.lock();
+  while (!cleanup_done_) {
+    if (!thread_running_ && !cleanup_started_) {
+      lock.unlock();
+      run_cleanup_if_needed();
+      lock.lock();
+      continue;
+    }
+    changed_.wait(lock);
+  }
+}
+
+void Engine::run_cleanup_if_needed() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_ || cleanup_started_) return;
+    cleanup_started_ = true;
+  }
+  cleanup();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cleanup_done_ = true;
+  }
+  changed_.notify_all();
+}
+
+void Engine::cleanup() {
+  std::vector<Connection*> connections;
+  std::exception_ptr error;
+  std::vector<std::byte> frame;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& connection : connections_) connections.push_back(connection.get());
+    error = failure_;
+    frame = abort_frame_;
+    admitted_.clear();  // their dialers see the connection close
+  }
+  auto give_up = Clock::now() + kAbortFrameBudget;
+  for (Connection* connection : connections) {
+    stop_watching(*connection);
+    connection->fail_everything(error, frame, give_up);
+  }
+  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
+  handshakes_.clear();
+}
+
+// ---------------------------------------------------------------- closing
+
+void Engine::shutdown() {
+  shutting_down_.store(true, std::memory_order_release);
+  std::vector<Connection*> connections;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& connection : connections_) connections.push_back(connection.get());
+  }
+  if (!failed()) {
+    size_t pending = 0;
+    for (Connection* connection : connections) pending += connection->pending_requests();
+    if (pending > 0) {
+      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
+                                                pending, " requests were pending"))),
+            LogLevel::warn);
+    } else {
+      for (Connection* connection : connections) connection->send_goodbye();
+      auto give_up = Clock::now() + kGoodbyeBudget;
+      auto all_sent = [&] {
+        return std::all_of(connections.begin(), connections.end(),
+                           [](Connection* c) { return c->send_queue_empty(); });
+      };
+      while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  stopping_.store(true, std::memory_order_release);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  std::exception_ptr destroyed = std::make_exception_ptr(
+      Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) {
+      // Later posts through surviving Pair handles fail at once with this.
+      failure_ = destroyed;
+      failed_.store(true, std::memory_order_release);
+    }
+    cleanup_started_ = cleanup_done_ = true;
+    admitted_.clear();
+  }
+  for (Connection* connection : connections) {
+    connection->fail_everything(destroyed, {}, Clock::now());
+    connection->close_socket();
+  }
+  handshakes_.clear();
+  listener_.reset();
+}
+
+// ---------------------------------------------------------------- the Device
+
+namespace {
+
+class TcpDevice final : public Device {
+ public:
+  explicit TcpDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {}
+  ~TcpDevice() override { engine_->shutdown(); }
+
+  int rank() const override { return engine_->rank(); }
+  std::vector<std::byte> address() const override { return engine_->address(); }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address,
+                                Deadline deadline) override {
+    return engine_->connect(peer_rank, peer_address, deadline);
+  }
+  LinkModel link_model() const override { return engine_->link_model(); }
+  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info); }
+  std::exception_ptr failure() const override { return engine_->failure(); }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> create_device(const TcpDeviceOptions& options) {
+  auto engine = std::make_shared<Engine>(options);
+  engine->start();
+  return std::make_unique<TcpDevice>(std::move(engine));
+}
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,27 @@
+// The address blob a TCP device publishes through the bootstrap: where it
+// listens, the random nonce a dialer must present, and the owner's rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "transport/tcp/socket.h"
+
+namespace chorus::transport::tcp {
+
+struct ListenerAddress {
+  SocketAddress socket;
+  // Proves a dialer read this job's bootstrap: a stale or foreign process
+  // that finds the port cannot guess it.
+  uint64_t nonce = 0;
+  int rank = -1;
+};
+
+std::vector<std::byte> encode_address(const ListenerAddress& address);
+// Throws InvalidArgument (naming `my_rank` and `peer_rank`) for a blob that is
+// not a TCP address of this wire version.
+ListenerAddress decode_address(std::span<const std::byte> blob, int my_rank, int peer_rank);
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,98 @@
+// The TCP device core: the listening socket, the single epoll progress
+// thread, incoming handshakes, the table of connections and the abort
+// machinery. The Device handed to the Context is a thin owner of this core;
+// Pair handles share it so their memory stays valid in any destruction order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/pair.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp.h"
+
+namespace chorus::transport::tcp {
+
+class Engine final : public ConnectionOwner, public std::enable_shared_from_this<Engine> {
+ public:
+  explicit Engine(const TcpDeviceOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  // Orderly close: goodbye to every peer (or an abort if requests are still
+  // pending), stop the progress thread, close the sockets. Later posts fail.
+  void shutdown();
+
+  int size() const { return options_.size; }
+  std::vector<std::byte> address() const;
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
+  LinkModel link_model() const;
+
+  // ConnectionOwner
+  int rank() const override { return options_.rank; }
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
+  std::exception_ptr failure() const override;
+  // Synchronous: once it returns, the progress thread touches no user buffer
+  // or Request again. Idempotent; the first reason wins.
+  void abort(std::exception_ptr reason, LogLevel level) override;
+  bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
+  void set_write_interest(Connection& connection, bool writable) override;
+  void stop_watching(Connection& connection) override;
+  std::string describe_signature(uint64_t signature) const override;
+
+ private:
+  void run();
+  void dispatch(uint64_t token, uint32_t events);
+  void accept_all();
+  void on_handshake_readable(uint64_t id);
+  void reject_handshake(uint64_t id, const std::string& why);
+  void expire_handshakes();
+  int next_timeout_ms() const;
+  void run_cleanup_if_needed();
+  void cleanup();
+  void wake();
+  Fd wait_for_dialer(const ListenerAddress& peer, Deadline deadline);
+
+  const TcpDeviceOptions options_;
+  SocketAddress listen_address_;
+  uint64_t nonce_ = 0;
+  Fd listener_;
+  Fd epoll_;
+  Fd wake_fd_;
+  std::thread thread_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // a dialer was admitted, a failure, cleanup done
+  std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> stopping_{false};
+  std::thread::id thread_id_;
+  bool thread_running_ = false;
+  bool cleanup_started_ = false;
+  bool cleanup_done_ = false;
+  std::vector<std::byte> abort_frame_;
+  // Dialers that passed the handshake, waiting for this rank's connect().
+  std::map<int, Fd> admitted_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  // By peer rank; read by the progress thread without the mutex.
+  std::unique_ptr<std::atomic<Connection*>[]> by_rank_;
+
+  // Progress thread only (or after it stopped).
+  std::unordered_map<uint64_t, std::unique_ptr<IncomingHandshake>> handshakes_;
+  uint64_t next_handshake_id_ = 0;
+};
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,73 @@
+// The TCP wire format: the header that precedes every message on an
+// established connection, and the little-endian helpers every tcp/ encoder
+// uses so ranks on any host agree on byte order.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace chorus::transport::tcp {
+
+// Little-endian stores and loads, independent of the host's byte order.
+inline void store_le(std::byte* out, uint64_t value, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
+}
+inline uint64_t load_le(const std::byte* in, size_t bytes) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return value;
+}
+
+inline constexpr uint32_t kFrameMagic = 0x46524843;  // "CHRF" on the wire
+inline constexpr uint16_t kWireVersion = 1;
+
+enum class FrameKind : uint16_t {
+  data = 1,     // a tagged user message; payload = the message
+  abort = 2,    // the sender's device aborted; payload = the error text, tag = its class
+  goodbye = 3,  // the sender is closing its context normally; no payload
+};
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint16_t version = kWireVersion;
+  FrameKind kind = FrameKind::data;
+  uint64_t tag_value = 0;
+  uint64_t tag_signature = 0;
+  uint64_t payload_bytes = 0;
+};
+
+inline constexpr size_t kFrameHeaderBytes = 32;
+using EncodedHeader = std::array<std::byte, kFrameHeaderBytes>;
+
+inline EncodedHeader encode_header(const FrameHeader& header) {
+  EncodedHeader out;
+  store_le(out.data() + 0, header.magic, 4);
+  store_le(out.data() + 4, header.version, 2);
+  store_le(out.data() + 6, static_cast<uint16_t>(header.kind), 2);
+  store_le(out.data() + 8, header.tag_value, 8);
+  store_le(out.data() + 16, header.tag_signature, 8);
+  store_le(out.data() + 24, header.payload_bytes, 8);
+  return out;
+}
+
+inline FrameHeader decode_header(const std::byte* in) {
+  FrameHeader header;
+  header.magic = static_cast<uint32_t>(load_le(in + 0, 4));
+  header.version = static_cast<uint16_t>(load_le(in + 4, 2));
+  header.kind = static_cast<FrameKind>(load_le(in + 6, 2));
+  header.tag_value = load_le(in + 8, 8);
+  header.tag_signature = load_le(in + 16, 8);
+  header.payload_bytes = load_le(in + 24, 8);
+  return header;
+}
+
+inline bool is_known_kind(FrameKind kind) {
+  return kind == FrameKind::data || kind == FrameKind::abort || kind == FrameKind::goodbye;
+}
+
+// An abort frame's text is diagnostic only; anything longer is not a peer of ours.
+inline constexpr uint64_t kMaxAbortTextBytes = 64 * 1024;
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,539 @@
+// One peer connection: posting, the send queue, the receive state machine and
+// the unexpected-message queue.
+#include "transport/tcp/pair.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <string_view>
+
+#include "chorus/error.h"
+#include "transport/tcp/abort_frame.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+// Frames and small payloads are read through this buffer so one read syscall
+// serves many small messages; large payloads bypass it (readv lands them in
+// place and only the bytes after the payload's end come here).
+constexpr size_t kStagingBytes = 256 * 1024;
+// Linux moves at most ~2 GiB per call; smaller iovecs keep every call well-formed.
+constexpr size_t kMaxIovBytes = size_t{1} << 30;
+constexpr size_t kMaxIovecs = 64;
+// Bytes read from one connection per readiness event before the progress
+// thread looks at the others, so one streaming peer cannot starve the rest.
+constexpr size_t kReadBudgetBytes = 16 * 1024 * 1024;
+
+std::string hex(uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+}  // namespace
+
+Connection::Connection(ConnectionOwner& owner, int peer_rank, SocketAddress peer_address, Fd fd)
+    : owner_(owner),
+      peer_rank_(peer_rank),
+      peer_address_(peer_address),
+      peer_label_(cat("peer rank ", peer_rank, " (", peer_address.to_string(), ")")),
+      fd_(std::move(fd)),
+      staging_(kStagingBytes) {}
+
+// ---------------------------------------------------------------- sending
+
+void Connection::post_send(Request& request, Tag tag, std::span<const std::byte> data) {
+  request.mark_pending();
+  std::exception_ptr error;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (owner_.failed()) {
+      request.fail(owner_.failure());
+      return;
+    }
+    if (peer_said_goodbye_) {
+      error = closed_context_error(cat(" before this rank sent tag ", hex(tag.value)).c_str());
+    } else {
+      OutgoingFrame& frame = send_queue_.emplace_back();
+      frame.request = &request;
+      frame.header = encode_header({.kind = FrameKind::data,
+                                    .tag_value = tag.value,
+                                    .tag_signature = tag.signature,
+                                    .payload_bytes = data.size()});
+      frame.payload = data;
+      frame.tag_value = tag.value;
+      queued = true;
+      // Only the head of the queue may write: anything behind must wait its turn.
+      if (send_queue_.size() == 1) {
+        int failure = flush_locked();
+        if (failure != 0) error = write_error(failure);
+        else update_write_interest_locked();
+      }
+    }
+  }
+  if (!error) return;
+  owner_.abort(error, owner_.shutting_down() ? LogLevel::debug : LogLevel::warn);
+  // A queued request was failed by the abort; one that never entered the queue is ours to fail.
+  if (!queued) request.fail(owner_.failure());
+}
+
+int Connection::flush_locked() {
+  while (!send_queue_.empty()) {
+    iovec iov[kMaxIovecs];
+    size_t count = 0;
+    size_t offered = 0;
+    for (OutgoingFrame& frame : send_queue_) {
+      if (count + 2 > kMaxIovecs) break;
+      size_t offset = frame.written;
+      if (offset < kFrameHeaderBytes) {
+        iov[count++] = {frame.header.data() + offset, kFrameHeaderBytes - offset};
+        offered += kFrameHeaderBytes - offset;
+        offset = kFrameHeaderBytes;
+      }
+      size_t payload_offset = offset - kFrameHeaderBytes;
+      size_t payload_left = frame.payload.size() - payload_offset;
+      if (payload_left > 0) {
+        size_t chunk = std::min(payload_left, kMaxIovBytes);
+        iov[count++] = {const_cast<std::byte*>(frame.payload.data() + payload_offset), chunk};
+        offered += chunk;
+        if (chunk < payload_left) break;  // later frames must not overtake this one's tail
+      }
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    ssize_t sent = ::sendmsg(fd_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return errno;
+    }
+    size_t left = static_cast<size_t>(sent);
+    while (!send_queue_.empty()) {
+      OutgoingFrame& frame = send_queue_.front();
+      size_t frame_left = kFrameHeaderBytes + frame.payload.size() - frame.written;
+      size_t taken = std::min(left, frame_left);
+      frame.written += taken;
+      left -= taken;
+      if (taken < frame_left) break;
+      Request* done = frame.request;
+      send_queue_.pop_front();
+      if (done) done->complete();
+    }
+    if (static_cast<size_t>(sent) < offered) return 0;  // the socket is full
+  }
+  return 0;
+}
+
+std::exception_ptr Connection::write_error(int error) {
+  std::string sending;
+  if (!send_queue_.empty()) {
+    const OutgoingFrame& frame = send_queue_.front();
+    sending = cat(" while sending tag ", hex(frame.tag_value), " (", frame.payload.size(), " bytes)");
+  }
+  bool closed = error == EPIPE || error == ECONNRESET;
+  return std::make_exception_ptr(IoError(
+      cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+          closed ? " closed by the peer (" : " failed (", errno_text(error), ")", sending),
+      peer_rank_));
+}
+
+void Connection::update_write_interest_locked() {
+  bool want = !send_queue_.empty();
+  if (want == write_interest_) return;
+  owner_.set_write_interest(*this, want);
+  write_interest_ = want;
+}
+
+void Connection::on_writable() {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    int failure = flush_locked();
+    if (failure != 0) error = write_error(failure);
+    else update_write_interest_locked();
+  }
+  if (error) owner_.abort(error, owner_.shutting_down() ? LogLevel::debug : LogLevel::warn);
+}
+
+// ---------------------------------------------------------------- receiving
+
+void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
+  request.mark_pending();
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (owner_.failed()) {
+      request.fail(owner_.failure());
+      return;
+    }
+    auto found = unexpected_.find(tag.value);
+    if (found != unexpected_.end()) {
+      auto& queue = found->second;
+      auto message = std::find_if(queue.begin(), queue.end(),
+                                  [](const auto& m) { return m->waiting.request == nullptr; });
+      if (message != queue.end()) {
+        UnexpectedMessage& arrived = **message;
+        if (arrived.payload.size() != data.size() || arrived.tag.signature != tag.signature) {
+          error = mismatch_error(arrived.tag, arrived.payload.size(), tag, data.size());
+        } else if (!arrived.complete) {
+          arrived.waiting = {&request, tag, data};
+          return;
+        } else {
+          if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+          queue.erase(message);
+          if (queue.empty()) unexpected_.erase(found);
+          request.complete();
+          return;
+        }
+      }
+    }
+    if (error) {
+      // reported below, without the lock
+    } else if (peer_said_goodbye_) {
+      error = closed_context_error(cat(" before sending tag ", hex(tag.value), " that this rank expects").c_str());
+    } else {
+      posted_[tag.value].push_back({&request, tag, data});
+      return;
+    }
+  }
+  bool mismatch = false;
+  try {
+    std::rethrow_exception(error);
+  } catch (const MismatchError&) {
+    mismatch = true;
+  } catch (...) {
+  }
+  owner_.abort(error, mismatch ? LogLevel::warn : LogLevel::debug);
+  request.fail(owner_.failure());
+}
+
+void Connection::on_readable() {
+  size_t budget = kReadBudgetBytes;
+  while (reading_.load(std::memory_order_relaxed) && budget > 0) {
+    iovec iov[2];
+    int count = 0;
+    size_t direct = 0;
+    if (in_payload_ && payload_remaining_ > 0) {
+      direct = std::min(payload_remaining_, kMaxIovBytes);
+      iov[count++] = {payload_target_, direct};
+    }
+    iov[count++] = {staging_.data(), staging_.size()};
+    ssize_t received = ::readv(fd_.get(), iov, count);
+    if (received == 0) return on_end_of_stream(0);
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      return on_end_of_stream(errno);
+    }
+    size_t total = static_cast<size_t>(received);
+    size_t landed = std::min(total, direct);
+    if (landed > 0) {
+      payload_target_ += landed;
+      payload_remaining_ -= landed;
+      if (payload_remaining_ == 0) finish_payload();
+    }
+    consume(staging_.data(), total - landed);
+    budget -= std::min(budget, total);
+  }
+}
+
+void Connection::consume(const std::byte* data, size_t length) {
+  while (length > 0 && reading_.load(std::memory_order_relaxed)) {
+    size_t taken;
+    if (!in_payload_) {
+      taken = std::min(length, kFrameHeaderBytes - header_received_);
+      std::memcpy(header_bytes_.data() + header_received_, data, taken);
+      header_received_ += taken;
+    } else {
+      taken = std::min(length, payload_remaining_);
+      std::memcpy(payload_target_, data, taken);
+      payload_target_ += taken;
+      payload_remaining_ -= taken;
+    }
+    data += taken;
+    length -= taken;
+    if (!in_payload_ && header_received_ == kFrameHeaderBytes) {
+      header_received_ = 0;
+      on_header();
+    } else if (in_payload_ && payload_remaining_ == 0) {
+      finish_payload();
+    }
+  }
+}
+
+void Connection::on_header() {
+  frame_ = decode_header(header_bytes_.data());
+  if (frame_.magic != kFrameMagic || frame_.version != kWireVersion || !is_known_kind(frame_.kind))
+    return corrupt(cat("a frame header with magic ", hex(frame_.magic), ", version ", frame_.version,
+                       " and kind ", static_cast<unsigned>(frame_.kind)));
+  switch (frame_.kind) {
+    case FrameKind::data:
+      return begin_data_payload();
+    case FrameKind::abort:
+      if (frame_.payload_bytes > kMaxAbortTextBytes)
+        return corrupt(cat("an abort frame of ", frame_.payload_bytes, " bytes"));
+      abort_text_.assign(frame_.payload_bytes, std::byte{0});
+      sink_ = Sink::abort_text;
+      payload_target_ = abort_text_.data();
+      payload_remaining_ = frame_.payload_bytes;
+      in_payload_ = true;
+      if (payload_remaining_ == 0) finish_payload();
+      return;
+    case FrameKind::goodbye:
+      if (frame_.payload_bytes != 0)
+        return corrupt(cat("a goodbye frame with ", frame_.payload_bytes, " payload bytes"));
+      return on_goodbye();
+  }
+}
+
+void Connection::begin_data_payload() {
+  std::exception_ptr error;
+  PostedRecv match;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    auto found = posted_.find(frame_.tag_value);
+    if (found != posted_.end()) {
+      match = found->second.front();
+      found->second.pop_front();
+      if (found->second.empty()) posted_.erase(found);
+      receiving_request_ = match.request;
+    } else {
+      try {
+        auto message = std::make_unique<UnexpectedMessage>();
+        message->tag = {frame_.tag_value, frame_.tag_signature};
+        message->payload.resize(frame_.payload_bytes);
+        receiving_unexpected_ = message.get();
+        unexpected_[frame_.tag_value].push_back(std::move(message));
+      } catch (const std::exception&) {
+        error = std::make_exception_ptr(IoError(
+            cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
+                frame_.payload_bytes, " bytes (tag ", hex(frame_.tag_value), ") from ", peer_label_,
+                ": out of memory"),
+            peer_rank_));
+      }
+    }
+  }
+  if (error) return owner_.abort(error, LogLevel::warn);
+  in_payload_ = true;
+  payload_remaining_ = frame_.payload_bytes;
+  if (receiving_request_) {
+    sink_ = Sink::user_buffer;
+    if (match.buffer.size() != frame_.payload_bytes || match.tag.signature != frame_.tag_signature)
+      return owner_.abort(mismatch_error({frame_.tag_value, frame_.tag_signature},
+                                         frame_.payload_bytes, match.tag, match.buffer.size()),
+                          LogLevel::warn);
+    payload_target_ = match.buffer.data();
+  } else {
+    sink_ = Sink::unexpected;
+    payload_target_ = receiving_unexpected_->payload.data();
+  }
+  if (payload_remaining_ == 0) finish_payload();
+}
+
+void Connection::finish_payload() {
+  in_payload_ = false;
+  switch (sink_) {
+    case Sink::user_buffer: {
+      Request* done = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done = std::exchange(receiving_request_, nullptr);
+      }
+      if (done) done->complete();
+      return;
+    }
+    case Sink::unexpected: {
+      std::lock_guard<std::mutex> lock(mutex_);
+      UnexpectedMessage* message = std::exchange(receiving_unexpected_, nullptr);
+      if (failed_ || !message) return;
+      message->complete = true;
+      Request* waiting = message->waiting.request;
+      if (!waiting) return;
+      if (!message->payload.empty())
+        std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
+      auto& queue = unexpected_[frame_.tag_value];
+      queue.erase(std::find_if(queue.begin(), queue.end(),
+                               [&](const auto& m) { return m.get() == message; }));
+      if (queue.empty()) unexpected_.erase(frame_.tag_value);
+      waiting->complete();
+      return;
+    }
+    case Sink::abort_text: {
+      std::string_view text(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
+      auto error = decode_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
+      return owner_.abort(error, LogLevel::warn);
+    }
+  }
+}
+
+void Connection::on_goodbye() {
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peer_said_goodbye_ = true;
+    pending = pending_requests_locked();
+  }
+  CHORUS_LOG(debug, owner_.rank(), "tcp: ", peer_label_, " closed its context");
+  if (pending > 0)
+    owner_.abort(closed_context_error(cat(" while ", pending, " requests with it were pending").c_str()),
+                 LogLevel::debug);
+}
+
+void Connection::on_end_of_stream(int error) {
+  reading_.store(false, std::memory_order_relaxed);
+  owner_.stop_watching(*this);
+  bool expected;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    expected = peer_said_goodbye_ || failed_;
+  }
+  if (expected || owner_.shutting_down()) {
+    CHORUS_LOG(debug, owner_.rank(), "tcp: connection to ", peer_label_, " closed");
+    return;
+  }
+  std::string how = error ? errno_text(error) : "end of stream";
+  owner_.abort(std::make_exception_ptr(IoError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+                                                   " closed by the peer (", how, " ",
+                                                   receiving_text(), ")"),
+                                               peer_rank_)),
+               LogLevel::warn);
+}
+
+std::string Connection::receiving_text() const {
+  if (in_payload_ && sink_ != Sink::abort_text) {
+    size_t arrived = frame_.payload_bytes - payload_remaining_;
+    return cat("while receiving tag ", hex(frame_.tag_value), ": ", arrived, " of ",
+               frame_.payload_bytes, " bytes had arrived");
+  }
+  if (header_received_ > 0) return "in the middle of a frame header";
+  return "between messages";
+}
+
+void Connection::corrupt(const std::string& what) {
+  owner_.abort(std::make_exception_ptr(IoError(
+                   cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what,
+                       " (corrupt stream, or not a chorus peer of this job)"),
+                   peer_rank_)),
+               LogLevel::warn);
+}
+
+std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
+                                             size_t my_bytes) const {
+  return std::make_exception_ptr(MismatchError(
+      cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ",
+          owner_.describe_signature(theirs.signature), " (", their_bytes,
+          " bytes) but this rank expected ", owner_.describe_signature(mine.signature), " (",
+          my_bytes, " bytes) for tag ", hex(mine.value))));
+}
+
+std::exception_ptr Connection::closed_context_error(const char* detail) const {
+  return std::make_exception_ptr(IoError(
+      cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " closed its context", detail), peer_rank_));
+}
+
+size_t Connection::pending_requests_locked() const {
+  size_t pending = receiving_request_ ? 1 : 0;
+  for (const OutgoingFrame& frame : send_queue_)
+    if (frame.request) ++pending;
+  for (const auto& [value, queue] : posted_) pending += queue.size();
+  for (const auto& [value, queue] : unexpected_)
+    for (const auto& message : queue)
+      if (message->waiting.request) ++pending;
+  return pending;
+}
+
+// ---------------------------------------------------------------- closing
+
+void Connection::fail_everything(std::exception_ptr error, std::span<const std::byte> abort_frame,
+                                 Clock::time_point give_up) {
+  std::vector<Request*> doomed;
+  bool send_abort = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    failed_ = true;
+    reading_.store(false, std::memory_order_relaxed);
+    // An abort frame may only start at a frame boundary, or the peer would
+    // read it as the rest of a half-sent payload.
+    send_abort = !abort_frame.empty() && fd_.valid() && !peer_said_goodbye_ &&
+                 (send_queue_.empty() || send_queue_.front().written == 0);
+    for (const OutgoingFrame& frame : send_queue_)
+      if (frame.request) doomed.push_back(frame.request);
+    send_queue_.clear();
+    for (auto& [value, queue] : posted_)
+      for (const PostedRecv& posted : queue) doomed.push_back(posted.request);
+    posted_.clear();
+    for (auto& [value, queue] : unexpected_)
+      for (auto& message : queue)
+        if (message->waiting.request) doomed.push_back(message->waiting.request);
+    unexpected_.clear();
+    if (receiving_request_) doomed.push_back(std::exchange(receiving_request_, nullptr));
+    receiving_unexpected_ = nullptr;
+  }
+  for (Request* request : doomed) request->fail(error);
+  if (send_abort) {
+    size_t sent = 0;
+    while (sent < abort_frame.size()) {
+      ssize_t n = ::send(fd_.get(), abort_frame.data() + sent, abort_frame.size() - sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count();
+      if (left <= 0) break;
+      pollfd entry{fd_.get(), POLLOUT, 0};
+      ::poll(&entry, 1, static_cast<int>(left));
+    }
+  }
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_WR);
+}
+
+size_t Connection::pending_requests() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_requests_locked();
+}
+
+void Connection::send_goodbye() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_ || peer_said_goodbye_ || we_said_goodbye_ || !fd_.valid()) return;
+  we_said_goodbye_ = true;
+  OutgoingFrame& frame = send_queue_.emplace_back();
+  frame.header = encode_header({.kind = FrameKind::goodbye});
+  if (send_queue_.size() > 1) return;
+  if (flush_locked() != 0) {
+    send_queue_.clear();  // the peer is gone already; nothing left to tell it
+    return;
+  }
+  update_write_interest_locked();
+}
+
+bool Connection::send_queue_empty() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_ || send_queue_.empty();
+}
+
+void Connection::close_socket() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!fd_.valid()) return;
+  ::shutdown(fd_.get(), SHUT_WR);
+  for (size_t drained = 0; drained < 4 * kStagingBytes;) {
+    ssize_t n = ::recv(fd_.get(), staging_.data(), staging_.size(), MSG_DONTWAIT);
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
+  fd_.reset();
+}
+
+}  // namespace chorus::transport::tcp

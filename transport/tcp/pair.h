@@ -1,0 +1,173 @@
+// One TCP connection to one peer: the send queue, the receive state machine
+// that lands payloads in posted user buffers (or buffers frames nobody has
+// asked for yet), and the Pair handle the Context holds.
+//
+// Threads: a user thread posts (one at a time per pair) while the device's
+// progress thread reads and flushes queued sends. `mutex_` guards everything
+// both touch; the receive state machine belongs to the progress thread alone,
+// so reads into user memory happen without the lock.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "chorus/deadline.h"
+#include "chorus/log.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/socket.h"
+#include "transport/transport.h"
+
+namespace chorus::transport::tcp {
+
+class Connection;
+
+// What a connection needs from its device.
+class ConnectionOwner {
+ public:
+  virtual int rank() const = 0;
+  virtual bool failed() const = 0;
+  virtual std::exception_ptr failure() const = 0;
+  // Aborts the whole device. Never called with a connection's mutex held.
+  virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
+  virtual bool shutting_down() const = 0;
+  virtual void set_write_interest(Connection& connection, bool writable) = 0;
+  virtual void stop_watching(Connection& connection) = 0;
+  virtual std::string describe_signature(uint64_t signature) const = 0;
+
+ protected:
+  ~ConnectionOwner() = default;
+};
+
+class Connection {
+ public:
+  Connection(ConnectionOwner& owner, int peer_rank, SocketAddress peer_address, Fd fd);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  int peer_rank() const { return peer_rank_; }
+  int fd() const { return fd_.get(); }
+  // "peer rank 3 (10.0.0.3:41234)"
+  const std::string& peer_label() const { return peer_label_; }
+
+  // User side.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data);
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data);
+
+  // Progress thread.
+  void on_readable();
+  void on_writable();
+
+  // Abort cleanup, on the progress thread (or once it has stopped): fails
+  // every request of this pair with `error`, sends `abort_frame` if the
+  // stream is at a frame boundary (waiting at most until `give_up`), and
+  // half-closes the socket. Afterwards no user buffer or Request is touched.
+  void fail_everything(std::exception_ptr error, std::span<const std::byte> abort_frame,
+                       Clock::time_point give_up);
+
+  // Orderly close (device destructor).
+  size_t pending_requests();
+  void send_goodbye();
+  bool send_queue_empty();
+  // After the progress thread stopped: half-close, drop what the peer still
+  // sent (closing with unread bytes would reset the connection), close.
+  void close_socket();
+
+ private:
+  struct OutgoingFrame {
+    Request* request = nullptr;  // null for control frames
+    EncodedHeader header{};
+    std::span<const std::byte> payload;
+    std::vector<std::byte> owned_payload;  // control frames only
+    size_t written = 0;                    // of header + payload
+    uint64_t tag_value = 0;
+  };
+  struct PostedRecv {
+    Request* request = nullptr;
+    Tag tag;
+    std::span<std::byte> buffer;
+  };
+  // A data frame that arrived before its receive was posted.
+  struct UnexpectedMessage {
+    Tag tag;
+    std::vector<std::byte> payload;
+    bool complete = false;
+    PostedRecv waiting;  // a receive posted while the payload was still arriving
+  };
+  enum class Sink { user_buffer, unexpected, abort_text };
+
+  // Writes queued frames until done or the socket is full; 0 or an errno. Holds mutex_.
+  int flush_locked();
+  std::exception_ptr write_error(int error);
+  void update_write_interest_locked();
+
+  void consume(const std::byte* data, size_t length);
+  void on_header();
+  void begin_data_payload();
+  void finish_payload();
+  void on_goodbye();
+  void on_end_of_stream(int error);
+  void corrupt(const std::string& what);
+  std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
+                                    size_t my_bytes) const;
+  std::exception_ptr closed_context_error(const char* doing) const;
+  size_t pending_requests_locked() const;
+  std::string receiving_text() const;
+
+  ConnectionOwner& owner_;
+  const int peer_rank_;
+  const SocketAddress peer_address_;
+  const std::string peer_label_;
+  Fd fd_;
+
+  std::mutex mutex_;
+  std::deque<OutgoingFrame> send_queue_;
+  std::unordered_map<uint64_t, std::deque<PostedRecv>> posted_;
+  std::unordered_map<uint64_t, std::deque<std::unique_ptr<UnexpectedMessage>>> unexpected_;
+  bool write_interest_ = false;
+  bool failed_ = false;          // fail_everything ran
+  bool peer_said_goodbye_ = false;
+  bool we_said_goodbye_ = false;
+
+  // Receive state machine: progress thread only.
+  std::atomic<bool> reading_{true};
+  bool in_payload_ = false;
+  EncodedHeader header_bytes_{};
+  size_t header_received_ = 0;
+  FrameHeader frame_;
+  Sink sink_ = Sink::user_buffer;
+  std::byte* payload_target_ = nullptr;
+  size_t payload_remaining_ = 0;
+  Request* receiving_request_ = nullptr;          // posted receive being filled in place
+  UnexpectedMessage* receiving_unexpected_ = nullptr;
+  std::vector<std::byte> abort_text_;
+  std::vector<std::byte> staging_;
+};
+
+// The Pair handle given to the Context. Holding the device core keeps the
+// connection's memory valid even if the Device is destroyed first; posts
+// then fail with the device's failure.
+class TcpPair final : public Pair {
+ public:
+  TcpPair(std::shared_ptr<void> keep_alive, Connection& connection)
+      : keep_alive_(std::move(keep_alive)), connection_(connection) {}
+  int peer_rank() const override { return connection_.peer_rank(); }
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data) override {
+    connection_.post_send(request, tag, data);
+  }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data) override {
+    connection_.post_recv(request, tag, data);
+  }
+
+ private:
+  std::shared_ptr<void> keep_alive_;
+  Connection& connection_;
+};
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,70 @@
+// Socket plumbing for the TCP transport: an owning file descriptor, an
+// IPv4/IPv6 socket address that prints itself, and the choice of which local
+// address a device binds and publishes.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace chorus::transport::tcp {
+
+// Owns one file descriptor; closes it on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+class SocketAddress {
+ public:
+  SocketAddress() = default;
+  SocketAddress(const sockaddr* address, socklen_t length);
+
+  int family() const { return storage_.ss_family; }
+  uint16_t port() const;
+  void set_port(uint16_t port);
+  bool is_loopback() const;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage_); }
+  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage_); }
+  socklen_t length() const { return length_; }
+  // "10.0.0.3:41234" or "[fd00::2]:41234".
+  std::string to_string() const;
+
+ private:
+  sockaddr_storage storage_{};
+  socklen_t length_ = 0;
+};
+
+// strerror, thread-safe.
+std::string errno_text(int error);
+
+// The local address to bind and publish (port 0). `rank` only labels errors.
+// interface wins over hostname; with neither, CHORUS_SOCKET_IFNAME, then the
+// interface of the default route, then loopback (logged at info).
+SocketAddress choose_local_address(const std::string& interface, const std::string& hostname,
+                                   int rank);
+
+// A non-blocking listening socket bound to `address` with a kernel-chosen
+// port; `address` is updated to the bound address. Throws IoError.
+Fd open_listener(SocketAddress& address, int rank);
+
+// TCP_NODELAY, so small messages leave at once instead of waiting for Nagle.
+void set_no_delay(int fd);
+
+}  // namespace chorus::transport::tcp

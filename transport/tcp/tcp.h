@@ -1,0 +1,31 @@
+// The TCP transport's public face: the options and the factory. Everything
+// else in transport/tcp/ is private to it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace chorus::transport::tcp {
+
+struct TcpDeviceOptions {
+  int rank = 0;
+  int size = 1;
+  // Bind and publish the address of this network interface (e.g. "eth0")...
+  std::string interface;
+  // ...or this host name / IPv4 / IPv6 literal. With neither: the interface in
+  // CHORUS_SOCKET_IFNAME, else the interface of the default route, else loopback.
+  std::string hostname;
+  // Turns a tag signature into words for MismatchError text; may be empty.
+  std::function<std::string(uint64_t)> describe_signature;
+};
+
+// Creates the listening socket and starts the progress thread. Throws
+// InvalidArgument for bad options (unknown interface, unresolvable host) and
+// IoError when the socket cannot be created or bound.
+std::unique_ptr<Device> create_device(const TcpDeviceOptions& options);
+
+}  // namespace chorus::transport::tcp
