@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "chorus/store.h"
@@ -40,6 +41,9 @@ class StoreBootstrap : public Bootstrap {
   int size_;
   std::chrono::milliseconds timeout_;
   uint64_t round_ = 0;
+  // Keys this rank wrote in the previous round; removed once the next round completes.
+  std::vector<std::string> previous_round_keys_;
+  void finish_round(std::vector<std::string> written);
 };
 
 }  // namespace chorus

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -28,7 +29,9 @@ int main(int argc, char** argv) {
 
   try {
     chorus::TcpStoreServer server(host, port);
-    std::cout << "chorus-store listening on " << (host.empty() ? "*" : host) << ":" << server.port() << std::endl;
+    std::string shown = host.empty() ? "*" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    // Launchers wait for this line (std::endl flushes it) before starting ranks.
+    std::cout << "chorus-store listening on " << shown << ":" << server.port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
     std::cout << "chorus-store: stopping (" << (received == SIGINT ? "SIGINT" : "SIGTERM") << ")" << std::endl;

@@ -1,0 +1,278 @@
+// TcpStore: the client of a TcpStoreServer. Each call takes an idle
+// connection (or opens one), sends one request and reads one reply, so one
+// TcpStore may be shared by threads: concurrent calls use separate connections.
+//
+// Timeouts are enforced here, not by the server. When a get/wait times out the
+// client sends cancel and reads the answer to its parked request (the keys
+// still missing, for the error message); if the server does not answer within
+// a short grace, the connection is dropped instead.
+//
+// Lost connections (server restarted, network blip) are retried within the
+// call's timeout: set, get, get_many, wait and remove are simply sent again.
+// add is sent again only if the first request never left completely; once it
+// has been sent, the server may have applied it, and adding twice would
+// corrupt a counter, so the call fails with IoError instead. (remove retried
+// after a lost reply may report false for a key the first attempt removed.)
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "chorus/error.h"
+#include "chorus/log.h"
+#include "chorus/store.h"
+#include "rendezvous/store_common.h"
+#include "rendezvous/tcp_store_protocol.h"
+#include "rendezvous/tcp_store_socket.h"
+
+namespace chorus {
+
+using tcp_store::IoResult;
+using tcp_store::IoStatus;
+using tcp_store::Op;
+using tcp_store::Status;
+using tcp_store::UniqueFd;
+
+namespace {
+
+// Sending a request or cancelling one gets at least this long, even when the
+// caller's timeout is 0 ("look once") or has just run out.
+constexpr auto kIoGrace = std::chrono::milliseconds(200);
+
+Deadline at_least(Deadline deadline, std::chrono::milliseconds floor) {
+  return Deadline(std::max(deadline.at(), Clock::now() + floor));
+}
+
+struct Reply {
+  Status status = Status::ok;
+  std::vector<std::vector<std::byte>> items;
+};
+
+struct Call {
+  Op op;
+  const std::vector<std::string>& keys;
+  std::span<const std::byte> value;
+  std::chrono::milliseconds timeout;
+  bool parks;              // get/wait: the server holds the reply until the keys exist
+  bool retry_after_send;   // false for add
+  std::string what;        // "set of key 'a'", for messages
+};
+
+}  // namespace
+
+struct TcpStore::Impl {
+  std::string host;
+  uint16_t port;
+  std::chrono::milliseconds connect_timeout;
+  std::string where;
+  std::mutex idle_mutex;
+  std::vector<UniqueFd> idle;
+
+  UniqueFd take_idle();
+  void give_back(UniqueFd fd);
+  UniqueFd connect_with_retry(Deadline deadline, std::string& error);
+  IoResult read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply);
+  Reply call(const Call& call);
+  Reply cancel(UniqueFd fd, const Call& call);
+  void check(const Reply& reply, size_t items, const Call& call);
+};
+
+TcpStore::TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->host = host;
+  impl_->port = port;
+  impl_->connect_timeout = connect_timeout;
+  impl_->where = tcp_store::host_port(host, port);
+  std::string error;
+  UniqueFd fd = impl_->connect_with_retry(store_detail::deadline_after(connect_timeout), error);
+  if (!fd) {
+    throw IoError(cat("TcpStore: cannot connect to store server ", impl_->where, " within ",
+                      connect_timeout.count(), " ms: ", error));
+  }
+  impl_->give_back(std::move(fd));
+}
+
+TcpStore::~TcpStore() = default;
+
+UniqueFd TcpStore::Impl::take_idle() {
+  std::lock_guard lock(idle_mutex);
+  while (!idle.empty()) {
+    UniqueFd fd = std::move(idle.back());
+    idle.pop_back();
+    // A server that restarted closed this connection while it sat idle; finding
+    // out now, before sending, is what lets even an add be retried safely.
+    if (!tcp_store::idle_connection_is_dead(fd.get())) return fd;
+  }
+  return {};
+}
+
+void TcpStore::Impl::give_back(UniqueFd fd) {
+  std::lock_guard lock(idle_mutex);
+  idle.push_back(std::move(fd));
+}
+
+UniqueFd TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& error) {
+  // The server may start after its clients (rank 0 still starting up), so
+  // "connection refused" means "not yet" until the deadline.
+  auto backoff = std::chrono::milliseconds(10);
+  while (true) {
+    UniqueFd fd = tcp_store::connect_once(host, port, deadline, error);
+    if (fd || deadline.expired()) return fd;
+    std::this_thread::sleep_for(std::min(backoff, deadline.remaining() + std::chrono::milliseconds(1)));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+}
+
+IoResult TcpStore::Impl::read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply) {
+  std::byte header[tcp_store::kReplyHeaderBytes];
+  IoResult result = tcp_store::receive_exact(fd, header, deadline);
+  if (result.status != IoStatus::ok) return result;
+  uint32_t magic = tcp_store::get_u32(header);
+  auto status = std::to_integer<uint8_t>(header[4]);
+  size_t count = tcp_store::get_u32(header + 5);
+  if (magic != tcp_store::kMagic || status > static_cast<uint8_t>(Status::error) || count > max_items) {
+    throw IoError(cat("TcpStore: ", where, " sent an invalid reply (magic 0x", std::hex, magic, std::dec,
+                      ", status ", unsigned(status), ", ", count, " items); is a chorus-store listening there?"));
+  }
+  reply.status = static_cast<Status>(status);
+  reply.items.assign(count, {});
+  for (auto& item : reply.items) {
+    std::byte length_bytes[8];
+    result = tcp_store::receive_exact(fd, length_bytes, deadline);
+    if (result.status != IoStatus::ok) return result;
+    uint64_t length = tcp_store::get_u64(length_bytes);
+    if (length > tcp_store::kMaxValueBytes) {
+      throw IoError(cat("TcpStore: ", where, " sent an invalid reply (an item of ", length, " bytes)"));
+    }
+    item.resize(length);
+    result = tcp_store::receive_exact(fd, item, deadline);
+    if (result.status != IoStatus::ok) return result;
+  }
+  return result;
+}
+
+Reply TcpStore::Impl::call(const Call& call) {
+  std::vector<std::byte> request = tcp_store::encode_request(call.op, call.keys, call.value);
+  Deadline deadline = store_detail::deadline_after(call.timeout);
+  size_t max_items = std::max<size_t>(call.keys.size(), 1);
+  auto backoff = std::chrono::milliseconds(5);
+  std::string lost;  // why the previous attempt's connection was lost
+  auto connection_lost = [&](const std::string& why) {
+    return IoError(cat("TcpStore: lost the connection to store server ", where, " during ", call.what, " (", why,
+                       ") and could not complete it within ", call.timeout.count(), " ms"));
+  };
+  while (true) {
+    UniqueFd fd = take_idle();
+    if (!fd) {
+      std::string error;
+      fd = connect_with_retry(deadline, error);
+      if (!fd) {
+        throw IoError(cat("TcpStore: cannot reach store server ", where, " for ", call.what, " within ",
+                          call.timeout.count(), " ms: ", error, lost.empty() ? "" : " (connection lost: " + lost + ")"));
+      }
+    }
+    IoResult sent = tcp_store::send_all(fd.get(), request, at_least(deadline, kIoGrace));
+    if (sent.status == IoStatus::ok) {
+      Reply reply;
+      Deadline reply_deadline = call.parks ? deadline : at_least(deadline, kIoGrace);
+      IoResult got = read_reply(fd.get(), reply_deadline, max_items, reply);
+      if (got.status == IoStatus::ok) {
+        give_back(std::move(fd));
+        return reply;
+      }
+      if (got.status == IoStatus::timed_out) {
+        if (call.parks) return cancel(std::move(fd), call);
+        throw TimeoutError(cat("TcpStore: store server ", where, " did not answer ", call.what, " within ",
+                               call.timeout.count(), " ms"));
+      }
+      if (!call.retry_after_send) {
+        throw IoError(cat("TcpStore: lost the connection to store server ", where, " after sending ", call.what,
+                          " (", got.error, "); not retried, because the server may already have applied it"));
+      }
+      lost = got.error;
+    } else {
+      // The server never got the whole request, so sending it again is safe for every op.
+      lost = sent.error;
+    }
+    CHORUS_LOG(debug, -1, "TcpStore: connection to ", where, " lost during ", call.what, " (", lost, "); retrying");
+    if (deadline.expired()) throw connection_lost(lost);
+    std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+Reply TcpStore::Impl::cancel(UniqueFd fd, const Call& call) {
+  std::string store = cat("TcpStore ", where);
+  Deadline grace = Deadline::after(kIoGrace);
+  std::vector<std::byte> frame = tcp_store::encode_request(Op::cancel, {}, {});
+  Reply reply;
+  if (tcp_store::send_all(fd.get(), frame, grace).status == IoStatus::ok &&
+      read_reply(fd.get(), grace, std::max<size_t>(call.keys.size(), 1), reply).status == IoStatus::ok) {
+    give_back(std::move(fd));
+    if (reply.status != Status::timed_out) return reply;  // answered just as we gave up: use it
+    std::vector<std::string> missing;
+    for (const auto& item : reply.items) missing.emplace_back(reinterpret_cast<const char*>(item.data()), item.size());
+    store_detail::throw_key_timeout(store, missing, call.timeout);
+  }
+  // No answer to the cancel either: the connection is out of step, so it is dropped.
+  store_detail::throw_key_timeout(store, call.keys, call.timeout);
+}
+
+void TcpStore::Impl::check(const Reply& reply, size_t items, const Call& call) {
+  if (reply.status == Status::error) {
+    std::string message = reply.items.empty() ? "unknown error"
+        : std::string(reinterpret_cast<const char*>(reply.items[0].data()), reply.items[0].size());
+    throw InvalidArgument(message);
+  }
+  if (reply.status != Status::ok || reply.items.size() != items) {
+    throw IoError(cat("TcpStore: ", where, " answered ", call.what, " with status ", int(reply.status), " and ",
+                      reply.items.size(), " items (expected ", items, ")"));
+  }
+}
+
+void TcpStore::set(const std::string& key, std::span<const std::byte> value) {
+  std::vector<std::string> keys{key};
+  Call call{Op::set, keys, value, impl_->connect_timeout, false, true, "set of key '" + key + "'"};
+  impl_->check(impl_->call(call), 0, call);
+}
+
+std::vector<std::byte> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  return std::move(get_many({key}, timeout)[0]);
+}
+
+std::vector<std::vector<std::byte>> TcpStore::get_many(const std::vector<std::string>& keys,
+                                                       std::chrono::milliseconds timeout) {
+  if (keys.empty()) return {};
+  Call call{Op::get, keys, {}, timeout, true, true,
+            keys.size() == 1 ? "get of key '" + keys[0] + "'" : cat("get of ", keys.size(), " keys")};
+  Reply reply = impl_->call(call);
+  impl_->check(reply, keys.size(), call);
+  return std::move(reply.items);
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  if (keys.empty()) return;
+  Call call{Op::wait, keys, {}, timeout, true, true, cat("wait for ", store_detail::quote_keys(keys, 4))};
+  impl_->check(impl_->call(call), 0, call);
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  std::vector<std::string> keys{key};
+  std::vector<std::byte> encoded;
+  tcp_store::put_u64(encoded, static_cast<uint64_t>(delta));
+  Call call{Op::add, keys, encoded, impl_->connect_timeout, false, false, cat("add of ", delta, " to key '", key, "'")};
+  Reply reply = impl_->call(call);
+  impl_->check(reply, 1, call);
+  if (reply.items[0].size() != 8) throw IoError(cat("TcpStore: ", impl_->where, " answered an add with ", reply.items[0].size(), " bytes"));
+  return static_cast<int64_t>(tcp_store::get_u64(reply.items[0].data()));
+}
+
+bool TcpStore::remove(const std::string& key) {
+  std::vector<std::string> keys{key};
+  Call call{Op::remove, keys, {}, impl_->connect_timeout, false, true, "remove of key '" + key + "'"};
+  Reply reply = impl_->call(call);
+  impl_->check(reply, 1, call);
+  if (reply.items[0].size() != 1) throw IoError(cat("TcpStore: ", impl_->where, " answered a remove with ", reply.items[0].size(), " bytes"));
+  return reply.items[0][0] != std::byte{0};
+}
+
+}  // namespace chorus

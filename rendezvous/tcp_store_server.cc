@@ -1,0 +1,398 @@
+// TcpStoreServer: one thread, one poll() loop, non-blocking sockets. get and
+// wait requests whose keys are missing are parked here and answered the moment
+// the last key is set, so clients never poll. Each parked request waits on one
+// missing key at a time, so waking costs O(keys) per request in total.
+// A connection that breaks the protocol is dropped; everyone else is served on.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "chorus/error.h"
+#include "chorus/log.h"
+#include "chorus/store.h"
+#include "rendezvous/store_common.h"
+#include "rendezvous/tcp_store_protocol.h"
+#include "rendezvous/tcp_store_socket.h"
+
+namespace chorus {
+
+using tcp_store::Op;
+using tcp_store::Status;
+using tcp_store::UniqueFd;
+
+namespace {
+
+constexpr size_t kReadChunkBytes = size_t{256} << 10;
+// Bytes read from one connection per poll round, so one fast sender cannot starve the rest.
+constexpr size_t kReadBudgetBytes = size_t{4} << 20;
+
+struct Parked {
+  Op op;
+  std::vector<std::string> keys;
+  std::string waiting_on;  // the missing key this request is registered under
+  uint64_t generation;     // tells a live registration from a stale one
+};
+
+struct Connection {
+  UniqueFd fd;
+  std::string peer;
+  std::vector<std::byte> in;
+  std::vector<std::byte> out;
+  size_t out_sent = 0;
+  std::optional<Parked> parked;
+  bool dead = false;
+
+  bool has_pending_output() const { return out_sent < out.size(); }
+};
+
+struct WaiterRef {
+  uint64_t connection;
+  uint64_t generation;
+};
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  UniqueFd listener;
+  UniqueFd wake_read;
+  UniqueFd wake_write;
+  uint16_t port = 0;
+  std::string where;
+  std::thread thread;
+
+  // Everything below is touched by the serving thread only.
+  std::unordered_map<std::string, std::vector<std::byte>> values;
+  std::unordered_map<std::string, std::vector<WaiterRef>> waiters;
+  std::map<uint64_t, Connection> connections;
+  std::vector<uint64_t> ready;  // connections whose buffered input can be processed again
+  std::vector<std::byte> scratch;
+  std::vector<pollfd> polled;
+  std::vector<uint64_t> polled_ids;
+  uint64_t next_connection = 1;
+  uint64_t next_generation = 1;
+  Clock::time_point accept_paused_until{};
+
+  void serve();
+  bool serve_once();  // one poll round; false when asked to stop
+  void accept_all();
+  void read_from(uint64_t id, Connection& c);
+  void process_input(uint64_t id, Connection& c);
+  void handle(uint64_t id, Connection& c, tcp_store::Request& request);
+  void reply(uint64_t id, Connection& c, Status status, const std::vector<std::span<const std::byte>>& items);
+  void answer_present(uint64_t id, Connection& c, Op op, const std::vector<std::string>& keys);
+  void flush(uint64_t id, Connection& c);
+  void drop(uint64_t id, Connection& c, const std::string& reason, bool unexpected);
+  void unregister(uint64_t id, Connection& c);
+  void wake(const std::string& key);
+  const std::string* first_missing(const std::vector<std::string>& keys) const;
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port) : impl_(std::make_unique<Impl>()) {
+  impl_->listener = tcp_store::listen_on(host, port);
+  impl_->port = tcp_store::local_port(impl_->listener.get());
+  impl_->where = tcp_store::host_port(host, impl_->port);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+    throw IoError(cat("TcpStoreServer ", impl_->where, ": cannot create its wake-up pipe: ",
+                      tcp_store::errno_text(errno)));
+  }
+  impl_->wake_read = UniqueFd(pipe_fds[0]);
+  impl_->wake_write = UniqueFd(pipe_fds[1]);
+  impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
+  CHORUS_LOG(debug, -1, "TcpStoreServer listening on ", impl_->where);
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  char byte = 1;
+  while (::write(impl_->wake_write.get(), &byte, 1) < 0 && errno == EINTR) {
+  }
+  impl_->thread.join();
+}
+
+uint16_t TcpStoreServer::port() const { return impl_->port; }
+
+void TcpStoreServer::Impl::serve() {
+  while (true) {
+    try {
+      if (!serve_once()) return;
+    } catch (const std::exception& error) {
+      // Nothing may kill the serving thread: every rank of the job depends on it.
+      CHORUS_LOG(error, -1, "TcpStoreServer ", where, ": ", error.what());
+    }
+  }
+}
+
+bool TcpStoreServer::Impl::serve_once() {
+  polled.clear();
+  polled_ids.clear();
+  bool accepting = Clock::now() >= accept_paused_until;
+  polled.push_back({wake_read.get(), POLLIN, 0});
+  polled.push_back({listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
+  for (auto& [id, c] : connections) {
+    polled.push_back({c.fd.get(), static_cast<short>(c.has_pending_output() ? POLLOUT : POLLIN), 0});
+    polled_ids.push_back(id);
+  }
+  int count = ::poll(polled.data(), polled.size(), accepting ? -1 : 100);
+  if (count < 0) {
+    if (errno != EINTR) CHORUS_LOG(error, -1, "TcpStoreServer ", where, ": poll: ", tcp_store::errno_text(errno));
+    return true;
+  }
+  if (polled[0].revents != 0) return false;  // the destructor asks us to stop
+  if (polled[1].revents & POLLIN) accept_all();
+  for (size_t i = 0; i < polled_ids.size(); ++i) {
+    short events = polled[i + 2].revents;
+    if (events == 0) continue;
+    uint64_t id = polled_ids[i];
+    auto found = connections.find(id);
+    if (found == connections.end() || found->second.dead) continue;
+    Connection& c = found->second;
+    if (c.has_pending_output()) {
+      flush(id, c);
+    } else {
+      read_from(id, c);
+    }
+  }
+  while (!ready.empty()) {
+    uint64_t id = ready.back();
+    ready.pop_back();
+    auto found = connections.find(id);
+    if (found != connections.end() && !found->second.dead) process_input(id, found->second);
+  }
+  std::erase_if(connections, [](const auto& entry) { return entry.second.dead; });
+  return true;
+}
+
+void TcpStoreServer::Impl::accept_all() {
+  while (true) {
+    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors (or memory): stop accepting for a moment instead of spinning.
+      CHORUS_LOG(warn, -1, "TcpStoreServer ", where, ": accept: ", tcp_store::errno_text(errno));
+      accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
+    tcp_store::make_nonblocking_nodelay(fd);
+    Connection c;
+    c.fd = UniqueFd(fd);
+    c.peer = tcp_store::peer_name(fd);
+    CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": connection from ", c.peer);
+    connections.emplace(next_connection++, std::move(c));
+  }
+}
+
+void TcpStoreServer::Impl::read_from(uint64_t id, Connection& c) {
+  // Reads land in one shared scratch buffer and only the bytes received are
+  // kept per connection: thousands of idle ranks must not cost a chunk each.
+  scratch.resize(kReadChunkBytes);
+  size_t budget = kReadBudgetBytes;
+  while (budget > 0) {
+    ssize_t n = ::recv(c.fd.get(), scratch.data(), scratch.size(), 0);
+    if (n > 0) {
+      try {
+        c.in.insert(c.in.end(), scratch.begin(), scratch.begin() + n);
+      } catch (const std::bad_alloc&) {
+        drop(id, c, "out of memory buffering its request", true);
+        return;
+      }
+      budget -= std::min(budget, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      drop(id, c, "closed the connection", false);
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    drop(id, c, tcp_store::errno_text(errno), false);
+    return;
+  }
+  process_input(id, c);
+}
+
+void TcpStoreServer::Impl::process_input(uint64_t id, Connection& c) {
+  size_t offset = 0;
+  // A client that does not read its replies gets no new ones: TCP back-pressure
+  // then bounds what it can make us buffer.
+  while (!c.dead && !c.has_pending_output()) {
+    tcp_store::Request request;
+    auto outcome = tcp_store::parse_request(std::span(c.in).subspan(offset), request);
+    if (outcome.state == tcp_store::ParseState::incomplete) break;
+    if (outcome.state == tcp_store::ParseState::invalid) {
+      drop(id, c, "sent an invalid request: " + outcome.error, true);
+      return;
+    }
+    offset += outcome.consumed;
+    try {
+      handle(id, c, request);
+    } catch (const std::exception& error) {
+      drop(id, c, cat("request failed: ", error.what()), true);
+      return;
+    }
+  }
+  if (!c.dead && offset > 0) c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(offset));
+  if (c.in.empty() && c.in.capacity() > kReadChunkBytes) c.in.shrink_to_fit();  // after a large set
+}
+
+const std::string* TcpStoreServer::Impl::first_missing(const std::vector<std::string>& keys) const {
+  for (const auto& key : keys)
+    if (values.find(key) == values.end()) return &key;
+  return nullptr;
+}
+
+void TcpStoreServer::Impl::handle(uint64_t id, Connection& c, tcp_store::Request& request) {
+  if (c.parked) {
+    if (request.op != Op::cancel) {
+      drop(id, c, cat("sent ", tcp_store::op_name(request.op), " while its previous request was still waiting"), true);
+      return;
+    }
+    std::vector<std::span<const std::byte>> missing;
+    for (const auto& key : c.parked->keys) {
+      if (values.find(key) == values.end())
+        missing.push_back(std::as_bytes(std::span(key.data(), key.size())));
+    }
+    // `missing` points into the parked keys: reply before letting go of them.
+    unregister(id, c);
+    reply(id, c, Status::timed_out, missing);
+    c.parked.reset();
+    return;
+  }
+  switch (request.op) {
+    case Op::set: {
+      const std::string& key = request.keys[0];
+      values[key] = std::move(request.value);
+      reply(id, c, Status::ok, {});
+      wake(key);
+      return;
+    }
+    case Op::get:
+    case Op::wait: {
+      const std::string* missing = first_missing(request.keys);
+      if (missing == nullptr) {
+        answer_present(id, c, request.op, request.keys);
+        return;
+      }
+      uint64_t generation = next_generation++;
+      std::string waiting_on = *missing;
+      waiters[waiting_on].push_back({id, generation});
+      c.parked = Parked{request.op, std::move(request.keys), std::move(waiting_on), generation};
+      return;
+    }
+    case Op::add: {
+      const std::string& key = request.keys[0];
+      auto delta = static_cast<int64_t>(tcp_store::get_u64(request.value.data()));
+      auto found = values.find(key);
+      int64_t sum = 0;
+      try {
+        sum = store_detail::add_to_counter("TcpStore", key, found == values.end() ? nullptr : &found->second, delta);
+      } catch (const InvalidArgument& error) {
+        std::string message = error.what();
+        reply(id, c, Status::error, {std::as_bytes(std::span(message.data(), message.size()))});
+        return;
+      }
+      values[key] = store_detail::format_counter(sum);
+      std::vector<std::byte> encoded;
+      tcp_store::put_u64(encoded, static_cast<uint64_t>(sum));
+      reply(id, c, Status::ok, {encoded});
+      wake(key);
+      return;
+    }
+    case Op::remove: {
+      std::byte existed{static_cast<unsigned char>(values.erase(request.keys[0]) > 0)};
+      reply(id, c, Status::ok, {std::span(&existed, 1)});
+      return;
+    }
+    case Op::cancel:
+      return;  // its request was answered already; cancel is never answered itself
+  }
+}
+
+void TcpStoreServer::Impl::answer_present(uint64_t id, Connection& c, Op op, const std::vector<std::string>& keys) {
+  std::vector<std::span<const std::byte>> items;
+  if (op == Op::get) {
+    items.reserve(keys.size());
+    for (const auto& key : keys) items.push_back(values.at(key));
+  }
+  reply(id, c, Status::ok, items);
+}
+
+void TcpStoreServer::Impl::reply(uint64_t id, Connection& c, Status status,
+                                 const std::vector<std::span<const std::byte>>& items) {
+  tcp_store::append_reply(c.out, status, items);
+  flush(id, c);
+}
+
+void TcpStoreServer::Impl::flush(uint64_t id, Connection& c) {
+  while (c.has_pending_output()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    drop(id, c, cat("send failed: ", tcp_store::errno_text(errno)), false);
+    return;
+  }
+  c.out.clear();
+  c.out_sent = 0;
+  if (c.out.capacity() > kReadChunkBytes) c.out.shrink_to_fit();  // after a large get
+  if (!c.in.empty()) ready.push_back(id);
+}
+
+void TcpStoreServer::Impl::unregister(uint64_t id, Connection& c) {
+  if (!c.parked) return;
+  auto found = waiters.find(c.parked->waiting_on);
+  if (found == waiters.end()) return;
+  std::erase_if(found->second, [&](const WaiterRef& ref) { return ref.connection == id; });
+  if (found->second.empty()) waiters.erase(found);
+}
+
+void TcpStoreServer::Impl::drop(uint64_t id, Connection& c, const std::string& reason, bool unexpected) {
+  if (c.dead) return;
+  if (unexpected) {
+    CHORUS_LOG(warn, -1, "TcpStoreServer ", where, ": dropping connection from ", c.peer, ": ", reason);
+  } else {
+    CHORUS_LOG(debug, -1, "TcpStoreServer ", where, ": connection from ", c.peer, " ended: ", reason);
+  }
+  // A closed client's parked request must not linger in the waiter lists.
+  unregister(id, c);
+  c.parked.reset();
+  c.dead = true;
+  c.fd.reset();
+  c.in.clear();
+  c.out.clear();
+  c.out_sent = 0;
+}
+
+void TcpStoreServer::Impl::wake(const std::string& key) {
+  auto found = waiters.find(key);
+  if (found == waiters.end()) return;
+  std::vector<WaiterRef> woken = std::move(found->second);
+  waiters.erase(found);
+  for (const WaiterRef& ref : woken) {
+    auto entry = connections.find(ref.connection);
+    if (entry == connections.end()) continue;
+    Connection& c = entry->second;
+    if (c.dead || !c.parked || c.parked->generation != ref.generation) continue;
+    if (const std::string* missing = first_missing(c.parked->keys)) {
+      c.parked->waiting_on = *missing;
+      waiters[*missing].push_back(ref);
+      continue;
+    }
+    Parked parked = std::move(*c.parked);
+    c.parked.reset();
+    answer_present(ref.connection, c, parked.op, parked.keys);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,351 @@
+// TcpStore and TcpStoreServer beyond the common interface: servers that die,
+// restart or start late, hostile bytes, parked waits, limits and errors.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "chorus/error.h"
+#include "chorus/store.h"
+#include "rendezvous/tcp_store_protocol.h"
+#include "rendezvous_test_helpers.h"
+
+using namespace std::chrono_literals;
+using chorus::test::bytes;
+using chorus::test::text;
+
+namespace {
+
+// A raw client socket to send arbitrary bytes to a server.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    timeval two_seconds{2, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds));
+  }
+  ~RawConnection() { ::close(fd_); }
+  void send(const std::vector<std::byte>& data) {
+    // The server may already have hung up halfway through: that is the point of some tests.
+    (void)::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+  }
+  // True once the server has closed this connection (EOF or reset), false on silence.
+  bool closed_by_server() {
+    char buffer[4096];
+    while (true) {
+      ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+  // Ends our side, for noise the server may take as the start of a long frame.
+  void finish_sending() { ::shutdown(fd_, SHUT_WR); }
+  std::vector<std::byte> receive(size_t count) {
+    std::vector<std::byte> data(count);
+    size_t done = 0;
+    while (done < count) {
+      ssize_t n = ::recv(fd_, data.data() + done, count - done, 0);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    data.resize(done);
+    return data;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::byte>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A port that was free a moment ago.
+uint16_t free_port() {
+  chorus::TcpStoreServer probe("127.0.0.1", 0);
+  return probe.port();
+}
+
+// Runs a TcpStoreServer in a child process; returns its pid and port.
+std::pair<pid_t, uint16_t> server_process(uint16_t port = 0) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  pid_t pid = chorus::test::fork_child([&] {
+    chorus::TcpStoreServer server("127.0.0.1", port);
+    uint16_t bound = server.port();
+    (void)!::write(pipe_fds[1], &bound, sizeof(bound));
+    while (true) ::pause();
+  });
+  ::close(pipe_fds[1]);
+  uint16_t bound = 0;
+  REQUIRE(::read(pipe_fds[0], &bound, sizeof(bound)) == sizeof(bound));
+  ::close(pipe_fds[0]);
+  return {pid, bound};
+}
+
+}  // namespace
+
+TEST_CASE("TcpStoreServer reports its ephemeral port and refuses a port in use", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  REQUIRE(server.port() != 0);
+  std::string port = std::to_string(server.port());
+  std::string message =
+      chorus::test::thrown_message<chorus::IoError>([&] { chorus::TcpStoreServer("127.0.0.1", server.port()); });
+  REQUIRE_THAT(message, Catch::Contains("port " + port) && Catch::Contains("in use"));
+  REQUIRE_THROWS_AS(chorus::TcpStoreServer("no-such-host.invalid", 0), chorus::IoError);
+}
+
+TEST_CASE("TcpStore fails within connect_timeout when no server listens, naming host:port", "[tcp_store]") {
+  uint16_t port = free_port();
+  chorus::test::Stopwatch watch;
+  std::string message =
+      chorus::test::thrown_message<chorus::IoError>([&] { chorus::TcpStore("127.0.0.1", port, 200ms); });
+  REQUIRE_THAT(message, Catch::Contains("127.0.0.1:" + std::to_string(port)));
+  REQUIRE(watch.elapsed() >= 200ms);
+  REQUIRE(watch.elapsed() < 1500ms);
+}
+
+TEST_CASE("TcpStore waits for a server that starts after the client", "[tcp_store]") {
+  uint16_t port = free_port();
+  std::unique_ptr<chorus::TcpStoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(200ms);
+    server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", port);
+  });
+  chorus::TcpStore store("127.0.0.1", port, 5s);
+  starter.join();
+  store.set("k", bytes("v"));
+  REQUIRE(text(store.get("k", 1s)) == "v");
+}
+
+TEST_CASE("TcpStore wait fails within its timeout when the server is destroyed mid-wait", "[tcp_store]") {
+  auto server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0);
+  std::string address = "127.0.0.1:" + std::to_string(server->port());
+  chorus::TcpStore store("127.0.0.1", server->port(), 1s);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    server.reset();
+  });
+  chorus::test::Stopwatch watch;
+  try {
+    store.wait({"never"}, 800ms);
+    FAIL("wait returned although the server is gone");
+  } catch (const chorus::IoError& error) {
+    REQUIRE_THAT(error.what(), Catch::Contains(address));
+  } catch (const chorus::TimeoutError& error) {
+    REQUIRE_THAT(error.what(), Catch::Contains(address));
+  }
+  REQUIRE(watch.elapsed() < 1500ms);
+  killer.join();
+}
+
+TEST_CASE("TcpStore get fails within its timeout when the server process is SIGKILLed", "[tcp_store]") {
+  auto [pid, port] = server_process();
+  chorus::TcpStore store("127.0.0.1", port, 1s);
+  store.set("before", bytes("ok"));
+  std::thread killer([pid = pid] {
+    std::this_thread::sleep_for(100ms);
+    ::kill(pid, SIGKILL);
+  });
+  chorus::test::Stopwatch watch;
+  std::string message = chorus::test::thrown_message<chorus::IoError>([&] { store.get("never", 700ms); });
+  REQUIRE_THAT(message, Catch::Contains("127.0.0.1:" + std::to_string(port)));
+  REQUIRE(watch.elapsed() < 1500ms);
+  killer.join();
+  chorus::test::wait_child(pid);
+  // Later calls fail too, within connect_timeout (set has no timeout of its own).
+  watch = chorus::test::Stopwatch();
+  REQUIRE_THROWS_AS(store.set("after", bytes("x")), chorus::IoError);
+  REQUIRE(watch.elapsed() < 2500ms);
+}
+
+TEST_CASE("TcpStore reconnects to a server restarted on the same port", "[tcp_store]") {
+  auto server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0);
+  uint16_t port = server->port();
+  chorus::TcpStore store("127.0.0.1", port, 3s);
+  store.set("first", bytes("1"));
+  REQUIRE(store.add("count", 1) == 1);
+
+  SECTION("between calls, add included (the dead idle connection is noticed before sending)") {
+    server.reset();
+    server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", port);
+    store.set("second", bytes("2"));
+    REQUIRE(text(store.get("second", 1s)) == "2");
+    REQUIRE(store.add("count", 1) == 1);  // a new server starts empty
+    REQUIRE_THROWS_AS(store.get("first", 50ms), chorus::TimeoutError);
+  }
+  SECTION("during a wait, which is sent again to the new server") {
+    std::thread restarter([&] {
+      std::this_thread::sleep_for(100ms);
+      server.reset();
+      std::this_thread::sleep_for(100ms);
+      server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", port);
+      chorus::TcpStore other("127.0.0.1", port, 3s);
+      std::this_thread::sleep_for(100ms);
+      other.set("awaited", bytes("made it"));
+    });
+    REQUIRE(text(store.get("awaited", 5s)) == "made it");
+    restarter.join();
+  }
+}
+
+TEST_CASE("TcpStoreServer drops connections that send hostile bytes and keeps serving", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  store.set("stable", bytes("still here"));
+  // A legitimate client parked across all of it must still be answered.
+  std::thread parked([&] { REQUIRE(text(store.get("after-attack", 10s)) == "finally"); });
+
+  using chorus::tcp_store::put_u32;
+  using chorus::tcp_store::put_u64;
+  std::vector<std::vector<std::byte>> attacks;
+  attacks.push_back(bytes("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  {
+    std::vector<std::byte> frame;
+    put_u32(frame, chorus::tcp_store::kMagic);
+    frame.push_back(std::byte{99});  // unknown op
+    attacks.push_back(frame);
+  }
+  {
+    std::vector<std::byte> frame;  // key longer than 4 KiB
+    put_u32(frame, chorus::tcp_store::kMagic);
+    frame.push_back(std::byte{1});
+    put_u32(frame, 1);
+    put_u32(frame, 0xFFFFFFFF);
+    attacks.push_back(frame);
+  }
+  {
+    std::vector<std::byte> frame;  // value of 2^62 bytes
+    put_u32(frame, chorus::tcp_store::kMagic);
+    frame.push_back(std::byte{1});
+    put_u32(frame, 1);
+    put_u32(frame, 1);
+    frame.push_back(std::byte{'k'});
+    put_u64(frame, uint64_t{1} << 62);
+    attacks.push_back(frame);
+  }
+  {
+    std::vector<std::byte> frame;  // four billion keys
+    put_u32(frame, chorus::tcp_store::kMagic);
+    frame.push_back(std::byte{2});
+    put_u32(frame, 0xFFFFFFFF);
+    attacks.push_back(frame);
+  }
+  {
+    // A second request while the first is parked.
+    auto wait = chorus::tcp_store::encode_request(chorus::tcp_store::Op::wait, {"nothing"}, {});
+    attacks.push_back(concat(wait, chorus::tcp_store::encode_request(chorus::tcp_store::Op::set, {"x"}, bytes("y"))));
+  }
+  std::mt19937 random(7);
+  for (int i = 0; i < 20; ++i) {
+    std::vector<std::byte> noise(1 + random() % 2000);
+    for (auto& b : noise) b = static_cast<std::byte>(random());
+    attacks.push_back(noise);
+  }
+  for (const auto& attack : attacks) {
+    RawConnection raw(server.port());
+    raw.send(attack);
+    REQUIRE(raw.closed_by_server());
+    REQUIRE(text(store.get("stable", 1s)) == "still here");
+  }
+  for (int i = 0; i < 200; ++i) {
+    // Valid magic, then noise: whatever it parses as, the server must survive it.
+    std::vector<std::byte> noise;
+    put_u32(noise, chorus::tcp_store::kMagic);
+    noise.push_back(static_cast<std::byte>(1 + random() % 6));
+    for (size_t n = random() % 40; n > 0; --n) noise.push_back(static_cast<std::byte>(random() % 4 ? random() % 8 : random()));
+    RawConnection raw(server.port());
+    raw.send(noise);
+    raw.finish_sending();
+    REQUIRE(raw.closed_by_server());
+  }
+  REQUIRE(text(store.get("stable", 1s)) == "still here");
+  {
+    // Half a frame, then the attacker vanishes.
+    RawConnection raw(server.port());
+    auto frame = chorus::tcp_store::encode_request(chorus::tcp_store::Op::set, {"half"}, bytes("value"));
+    frame.resize(frame.size() / 2);
+    raw.send(frame);
+  }
+  {
+    // A parked wait whose client disappears must not break a later set of the key.
+    RawConnection raw(server.port());
+    raw.send(chorus::tcp_store::encode_request(chorus::tcp_store::Op::wait, {"after-attack"}, {}));
+    std::this_thread::sleep_for(20ms);
+  }
+  store.set("after-attack", bytes("finally"));
+  parked.join();
+  REQUIRE_THROWS_AS(store.get("half", 20ms), chorus::TimeoutError);
+}
+
+TEST_CASE("TcpStoreServer answers a multi-key get with one reply", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  store.set("a", bytes("A"));
+  store.set("b", {});
+  store.set("c", bytes("CCC"));
+  RawConnection raw(server.port());
+  raw.send(chorus::tcp_store::encode_request(chorus::tcp_store::Op::get, {"c", "b", "a"}, {}));
+  // magic, status ok, 3 items: (3,"CCC"), (0,""), (1,"A")
+  auto reply = raw.receive(9 + 8 + 3 + 8 + 8 + 1);
+  std::vector<std::byte> expected;
+  chorus::tcp_store::append_reply(expected, chorus::tcp_store::Status::ok,
+                                  {bytes("CCC"), std::vector<std::byte>{}, bytes("A")});
+  REQUIRE(reply == expected);
+}
+
+TEST_CASE("TcpStore get_many of many keys parks until the last one is set", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back("key/" + std::to_string(i));
+  std::thread setter([&] {
+    chorus::TcpStore writer("127.0.0.1", server.port(), 2s);
+    for (int i = 999; i >= 0; --i) writer.set(keys[i], bytes(std::to_string(i * 3)));
+  });
+  auto values = store.get_many(keys, 10s);
+  setter.join();
+  REQUIRE(values.size() == 1000);
+  for (int i = 0; i < 1000; ++i) REQUIRE(text(values[i]) == std::to_string(i * 3));
+}
+
+TEST_CASE("TcpStore carries large binary values and rejects oversized input", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  std::vector<std::byte> large((size_t{8} << 20) + 3);
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<std::byte>((i * 2654435761u) >> 24);
+  store.set("large", large);
+  REQUIRE(store.get("large", 5s) == large);
+  REQUIRE_THROWS_AS(store.set(std::string(5000, 'k'), bytes("v")), chorus::InvalidArgument);
+  std::vector<std::byte> too_large(chorus::tcp_store::kMaxValueBytes + 1);
+  REQUIRE_THROWS_AS(store.set("too-large", too_large), chorus::InvalidArgument);
+  store.set("small", bytes("fine"));
+  REQUIRE(text(store.get("small", 1s)) == "fine");
+}
+
+TEST_CASE("TcpStore add is exact under concurrent processes", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  uint16_t port = server.port();
+  std::vector<pid_t> children;
+  for (int p = 0; p < 4; ++p) {
+    children.push_back(chorus::test::fork_child([port] {
+      chorus::TcpStore store("127.0.0.1", port, 5s);
+      for (int i = 0; i < 100; ++i) store.add("counter", 1);
+    }));
+  }
+  for (pid_t child : children) REQUIRE(chorus::test::wait_child(child) == 0);
+  chorus::TcpStore store("127.0.0.1", port, 2s);
+  REQUIRE(store.add("counter", 0) == 400);
+}
