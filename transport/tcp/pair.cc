@@ -70,10 +70,13 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
       frame.tag_value = tag.value;
       queued = true;
       // Only the head of the queue may write: anything behind must wait its turn.
-      if (send_queue_.size() == 1) {
+      if (send_queue_.size() == 1 && !write_broken_) {
         int failure = flush_locked();
-        if (failure != 0) error = write_error(failure);
-        else update_write_interest_locked();
+        if (failure != 0) {
+          if (!leave_reset_to_reader_locked(failure)) error = write_error(failure);
+        } else {
+          update_write_interest_locked();
+        }
       }
     }
   }
@@ -144,6 +147,16 @@ std::exception_ptr Connection::write_error(int error) {
       peer_rank_));
 }
 
+bool Connection::leave_reset_to_reader_locked(int error) {
+  if ((error != EPIPE && error != ECONNRESET) || !reading_.load(std::memory_order_relaxed)) return false;
+  write_broken_ = true;
+  if (write_interest_) {
+    owner_.set_write_interest(*this, false);
+    write_interest_ = false;
+  }
+  return true;
+}
+
 void Connection::update_write_interest_locked() {
   bool want = !send_queue_.empty();
   if (want == write_interest_) return;
@@ -155,10 +168,13 @@ void Connection::on_writable() {
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (failed_) return;
+    if (failed_ || write_broken_) return;
     int failure = flush_locked();
-    if (failure != 0) error = write_error(failure);
-    else update_write_interest_locked();
+    if (failure != 0) {
+      if (!leave_reset_to_reader_locked(failure)) error = write_error(failure);
+    } else {
+      update_write_interest_locked();
+    }
   }
   if (error) owner_.abort(error, owner_.shutting_down() ? LogLevel::debug : LogLevel::warn);
 }
@@ -394,7 +410,8 @@ void Connection::on_end_of_stream(int error) {
   bool expected;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    expected = peer_said_goodbye_ || failed_;
+    // Sends stuck behind a broken write still need their error.
+    expected = failed_ || (peer_said_goodbye_ && !(write_broken_ && !send_queue_.empty()));
   }
   if (expected || owner_.shutting_down()) {
     CHORUS_LOG(debug, owner_.rank(), "tcp: connection to ", peer_label_, " closed");

@@ -105,6 +105,9 @@ class Connection {
   // Writes queued frames until done or the socket is full; 0 or an errno. Holds mutex_.
   int flush_locked();
   std::exception_ptr write_error(int error);
+  // A reset seen while writing may be racing an abort frame the peer sent
+  // before it went away; the reader sees both in order, so it reports.
+  bool leave_reset_to_reader_locked(int error);
   void update_write_interest_locked();
 
   void consume(const std::byte* data, size_t length);
@@ -132,6 +135,7 @@ class Connection {
   std::unordered_map<uint64_t, std::deque<std::unique_ptr<UnexpectedMessage>>> unexpected_;
   bool write_interest_ = false;
   bool failed_ = false;          // fail_everything ran
+  bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
   bool peer_said_goodbye_ = false;
   bool we_said_goodbye_ = false;
 
