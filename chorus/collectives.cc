@@ -9,6 +9,7 @@
 #include "chorus/error.h"
 #include "chorus/log.h"
 #include "chorus/work_queue.h"
+#include "transport/transport.h"
 
 namespace chorus {
 namespace {
