@@ -18,7 +18,7 @@ constexpr int op_shift = 40;
 constexpr int root_shift = 32;
 constexpr uint64_t byte_mask = 0xff;
 constexpr uint64_t count_mask = 0xffffffffull;
-constexpr uint64_t collective_count = 3;
+constexpr uint64_t collective_count = static_cast<uint64_t>(Collective::recv) + 1;
 }  // namespace
 
 std::string_view to_string(Collective collective) {
@@ -26,8 +26,30 @@ std::string_view to_string(Collective collective) {
     case Collective::allreduce: return "allreduce";
     case Collective::broadcast: return "broadcast";
     case Collective::barrier: return "barrier";
+    case Collective::reduce: return "reduce";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::allgather: return "allgather";
+    case Collective::gather: return "gather";
+    case Collective::scatter: return "scatter";
+    case Collective::alltoall: return "alltoall";
+    case Collective::send: return "send";
+    case Collective::recv: return "recv";
   }
   return "unknown collective";
+}
+
+size_t Call::block_offset(int r) const {
+  if (counts.empty()) return count * static_cast<size_t>(r);
+  size_t offset = 0;
+  for (int i = 0; i < r; ++i) offset += counts[static_cast<size_t>(i)];
+  return offset;
+}
+
+size_t Call::total_count() const {
+  if (counts.empty()) return count * static_cast<size_t>(size);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return total;
 }
 
 uint64_t call_signature(const Call& call) {

@@ -1,16 +1,32 @@
 // What one rank asks of one collective call: the input to every Plan builder,
 // to the cost model and to the mismatch check between ranks.
+//
+// Element counts, per collective:
+// - allreduce, broadcast, reduce: `count` is the whole buffer.
+// - allgather, gather, scatter, reduce_scatter, alltoall: `count` is one
+//   rank's block; the large side (allgather/gather output, scatter/
+//   reduce_scatter input, both alltoall buffers) holds `size` blocks in rank order.
+// - the v variants (allgatherv, gatherv, scatterv, reduce_scatter_v) set
+//   `counts` (one entry per rank, zeros allowed); blocks are contiguous in rank
+//   order, block r starts at the sum of counts[0..r).
+// - alltoallv sets `send_counts` (elements this rank sends to each peer) and
+//   `recv_counts` (elements it receives from each), blocks contiguous in peer order.
+// - send/recv (point to point) use `count`, `root` as the peer and `user_tag`.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "chorus/types.h"
 
 namespace chorus::algorithms {
 
-enum class Collective : uint8_t { allreduce, broadcast, barrier };
+enum class Collective : uint8_t {
+  allreduce, broadcast, barrier, reduce, reduce_scatter, allgather, gather, scatter, alltoall, send, recv,
+};
 
 std::string_view to_string(Collective collective);
 
@@ -18,14 +34,42 @@ struct Call {
   Collective collective = Collective::allreduce;
   int rank = 0;
   int size = 1;
-  size_t count = 0;  // elements
+  size_t count = 0;  // elements (see above)
   DataType type = DataType::float32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool in_place = true;
+  std::vector<size_t> counts;       // v variants; empty otherwise
+  std::vector<size_t> send_counts;  // alltoallv
+  std::vector<size_t> recv_counts;  // alltoallv
+  uint32_t user_tag = 0;            // send/recv
 
+  bool variable() const { return !counts.empty() || !send_counts.empty(); }
+  size_t element_bytes() const { return element_size(type); }
+  // Elements of rank r's block (allgather/gather/scatter/reduce_scatter and v variants).
+  size_t block_count(int r) const { return counts.empty() ? count : counts[static_cast<size_t>(r)]; }
+  // Element offset of rank r's block.
+  size_t block_offset(int r) const;
+  // Elements of all blocks together.
+  size_t total_count() const;
+  // Bytes of the whole buffer for allreduce/broadcast/reduce.
   size_t bytes() const { return count * element_size(type); }
 };
+
+// The fixed-size calls in one expression (tests and the public API).
+inline Call make_call(Collective collective, int rank, int size, size_t count, DataType type, ReduceOp op, int root,
+                      bool in_place) {
+  Call call;
+  call.collective = collective;
+  call.rank = rank;
+  call.size = size;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.root = root;
+  call.in_place = in_place;
+  return call;
+}
 
 // 64 bits every rank computes identically for the same call; carried in every
 // frame so a rank that called something else gets MismatchError.

@@ -48,12 +48,12 @@ TEST_CASE("binomial broadcast from every root on 1..16 and a few larger rank cou
     for (int root = 0; root < size; ++root)
       for (size_t count : {size_t{0}, size_t{1}, size_t{2}, static_cast<size_t>(size - 1),
                            static_cast<size_t>(size + 1), size_t{1009}}) {
-        check_broadcast(Call{Collective::broadcast, 0, size, count, DataType::int32, ReduceOp::sum, root, true},
+        check_broadcast(make_call(Collective::broadcast, 0, size, count, DataType::int32, ReduceOp::sum, root, true),
                         PlanTuning{64, 4});
         if (count == 1009 && root % 3 == 0) {
-          check_broadcast(Call{Collective::broadcast, 0, size, count, DataType::int8, ReduceOp::sum, root, true},
+          check_broadcast(make_call(Collective::broadcast, 0, size, count, DataType::int8, ReduceOp::sum, root, true),
                           PlanTuning{});
-          check_broadcast(Call{Collective::broadcast, 0, size, count, DataType::float16, ReduceOp::sum, root, true},
+          check_broadcast(make_call(Collective::broadcast, 0, size, count, DataType::float16, ReduceOp::sum, root, true),
                           PlanTuning{100, 4});
         }
       }
@@ -61,7 +61,7 @@ TEST_CASE("binomial broadcast from every root on 1..16 and a few larger rank cou
 
 TEST_CASE("binomial broadcast of 100003 float32 in segments") {
   for (int size : {2, 5, 16}) {
-    Call call{Collective::broadcast, 0, size, 100003, DataType::float32, ReduceOp::sum, size - 1, true};
+    Call call = make_call(Collective::broadcast, 0, size, 100003, DataType::float32, ReduceOp::sum, size - 1, true);
     check_broadcast(call, PlanTuning{4096, 4});
     check_broadcast(call, PlanTuning{call.bytes(), 4});
   }
@@ -115,7 +115,7 @@ std::vector<std::set<int>> heard_from(const std::vector<Plan>& plans) {
 TEST_CASE("dissemination barrier: log2 rounds of empty messages, every rank hears from every rank") {
   for (int size = 1; size <= 40; ++size) {
     INFO("size " << size);
-    Call call{Collective::barrier, 0, size, 0, DataType::int8, ReduceOp::sum, 0, true};
+    Call call = make_call(Collective::barrier, 0, size, 0, DataType::int8, ReduceOp::sum, 0, true);
     const std::vector<Plan> plans = build_plans(dissemination_barrier_plan, call, PlanTuning{});
     std::vector<RankBuffers> nothing(size);
     SimulationReport report = simulate(plans, nothing, call);

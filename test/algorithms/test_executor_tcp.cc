@@ -83,7 +83,7 @@ void require_no_errors(const std::vector<std::exception_ptr>& errors) {
 
 Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
                bool in_place) {
-  return Call{collective, context.rank(), context.size(), count, type, op, root, in_place};
+  return make_call(collective, context.rank(), context.size(), count, type, op, root, in_place);
 }
 
 Deadline soon() { return Deadline::after(20s); }

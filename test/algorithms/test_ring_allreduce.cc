@@ -117,7 +117,7 @@ TEST_CASE("ring allreduce int32: every op, rank count and awkward count, in and 
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg,
                           ReduceOp::band, ReduceOp::bor, ReduceOp::bxor})
         for (bool in_place : {true, false}) {
-          Call call{Collective::allreduce, 0, size, count, DataType::int32, op, 0, in_place};
+          Call call = make_call(Collective::allreduce, 0, size, count, DataType::int32, op, 0, in_place);
           check_ring(call, tiny_segments);
           if (count == 1009) check_ring(call, default_tuning);
         }
@@ -128,7 +128,7 @@ TEST_CASE("ring allreduce float32: arithmetic ops, every rank count, in and out 
     for (size_t count : awkward_counts(size))
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg})
         for (bool in_place : {true, false})
-          check_ring(Call{Collective::allreduce, 0, size, count, DataType::float32, op, 0, in_place}, tiny_segments);
+          check_ring(make_call(Collective::allreduce, 0, size, count, DataType::float32, op, 0, in_place), tiny_segments);
 }
 
 TEST_CASE("ring allreduce float16, bfloat16, int8 and float64") {
@@ -137,17 +137,17 @@ TEST_CASE("ring allreduce float16, bfloat16, int8 and float64") {
       for (DataType type : {DataType::float16, DataType::bfloat16, DataType::int8, DataType::float64})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg})
           for (bool in_place : {true, false})
-            check_ring(Call{Collective::allreduce, 0, size, count, type, op, 0, in_place}, tiny_segments);
+            check_ring(make_call(Collective::allreduce, 0, size, count, type, op, 0, in_place), tiny_segments);
   for (ReduceOp op : {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor})
-    check_ring(Call{Collective::allreduce, 0, 5, 1009, DataType::int8, op, 0, true}, tiny_segments);
+    check_ring(make_call(Collective::allreduce, 0, 5, 1009, DataType::int8, op, 0, true), tiny_segments);
 }
 
 TEST_CASE("ring allreduce of 100003 elements pipelines segments across the ring") {
   for (int size : {1, 2, 3, 7, 16, 33})
     for (bool in_place : {true, false}) {
-      check_ring(Call{Collective::allreduce, 0, size, 100003, DataType::int32, ReduceOp::sum, 0, in_place},
+      check_ring(make_call(Collective::allreduce, 0, size, 100003, DataType::int32, ReduceOp::sum, 0, in_place),
                  PlanTuning{4096, 4});
-      check_ring(Call{Collective::allreduce, 0, size, 100003, DataType::float32, ReduceOp::max, 0, in_place},
+      check_ring(make_call(Collective::allreduce, 0, size, 100003, DataType::float32, ReduceOp::max, 0, in_place),
                  default_tuning);
     }
 }
@@ -157,7 +157,7 @@ TEST_CASE("ring allreduce scratch does not grow with the buffer") {
   const size_t count = (size_t{3} << 30) / 4;
   const PlanTuning tuning{};
   for (int rank : {0, 5}) {
-    Call call{Collective::allreduce, rank, 8, count, DataType::float32, ReduceOp::sum, 0, true};
+    Call call = make_call(Collective::allreduce, rank, 8, count, DataType::float32, ReduceOp::sum, 0, true);
     Plan plan = ring_allreduce_plan(call, tuning);
     REQUIRE(plan.scratch_bytes <= tuning.scratch_segments * tuning.segment_bytes);
     size_t sent = 0;
@@ -172,7 +172,7 @@ TEST_CASE("ring allreduce cost follows the alpha-beta-gamma formula") {
   model.alpha_seconds = 1e-5;
   model.beta_seconds_per_byte = 1e-9;
   model.gamma_seconds_per_byte = 0;
-  Call call{Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  Call call = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(ring_allreduce_cost(call, model) == Approx(6 * 1e-5 + 1.5 * 4000 * 1e-9));
   call.size = 1;
   REQUIRE(ring_allreduce_cost(call, model) == 0.0);

@@ -13,11 +13,11 @@ using namespace chorus;
 using namespace chorus::algorithms;
 
 TEST_CASE("call signatures describe the call they came from") {
-  Call allreduce{Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  Call allreduce = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 1000 float32 sum");
-  Call broadcast{Collective::broadcast, 1, 4, 10, DataType::int8, ReduceOp::sum, 2, true};
+  Call broadcast = make_call(Collective::broadcast, 1, 4, 10, DataType::int8, ReduceOp::sum, 2, true);
   REQUIRE(describe_signature(call_signature(broadcast)) == "broadcast of 10 int8 from root 2");
-  Call barrier{Collective::barrier, 3, 4, 0, DataType::float32, ReduceOp::sum, 0, true};
+  Call barrier = make_call(Collective::barrier, 3, 4, 0, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(describe_signature(call_signature(barrier)) == "barrier");
   REQUIRE(describe_signature(0) == "unknown call (signature 0x0)");
   // Only the low 32 bits of the count travel.
@@ -26,7 +26,7 @@ TEST_CASE("call signatures describe the call they came from") {
 }
 
 TEST_CASE("call signatures differ in everything that matters and ignore the rest") {
-  const Call base{Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  const Call base = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
   std::set<uint64_t> signatures{call_signature(base)};
   Call changed = base;
   changed.count = 1001;
@@ -48,7 +48,7 @@ TEST_CASE("call signatures differ in everything that matters and ignore the rest
   other_rank.in_place = false;  // a per-rank choice
   REQUIRE(call_signature(other_rank) == call_signature(base));
 
-  Call broadcast{Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 1, true};
+  Call broadcast = make_call(Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 1, true);
   Call other_root = broadcast;
   other_root.root = 2;
   REQUIRE(call_signature(broadcast) != call_signature(other_root));
@@ -84,7 +84,7 @@ TEST_CASE("overrides parse collective:algorithm lists") {
 TEST_CASE("selection honours names, overrides and cost") {
   const CostModel model;
   const std::map<Collective, std::string> none;
-  Call allreduce{Collective::allreduce, 2, 4, 1000, DataType::float32, ReduceOp::sum, 0, true};
+  Call allreduce = make_call(Collective::allreduce, 2, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(select_algorithm(allreduce, "auto", model, none).name == "ring");
   REQUIRE(select_algorithm(allreduce, "ring", model, none).name == "ring");
   REQUIRE_THROWS_WITH(select_algorithm(allreduce, "halving", model, none),
@@ -92,13 +92,13 @@ TEST_CASE("selection honours names, overrides and cost") {
                           Catch::Contains("valid: ring"));
   REQUIRE(select_algorithm(allreduce, "auto", model, parse_algorithm_overrides("allreduce:ring")).name == "ring");
 
-  Call broadcast{Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 3, true};
+  Call broadcast = make_call(Collective::broadcast, 0, 4, 10, DataType::int8, ReduceOp::sum, 3, true);
   REQUIRE(select_algorithm(broadcast, "auto", model, none).name == "binomial");
   broadcast.root = 4;  // not a rank: no algorithm can serve it
   REQUIRE_THROWS_AS(select_algorithm(broadcast, "auto", model, none), InvalidArgument);
   REQUIRE_THROWS_WITH(select_algorithm(broadcast, "binomial", model, none), Catch::Contains("cannot run"));
 
-  Call barrier{Collective::barrier, 0, 4, 0, DataType::int8, ReduceOp::sum, 0, true};
+  Call barrier = make_call(Collective::barrier, 0, 4, 0, DataType::int8, ReduceOp::sum, 0, true);
   REQUIRE(select_algorithm(barrier, "auto", model, none).name == "dissemination");
   REQUIRE_THROWS_WITH(select_algorithm(barrier, "ring", model, none), Catch::Contains("valid: dissemination"));
 }

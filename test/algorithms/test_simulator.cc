@@ -14,7 +14,7 @@ using namespace chorus::algorithms;
 namespace {
 
 Call int32_allreduce(int size, size_t count) {
-  return Call{Collective::allreduce, 0, size, count, DataType::int32, ReduceOp::sum, 0, true};
+  return make_call(Collective::allreduce, 0, size, count, DataType::int32, ReduceOp::sum, 0, true);
 }
 
 struct TwoRanks {
