@@ -16,6 +16,7 @@
 #include <map>
 #include <vector>
 
+#include "benchmarks/bench_connect.h"
 #include "benchmarks/check_data.h"
 #include "chorus/chorus.h"
 #include "chorus/log.h"
@@ -144,7 +145,7 @@ int run_rank(const BenchOptions& options) {
 
   ConnectOptions connect_options;
   connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
-  std::shared_ptr<Context> context = connect_from_env(connect_options);
+  std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
   if (operation == Operation::broadcast && (options.root < 0 || options.root >= context->size()))
     throw InvalidArgument(cat("--root ", options.root, " is out of range for ", context->size(), " ranks"));
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
 
   try {
     chorus::validate_reduction(*chorus::parse_data_type(options.type), *chorus::parse_reduce_op(options.redop));
-    if (std::getenv("CHORUS_RANK") == nullptr) {
+    if (!bench::launched_by_a_launcher()) {
       if (options.ranks < 1) {
         std::fprintf(stderr, "chorus-bench: give --ranks N to fork N local ranks, or run under a launcher "
                              "(chorus-run, mpirun) that sets CHORUS_RANK/CHORUS_SIZE/CHORUS_STORE\n");
