@@ -1,21 +1,90 @@
+// Local launch: fork/exec every rank, then one loop that waits on the ranks'
+// output pipes and a self-pipe written by signal handlers (SIGCHLD, and the
+// stop signals to forward), so the launcher sleeps until something happens
+// and never needs a thread of its own.
 #include "tools/local_launcher.h"
 
-#include <chrono>
+#include <array>
+#include <cerrno>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <memory>
+#include <optional>
+#include <poll.h>
 #include <random>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chorus/error.h"
 #include "chorus/log.h"
-#include "chorus/store.h"
+#include "tools/launch_store.h"
+#include "tools/rank_output.h"
+
+extern char** environ;
 
 namespace chorus::tools {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Signal handlers can only set a flag and write a byte; everything else
+// happens in the supervision loop that the byte wakes up.
+int g_wake_write_fd = -1;
+volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_stop_signal_count = 0;
+
+void on_signal(int signal_number) {
+  if (signal_number != SIGCHLD) {
+    if (g_stop_signal == 0) g_stop_signal = signal_number;
+    g_stop_signal_count = g_stop_signal_count + 1;
+  }
+  int saved_errno = errno;
+  char byte = 0;
+  [[maybe_unused]] ssize_t ignored = ::write(g_wake_write_fd, &byte, 1);
+  errno = saved_errno;
+}
+
+constexpr std::array<int, 4> kWatchedSignals{SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+
+// Installs the handlers for the lifetime of one launch and restores the
+// previous ones after it.
+class SignalWatch {
+ public:
+  SignalWatch() {
+    if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw IoError(cat("cannot create the launcher's wake-up pipe: ", std::strerror(errno)));
+    g_wake_write_fd = wake_pipe_[1];
+    g_stop_signal = 0;
+    g_stop_signal_count = 0;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (size_t i = 0; i < kWatchedSignals.size(); ++i) sigaction(kWatchedSignals[i], &action, &previous_[i]);
+  }
+  ~SignalWatch() {
+    for (size_t i = 0; i < kWatchedSignals.size(); ++i) sigaction(kWatchedSignals[i], &previous_[i], nullptr);
+    g_wake_write_fd = -1;
+    ::close(wake_pipe_[0]);
+    ::close(wake_pipe_[1]);
+  }
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+  int read_fd() const { return wake_pipe_[0]; }
+  void drain() {
+    char buffer[64];
+    while (::read(wake_pipe_[0], buffer, sizeof(buffer)) > 0) {
+    }
+  }
+
+ private:
+  int wake_pipe_[2] = {-1, -1};
+  std::array<struct sigaction, kWatchedSignals.size()> previous_{};
+};
 
 std::string random_job_id() {
   std::random_device device;
@@ -23,90 +92,294 @@ std::string random_job_id() {
 }
 
 std::string describe_status(int rank, int status) {
-  if (WIFSIGNALED(status)) return cat("rank ", rank, " was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFSIGNALED(status))
+    return cat("rank ", rank, " was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return cat("rank ", rank, " exited with status ", WEXITSTATUS(status));
 }
 
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+const char* signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
+
+// The parent's environment without any CHORUS_* the launcher sets itself
+// (a launcher started under another launcher must not leak its rank).
+std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id) {
+  std::vector<std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    bool ours = false;
+    for (std::string_view name : {"CHORUS_RANK=", "CHORUS_SIZE=", "CHORUS_STORE=", "CHORUS_JOB_ID="})
+      ours = ours || text.starts_with(name);
+    if (!ours) variables.emplace_back(text);
+  }
+  variables.push_back(cat("CHORUS_RANK=", rank));
+  variables.push_back(cat("CHORUS_SIZE=", size));
+  variables.push_back("CHORUS_STORE=" + store);
+  variables.push_back("CHORUS_JOB_ID=" + job_id);
+  return variables;
+}
+
+struct Rank {
+  pid_t pid = -1;  // also its process group id; -1 once reaped
+  struct Stream {
+    int fd = -1;  // read end of the pipe, -1 when not captured or closed
+    std::unique_ptr<PrefixedLineWriter> writer;
+  };
+  std::array<Stream, 2> output;  // stdout, stderr
+};
+
+void close_stream(Rank::Stream& stream) {
+  if (stream.fd < 0) return;
+  stream.writer->finish();
+  ::close(stream.fd);
+  stream.fd = -1;
+}
+
+// Only async-signal-safe calls between fork and exec: the launcher may have
+// threads (the TcpStore server) whose locks a child must not touch.
+[[noreturn]] void exec_rank(const std::vector<char*>& argv, const std::vector<char*>& envp, pid_t launcher,
+                            int stdout_fd, int stderr_fd) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a SIGKILLed launcher must not leave ranks behind
+  if (::getppid() != launcher) ::_exit(126);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+  if (stdout_fd >= 0) ::dup2(stdout_fd, STDOUT_FILENO);
+  if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  const char* reason = std::strerror(errno);
+  for (const char* piece : {"cannot execute ", static_cast<const char*>(argv[0]), ": ", reason, "\n"})
+    [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, piece, std::strlen(piece));
+  ::_exit(127);
+}
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, std::vector<Rank>& ranks, SignalWatch& signals)
+      : options_(options), ranks_(ranks), signals_(signals) {}
+
+  LaunchResult run() {
+    for (const Rank& rank : ranks_) running_ += rank.pid > 0;
+    while (running_ > 0) {
+      wait_for_events(std::chrono::milliseconds(100));
+      handle_stop_signal();
+      reap();
+      escalate();
+    }
+    // Everything a rank wrote before it exited is in its pipe by now; take
+    // what is there without waiting for an EOF that a rank's orphaned
+    // children (holding the pipe open) might never send.
+    while (wait_for_events(std::chrono::milliseconds(0))) {
+    }
+    for (Rank& rank : ranks_)
+      for (Rank::Stream& stream : rank.output) close_stream(stream);
+    return result_;
+  }
+
+ private:
+  // Polls the wake-up pipe and the output pipes and copies what arrived.
+  // Returns whether any output pipe had something (data or EOF).
+  bool wait_for_events(std::chrono::milliseconds timeout) {
+    std::vector<pollfd> fds{{signals_.read_fd(), POLLIN, 0}};
+    std::vector<Rank::Stream*> streams{nullptr};
+    for (Rank& rank : ranks_) {
+      for (Rank::Stream& stream : rank.output) {
+        if (stream.fd < 0) continue;
+        fds.push_back({stream.fd, POLLIN, 0});
+        streams.push_back(&stream);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    if (ready <= 0) return false;
+    if (fds[0].revents != 0) signals_.drain();
+    bool output = false;
+    char buffer[65536];
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      output = true;
+      ssize_t got = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (got > 0) {
+        streams[i]->writer->feed(std::span<const char>(buffer, static_cast<size_t>(got)));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close_stream(*streams[i]);
+      }
+    }
+    return output;
+  }
+
+  void signal_running_ranks(int signal_number) {
+    for (const Rank& rank : ranks_) {
+      if (rank.pid <= 0) continue;
+      // The whole process group: a rank that is a shell script takes its children along.
+      if (::kill(-rank.pid, signal_number) != 0) ::kill(rank.pid, signal_number);
+    }
+  }
+
+  void start_stopping() {
+    if (stopping_since_) return;
+    stopping_since_ = Clock::now();
+  }
+
+  void handle_stop_signal() {
+    // A second Ctrl-C means "now": no more grace.
+    if (g_stop_signal_count > 1 && !killed_on_repeat_) {
+      std::fprintf(stderr, "%s: stop signal received again; killing every rank\n", options_.launcher_name.c_str());
+      signal_running_ranks(SIGKILL);
+      killed_on_repeat_ = true;
+    }
+    int received = g_stop_signal;
+    if (received == 0 || result_.interrupted_by_signal != 0) return;
+    result_.interrupted_by_signal = received;
+    std::fprintf(stderr, "%s: received %s; forwarding it to every rank\n", options_.launcher_name.c_str(),
+                 signal_name(received));
+    signal_running_ranks(received);
+    sent_sigterm_ = sent_sigterm_ || received == SIGTERM;
+    if (result_.first_failed_rank < 0) {
+      result_.exit_code = 128 + received;
+      result_.description = cat("interrupted by ", signal_name(received), " (forwarded to every rank)");
+    }
+    start_stopping();
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid == 0) return;
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        running_ = 0;  // ECHILD: nobody left (should not happen while running_ > 0)
+        return;
+      }
+      int rank = -1;
+      for (size_t i = 0; i < ranks_.size(); ++i)
+        if (ranks_[i].pid == pid) rank = static_cast<int>(i);
+      if (rank < 0) continue;  // not ours (the embedding program's own child)
+      ranks_[static_cast<size_t>(rank)].pid = -1;
+      --running_;
+      bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      // After a forwarded signal the ranks dying of it are no news.
+      if (!failed || result_.first_failed_rank >= 0 || result_.interrupted_by_signal != 0) continue;
+      result_.first_failed_rank = rank;
+      result_.exit_code = exit_code_of(status);
+      result_.description = describe_status(rank, status);
+      if (running_ > 0) {
+        std::fprintf(stderr, "%s: %s; stopping the other ranks (SIGTERM in %.1f s, SIGKILL in %.1f s)\n",
+                     options_.launcher_name.c_str(), result_.description.c_str(), options_.grace.count() / 1000.0,
+                     2 * options_.grace.count() / 1000.0);
+      }
+      start_stopping();
+    }
+  }
+
+  // The grace period lets the other ranks report their own view of a failure
+  // (usually an IoError naming the failed rank); a launcher must still never
+  // hang on a stuck rank.
+  void escalate() {
+    if (!stopping_since_ || running_ == 0) return;
+    auto waited = Clock::now() - *stopping_since_;
+    if (waited >= 2 * options_.grace) {
+      signal_running_ranks(SIGKILL);
+    } else if (waited >= options_.grace && !sent_sigterm_) {
+      signal_running_ranks(SIGTERM);
+      sent_sigterm_ = true;
+    }
+  }
+
+  const LaunchOptions& options_;
+  std::vector<Rank>& ranks_;
+  SignalWatch& signals_;
+  LaunchResult result_;
+  int running_ = 0;
+  std::optional<Clock::time_point> stopping_since_;
+  bool sent_sigterm_ = false;
+  bool killed_on_repeat_ = false;
+};
+
 }  // namespace
 
-LaunchResult launch_local(int ranks, const std::vector<std::string>& argv) {
+LaunchResult launch_local(const LaunchOptions& options) {
   LaunchResult result;
-  if (ranks < 1 || argv.empty()) {
+  if (options.ranks < 1 || options.argv.empty()) {
     result.exit_code = 2;
-    result.description = "nothing to launch";
+    result.description = options.ranks < 1 ? cat("cannot launch ", options.ranks, " ranks (need at least 1)")
+                                            : std::string("no program to launch");
     return result;
   }
-  // The launcher serves the store so that no rank has to outlive the others
-  // just to keep rendezvous alive.
-  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
-  const std::string store = cat("tcp://127.0.0.1:", server->port());
+  std::unique_ptr<LaunchStore> store;
+  try {
+    store = std::make_unique<LaunchStore>(options.store);
+  } catch (const Error& error) {
+    result.exit_code = 2;
+    result.description = error.what();
+    return result;
+  }
   const std::string job_id = random_job_id();
+  SignalWatch signals;
 
-  std::vector<pid_t> children(static_cast<size_t>(ranks), -1);
-  for (int rank = 0; rank < ranks; ++rank) {
-    pid_t pid = fork();
-    if (pid < 0) {
+  std::vector<char*> argv;
+  for (const auto& arg : options.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+
+  std::vector<Rank> ranks(static_cast<size_t>(options.ranks));
+  for (int rank = 0; rank < options.ranks; ++rank) {
+    // Everything the child needs is built before fork (see exec_rank).
+    std::vector<std::string> environment = rank_environment(rank, options.ranks, store->url(), job_id);
+    std::vector<char*> envp;
+    for (auto& variable : environment) envp.push_back(variable.data());
+    envp.push_back(nullptr);
+    std::array<int, 2> stdout_pipe{-1, -1}, stderr_pipe{-1, -1};
+    if (options.prefix_output &&
+        (::pipe2(stdout_pipe.data(), O_CLOEXEC) != 0 || ::pipe2(stderr_pipe.data(), O_CLOEXEC) != 0)) {
       result.exit_code = 1;
-      result.description = cat("fork failed for rank ", rank, ": ", strerror(errno));
+      result.description = cat("cannot create output pipes for rank ", rank, ": ", std::strerror(errno));
       break;
     }
-    if (pid == 0) {
-      setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);
-      setenv("CHORUS_SIZE", std::to_string(ranks).c_str(), 1);
-      setenv("CHORUS_STORE", store.c_str(), 1);
-      setenv("CHORUS_JOB_ID", job_id.c_str(), 1);
-      std::vector<char*> args;
-      for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      fprintf(stderr, "chorus launcher: cannot execute %s: %s\n", args[0], strerror(errno));
-      _exit(127);
-    }
-    children[static_cast<size_t>(rank)] = pid;
-  }
-
-  // After the first failure the others get a grace period to report their
-  // own view of it (usually an IoError naming the failed rank), then SIGTERM,
-  // then SIGKILL: a launcher must never hang on a stuck rank.
-  using namespace std::chrono;
-  constexpr auto grace = seconds(5);
-  steady_clock::time_point failed_at{};
-  bool terminated = false;
-  int running = 0;
-  for (pid_t pid : children) running += pid > 0;
-  while (running > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid < 0 && errno != EINTR) break;
-    if (pid <= 0) {
-      if (result.first_failed_rank >= 0) {
-        auto waited = steady_clock::now() - failed_at;
-        if (waited > grace * 2) {
-          for (pid_t other : children) if (other > 0) kill(other, SIGKILL);
-        } else if (waited > grace && !terminated) {
-          for (pid_t other : children) if (other > 0) kill(other, SIGTERM);
-          terminated = true;
-        }
-      }
-      usleep(2000);
-      continue;
-    }
-    int rank = -1;
-    for (size_t i = 0; i < children.size(); ++i) {
-      if (children[i] == pid) rank = static_cast<int>(i);
-    }
-    if (rank < 0) continue;
-    children[static_cast<size_t>(rank)] = -1;
-    --running;
-    bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (failed && result.first_failed_rank < 0) {
-      result.first_failed_rank = rank;
+    const pid_t launcher = ::getpid();
+    pid_t pid = ::fork();
+    if (pid == 0) exec_rank(argv, envp, launcher, stdout_pipe[1], stderr_pipe[1]);
+    for (int fd : {stdout_pipe[1], stderr_pipe[1]})
+      if (fd >= 0) ::close(fd);
+    if (pid < 0) {
+      for (int fd : {stdout_pipe[0], stderr_pipe[0]})
+        if (fd >= 0) ::close(fd);
       result.exit_code = 1;
-      result.description = describe_status(rank, status);
-      failed_at = steady_clock::now();
+      result.description = cat("fork failed for rank ", rank, ": ", std::strerror(errno));
+      break;
+    }
+    ::setpgid(pid, pid);  // also in the child: whichever runs first, the group exists before any kill
+    Rank& started = ranks[static_cast<size_t>(rank)];
+    started.pid = pid;
+    if (options.prefix_output) {
+      started.output[0] = {stdout_pipe[0], std::make_unique<PrefixedLineWriter>(rank, STDOUT_FILENO)};
+      started.output[1] = {stderr_pipe[0], std::make_unique<PrefixedLineWriter>(rank, STDERR_FILENO)};
     }
   }
-  return result;
+  if (result.exit_code != 0) {
+    // Could not start them all: the ones started would wait for the rest until their timeout.
+    for (const Rank& rank : ranks)
+      if (rank.pid > 0) ::kill(-rank.pid, SIGKILL);
+  }
+  LaunchResult supervised = Supervisor(options, ranks, signals).run();
+  return result.exit_code != 0 ? result : supervised;
+}
+
+LaunchResult launch_local(int ranks, const std::vector<std::string>& argv) {
+  LaunchOptions options;
+  options.ranks = ranks;
+  options.argv = argv;
+  options.launcher_name = "chorus-bench";
+  return launch_local(options);
 }
 
 }  // namespace chorus::tools

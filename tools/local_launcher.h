@@ -1,22 +1,52 @@
 // Starts N ranks of a program on this host under the env contract
-// (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID) with a TcpStore
-// served by the launcher itself, and supervises them: if one rank fails, the
-// others are stopped and the failure names the first rank that failed.
+// (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID) and supervises them:
+// SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every rank, and
+// if one rank fails the others get a grace period, then SIGTERM, then SIGKILL;
+// the result names the first rank that failed.
 // Shared by chorus-bench --ranks N and the chorus-run launcher.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 namespace chorus::tools {
 
-struct LaunchResult {
-  int exit_code = 0;       // 0 when every rank exited 0
-  int first_failed_rank = -1;
-  std::string description;  // "rank 2 was killed by signal 9", empty on success
+struct LaunchOptions {
+  int ranks = 1;
+  // argv[0] is executed (PATH lookup) once per rank.
+  std::vector<std::string> argv;
+  // Where the ranks rendezvous:
+  //   "tcp"       the launcher serves a TcpStore on 127.0.0.1 (no rank must outlive the others)
+  //   "embedded"  rank 0 hosts the TcpStore on a free port, as under torchrun or mpirun
+  //   "file"      a fresh directory under $TMPDIR, removed when the job ends
+  //   any URL     (redis://host:port, tcp://host:port of a chorus-store, file:///dir) passed on as is
+  std::string store = "tcp";
+  // After the first failure (or a forwarded signal), how long the other ranks
+  // get to exit before SIGTERM, and as long again before SIGKILL.
+  std::chrono::milliseconds grace{5000};
+  // Capture each rank's stdout/stderr through pipes and prefix every line
+  // with "[rank N] ". Otherwise the ranks write to the launcher's own stdout/stderr.
+  bool prefix_output = false;
+  // Names the launcher in its own messages ("chorus-run: rank 2 exited ...").
+  std::string launcher_name = "chorus launcher";
 };
 
-// argv[0] is executed (PATH lookup) once per rank with the env contract set.
+struct LaunchResult {
+  int exit_code = 0;        // 0 when every rank exited 0; else the first failed rank's
+                            // status (128 + signal when it was killed), or 128 + the
+                            // signal that interrupted the launcher
+  int first_failed_rank = -1;
+  int interrupted_by_signal = 0;  // SIGINT/SIGTERM/SIGHUP received (and forwarded), else 0
+  std::string description;  // "rank 2 was killed by signal 9 (Killed)", empty on success
+};
+
+// Ranks get stdin from /dev/null and each runs in its own process group, so a
+// terminal's Ctrl-C reaches the launcher once and is forwarded once (and a
+// rank's own children are stopped with it).
+LaunchResult launch_local(const LaunchOptions& options);
+
+// The launcher-served TcpStore, output not prefixed: what chorus-bench --ranks uses.
 LaunchResult launch_local(int ranks, const std::vector<std::string>& argv);
 
 }  // namespace chorus::tools

@@ -1,0 +1,47 @@
+// What every rank runs in the launch tests: join the job from whatever
+// environment the test set up, allreduce, check the sum bit-exactly and say
+// which launcher source was used. Exit 0 on success, 1 with the error's type
+// and message otherwise.
+#include <cstdio>
+#include <vector>
+
+#include "chorus/chorus.h"
+#include "chorus/launch_env.h"
+
+namespace {
+
+int run() {
+  const chorus::LaunchEnv launch = chorus::detect_launch_env(chorus::process_environment());
+  auto context = chorus::connect_from_env();
+  const int size = context->size();
+  // Small integers: every partial sum is exact in float32, so == is the right check.
+  constexpr size_t kCount = 4099;
+  std::vector<float> data(kCount);
+  for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>((context->rank() + 1) * (i % 13 + 1));
+  chorus::allreduce(*context, std::span(data), chorus::ReduceOp::sum);
+  const float rank_sum = static_cast<float>(size * (size + 1) / 2);
+  for (size_t i = 0; i < kCount; ++i) {
+    float expected = rank_sum * static_cast<float>(i % 13 + 1);
+    if (data[i] != expected) {
+      std::printf("rank %d: allreduce WRONG at element %zu: %g, expected %g\n", context->rank(), i,
+                  static_cast<double>(data[i]), static_cast<double>(expected));
+      return 1;
+    }
+  }
+  std::printf("rank %d of %d via %s (job id '%s'): allreduce ok\n", context->rank(), size, launch.source.c_str(),
+              launch.job_id.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const chorus::InvalidArgument& error) {
+    std::fprintf(stderr, "InvalidArgument: %s\n", error.what());
+  } catch (const chorus::Error& error) {
+    std::fprintf(stderr, "chorus::Error: %s\n", error.what());
+  }
+  return 1;
+}

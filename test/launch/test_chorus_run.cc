@@ -1,0 +1,166 @@
+// chorus-run as users run it: real ranks, real signals. Checks the output
+// prefixes, the exit codes, that a failing or killed rank stops the others
+// within the grace period, and that SIGTERM reaches every rank.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+#include "test/launch/child_process.h"
+
+using chorus::test::ChildProcess;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string chorus_run() { return chorus::test::binary_from_environment("CHORUS_RUN"); }
+std::string launch_rank() { return chorus::test::binary_from_environment("CHORUS_LAUNCH_RANK"); }
+
+std::vector<std::string> run_arguments(std::vector<std::string> launcher_arguments, std::vector<std::string> program) {
+  std::vector<std::string> argv{chorus_run()};
+  argv.insert(argv.end(), launcher_arguments.begin(), launcher_arguments.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+std::vector<std::string> shell(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+// Pids the ranks printed as "pid <n>".
+std::vector<pid_t> printed_pids(const std::string& output) {
+  std::vector<pid_t> pids;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto at = line.find("pid ");
+    if (at != std::string::npos) pids.push_back(static_cast<pid_t>(std::stol(line.substr(at + 4))));
+  }
+  return pids;
+}
+
+bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("chorus-run starts N connected ranks and prefixes every output line", "[launch][chorus-run]") {
+  for (const char* store : {"tcp", "embedded", "file"}) {
+    ChildProcess run(run_arguments({"-n", "3", "--store", store}, {launch_rank()}), {});
+    int status = run.wait(std::chrono::seconds(30));
+    INFO("store " << store << ", output:\n" << run.output());
+    CHECK(status == 0);
+    for (int rank = 0; rank < 3; ++rank) {
+      std::string r = std::to_string(rank);
+      CHECK_THAT(run.output(), Catch::Contains("[rank " + r + "] rank " + r + " of 3 via CHORUS_* (job id 'local-"));
+    }
+    std::istringstream lines(run.output());
+    std::string line;
+    while (std::getline(lines, line)) CHECK_THAT(line, Catch::StartsWith("[rank "));
+  }
+}
+
+TEST_CASE("chorus-run prefixes stdout and stderr, and ends an unfinished last line", "[launch][chorus-run]") {
+  ChildProcess run(run_arguments({"-n", "2"}, shell("echo out $CHORUS_RANK; echo err $CHORUS_RANK >&2; printf tail")), {});
+  int status = run.wait(std::chrono::seconds(10));
+  INFO(run.output());
+  CHECK(status == 0);
+  for (const char* rank : {"0", "1"}) {
+    CHECK_THAT(run.output(), Catch::Contains(std::string("[rank ") + rank + "] out " + rank + "\n"));
+    CHECK_THAT(run.output(), Catch::Contains(std::string("[rank ") + rank + "] err " + rank + "\n"));
+    CHECK_THAT(run.output(), Catch::Contains(std::string("[rank ") + rank + "] tail\n"));
+  }
+}
+
+TEST_CASE("a rank exiting 1 stops the others within the grace period and is named", "[launch][chorus-run]") {
+  auto start = Clock::now();
+  ChildProcess run(run_arguments({"-n", "3", "--timeout", "1"},
+                                 shell("echo pid $$; if [ \"$CHORUS_RANK\" = 1 ]; then exit 1; fi; exec sleep 60")),
+                   {});
+  int status = run.wait(std::chrono::seconds(20));
+  double elapsed = seconds_since(start);
+  INFO(run.output());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 1 exited with status 1 (the first rank to fail)"));
+  // SIGTERM after the 1 s grace: well before the sleeps would have ended.
+  CHECK(elapsed >= 0.9);
+  CHECK(elapsed < 6);
+  std::vector<pid_t> pids = printed_pids(run.output());
+  CHECK(pids.size() == 3);
+  for (pid_t pid : pids) CHECK(process_gone(pid));
+}
+
+TEST_CASE("a killed rank is named; ranks ignoring SIGTERM are SIGKILLed after twice the grace",
+          "[launch][chorus-run]") {
+  auto start = Clock::now();
+  ChildProcess run(run_arguments({"-n", "3", "--timeout", "0.5"},
+                                 shell("trap '' TERM; echo pid $$; "
+                                       "if [ \"$CHORUS_RANK\" = 2 ]; then kill -9 $$; fi; exec sleep 60")),
+                   {});
+  int status = run.wait(std::chrono::seconds(20));
+  double elapsed = seconds_since(start);
+  INFO(run.output());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
+  CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 2 was killed by signal 9"));
+  CHECK(elapsed >= 0.9);
+  CHECK(elapsed < 6);
+  for (pid_t pid : printed_pids(run.output())) CHECK(process_gone(pid));
+}
+
+TEST_CASE("SIGTERM to chorus-run is forwarded to every rank", "[launch][chorus-run]") {
+  ChildProcess run(run_arguments({"-n", "3"}, shell("trap 'echo rank $CHORUS_RANK got TERM; exit 0' TERM; "
+                                                     "echo ready; sleep 60 & wait")),
+                   {});
+  REQUIRE(run.wait_for_output("] ready", 3, std::chrono::seconds(10)));
+  auto start = Clock::now();
+  ::kill(run.pid(), SIGTERM);
+  int status = run.wait(std::chrono::seconds(20));
+  INFO(run.output());
+  CHECK(seconds_since(start) < 3);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  for (const char* rank : {"0", "1", "2"})
+    CHECK_THAT(run.output(), Catch::Contains(std::string("[rank ") + rank + "] rank " + rank + " got TERM"));
+  CHECK_THAT(run.output(), Catch::Contains("chorus-run: received SIGTERM; forwarding it to every rank"));
+}
+
+TEST_CASE("chorus-run refuses bad usage", "[launch][chorus-run]") {
+  for (std::vector<std::string> argv : {std::vector<std::string>{chorus_run(), "-n", "0", "--", "true"},
+                                        std::vector<std::string>{chorus_run(), "-n", "2"},
+                                        std::vector<std::string>{chorus_run(), "--", "true"},
+                                        std::vector<std::string>{chorus_run(), "-n", "2", "--store", "nfs", "--", "true"}}) {
+    ChildProcess run(argv, {});
+    int status = run.wait(std::chrono::seconds(10));
+    INFO(run.output());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 0);
+  }
+  ChildProcess missing(run_arguments({"-n", "2"}, {"/nonexistent/program"}), {});
+  int status = missing.wait(std::chrono::seconds(10));
+  CHECK(WEXITSTATUS(status) == 127);
+  CHECK_THAT(missing.output(), Catch::Contains("[rank 0] cannot execute /nonexistent/program"));
+}
+
+TEST_CASE("chorus-run -n 4 chorus-bench --check and chorus-bench --ranks both verify every element",
+          "[launch][chorus-run]") {
+  std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
+  ChildProcess run(run_arguments({"-n", "4"}, {bench, "--op", "allreduce", "--check", "--max-bytes", "64K"}), {});
+  int status = run.wait(std::chrono::seconds(60));
+  INFO(run.output());
+  CHECK(status == 0);
+  CHECK_THAT(run.output(), Catch::Contains("[rank 0] # OK: 0 wrong elements in total"));
+
+  ChildProcess forked({bench, "--ranks", "3", "--op", "allreduce", "--check", "--max-bytes", "4K"}, {});
+  status = forked.wait(std::chrono::seconds(60));
+  INFO(forked.output());
+  CHECK(status == 0);
+  CHECK_THAT(forked.output(), Catch::Contains("# OK: 0 wrong elements in total"));
+}

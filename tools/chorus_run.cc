@@ -1,0 +1,49 @@
+// chorus-run: start N ranks of a program on this host, the way mpirun or
+// torchrun would, with the chorus env contract (CHORUS_RANK, CHORUS_SIZE,
+// CHORUS_STORE, CHORUS_JOB_ID):
+//
+//   chorus-run -n 4 -- chorus-bench --op allreduce --check
+//
+// Every output line is prefixed "[rank N] "; SIGINT/SIGTERM/SIGHUP are
+// forwarded to the ranks; when a rank fails the others are stopped and
+// chorus-run exits non-zero naming the first rank that failed.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/local_launcher.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"chorus-run: start N local ranks of a program with the chorus environment (CHORUS_RANK, "
+               "CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID) and supervise them"};
+  chorus::tools::LaunchOptions options;
+  options.launcher_name = "chorus-run";
+  options.prefix_output = true;
+  double grace_seconds = 5;
+  app.add_option("-n,--ranks", options.ranks, "Number of ranks to start on this host")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--store", options.store,
+                 "Rendezvous store: tcp (served by chorus-run), embedded (rank 0 hosts it), file (a temporary "
+                 "directory), or a URL: redis://host:port[/db], tcp://host:port of a chorus-store, file:///dir")
+      ->capture_default_str();
+  app.add_option("--timeout", grace_seconds,
+                 "Seconds the other ranks get to exit after a rank fails or a signal is forwarded, before SIGTERM "
+                 "(and as long again before SIGKILL)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("program", options.argv, "The program and its arguments (after --)")->required();
+  app.footer("Multi-host launches (--hosts a,b) are not supported yet: on several hosts use mpirun, srun or "
+             "torchrun, which chorus detects (see the README).");
+  CLI11_PARSE(app, argc, argv);
+  options.grace = std::chrono::milliseconds(static_cast<long long>(grace_seconds * 1000));
+
+  chorus::tools::LaunchResult result = chorus::tools::launch_local(options);
+  if (result.exit_code != 0) {
+    std::fprintf(stderr, "chorus-run: %s%s\n", result.description.c_str(),
+                 result.first_failed_rank >= 0 ? " (the first rank to fail)" : "");
+  }
+  return result.exit_code;
+}

@@ -1,0 +1,30 @@
+// The rendezvous store of a local launch, chosen by name ("tcp", "embedded",
+// "file") or given as a URL; owns what it created (a TcpStore server, a
+// temporary directory) and removes it when the job is over.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "chorus/store.h"
+
+namespace chorus::tools {
+
+class LaunchStore {
+ public:
+  // Throws InvalidArgument for an unknown choice, IoError when the store cannot be set up.
+  explicit LaunchStore(const std::string& choice);
+  ~LaunchStore();
+  LaunchStore(const LaunchStore&) = delete;
+  LaunchStore& operator=(const LaunchStore&) = delete;
+  // What the ranks get as CHORUS_STORE.
+  const std::string& url() const { return url_; }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;
+  std::filesystem::path temporary_directory_;
+  std::string url_;
+};
+
+}  // namespace chorus::tools

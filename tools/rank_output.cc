@@ -1,0 +1,58 @@
+#include "tools/rank_output.h"
+
+#include <cerrno>
+#include <string_view>
+#include <unistd.h>
+
+#include "chorus/log.h"
+
+namespace chorus::tools {
+namespace {
+
+// A rank that prints megabytes without a newline must not grow the launcher
+// without bound: past this, the tail is written as a line of its own.
+constexpr size_t kLongestHeldLine = 64 * 1024;
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return;  // our own stdout is gone (closed pipe): nothing left to tell
+    }
+    text.remove_prefix(static_cast<size_t>(written));
+  }
+}
+
+}  // namespace
+
+PrefixedLineWriter::PrefixedLineWriter(int rank, int destination_fd)
+    : prefix_(cat("[rank ", rank, "] ")), destination_fd_(destination_fd) {}
+
+void PrefixedLineWriter::feed(std::span<const char> bytes) {
+  pending_.append(bytes.data(), bytes.size());
+  size_t start = 0;
+  for (size_t newline = pending_.find('\n'); newline != std::string::npos; newline = pending_.find('\n', start)) {
+    write_line(std::string_view(pending_).substr(start, newline - start));
+    start = newline + 1;
+  }
+  pending_.erase(0, start);
+  if (pending_.size() >= kLongestHeldLine) finish();
+}
+
+void PrefixedLineWriter::finish() {
+  if (pending_.empty()) return;
+  write_line(pending_);
+  pending_.clear();
+}
+
+void PrefixedLineWriter::write_line(std::string_view line_without_newline) {
+  // One write per line, so lines of different ranks never interleave mid-line
+  // (each destination is written by this launcher thread only).
+  std::string line;
+  line.reserve(prefix_.size() + line_without_newline.size() + 1);
+  line.append(prefix_).append(line_without_newline).push_back('\n');
+  write_all(destination_fd_, line);
+}
+
+}  // namespace chorus::tools
