@@ -1,0 +1,70 @@
+// Halving-doubling allreduce as a Plan.
+//
+// The buffer is cut into P' groups and every group into segments. Halving
+// round k gives away half of the groups still held (2^-k of the buffer) and
+// reduces the other half; doubling round k sends back what is held and takes
+// the partner's reduced groups straight into the output. Segments let the
+// next round of one segment start while later segments of this round are
+// still on the wire; received data waits in a few bounded scratch slots.
+#include "algorithms/halving_doubling_allreduce.h"
+
+#include <algorithm>
+
+#include "algorithms/power_of_two_fold.h"
+#include "algorithms/recursive_phases.h"
+#include "algorithms/reduction_segments.h"
+
+namespace chorus::algorithms {
+
+size_t halving_group_elements(size_t count, int groups, int group) {
+  const size_t base = count / static_cast<size_t>(groups), extra = count % static_cast<size_t>(groups);
+  return base + (static_cast<size_t>(group) < extra ? 1 : 0);
+}
+
+bool halving_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
+
+double halving_doubling_allreduce_cost(const Call& call, const CostModel& model) {
+  if (call.size <= 1) return 0.0;
+  const PowerOfTwoFold fold(0, call.size);
+  const double bytes = static_cast<double>(call.bytes());
+  const double power = fold.power();
+  double cost = 2 * log2_of_power(fold.power()) * model.alpha_seconds +
+                2 * (power - 1) / power * bytes * model.beta_seconds_per_byte +
+                (power - 1) / power * bytes * model.gamma_seconds_per_byte;
+  if (fold.extras() > 0)
+    cost += 2 * (model.alpha_seconds + bytes * model.beta_seconds_per_byte) + bytes * model.gamma_seconds_per_byte;
+  return cost;
+}
+
+Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {
+  Plan plan;
+  if (call.count == 0) return plan;
+  const size_t element_bytes = element_size(call.type);
+  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_bytes);
+  const BufferKind own = call.in_place ? BufferKind::output : BufferKind::input;
+  const PowerOfTwoFold fold(call.rank, call.size);
+
+  std::vector<Segment> pieces;
+  size_t offset = 0;
+  for (int group = 0; group < fold.power(); ++group) {
+    const size_t length = halving_group_elements(call.count, fold.power(), group) * element_bytes;
+    add_segments(pieces, group, Region{own, offset, length}, Region{BufferKind::output, offset, length},
+                 segment_bytes);
+    offset += length;
+  }
+  MessageSlots slots(call.size);
+  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
+  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
+  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), fold.power());
+
+  fold_in(segments, fold);
+  if (!fold.folded_out()) {
+    reduce_scatter_by_halving(segments, fold);
+    allgather_by_doubling(segments, fold);
+  }
+  fold_out(segments, fold, 0, segments.size());
+  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
+  return plan;
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,25 @@
+// Halving-doubling (Rabenseifner) allreduce: a reduce-scatter by recursive
+// halving, then an allgather by recursive doubling. Bandwidth-optimal like the
+// ring (each rank sends 2 (P'-1)/P' of the buffer) but in 2 log2 P rounds
+// instead of 2 (P-1), so it wins for mid-size messages and many ranks. Any
+// rank count: the extra ranks fold their data in first and get the result at
+// the end; the halving and doubling rounds are perfectly balanced.
+#pragma once
+
+#include "algorithms/call.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/plan.h"
+
+namespace chorus::algorithms {
+
+bool halving_doubling_allreduce_supports(const Call& call);
+Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning);
+// 2 log2(P') alpha + 2 (P'-1)/P' n beta + (P'-1)/P' n gamma, plus
+// 2 (alpha + n beta) + n gamma when P is not a power of two.
+double halving_doubling_allreduce_cost(const Call& call, const CostModel& model);
+
+// Elements of group `group` of the P' groups the buffer is cut into (group i
+// ends reduced on new rank i); exposed so tests can check bytes sent.
+size_t halving_group_elements(size_t count, int groups, int group);
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,81 @@
+// Rounds of the recursive reduction algorithms.
+//
+// Within a round every segment is handled in index order on both sides, and
+// one round talks to one peer, so the sender's and the receiver's queues for
+// that pair list the same messages in the same order.
+#include "algorithms/recursive_phases.h"
+
+#include <algorithm>
+
+namespace chorus::algorithms {
+
+void fold_in(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  if (fold.folded_out())
+    for (size_t s = 0; s < segments.size(); ++s) segments.send(s, fold.partner());
+  else if (fold.takes_partner())
+    for (size_t s = 0; s < segments.size(); ++s) segments.accumulate(s, fold.partner());
+}
+
+void exchange_all(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  const int me = fold.new_rank();
+  for (int distance = 1; distance < fold.power(); distance *= 2) {
+    const int peer = fold.rank_of(me ^ distance);
+    for (size_t s = 0; s < segments.size(); ++s) segments.send(s, peer);
+    for (size_t s = 0; s < segments.size(); ++s) segments.accumulate(s, peer);
+  }
+}
+
+void reduce_scatter_by_halving(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  const int me = fold.new_rank();
+  int first = 0, last = fold.power();
+  for (int distance = fold.power() / 2; distance >= 1; distance /= 2) {
+    const int peer = fold.rank_of(me ^ distance);
+    const int middle = first + distance;
+    const bool keep_upper = (me & distance) != 0;
+    const int give_first = keep_upper ? first : middle, give_last = keep_upper ? middle : last;
+    const int keep_first = keep_upper ? middle : first, keep_last = keep_upper ? last : middle;
+    segments.for_groups(give_first, give_last, [&](size_t s) { segments.send(s, peer); });
+    segments.for_groups(keep_first, keep_last, [&](size_t s) { segments.accumulate(s, peer); });
+    first = keep_first;
+    last = keep_last;
+  }
+}
+
+void allgather_by_doubling(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  const int me = fold.new_rank();
+  int first = me, last = me + 1;
+  for (int distance = 1; distance < fold.power(); distance *= 2) {
+    const int peer = fold.rank_of(me ^ distance);
+    const bool partner_below = (me & distance) != 0;
+    const int other_first = partner_below ? first - distance : last;
+    const int other_last = other_first + distance;
+    segments.for_groups(first, last, [&](size_t s) { segments.send(s, peer); });
+    segments.for_groups(other_first, other_last, [&](size_t s) { segments.overwrite(s, peer); });
+    first = std::min(first, other_first);
+    last = std::max(last, other_last);
+  }
+}
+
+void gather_to_first(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  const int me = fold.new_rank();
+  int last = me + 1;
+  for (int distance = 1; distance < fold.power(); distance *= 2) {
+    if (me & distance) {
+      const int peer = fold.rank_of(me - distance);
+      segments.for_groups(me, last, [&](size_t s) { segments.send(s, peer); });
+      return;
+    }
+    const int peer = fold.rank_of(me + distance);
+    segments.for_groups(last, last + distance, [&](size_t s) { segments.overwrite(s, peer); });
+    last += distance;
+  }
+}
+
+void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t first_segment, size_t last_segment) {
+  if (fold.takes_partner())
+    for (size_t s = first_segment; s < last_segment; ++s) segments.send(s, fold.partner());
+  else if (fold.folded_out())
+    for (size_t s = first_segment; s < last_segment; ++s) segments.overwrite(s, fold.partner());
+}
+
+}  // namespace chorus::algorithms
