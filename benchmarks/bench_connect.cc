@@ -1,11 +1,50 @@
+// Joining the job for chorus-bench (see bench_connect.h). MPI is used for the
+// rendezvous only; the collectives run on chorus's own connections.
 #include "benchmarks/bench_connect.h"
 
 #include <cstdlib>
 
+#if CHORUS_BENCH_HAVE_MPI
+#include "rendezvous/mpi/mpi_bootstrap.h"
+#endif
+
 namespace chorus::bench {
+namespace {
 
-bool launched_by_a_launcher() { return std::getenv("CHORUS_RANK") != nullptr; }
+bool set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
 
-std::shared_ptr<Context> connect_for_benchmark(const ConnectOptions& options) { return connect_from_env(options); }
+bool launched_by_mpirun() { return set("OMPI_COMM_WORLD_SIZE"); }
+
+#if CHORUS_BENCH_HAVE_MPI
+void finalize_mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::shared_ptr<Context> connect_over_mpi(const ConnectOptions& options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    MPI_Init(nullptr, nullptr);
+    std::atexit(finalize_mpi);
+  }
+  return connect_mpi(MPI_COMM_WORLD, options);
+}
+#endif
+
+}  // namespace
+
+bool launched_by_a_launcher() { return set("CHORUS_RANK") || launched_by_mpirun(); }
+
+std::shared_ptr<Context> connect_for_benchmark(const ConnectOptions& options) {
+#if CHORUS_BENCH_HAVE_MPI
+  if (launched_by_mpirun() && !set("CHORUS_STORE")) return connect_over_mpi(options);
+#endif
+  return connect_from_env(options);
+}
 
 }  // namespace chorus::bench
