@@ -1,0 +1,19 @@
+// Bruck allgather (and allgatherv) for any number of ranks: ceil(log2 P)
+// rounds, in round k a rank sends everything it has gathered so far (up to
+// 2^k blocks) to rank - 2^k. As few latencies as recursive doubling without
+// the power-of-two restriction, paid for with a scratch copy of the result
+// and a final local rotation.
+#pragma once
+
+#include "algorithms/call.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/plan.h"
+
+namespace chorus::algorithms {
+
+bool bruck_allgather_supports(const Call& call);
+Plan bruck_allgather_plan(const Call& call, const PlanTuning& tuning);
+// ceil(log2 P) alpha + (P-1)/P n beta + n gamma (the rotation copies).
+double bruck_allgather_cost(const Call& call, const CostModel& model);
+
+}  // namespace chorus::algorithms
