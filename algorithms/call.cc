@@ -18,6 +18,7 @@ constexpr int op_shift = 40;
 constexpr int root_shift = 32;
 constexpr uint64_t byte_mask = 0xff;
 constexpr uint64_t count_mask = 0xffffffffull;
+constexpr uint64_t counts_digest_marker = 0xff;
 constexpr uint64_t collective_count = static_cast<uint64_t>(Collective::recv) + 1;
 }  // namespace
 
@@ -52,14 +53,73 @@ size_t Call::total_count() const {
   return total;
 }
 
+size_t input_bytes(const Call& call) {
+  const size_t element = call.element_bytes();
+  const bool root = call.rank == call.root;
+  switch (call.collective) {
+    case Collective::barrier:
+    case Collective::broadcast:
+    case Collective::recv: return 0;
+    case Collective::allgather:
+    case Collective::gather: return call.block_count(call.rank) * element;
+    case Collective::scatter: return root ? call.total_count() * element : 0;
+    case Collective::reduce_scatter: return call.total_count() * element;
+    case Collective::alltoall: {
+      if (call.send_counts.empty()) return call.count * static_cast<size_t>(call.size) * element;
+      size_t total = 0;
+      for (size_t count : call.send_counts) total += count;
+      return total * element;
+    }
+    default: return call.bytes();
+  }
+}
+
+size_t output_bytes(const Call& call) {
+  const size_t element = call.element_bytes();
+  const bool root = call.rank == call.root;
+  switch (call.collective) {
+    case Collective::barrier:
+    case Collective::send: return 0;
+    // Only root's output is written (the public API passes null elsewhere);
+    // in place, a non-root's buffer is its input, which the plan reads.
+    case Collective::reduce: return root || call.in_place ? call.bytes() : 0;
+    case Collective::allgather: return call.total_count() * element;
+    case Collective::gather:
+      if (root) return call.total_count() * element;
+      return call.in_place ? call.block_count(call.rank) * element : 0;
+    case Collective::scatter:
+      return root && call.in_place ? call.total_count() * element : call.block_count(call.rank) * element;
+    case Collective::reduce_scatter: return call.block_count(call.rank) * element;
+    case Collective::alltoall: {
+      if (call.recv_counts.empty()) return call.count * static_cast<size_t>(call.size) * element;
+      size_t total = 0;
+      for (size_t count : call.recv_counts) total += count;
+      return total * element;
+    }
+    default: return call.bytes();
+  }
+}
+
 uint64_t call_signature(const Call& call) {
   uint64_t signature = (static_cast<uint64_t>(call.collective) + 1) << kind_shift;
   if (call.collective == Collective::barrier) return signature;
   signature |= static_cast<uint64_t>(call.type) << type_shift;
-  signature |= static_cast<uint64_t>(call.count) & count_mask;
-  if (call.collective == Collective::allreduce) signature |= static_cast<uint64_t>(call.op) << op_shift;
-  if (call.collective == Collective::broadcast)
+  // Every rank must pass the same per-rank counts to a v variant (alltoallv
+  // excepted: its counts are this rank's own); folding them in makes ranks
+  // that disagree fail with MismatchError instead of a short read or a hang.
+  uint64_t count_bits = static_cast<uint64_t>(call.count);
+  for (size_t count : call.counts) count_bits = count_bits * 0x100000001b3ull ^ static_cast<uint64_t>(count);
+  signature |= count_bits & count_mask;
+  if (call.collective == Collective::allreduce || call.collective == Collective::reduce ||
+      call.collective == Collective::reduce_scatter)
+    signature |= static_cast<uint64_t>(call.op) << op_shift;
+  if (call.collective == Collective::broadcast || call.collective == Collective::gather ||
+      call.collective == Collective::scatter || call.collective == Collective::reduce)
     signature |= (static_cast<uint64_t>(static_cast<uint32_t>(call.root)) & byte_mask) << root_shift;
+  // The op byte is free in the non-reducing collectives: it marks a count
+  // digest, so a mismatch message does not print the digest as a count.
+  if (!call.counts.empty() && call.collective != Collective::reduce_scatter)
+    signature |= static_cast<uint64_t>(counts_digest_marker) << op_shift;
   return signature;
 }
 
@@ -73,15 +133,21 @@ std::string describe_signature(uint64_t signature) {
   std::string type_name = type_bits <= static_cast<uint64_t>(DataType::float64)
                               ? std::string(to_string(static_cast<DataType>(type_bits)))
                               : cat("type#", type_bits);
-  std::string text = cat(to_string(collective), " of ", count, " ", type_name);
-  if (collective == Collective::allreduce) {
+  const bool digest = ((signature >> op_shift) & byte_mask) == counts_digest_marker;
+  std::string text = digest ? cat(to_string(collective), "v of ", type_name, " (per-rank counts digest 0x", std::hex,
+                                  count, std::dec, ")")
+                            : cat(to_string(collective), " of ", count, " ", type_name);
+  const bool reduces = collective == Collective::allreduce || collective == Collective::reduce ||
+                       collective == Collective::reduce_scatter;
+  if (reduces) {
     uint64_t op_bits = (signature >> op_shift) & byte_mask;
     text += op_bits <= static_cast<uint64_t>(ReduceOp::bxor)
                 ? cat(" ", to_string(static_cast<ReduceOp>(op_bits)))
                 : cat(" op#", op_bits);
-  } else {
-    text += cat(" from root ", (signature >> root_shift) & byte_mask);
   }
+  const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
+                      collective == Collective::gather || collective == Collective::scatter;
+  if (rooted) text += cat(" from root ", (signature >> root_shift) & byte_mask);
   return text;
 }
 

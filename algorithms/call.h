@@ -56,6 +56,15 @@ struct Call {
   size_t bytes() const { return count * element_size(type); }
 };
 
+// The bytes of the caller's input and output that a Plan for this rank may
+// touch (the simulator checks every region against them). In-place layouts:
+// allgather: input is this rank's block inside output; gather on root: input
+// is root's block inside output; scatter on root: output is root's block
+// inside input (the plan reads `input`, which for an in-place call is the same
+// memory as `output`, so the output extent is then the whole input).
+size_t input_bytes(const Call& call);
+size_t output_bytes(const Call& call);
+
 // The fixed-size calls in one expression (tests and the public API).
 inline Call make_call(Collective collective, int rank, int size, size_t count, DataType type, ReduceOp op, int root,
                       bool in_place) {

@@ -40,8 +40,15 @@ void run_local_step(const Step& step, const Call& call, const PlanBuffers& buffe
 }
 
 void finish_collective(const Call& call, void* output) {
-  if (call.collective == Collective::allreduce && call.op == ReduceOp::avg && call.size > 1 && call.count > 0)
-    finish_average(call.type, output, call.count, static_cast<size_t>(call.size));
+  if (call.op != ReduceOp::avg || call.size <= 1) return;
+  // Only the elements this rank ends up holding were summed: the whole buffer
+  // of an allreduce, the root's buffer of a reduce (other ranks' outputs are
+  // not touched), this rank's block of a reduce_scatter.
+  size_t elements = 0;
+  if (call.collective == Collective::allreduce) elements = call.count;
+  if (call.collective == Collective::reduce && call.rank == call.root) elements = call.count;
+  if (call.collective == Collective::reduce_scatter) elements = call.block_count(call.rank);
+  if (elements > 0) finish_average(call.type, output, elements, static_cast<size_t>(call.size));
 }
 
 }  // namespace chorus::algorithms

@@ -25,7 +25,8 @@ struct PlanBuffers {
 void run_local_step(const Step& step, const Call& call, const PlanBuffers& buffers);
 
 // What is left after the Plan finished: an average divides the sum by the
-// number of ranks.
+// number of ranks, on the ranks that hold a result (all for allreduce, the
+// root for reduce, each rank's own block for reduce_scatter).
 void finish_collective(const Call& call, void* output);
 
 }  // namespace chorus::algorithms

@@ -1,10 +1,12 @@
 // run_collective: validate, select, build (or reuse) the Plan, execute, finish.
 #include "algorithms/run.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "algorithms/executor.h"
 #include "algorithms/local_steps.h"
@@ -30,8 +32,11 @@ struct PreparedPlan {
 class PlanCache {
  public:
   std::shared_ptr<const PreparedPlan> get(const Call& call, const Algorithm& algorithm) {
-    const Key key{call.collective, call.rank, call.size, call.count, call.type, call.op,
-                  call.collective == Collective::broadcast ? call.root : 0, call.in_place, &algorithm};
+    // Every field a Plan builder reads is part of the key: the root of any
+    // rooted collective and the per-rank counts of the v variants too.
+    const Key key{call.collective, call.rank,        call.size,        call.count,       call.type,
+                  call.op,         call.root,        call.in_place,    call.counts,      call.send_counts,
+                  call.recv_counts, &algorithm};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto found = plans_.find(key);
@@ -49,7 +54,8 @@ class PlanCache {
   }
 
  private:
-  using Key = std::tuple<Collective, int, int, size_t, DataType, ReduceOp, int, bool, const Algorithm*>;
+  using Key = std::tuple<Collective, int, int, size_t, DataType, ReduceOp, int, bool, std::vector<size_t>,
+                         std::vector<size_t>, std::vector<size_t>, const Algorithm*>;
   static constexpr size_t capacity = 64;
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const PreparedPlan>> plans_;
@@ -60,25 +66,89 @@ PlanCache& plan_cache() {
   return cache;
 }
 
+bool is_rooted(Collective collective) {
+  return collective == Collective::broadcast || collective == Collective::reduce || collective == Collective::gather ||
+         collective == Collective::scatter;
+}
+
+bool is_reduction(Collective collective) {
+  return collective == Collective::allreduce || collective == Collective::reduce ||
+         collective == Collective::reduce_scatter;
+}
+
+// Where an in-place call's two pointers must be. The block collectives keep
+// this rank's block inside the big buffer (see input_bytes in call.h).
+bool is_in_place_layout(const Call& call, const void* input, const void* output) {
+  const auto* in = static_cast<const std::byte*>(input);
+  const auto* out = static_cast<const std::byte*>(output);
+  const size_t own_block = call.block_offset(call.rank) * call.element_bytes();
+  switch (call.collective) {
+    case Collective::allgather: return in == out + own_block;
+    case Collective::gather: return call.rank != call.root || in == out + own_block;
+    case Collective::scatter: return call.rank != call.root || out == in + own_block;
+    case Collective::reduce_scatter: return out == in + own_block;
+    case Collective::broadcast: return true;  // uses output only
+    default: return in == out;
+  }
+}
+
+std::string describe_in_place_layout(const Call& call) {
+  switch (call.collective) {
+    case Collective::allgather:
+    case Collective::gather: return "input is not this rank's block inside output";
+    case Collective::scatter: return "output is not root's block inside input";
+    case Collective::reduce_scatter: return "output is not this rank's block inside input";
+    default: return "input != output";
+  }
+}
+
+// The public API checks all of this with friendlier words; this is the
+// last line for callers of the algorithm layer itself (tests, adapters).
 void validate(const Context& context, const Call& call, const void* input, const void* output) {
   const int rank = context.rank();
   if (call.rank != rank || call.size != context.size())
     throw InvalidArgument(cat("rank ", rank, ": call describes rank ", call.rank, " of ", call.size,
                               " but the context is rank ", rank, " of ", context.size()));
   if (call.collective == Collective::barrier) return;
-  if (call.count > 0 && output == nullptr)
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " of ", call.count,
-                              " elements given a null buffer"));
-  if (call.collective == Collective::allreduce) {
-    validate_reduction(call.type, call.op);
-    if (call.count > 0 && !call.in_place && input == nullptr)
-      throw InvalidArgument(cat("rank ", rank, ": allreduce of ", call.count, " elements given a null input"));
-    if (call.in_place && input != output)
-      throw InvalidArgument(cat("rank ", rank, ": allreduce marked in place but input != output"));
-  }
-  if (call.collective == Collective::broadcast && (call.root < 0 || call.root >= call.size))
-    throw InvalidArgument(cat("rank ", rank, ": broadcast root ", call.root, " is not a rank of this ", call.size,
-                              "-rank context"));
+  if (call.collective == Collective::send || call.collective == Collective::recv)
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective),
+                              " is point to point; use chorus::send/recv, not a collective"));
+  const auto ranks = static_cast<size_t>(call.size);
+  if (!call.counts.empty() && call.counts.size() != ranks)
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " has ", call.counts.size(),
+                              " counts for ", call.size, " ranks"));
+  if (call.collective == Collective::alltoall && call.send_counts.size() != call.recv_counts.size())
+    throw InvalidArgument(cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " send counts but ",
+                              call.recv_counts.size(), " receive counts"));
+  if (!call.send_counts.empty() && call.send_counts.size() != ranks)
+    throw InvalidArgument(cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " counts for ", call.size,
+                              " ranks"));
+  if (is_rooted(call.collective) && (call.root < 0 || call.root >= call.size))
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " root ", call.root,
+                              " is not a rank of this ", call.size, "-rank context"));
+  if (is_reduction(call.collective)) validate_reduction(call.type, call.op);
+  if (output_bytes(call) > 0 && output == nullptr)
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " needs ", output_bytes(call),
+                              " output bytes but was given a null output"));
+  if (call.in_place && !is_in_place_layout(call, input, output))
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " marked in place but ",
+                              describe_in_place_layout(call)));
+  if (!call.in_place && input_bytes(call) > 0 && input == nullptr)
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " needs ", input_bytes(call),
+                              " input bytes but was given a null input"));
+}
+
+}  // namespace
+
+namespace {
+
+void run_plan(Context& context, const Call& call, const void* input, void* output, const std::string& algorithm,
+              uint32_t sequence, Deadline deadline) {
+  validate(context, call, input, output);
+  const Algorithm& chosen = select_algorithm(call, algorithm, CostModel::from_link(context.device().link_model()));
+  std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(call, chosen);
+  execute(context, prepared->plan, prepared->graph, call, input, output, sequence, deadline);
+  finish_collective(call, output);
 }
 
 }  // namespace
@@ -88,13 +158,22 @@ void run_collective(Context& context, const Call& call, const void* input, void*
   // An out-of-place plan reads the input after writing the output; the same
   // buffer passed twice must take the in-place plan.
   Call effective = call;
-  if (call.collective == Collective::allreduce && input == output) effective.in_place = true;
-  validate(context, effective, input, output);
-  const Algorithm& chosen =
-      select_algorithm(effective, algorithm, CostModel::from_link(context.device().link_model()));
-  std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(effective, chosen);
-  execute(context, prepared->plan, prepared->graph, effective, input, output, sequence, deadline);
-  finish_collective(effective, output);
+  if ((call.collective == Collective::allreduce || call.collective == Collective::reduce) && input == output &&
+      input != nullptr)
+    effective.in_place = true;
+  if (effective.collective == Collective::reduce_scatter && effective.in_place) {
+    // Reduce-scatter Plans read this rank's input block until their last
+    // step, so none reduces into it in place: run out of place into a
+    // block-sized buffer (1/size of the data) and copy the result into place.
+    validate(context, effective, input, output);
+    effective.in_place = false;
+    std::vector<std::byte> block(output_bytes(effective));
+    run_plan(context, effective, input, block.data(), algorithm, sequence, deadline);
+    if (!block.empty())
+      std::memcpy(output, block.data(), block.size());
+    return;
+  }
+  run_plan(context, effective, input, output, algorithm, sequence, deadline);
 }
 
 }  // namespace chorus::algorithms

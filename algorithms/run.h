@@ -11,8 +11,10 @@
 
 namespace chorus::algorithms {
 
-// input/output are the caller's buffers (input == output for in place;
-// broadcast uses output only; barrier neither). `algorithm` is "auto" or a
+// input/output are the caller's buffers (broadcast uses output only; barrier
+// neither). In place, they are laid out as the public API documents:
+// input == output for allreduce/reduce; this rank's block inside the large
+// buffer for allgather, gather (root), scatter (root) and reduce_scatter. `algorithm` is "auto" or a
 // name; CHORUS_ALGO applies when it is "auto". Throws InvalidArgument for an
 // unknown algorithm or one that cannot serve the call (listing valid names).
 // On any failure the Context's device is aborted before this returns, so no

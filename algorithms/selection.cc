@@ -17,7 +17,9 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-const Collective known_collectives[] = {Collective::allreduce, Collective::broadcast, Collective::barrier};
+const Collective known_collectives[] = {Collective::allreduce, Collective::broadcast,      Collective::barrier,
+                                        Collective::reduce,    Collective::reduce_scatter, Collective::allgather,
+                                        Collective::gather,    Collective::scatter,        Collective::alltoall};
 
 const std::map<Collective, std::string>& environment_overrides() {
   static const std::map<Collective, std::string> overrides = [] {
@@ -49,7 +51,8 @@ std::map<Collective, std::string> parse_algorithm_overrides(std::string_view tex
       if (to_string(candidate) == collective_name) collective = &candidate;
     if (!collective)
       throw InvalidArgument(cat("unknown collective '", collective_name, "' in '", item,
-                                "' (valid: allreduce, broadcast, barrier)"));
+                                "' (valid: allreduce, broadcast, barrier, reduce, reduce_scatter, allgather, gather, "
+                                "scatter, alltoall)"));
     if (find_algorithm(*collective, algorithm_name) == nullptr)
       throw InvalidArgument(cat("unknown ", collective_name, " algorithm '", algorithm_name,
                                 "' (valid: ", algorithm_names(*collective), ")"));

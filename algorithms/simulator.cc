@@ -49,18 +49,19 @@ bool overlaps(const Region& a, const Region& b, bool in_place) {
 
 class Simulation {
  public:
-  Simulation(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers, const Call& call,
+  Simulation(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers, const std::vector<Call>& calls,
              const SimulationOptions& options)
       : options_(options) {
+    const Call& call = calls.front();
     const int size = static_cast<int>(plans.size());
-    if (call.size != size || buffers.size() != plans.size())
+    if (call.size != size || buffers.size() != plans.size() || (calls.size() != 1 && calls.size() != plans.size()))
       throw InvalidArgument(cat("simulator: call.size is ", call.size, " but ", plans.size(), " plans and ",
                                 buffers.size(), " buffer sets were given"));
     for (int rank = 0; rank < size; ++rank) {
       auto state = std::make_unique<RankState>(plans[rank], options.window);
       RankState& s = *state;
       s.plan = &plans[rank];
-      s.call = call;
+      s.call = calls[calls.size() == 1 ? 0 : rank];
       s.call.rank = rank;
       s.scratch.assign(plans[rank].scratch_bytes, std::byte{0xa5});  // garbage, so reading it unwritten shows
       s.buffers.output = static_cast<std::byte*>(buffers[rank].output);
@@ -125,7 +126,9 @@ class Simulation {
 
   void check_bounds(int rank, StepId id, const Region& region) const {
     const RankState& s = *ranks_[rank];
-    size_t limit = region.buffer == BufferKind::scratch ? s.plan->scratch_bytes : s.call.bytes();
+    size_t limit = region.buffer == BufferKind::scratch                   ? s.plan->scratch_bytes
+                   : region.buffer == BufferKind::input && !s.call.in_place ? input_bytes(s.call)
+                                                                             : output_bytes(s.call);
     bool missing = region.length > 0 && region.buffer == BufferKind::output && !s.buffers.output;
     if (region.offset > limit || region.length > limit - region.offset || missing)
       throw Error(cat("simulator: rank ", rank, ": step ", id, " (", describe_step(s.plan->step(id)),
@@ -265,7 +268,13 @@ class Simulation {
 
 SimulationReport simulate(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers, const Call& call,
                           const SimulationOptions& options) {
-  return Simulation(plans, buffers, call, options).run();
+  return Simulation(plans, buffers, std::vector<Call>{call}, options).run();
+}
+
+SimulationReport simulate(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers,
+                          const std::vector<Call>& calls, const SimulationOptions& options) {
+  if (calls.empty()) throw InvalidArgument("simulator: no calls given");
+  return Simulation(plans, buffers, calls, options).run();
 }
 
 }  // namespace chorus::algorithms

@@ -51,5 +51,9 @@ struct SimulationReport {
 // Throws chorus::Error describing the deadlock, race or mismatch it found.
 SimulationReport simulate(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers, const Call& call,
                           const SimulationOptions& options = {});
+// The same with one Call per rank, for calls whose ranks legitimately differ
+// (alltoallv: each rank's own send and receive counts).
+SimulationReport simulate(const std::vector<Plan>& plans, const std::vector<RankBuffers>& buffers,
+                          const std::vector<Call>& calls, const SimulationOptions& options = {});
 
 }  // namespace chorus::algorithms

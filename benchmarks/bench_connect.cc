@@ -38,7 +38,15 @@ std::shared_ptr<Context> connect_over_mpi(const ConnectOptions& options) {
 
 }  // namespace
 
-bool launched_by_a_launcher() { return set("CHORUS_RANK") || launched_by_mpirun(); }
+// Any launcher connect_from_env understands (chorus/launch_env.h) counts; a
+// half-set environment then fails in connect_from_env with a message naming
+// the missing variable, which beats silently forking local ranks.
+bool launched_by_a_launcher() {
+  for (const char* rank_variable : {"CHORUS_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (set(rank_variable)) return true;
+  }
+  return launched_by_mpirun();
+}
 
 std::shared_ptr<Context> connect_for_benchmark(const ConnectOptions& options) {
 #if CHORUS_BENCH_HAVE_MPI

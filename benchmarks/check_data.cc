@@ -44,7 +44,11 @@ int64_t reduced_value(ReduceOp op, int size, size_t index) {
   return result;
 }
 
-int64_t broadcast_value(size_t index) { return static_cast<int64_t>((index * 7 + 3) % 101); }
+// Data that is only moved: differs between ranks and along the buffer, so a
+// block landing in the wrong place is caught.
+int64_t moved_value(int rank, size_t index) {
+  return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13 + 3) % 101);
+}
 
 template <class T>
 T to_element(int64_t value) {
@@ -91,28 +95,109 @@ auto with_type(DataType type, Visit&& visit) {
   return visit(uint8_t{});
 }
 
+constexpr std::string_view operation_names[] = {"allreduce", "broadcast", "reduce",  "allgather", "reduce_scatter",
+                                                "gather",    "scatter",   "alltoall", "barrier"};
+
 }  // namespace
+
+std::optional<Operation> parse_operation(std::string_view name) {
+  for (size_t i = 0; i < std::size(operation_names); ++i)
+    if (operation_names[i] == name) return static_cast<Operation>(i);
+  return std::nullopt;
+}
+
+std::string_view to_string(Operation operation) { return operation_names[static_cast<size_t>(operation)]; }
+
+bool reduces(Operation operation) {
+  return operation == Operation::allreduce || operation == Operation::reduce || operation == Operation::reduce_scatter;
+}
+
+bool has_root(Operation operation) {
+  return operation == Operation::broadcast || operation == Operation::reduce || operation == Operation::gather ||
+         operation == Operation::scatter;
+}
+
+size_t input_elements(Operation operation, int rank, int size, int root, size_t count) {
+  const auto ranks = static_cast<size_t>(size);
+  switch (operation) {
+    case Operation::allreduce:
+    case Operation::reduce:
+    case Operation::broadcast:
+    case Operation::allgather:
+    case Operation::gather: return count;
+    case Operation::reduce_scatter:
+    case Operation::alltoall: return count * ranks;
+    case Operation::scatter: return rank == root ? count * ranks : 0;
+    case Operation::barrier: return 0;
+  }
+  return 0;
+}
+
+size_t output_elements(Operation operation, int rank, int size, int root, size_t count) {
+  const auto ranks = static_cast<size_t>(size);
+  switch (operation) {
+    case Operation::allreduce:
+    case Operation::reduce_scatter:
+    case Operation::scatter: return count;
+    case Operation::reduce: return rank == root ? count : 0;
+    case Operation::allgather:
+    case Operation::alltoall: return count * ranks;
+    case Operation::gather: return rank == root ? count * ranks : 0;
+    case Operation::broadcast:  // the data buffer is the input
+    case Operation::barrier: return 0;
+  }
+  return 0;
+}
 
 void fill_input(Operation operation, DataType type, ReduceOp op, int rank, int size, int root, void* data,
                 size_t count) {
+  const size_t elements = input_elements(operation, rank, size, root, count);
   with_type(type, [&](auto tag) {
     using T = decltype(tag);
-    if (operation == Operation::allreduce) {
-      fill<T>(data, count, [&](size_t i) { return input_value(op, rank, size, i); });
-    } else if (operation == Operation::broadcast) {
-      // Non-roots start from a pattern the broadcast must overwrite.
-      fill<T>(data, count, [&](size_t i) { return rank == root ? broadcast_value(i) : int64_t{-1}; });
+    switch (operation) {
+      case Operation::allreduce:
+      case Operation::reduce:
+      case Operation::reduce_scatter:
+        fill<T>(data, elements, [&](size_t i) { return input_value(op, rank, size, i); });
+        break;
+      case Operation::broadcast:
+        // Non-roots start from a pattern the broadcast must overwrite.
+        fill<T>(data, elements, [&](size_t i) { return rank == root ? moved_value(root, i) : int64_t{-1}; });
+        break;
+      default: fill<T>(data, elements, [&](size_t i) { return moved_value(rank, i); }); break;
     }
     return 0;
   });
 }
 
-size_t count_wrong(Operation operation, DataType type, ReduceOp op, int /*rank*/, int size, int /*root*/,
-                   const void* output, size_t count) {
+size_t count_wrong(Operation operation, DataType type, ReduceOp op, int rank, int size, int root, const void* output,
+                   size_t count) {
+  const auto own = static_cast<size_t>(rank);
   return with_type(type, [&](auto tag) -> size_t {
     using T = decltype(tag);
-    if (operation == Operation::allreduce) return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, i); });
-    if (operation == Operation::broadcast) return compare<T>(output, count, broadcast_value);
+    switch (operation) {
+      case Operation::allreduce: return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, i); });
+      case Operation::reduce:
+        if (rank != root) return 0;
+        return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, i); });
+      case Operation::reduce_scatter:
+        return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, own * count + i); });
+      case Operation::broadcast: return compare<T>(output, count, [&](size_t i) { return moved_value(root, i); });
+      case Operation::gather:
+        if (rank != root) return 0;
+        [[fallthrough]];
+      case Operation::allgather:
+        // Block r came from rank r's input.
+        return compare<T>(output, count * static_cast<size_t>(size),
+                          [&](size_t i) { return moved_value(static_cast<int>(i / count), i % count); });
+      case Operation::scatter:
+        return compare<T>(output, count, [&](size_t i) { return moved_value(root, own * count + i); });
+      case Operation::alltoall:
+        // Block p came from rank p's block number `rank`.
+        return compare<T>(output, count * static_cast<size_t>(size),
+                          [&](size_t i) { return moved_value(static_cast<int>(i / count), own * count + i % count); });
+      case Operation::barrier: return 0;
+    }
     return 0;
   });
 }

@@ -1,100 +1,34 @@
-// The public collectives: check arguments locally (so a bad call fails on the
-// rank that made it, before any byte moves), number the call, and hand it to
-// the algorithm layer, inline or on the Context's work queue.
+// The reductions, broadcast and barrier: check arguments locally (so a bad
+// call fails on the rank that made it, before any byte moves), describe the
+// call, and issue it to the algorithm layer.
 #include "chorus/collectives.h"
 
 #include <cstdint>
+#include <vector>
 
-#include "algorithms/run.h"
+#include "chorus/collective_checks.h"
 #include "chorus/error.h"
 #include "chorus/log.h"
-#include "chorus/work_queue.h"
-#include "transport/transport.h"
 
 namespace chorus {
 namespace {
 
 using algorithms::Call;
 using algorithms::Collective;
+using namespace detail;
 
-Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
-               bool in_place) {
-  Call call;
-  call.collective = collective;
-  call.rank = context.rank();
-  call.size = context.size();
-  call.count = count;
-  call.type = type;
-  call.op = op;
-  call.root = root;
-  call.in_place = in_place;
-  return call;
-}
-
-void check_type(Context& context, const char* collective, DataType type) {
-  if (static_cast<unsigned>(type) > static_cast<unsigned>(DataType::float64))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got an unknown data type (",
-                              static_cast<unsigned>(type), ")"));
-}
-
-void check_buffer(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
-  if (count > 0 && buffer == nullptr)
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got a null ", name, " buffer for ", count,
-                              " elements"));
-}
-
-void check_bytes(Context& context, const char* collective, size_t count, DataType type) {
-  if (count > SIZE_MAX / element_size(type))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " count ", count, " of ", to_string(type),
-                              " overflows size_t bytes"));
-}
-
-// Buffers that overlap without being identical would be read after being
-// overwritten; in place means input == output exactly.
-void check_overlap(Context& context, const char* collective, const void* input, const void* output, size_t bytes) {
-  if (input == output || bytes == 0) return;
-  auto in = reinterpret_cast<uintptr_t>(input);
-  auto out = reinterpret_cast<uintptr_t>(output);
-  if (in < out + bytes && out < in + bytes)
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective,
-                              " input and output buffers partially overlap; pass the same pointer for in place"));
-}
-
-Deadline deadline_for(Context& context, const CollectiveOptions& options) {
-  return Deadline::after(options.timeout.value_or(context.timeout()));
-}
-
-// Runs inline after every earlier async collective, or queues behind them.
-// The sequence number is taken here, at issue time, so the order of issue is
-// the order on the wire whichever thread ends up running the call.
-Work issue(Context& context, const Call& call, const void* input, void* output, const CollectiveOptions& options,
-           bool async) {
-  context.throw_if_failed();
-  uint32_t sequence = context.next_sequence();
-  CHORUS_LOG(debug, context.rank(), algorithms::to_string(call.collective), " #", sequence, ": ", call.count, " ",
-             to_string(call.type), async ? " (async)" : "");
-  std::string algorithm = options.algorithm;
-  if (!async) {
-    context.work_queue().drain();
-    algorithms::run_collective(context, call, input, output, algorithm, sequence, deadline_for(context, options));
-    return Work();
-  }
-  // The deadline starts when the collective starts running, not when queued.
-  auto timeout = options.timeout.value_or(context.timeout());
-  auto state = context.work_queue().submit([&context, call, input, output, algorithm, sequence, timeout] {
-    algorithms::run_collective(context, call, input, output, algorithm, sequence, Deadline::after(timeout));
-  });
-  return Work(std::move(state));
+const std::byte* offset_bytes(const void* base, size_t elements, DataType type) {
+  return static_cast<const std::byte*>(base) + elements * element_size(type);
 }
 
 Work allreduce_impl(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                     const CollectiveOptions& options, bool async) {
-  check_type(context, "allreduce", type);
-  validate_reduction(type, op);
+  check_reduction(context, "allreduce", type, op);
   check_bytes(context, "allreduce", count, type);
   check_buffer(context, "allreduce", "input", input, count);
   check_buffer(context, "allreduce", "output", output, count);
-  check_overlap(context, "allreduce", input, output, count * element_size(type));
+  if (input != output)
+    check_overlap(context, "allreduce", input, count * element_size(type), output, count * element_size(type));
   Call call = make_call(context, Collective::allreduce, count, type, op, 0, input == output);
   return issue(context, call, input, output, options, async);
 }
@@ -104,9 +38,7 @@ Work broadcast_impl(Context& context, void* data, size_t count, DataType type, i
   check_type(context, "broadcast", type);
   check_bytes(context, "broadcast", count, type);
   check_buffer(context, "broadcast", "data", data, count);
-  if (root < 0 || root >= context.size())
-    throw InvalidArgument(cat("rank ", context.rank(), ": broadcast root ", root,
-                              " is out of range for a context of size ", context.size()));
+  check_root(context, "broadcast", root);
   Call call = make_call(context, Collective::broadcast, count, type, ReduceOp::sum, root, true);
   return issue(context, call, data, data, options, async);
 }
@@ -116,31 +48,69 @@ Work barrier_impl(Context& context, const CollectiveOptions& options, bool async
   return issue(context, call, nullptr, nullptr, options, async);
 }
 
-// A call this rank rejects would leave the other ranks waiting inside the
-// same collective until their timeout. Aborting the Context tells them at
-// once, and why ("peer rank 2 aborted: rank 2: broadcast root 7 is out of
-// range ..."); the Context is unusable afterwards either way.
-template <class Body>
-Work rejecting_bad_arguments(Context& context, Body&& body) {
-  try {
-    return body();
-  } catch (const InvalidArgument&) {
-    context.device().abort(std::current_exception());
-    throw;
+// Only root's output is written: other ranks' output is not even looked at.
+Work reduce_impl(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
+                 int root, const CollectiveOptions& options, bool async) {
+  check_reduction(context, "reduce", type, op);
+  check_bytes(context, "reduce", count, type);
+  check_root(context, "reduce", root);
+  check_buffer(context, "reduce", "input", input, count);
+  const bool is_root = context.rank() == root;
+  if (is_root) {
+    check_buffer(context, "reduce", "output (on root)", output, count);
+    if (input != output)
+      check_overlap(context, "reduce", input, count * element_size(type), output, count * element_size(type));
   }
+  Call call = make_call(context, Collective::reduce, count, type, op, root, is_root && input == output);
+  return issue(context, call, input, is_root ? output : nullptr, options, async);
+}
+
+// `call` carries count or counts; in place means output is this rank's
+// block inside input.
+Work reduce_scatter_impl(Context& context, Call call, const void* input, void* output,
+                         const CollectiveOptions& options, bool async) {
+  const char* name = call.variable() ? "reduce_scatter_v" : "reduce_scatter";
+  const size_t total = call.total_count();
+  const size_t own = call.block_count(context.rank());
+  check_buffer(context, name, "input", input, total);
+  check_buffer(context, name, "output", output, own);
+  call.in_place = output == offset_bytes(input, call.block_offset(context.rank()), call.type);
+  if (!call.in_place)
+    check_overlap(context, name, input, total * element_size(call.type), output, own * element_size(call.type));
+  return issue(context, call, input, output, options, async);
+}
+
+Work reduce_scatter_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
+                          ReduceOp op, const CollectiveOptions& options, bool async) {
+  check_reduction(context, "reduce_scatter", type, op);
+  checked_product(context, "reduce_scatter", count, static_cast<size_t>(context.size()), type);
+  Call call = make_call(context, Collective::reduce_scatter, count, type, op, 0, false);
+  return reduce_scatter_impl(context, std::move(call), input, output, options, async);
+}
+
+Work reduce_scatter_variable(Context& context, const void* input, void* output, std::span<const size_t> counts,
+                             DataType type, ReduceOp op, const CollectiveOptions& options, bool async) {
+  check_reduction(context, "reduce_scatter_v", type, op);
+  const size_t total = check_counts(context, "reduce_scatter_v", "counts", counts, type);
+  // Every rank holds the same counts, so the total is a count they agree on
+  // (and what the mismatch check compares).
+  Call call = make_call(context, Collective::reduce_scatter, total, type, op, 0, false);
+  call.counts.assign(counts.begin(), counts.end());
+  return reduce_scatter_impl(context, std::move(call), input, output, options, async);
 }
 
 }  // namespace
 
 void allreduce(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                const CollectiveOptions& options) {
-  rejecting_bad_arguments(context, [&] { return allreduce_impl(context, input, output, count, type, op, options, false); });
+  rejecting_bad_arguments(context,
+                          [&] { return allreduce_impl(context, input, output, count, type, op, options, false); });
 }
 
 Work allreduce_async(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                      const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context,
-                                 [&] { return allreduce_impl(context, input, output, count, type, op, options, true); });
+  return rejecting_bad_arguments(
+      context, [&] { return allreduce_impl(context, input, output, count, type, op, options, true); });
 }
 
 void broadcast(Context& context, void* data, size_t count, DataType type, int root, const CollectiveOptions& options) {
@@ -149,12 +119,49 @@ void broadcast(Context& context, void* data, size_t count, DataType type, int ro
 
 Work broadcast_async(Context& context, void* data, size_t count, DataType type, int root,
                      const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] { return broadcast_impl(context, data, count, type, root, options, true); });
+  return rejecting_bad_arguments(context,
+                                 [&] { return broadcast_impl(context, data, count, type, root, options, true); });
 }
 
 void barrier(Context& context, const CollectiveOptions& options) { barrier_impl(context, options, false); }
 
 Work barrier_async(Context& context, const CollectiveOptions& options) { return barrier_impl(context, options, true); }
+
+void reduce(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op, int root,
+            const CollectiveOptions& options) {
+  rejecting_bad_arguments(context,
+                          [&] { return reduce_impl(context, input, output, count, type, op, root, options, false); });
+}
+
+Work reduce_async(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
+                  int root, const CollectiveOptions& options) {
+  return rejecting_bad_arguments(
+      context, [&] { return reduce_impl(context, input, output, count, type, op, root, options, true); });
+}
+
+void reduce_scatter(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
+                    const CollectiveOptions& options) {
+  rejecting_bad_arguments(
+      context, [&] { return reduce_scatter_fixed(context, input, output, count, type, op, options, false); });
+}
+
+Work reduce_scatter_async(Context& context, const void* input, void* output, size_t count, DataType type,
+                          ReduceOp op, const CollectiveOptions& options) {
+  return rejecting_bad_arguments(
+      context, [&] { return reduce_scatter_fixed(context, input, output, count, type, op, options, true); });
+}
+
+void reduce_scatter_v(Context& context, const void* input, void* output, std::span<const size_t> counts,
+                      DataType type, ReduceOp op, const CollectiveOptions& options) {
+  rejecting_bad_arguments(
+      context, [&] { return reduce_scatter_variable(context, input, output, counts, type, op, options, false); });
+}
+
+Work reduce_scatter_v_async(Context& context, const void* input, void* output, std::span<const size_t> counts,
+                            DataType type, ReduceOp op, const CollectiveOptions& options) {
+  return rejecting_bad_arguments(
+      context, [&] { return reduce_scatter_variable(context, input, output, counts, type, op, options, true); });
+}
 
 void throw_size_mismatch(Context& context, const char* collective, size_t input_count, size_t output_count) {
   rejecting_bad_arguments(context, [&]() -> Work {
@@ -164,4 +171,65 @@ void throw_size_mismatch(Context& context, const char* collective, size_t input_
   __builtin_unreachable();
 }
 
+void throw_bad_span(Context& context, const char* collective, const std::string& what) {
+  rejecting_bad_arguments(context, [&]() -> Work {
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " expected ", what));
+  });
+  __builtin_unreachable();
+}
+
+namespace detail {
+
+size_t block_of(Context& context, const char* collective, size_t total) {
+  const auto ranks = static_cast<size_t>(context.size());
+  if (total % ranks != 0)
+    throw_bad_span(context, collective,
+                   cat("a buffer of ", ranks, " equal blocks (one per rank), but got ", total,
+                       " elements, not a multiple of ", ranks));
+  return total / ranks;
+}
+
+void expect_blocks(Context& context, const char* collective, const char* name, size_t block, size_t actual) {
+  const auto ranks = static_cast<size_t>(context.size());
+  if (actual % ranks != 0 || actual / ranks != block)
+    throw_bad_span(context, collective,
+                   cat(name, " of ", ranks, " blocks of ", block, " elements, but got ", actual, " elements"));
+}
+
+void expect_elements(Context& context, const char* collective, const char* name, size_t expected, size_t actual) {
+  if (expected != actual)
+    throw_bad_span(context, collective, cat(name, " of ", expected, " elements, but got ", actual));
+}
+
+namespace {
+void expect_one_count_per_rank(Context& context, const char* collective, std::span<const size_t> counts) {
+  if (counts.size() != static_cast<size_t>(context.size()))
+    throw_bad_span(context, collective,
+                   cat("one count per rank (", context.size(), "), but got ", counts.size(), " counts"));
+}
+}  // namespace
+
+size_t sum_of_counts(Context& context, const char* collective, std::span<const size_t> counts) {
+  expect_one_count_per_rank(context, collective, counts);
+  size_t total = 0;
+  for (size_t count : counts) {
+    if (count > SIZE_MAX - total) throw_bad_span(context, collective, "counts whose sum fits in size_t");
+    total += count;
+  }
+  return total;
+}
+
+size_t count_of_rank(Context& context, const char* collective, std::span<const size_t> counts) {
+  expect_one_count_per_rank(context, collective, counts);
+  return counts[static_cast<size_t>(context.rank())];
+}
+
+size_t block_offset_of_rank(Context& context, std::span<const size_t> counts) {
+  size_t offset = 0;
+  for (int r = 0; r < context.rank() && static_cast<size_t>(r) < counts.size(); ++r)
+    offset += counts[static_cast<size_t>(r)];
+  return offset;
+}
+
+}  // namespace detail
 }  // namespace chorus

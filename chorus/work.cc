@@ -65,6 +65,7 @@ void WorkQueue::run() {
 
 void Work::wait() {
   if (!state_) throw InvalidArgument("Work::wait on an empty Work (no collective was issued)");
+  if (state_->drive) state_->drive(true);
   std::unique_lock<std::mutex> lock(state_->mutex);
   state_->finished_cv.wait(lock, [&] { return state_->finished; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -72,12 +73,14 @@ void Work::wait() {
 
 bool Work::test() const {
   if (!state_) return false;
+  if (state_->drive) state_->drive(false);
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->finished;
 }
 
 std::exception_ptr Work::exception() const {
   if (!state_) return nullptr;
+  if (state_->drive) state_->drive(false);
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->error;
 }

@@ -19,6 +19,10 @@ struct WorkState {
   std::condition_variable finished_cv;
   bool finished = false;
   std::exception_ptr error;
+  // Set for work that no queue runs (point-to-point): Work::wait/test/
+  // exception call it first so the caller's thread finishes it; `blocking`
+  // says whether it may wait for the transport.
+  std::function<void(bool blocking)> drive;
 
   void finish(std::exception_ptr outcome);
 };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "chorus/error.h"
+#include "transport/link_model.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -36,6 +37,13 @@ uint64_t random_nonce() {
   return nonce;
 }
 
+// Measured on loopback of a small 2-core VM (see test_tcp's benchmark);
+// the other defaults assume a 10 Gb/s Ethernet with kernel TCP.
+LinkModel built_in_link_model(const SocketAddress& address) {
+  if (address.is_loopback()) return {.alpha_seconds = 25e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
+  return {.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
+}
+
 }  // namespace
 
 Engine::Engine(const TcpDeviceOptions& options)
@@ -44,6 +52,10 @@ Engine::Engine(const TcpDeviceOptions& options)
     throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
   for (int peer = 0; peer < options.size; ++peer) by_rank_[peer].store(nullptr);
   listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
+  // Read once, here, so a malformed CHORUS_LINK_MODEL fails the job at
+  // connect rather than in the middle of a collective.
+  link_model_ = options.link_model ? *options.link_model
+                                   : link_model_from_environment(built_in_link_model(listen_address_));
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -80,12 +92,6 @@ std::vector<std::byte> Engine::address() const {
   return encode_address({listen_address_, nonce_, rank()});
 }
 
-LinkModel Engine::link_model() const {
-  // Measured on loopback of a small 2-core VM (see test_tcp's benchmark);
-  // the other defaults assume a 10 Gb/s Ethernet with kernel TCP.
-  if (listen_address_.is_loopback()) return {.alpha_seconds = 25e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
-  return {.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
-}
 
 std::string Engine::describe_signature(uint64_t signature) const {
   if (options_.describe_signature) return options_.describe_signature(signature);

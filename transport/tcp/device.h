@@ -38,7 +38,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   int size() const { return options_.size; }
   std::vector<std::byte> address() const;
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
-  LinkModel link_model() const;
+  LinkModel link_model() const { return link_model_; }
 
   // ConnectionOwner
   int rank() const override { return options_.rank; }
@@ -67,6 +67,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
 
   const TcpDeviceOptions options_;
   SocketAddress listen_address_;
+  LinkModel link_model_;
   uint64_t nonce_ = 0;
   Fd listener_;
   Fd epoll_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "transport/transport.h"
@@ -21,6 +22,9 @@ struct TcpDeviceOptions {
   std::string hostname;
   // Turns a tag signature into words for MismatchError text; may be empty.
   std::function<std::string(uint64_t)> describe_signature;
+  // Alpha-beta numbers for algorithm selection. Unset: the built-in estimate
+  // (loopback or Ethernet) with CHORUS_LINK_MODEL applied (transport/link_model.h).
+  std::optional<LinkModel> link_model;
 };
 
 // Creates the listening socket and starts the progress thread. Throws

@@ -1,0 +1,147 @@
+#include "benchmarks/bench_runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "algorithms/registry.h"
+#include "chorus/collectives.h"
+#include "chorus/error.h"
+#include "chorus/log.h"
+
+namespace chorus::bench {
+namespace {
+
+using algorithms::Collective;
+
+// Everything the table needs agrees across ranks: the slowest rank's time.
+double max_over_ranks(Context& context, double value) {
+  allreduce(context, &value, &value, 1, DataType::float64, ReduceOp::max);
+  return value;
+}
+
+bool blocks_per_rank(Operation operation) {
+  return operation == Operation::allgather || operation == Operation::reduce_scatter ||
+         operation == Operation::gather || operation == Operation::scatter || operation == Operation::alltoall;
+}
+
+}  // namespace
+
+Collective collective_of(Operation operation) {
+  switch (operation) {
+    case Operation::allreduce: return Collective::allreduce;
+    case Operation::broadcast: return Collective::broadcast;
+    case Operation::reduce: return Collective::reduce;
+    case Operation::allgather: return Collective::allgather;
+    case Operation::reduce_scatter: return Collective::reduce_scatter;
+    case Operation::gather: return Collective::gather;
+    case Operation::scatter: return Collective::scatter;
+    case Operation::alltoall: return Collective::alltoall;
+    case Operation::barrier: return Collective::barrier;
+  }
+  return Collective::barrier;
+}
+
+double bus_factor(Operation operation, int size) {
+  if (size <= 1) return 0.0;
+  const double n = size;
+  switch (operation) {
+    case Operation::allreduce: return 2.0 * (n - 1) / n;
+    case Operation::allgather:
+    case Operation::reduce_scatter:
+    case Operation::alltoall:
+    case Operation::gather:
+    case Operation::scatter: return (n - 1) / n;
+    case Operation::broadcast:
+    case Operation::reduce: return 1.0;
+    case Operation::barrier: return 0.0;
+  }
+  return 0.0;
+}
+
+size_t count_for_bytes(Operation operation, int size, size_t bytes, DataType type) {
+  if (operation == Operation::barrier) return 0;
+  const size_t elements = bytes / element_size(type);
+  return blocks_per_rank(operation) ? elements / static_cast<size_t>(size) : elements;
+}
+
+bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, int rank, int size,
+                        size_t count) {
+  const Collective collective = collective_of(settings.operation);
+  const algorithms::Call call =
+      algorithms::make_call(collective, rank, size, count, settings.type, settings.op, settings.root, false);
+  if (algorithm == "auto") {
+    for (const algorithms::Algorithm& candidate : algorithms::all_algorithms())
+      if (candidate.collective == collective && candidate.supports(call)) return true;
+    return false;
+  }
+  const algorithms::Algorithm* found = algorithms::find_algorithm(collective, algorithm);
+  return found != nullptr && found->supports(call);
+}
+
+Row Runner::run_size(size_t bytes, const std::string& algorithm) {
+  Row row;
+  const Operation operation = settings_.operation;
+  const int rank = context_.rank(), size = context_.size(), root = settings_.root;
+  const size_t count = count_for_bytes(operation, size, bytes, settings_.type);
+  const size_t element = element_size(settings_.type);
+  row.count = blocks_per_rank(operation) ? count * static_cast<size_t>(size) : count;
+  row.bytes = row.count * element;
+  if (!algorithm_supports(settings_, algorithm, rank, size, count)) {
+    row.supported = false;
+    return row;
+  }
+  // Never shrunk, so a sweep allocates (and page-faults) once per new maximum.
+  input_.resize(std::max(input_.size(), input_elements(operation, rank, size, root, count) * element));
+  output_.resize(std::max(output_.size(), output_elements(operation, rank, size, root, count) * element));
+  if (settings_.check) {
+    fill_input(operation, settings_.type, settings_.op, rank, size, root, input_.data(), count);
+    run_once(count, algorithm);
+    const void* result = operation == Operation::broadcast ? input_.data() : output_.data();
+    uint64_t wrong = count_wrong(operation, settings_.type, settings_.op, rank, size, root, result, count);
+    allreduce(context_, &wrong, &wrong, 1, DataType::uint64, ReduceOp::sum);
+    row.wrong = wrong;
+  }
+  for (int i = 0; i < settings_.warmup; ++i) run_once(count, algorithm);
+  int iters = settings_.iters;
+  if (iters <= 0) {
+    double once = max_over_ranks(context_, time_iterations(count, algorithm, 1));
+    iters = static_cast<int>(std::clamp(settings_.budget_ms * 1e-3 / std::max(once, 1e-7), 3.0, 2000.0));
+  }
+  row.iters = iters;
+  const double seconds = max_over_ranks(context_, time_iterations(count, algorithm, iters)) / iters;
+  row.time_us = seconds * 1e6;
+  row.algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / 1e9 : 0;
+  row.busbw = row.algbw * bus_factor(operation, size);
+  return row;
+}
+
+void Runner::run_once(size_t count, const std::string& algorithm) {
+  CollectiveOptions options;
+  options.algorithm = algorithm;
+  const DataType type = settings_.type;
+  const int root = settings_.root;
+  const bool is_root = context_.rank() == root;
+  std::byte* in = input_.data();
+  std::byte* out = output_.data();
+  switch (settings_.operation) {
+    case Operation::allreduce: allreduce(context_, in, out, count, type, settings_.op, options); break;
+    case Operation::broadcast: broadcast(context_, in, count, type, root, options); break;
+    case Operation::reduce:
+      reduce(context_, in, is_root ? out : nullptr, count, type, settings_.op, root, options);
+      break;
+    case Operation::allgather: allgather(context_, in, out, count, type, options); break;
+    case Operation::reduce_scatter: reduce_scatter(context_, in, out, count, type, settings_.op, options); break;
+    case Operation::gather: gather(context_, in, is_root ? out : nullptr, count, type, root, options); break;
+    case Operation::scatter: scatter(context_, is_root ? in : nullptr, out, count, type, root, options); break;
+    case Operation::alltoall: alltoall(context_, in, out, count, type, options); break;
+    case Operation::barrier: barrier(context_, options); break;
+  }
+}
+
+double Runner::time_iterations(size_t count, const std::string& algorithm, int iters) {
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) run_once(count, algorithm);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace chorus::bench

@@ -1,0 +1,69 @@
+// One rank's side of chorus-bench: runs one collective at one message size
+// with one algorithm, checks the result (--check) and times it, agreeing
+// with the other ranks on the slowest rank's time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/call.h"
+#include "benchmarks/check_data.h"
+#include "chorus/context.h"
+
+namespace chorus::bench {
+
+struct BenchSettings {
+  Operation operation = Operation::allreduce;
+  DataType type = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  int warmup = 5;
+  int iters = 0;  // 0: as many as fit in budget_ms
+  double budget_ms = 200;
+  bool check = false;
+};
+
+struct Row {
+  size_t bytes = 0;  // the whole message, as nccl-tests counts it
+  size_t count = 0;  // elements of `bytes`
+  bool supported = true;
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  uint64_t wrong = 0;
+  int iters = 0;
+};
+
+algorithms::Collective collective_of(Operation operation);
+
+// nccl-tests' bus bandwidth factors: the fraction of the message each rank's
+// busiest link carries, so busbw compares with the link rate.
+double bus_factor(Operation operation, int size);
+
+// The collective's own count for a message of `bytes` in total (nccl-tests'
+// size: the whole buffer of allreduce/broadcast/reduce, all size() blocks of
+// allgather, reduce_scatter, gather, scatter and alltoall), rounded down.
+size_t count_for_bytes(Operation operation, int size, size_t bytes, DataType type);
+
+// Whether `algorithm` (a name or "auto") can run this operation at this count.
+bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, int rank, int size,
+                        size_t count);
+
+class Runner {
+ public:
+  Runner(Context& context, const BenchSettings& settings) : context_(context), settings_(settings) {}
+  Row run_size(size_t bytes, const std::string& algorithm);
+
+ private:
+  void run_once(size_t count, const std::string& algorithm);
+  double time_iterations(size_t count, const std::string& algorithm, int iters);
+
+  Context& context_;
+  const BenchSettings& settings_;
+  std::vector<std::byte> input_;
+  std::vector<std::byte> output_;
+};
+
+}  // namespace chorus::bench

@@ -1,0 +1,132 @@
+// The shared checks and the issuing of public collectives.
+#include "chorus/collective_checks.h"
+
+#include <cstdint>
+#include <string>
+
+#include "algorithms/run.h"
+#include "chorus/log.h"
+#include "chorus/work_queue.h"
+
+namespace chorus::detail {
+
+using algorithms::Call;
+using algorithms::Collective;
+
+Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
+               bool in_place) {
+  Call call;
+  call.collective = collective;
+  call.rank = context.rank();
+  call.size = context.size();
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.root = root;
+  call.in_place = in_place;
+  return call;
+}
+
+void check_type(Context& context, const char* collective, DataType type) {
+  if (static_cast<unsigned>(type) > static_cast<unsigned>(DataType::float64))
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got an unknown data type (",
+                              static_cast<unsigned>(type), ")"));
+}
+
+void check_reduction(Context& context, const char* collective, DataType type, ReduceOp op) {
+  check_type(context, collective, type);
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::bxor))
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got an unknown reduce op (",
+                              static_cast<unsigned>(op), ")"));
+  try {
+    validate_reduction(type, op);
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, ": ", error.what()));
+  }
+}
+
+void check_bytes(Context& context, const char* collective, size_t count, DataType type) {
+  if (count > SIZE_MAX / element_size(type))
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " count ", count, " of ", to_string(type),
+                              " overflows size_t bytes"));
+}
+
+void check_buffer(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
+  if (count > 0 && buffer == nullptr)
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got a null ", name, " buffer for ", count,
+                              " elements"));
+}
+
+void check_root(Context& context, const char* collective, int root) {
+  if (root < 0 || root >= context.size())
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " root ", root,
+                              " is out of range for a context of size ", context.size(), " (expected 0..",
+                              context.size() - 1, ")"));
+}
+
+void check_overlap(Context& context, const char* collective, const void* input, size_t input_bytes,
+                   const void* output, size_t output_bytes) {
+  if (input_bytes == 0 || output_bytes == 0 || input == nullptr || output == nullptr) return;
+  auto in = reinterpret_cast<uintptr_t>(input);
+  auto out = reinterpret_cast<uintptr_t>(output);
+  if (in < out + output_bytes && out < in + input_bytes)
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective,
+                              " input and output buffers overlap but are not the in-place layout (see the "
+                              "collective's documentation)"));
+}
+
+size_t checked_product(Context& context, const char* collective, size_t count, size_t blocks, DataType type) {
+  if (blocks != 0 && count > SIZE_MAX / blocks)
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " count ", count, " times ", blocks,
+                              " blocks overflows size_t"));
+  check_bytes(context, collective, count * blocks, type);
+  return count * blocks;
+}
+
+size_t check_counts(Context& context, const char* collective, const char* name, std::span<const size_t> counts,
+                    DataType type) {
+  if (counts.size() != static_cast<size_t>(context.size()))
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " ", name, " has ", counts.size(),
+                              " entries but the context has ", context.size(), " ranks (expected one per rank)"));
+  size_t total = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > SIZE_MAX - total)
+      throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " ", name, " sum overflows size_t at entry ",
+                                i));
+    total += counts[i];
+  }
+  check_bytes(context, collective, total, type);
+  return total;
+}
+
+namespace {
+Deadline deadline_for(Context& context, const CollectiveOptions& options) {
+  return Deadline::after(options.timeout.value_or(context.timeout()));
+}
+}  // namespace
+
+// Runs inline after every earlier async collective, or queues behind them.
+// The sequence number is taken here, at issue time, so the order of issue is
+// the order on the wire whichever thread ends up running the call.
+Work issue(Context& context, const Call& call, const void* input, void* output, const CollectiveOptions& options,
+           bool async) {
+  context.throw_if_failed();
+  uint32_t sequence = context.next_sequence();
+  CHORUS_LOG(debug, context.rank(), algorithms::to_string(call.collective), " #", sequence, ": ",
+             call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
+             to_string(call.type), async ? " (async)" : "");
+  std::string algorithm = options.algorithm;
+  if (!async) {
+    context.work_queue().drain();
+    algorithms::run_collective(context, call, input, output, algorithm, sequence, deadline_for(context, options));
+    return Work();
+  }
+  // The deadline starts when the collective starts running, not when queued.
+  auto timeout = options.timeout.value_or(context.timeout());
+  auto state = context.work_queue().submit([&context, call, input, output, algorithm, sequence, timeout] {
+    algorithms::run_collective(context, call, input, output, algorithm, sequence, Deadline::after(timeout));
+  });
+  return Work(std::move(state));
+}
+
+}  // namespace chorus::detail

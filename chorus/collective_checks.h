@@ -1,0 +1,58 @@
+// What every public collective does before the algorithm layer sees a call:
+// local argument checks (so a bad call fails on the rank that made it, with a
+// message naming that rank and what was expected), numbering the call, and
+// running it inline or on the Context's work queue. Internal (not installed).
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <span>
+
+#include "algorithms/call.h"
+#include "chorus/collective_options.h"
+#include "chorus/context.h"
+#include "chorus/error.h"
+#include "chorus/types.h"
+#include "chorus/work.h"
+#include "transport/transport.h"
+
+namespace chorus::detail {
+
+algorithms::Call make_call(Context& context, algorithms::Collective collective, size_t count, DataType type,
+                           ReduceOp op, int root, bool in_place);
+
+void check_type(Context& context, const char* collective, DataType type);
+void check_reduction(Context& context, const char* collective, DataType type, ReduceOp op);
+// count elements of type fit in size_t bytes.
+void check_bytes(Context& context, const char* collective, size_t count, DataType type);
+void check_buffer(Context& context, const char* collective, const char* name, const void* buffer, size_t count);
+void check_root(Context& context, const char* collective, int root);
+// Buffers that overlap without being the collective's in-place layout would
+// be read after being overwritten.
+void check_overlap(Context& context, const char* collective, const void* input, size_t input_bytes,
+                   const void* output, size_t output_bytes);
+// One count per rank; returns their sum after checking it fits in size_t bytes.
+size_t check_counts(Context& context, const char* collective, const char* name, std::span<const size_t> counts,
+                    DataType type);
+// count * blocks elements, checked against overflow.
+size_t checked_product(Context& context, const char* collective, size_t count, size_t blocks, DataType type);
+
+// Numbers the call and runs it (blocking) or queues it (async).
+Work issue(Context& context, const algorithms::Call& call, const void* input, void* output,
+           const CollectiveOptions& options, bool async);
+
+// A call this rank rejects would leave the other ranks waiting inside the
+// same collective until their timeout. Aborting the Context tells them at
+// once, and why ("peer rank 2 aborted: rank 2: broadcast root 7 is out of
+// range ..."); the Context is unusable afterwards either way.
+template <class Body>
+Work rejecting_bad_arguments(Context& context, Body&& body) {
+  try {
+    return body();
+  } catch (const InvalidArgument&) {
+    context.device().abort(std::current_exception());
+    throw;
+  }
+}
+
+}  // namespace chorus::detail

@@ -1,0 +1,179 @@
+// send/recv between two ranks, posted straight on the Pair to the peer.
+//
+// Their wire tags live apart from the collectives': a collective's tag is
+// (sequence << 32 | slot) and a point-to-point tag is (top bit | user tag),
+// so a message from one never matches a receive of the other while fewer
+// than 2^31 collectives have run on the Context. Both sides describe the
+// message the same way (count and type) in the tag signature, so a receive
+// of another size or type fails with MismatchError rather than landing bytes.
+#include "chorus/point_to_point.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "algorithms/call.h"
+#include "chorus/collective_checks.h"
+#include "chorus/error.h"
+#include "chorus/log.h"
+#include "chorus/work_queue.h"
+#include "transport/transport.h"
+
+namespace chorus {
+namespace {
+
+using algorithms::Call;
+using algorithms::Collective;
+
+constexpr uint64_t point_to_point_tag_bit = uint64_t{1} << 63;
+
+enum class Direction { send, recv };
+
+struct Message {
+  Direction direction;
+  const void* data;
+  size_t count;
+  DataType type;
+  int peer;
+  uint32_t user_tag;
+
+  const char* name() const { return direction == Direction::send ? "send" : "recv"; }
+  size_t bytes() const { return count * element_size(type); }
+  transport::Tag tag() const {
+    // Collective::send on both sides: the signature must be identical for
+    // the sender and the receiver of one message.
+    Call call;
+    call.collective = Collective::send;
+    call.count = count;
+    call.type = type;
+    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call)};
+  }
+  std::string describe(int rank) const {
+    return cat("rank ", rank, ": ", name(), " of ", count, " ", to_string(type),
+               direction == Direction::send ? " to" : " from", " rank ", peer, " with tag ", user_tag);
+  }
+};
+
+void check(Context& context, const Message& message) {
+  detail::check_type(context, message.name(), message.type);
+  detail::check_bytes(context, message.name(), message.count, message.type);
+  detail::check_buffer(context, message.name(), "data", message.data, message.count);
+  if (message.peer == context.rank())
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", message.name(), " to itself (peer ", message.peer,
+                              "); a message needs another rank of the context"));
+  if (message.peer < 0 || message.peer >= context.size())
+    throw InvalidArgument(cat("rank ", context.rank(), ": ", message.name(), " peer ", message.peer,
+                              " is out of range for a context of size ", context.size(), " (expected 0..",
+                              context.size() - 1, ")"));
+}
+
+void post(Context& context, const Message& message, transport::Request& request) {
+  CHORUS_LOG(debug, context.rank(), message.describe(context.rank()));
+  transport::Pair& pair = context.pair(message.peer);
+  if (message.direction == Direction::send)
+    pair.post_send(request, message.tag(),
+                   std::span<const std::byte>(static_cast<const std::byte*>(message.data), message.bytes()));
+  else
+    pair.post_recv(request, message.tag(),
+                   std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(message.data)), message.bytes()));
+}
+
+// Waits for the request; on any failure (its own error or the deadline) the
+// device is aborted first, so the transport never touches the buffer again.
+void wait_for(Context& context, const Message& message, transport::Request& request, Deadline deadline,
+              std::chrono::milliseconds timeout) {
+  try {
+    request.wait(deadline, cat(message.describe(context.rank()), ": timed out after ", timeout.count(),
+                               " ms waiting for the peer"));
+  } catch (...) {
+    context.device().abort(std::current_exception());
+    throw;
+  }
+}
+
+// An async message: owns its request, and finishes its Work from whichever
+// thread calls Work::wait/test.
+struct PendingMessage : detail::WorkState {
+  PendingMessage(Context& owner, const Message& posted, std::chrono::milliseconds limit)
+      : context(owner), message(posted), timeout(limit), deadline(Deadline::after(limit)) {
+    request.attach(&signal);
+    drive = [this](bool blocking) { progress(blocking); };
+  }
+  // Dropping an unfinished Work must not free a request the transport still
+  // holds: finish it (or abort the device at the deadline) first.
+  ~PendingMessage() {
+    if (request.state() != transport::Request::State::idle) progress(true);
+  }
+
+  void progress(bool blocking) {
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    if (settled) return;
+    if (!blocking && !request.finished()) return;
+    std::exception_ptr outcome;
+    try {
+      wait_for(context, message, request, deadline, timeout);
+    } catch (...) {
+      outcome = std::current_exception();
+    }
+    settled = true;
+    finish(outcome);
+  }
+
+  Context& context;
+  Message message;
+  std::chrono::milliseconds timeout;
+  Deadline deadline;
+  std::mutex progress_mutex;
+  bool settled = false;
+  // The signal outlives the request attached to it.
+  transport::CompletionSignal signal;
+  transport::Request request;
+};
+
+std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& options) {
+  return options.timeout.value_or(context.timeout());
+}
+
+Work transfer(Context& context, const Message& message, const CollectiveOptions& options, bool async) {
+  return detail::rejecting_bad_arguments(context, [&]() -> Work {
+    check(context, message);
+    context.throw_if_failed();
+    const auto timeout = timeout_of(context, options);
+    if (async) {
+      auto pending = std::make_shared<PendingMessage>(context, message, timeout);
+      post(context, message, pending->request);
+      return Work(std::move(pending));
+    }
+    transport::CompletionSignal signal;
+    transport::Request request;
+    request.attach(&signal);
+    const Deadline deadline = Deadline::after(timeout);
+    post(context, message, request);
+    wait_for(context, message, request, deadline, timeout);
+    return Work();
+  });
+}
+
+}  // namespace
+
+void send(Context& context, const void* data, size_t count, DataType type, int peer, uint32_t tag,
+          const CollectiveOptions& options) {
+  transfer(context, {Direction::send, data, count, type, peer, tag}, options, false);
+}
+
+Work send_async(Context& context, const void* data, size_t count, DataType type, int peer, uint32_t tag,
+                const CollectiveOptions& options) {
+  return transfer(context, {Direction::send, data, count, type, peer, tag}, options, true);
+}
+
+void recv(Context& context, void* data, size_t count, DataType type, int peer, uint32_t tag,
+          const CollectiveOptions& options) {
+  transfer(context, {Direction::recv, data, count, type, peer, tag}, options, false);
+}
+
+Work recv_async(Context& context, void* data, size_t count, DataType type, int peer, uint32_t tag,
+                const CollectiveOptions& options) {
+  return transfer(context, {Direction::recv, data, count, type, peer, tag}, options, true);
+}
+
+}  // namespace chorus

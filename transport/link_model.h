@@ -1,0 +1,26 @@
+// Configuring a transport's link model (the alpha-beta numbers algorithm
+// selection uses) instead of the transport's built-in estimate:
+//
+//   CHORUS_LINK_MODEL="alpha_us=25,gbps=2"     # 25 µs per message, 2 GB/s
+//
+// `alpha_us` is the per-message latency in microseconds, `gbps` the
+// bandwidth in gigabytes (10^9 bytes) per second. Either may be left out
+// and keeps the transport's value. Shared by every transport.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+// Applies "alpha_us=...,gbps=..." on top of `base`. Throws InvalidArgument
+// for unknown keys, bad numbers or non-positive values.
+LinkModel parse_link_model(std::string_view text, LinkModel base);
+
+// `base` with CHORUS_LINK_MODEL applied when it is set; InvalidArgument
+// (naming the variable) when it is malformed.
+LinkModel link_model_from_environment(LinkModel base);
+
+}  // namespace chorus::transport
