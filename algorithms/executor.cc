@@ -120,7 +120,10 @@ class PlanRun {
   void post(StepId id) {
     const Step& step = plan_.step(id);
     transport::Request& request = requests_[graph_.communication_index(id)];
-    tag_.value = (static_cast<uint64_t>(sequence_) << 32) | step.slot;
+    // The sequence wraps at 2^31 (identically on every rank; two calls that
+    // far apart are never in flight together) so the top bit stays free for
+    // point-to-point tags.
+    tag_.value = (static_cast<uint64_t>(sequence_ & 0x7fffffffu) << 32) | step.slot;
     // Tracked before posting so that a post which fails the request at once
     // is seen by the next harvest.
     in_flight_.push_back(id);

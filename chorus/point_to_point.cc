@@ -1,9 +1,8 @@
 // send/recv between two ranks, posted straight on the Pair to the peer.
 //
 // Their wire tags live apart from the collectives': a collective's tag is
-// (sequence << 32 | slot) and a point-to-point tag is (top bit | user tag),
-// so a message from one never matches a receive of the other while fewer
-// than 2^31 collectives have run on the Context. Both sides describe the
+// (31-bit wrapping sequence << 32 | slot) and a point-to-point tag is (top
+// bit | user tag), so a message from one never matches a receive of the other. Both sides describe the
 // message the same way (count and type) in the tag signature, so a receive
 // of another size or type fails with MismatchError rather than landing bytes.
 #include "chorus/point_to_point.h"
