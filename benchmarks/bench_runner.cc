@@ -78,7 +78,7 @@ bool algorithm_supports(const BenchSettings& settings, const std::string& algori
   return found != nullptr && found->supports(call);
 }
 
-Row Runner::run_size(size_t bytes, const std::string& algorithm) {
+Row Runner::prepare(size_t bytes, const std::string& algorithm) {
   Row row;
   const Operation operation = settings_.operation;
   const int rank = context_.rank(), size = context_.size(), root = settings_.root;
@@ -104,15 +104,39 @@ Row Runner::run_size(size_t bytes, const std::string& algorithm) {
   for (int i = 0; i < settings_.warmup; ++i) run_once(count, algorithm);
   int iters = settings_.iters;
   if (iters <= 0) {
-    double once = max_over_ranks(context_, time_iterations(count, algorithm, 1));
-    iters = static_cast<int>(std::clamp(settings_.budget_ms * 1e-3 / std::max(once, 1e-7), 3.0, 2000.0));
+    const double once = max_over_ranks(context_, time_iterations(count, algorithm, 1));
+    const double round_budget = settings_.budget_ms * 1e-3 / std::max(settings_.rounds, 1);
+    iters = static_cast<int>(std::clamp(round_budget / std::max(once, 1e-7), 2.0, 2000.0));
   }
   row.iters = iters;
-  const double seconds = max_over_ranks(context_, time_iterations(count, algorithm, iters)) / iters;
-  row.time_us = seconds * 1e6;
-  row.algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / 1e9 : 0;
-  row.busbw = row.algbw * bus_factor(operation, size);
   return row;
+}
+
+std::vector<Row> Runner::measure(size_t bytes, const std::vector<std::string>& algorithms) {
+  std::vector<Row> rows;
+  for (const std::string& algorithm : algorithms) rows.push_back(prepare(bytes, algorithm));
+  const size_t count = count_for_bytes(settings_.operation, context_.size(), bytes, settings_.type);
+  const int rounds = std::max(settings_.rounds, 1);
+  std::vector<std::vector<double>> seconds(algorithms.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < algorithms.size(); ++k) {
+      const size_t index = (k + static_cast<size_t>(round)) % algorithms.size();  // rotate who goes first
+      if (!rows[index].supported) continue;
+      const double elapsed = time_iterations(count, algorithms[index], rows[index].iters);
+      seconds[index].push_back(max_over_ranks(context_, elapsed) / rows[index].iters);
+    }
+  }
+  for (size_t index = 0; index < rows.size(); ++index) {
+    Row& row = rows[index];
+    if (!row.supported) continue;
+    std::vector<double>& samples = seconds[index];
+    std::nth_element(samples.begin(), samples.begin() + static_cast<long>(samples.size() / 2), samples.end());
+    const double median = samples[samples.size() / 2];
+    row.time_us = median * 1e6;
+    row.algbw = median > 0 ? static_cast<double>(row.bytes) / median / 1e9 : 0;
+    row.busbw = row.algbw * bus_factor(settings_.operation, context_.size());
+  }
+  return rows;
 }
 
 void Runner::run_once(size_t count, const std::string& algorithm) {

@@ -22,6 +22,10 @@ struct BenchSettings {
   int warmup = 5;
   int iters = 0;  // 0: as many as fit in budget_ms
   double budget_ms = 200;
+  // Timed rounds per size; the row reports the median round. With several
+  // algorithms the rounds interleave them (A B C, B C A, ...), so the drift of
+  // a shared machine hits every algorithm alike and their ratio is fair.
+  int rounds = 3;
   bool check = false;
 };
 
@@ -54,9 +58,12 @@ bool algorithm_supports(const BenchSettings& settings, const std::string& algori
 class Runner {
  public:
   Runner(Context& context, const BenchSettings& settings) : context_(context), settings_(settings) {}
-  Row run_size(size_t bytes, const std::string& algorithm);
+  // One row per algorithm (in the order given) for a message of `bytes`.
+  std::vector<Row> measure(size_t bytes, const std::vector<std::string>& algorithms);
 
  private:
+  // Checks (with --check), warms up and picks the iteration count.
+  Row prepare(size_t bytes, const std::string& algorithm);
   void run_once(size_t count, const std::string& algorithm);
   double time_iterations(size_t count, const std::string& algorithm, int iters);
 

@@ -43,6 +43,7 @@ struct BenchOptions {
   int iters = 0;  // 0: as many as fit in the time budget
   int warmup = 5;
   double budget_ms = 200;
+  int rounds = 3;
   bool check = false;
   std::string json_file;
   int timeout_ms = 60000;
@@ -77,6 +78,7 @@ int run_rank(const BenchOptions& options) {
   settings.warmup = options.warmup;
   settings.iters = options.iters;
   settings.budget_ms = options.budget_ms;
+  settings.rounds = options.rounds;
   settings.check = options.check;
   const Operation operation = settings.operation;
 
@@ -94,39 +96,60 @@ int run_rank(const BenchOptions& options) {
   const bool reduction = bench::reduces(operation);
   const bool rooted = bench::has_root(operation);
   bench::Runner runner(*context, settings);
-  nlohmann::json tables = nlohmann::json::array();
-  uint64_t total_wrong = 0;
-  for (const std::string& algorithm : algorithms_to_run(options.algorithm, operation)) {
-    if (printer) {
-      std::printf("# chorus-bench: %s, %d ranks, algorithm %s, %s%s%s%s\n", options.operation.c_str(),
-                  context->size(), algorithm.c_str(), options.type.c_str(), reduction ? " " : "",
-                  reduction ? options.redop.c_str() : "", options.check ? ", checked" : "");
-      std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
-                  "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-      std::fflush(stdout);
-    }
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t bytes : message_sizes(options, operation)) {
-      bench::Row row = runner.run_size(bytes, algorithm);
-      total_wrong += row.wrong;
-      if (!printer) continue;
-      if (!row.supported) {
-        std::printf("%14zu %13zu %9s %6s %5d %12s\n", row.bytes, row.count, options.type.c_str(),
-                    reduction ? options.redop.c_str() : "-", rooted ? options.root : -1,
-                    "unsupported");
-        std::fflush(stdout);
-        continue;
-      }
+  const std::vector<std::string> algorithms = algorithms_to_run(options.algorithm, operation);
+  const std::vector<size_t> sizes = message_sizes(options, operation);
+
+  auto print_header = [&](const std::string& algorithm) {
+    std::printf("# chorus-bench: %s, %d ranks, algorithm %s, %s%s%s%s, median of %d rounds\n",
+                options.operation.c_str(), context->size(), algorithm.c_str(), options.type.c_str(),
+                reduction ? " " : "", reduction ? options.redop.c_str() : "", options.check ? ", checked" : "",
+                settings.rounds);
+    std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::fflush(stdout);
+  };
+  auto print_row = [&](const bench::Row& row) {
+    if (!row.supported) {
+      std::printf("%14zu %13zu %9s %6s %5d %12s\n", row.bytes, row.count, options.type.c_str(),
+                  reduction ? options.redop.c_str() : "-", rooted ? options.root : -1, "unsupported");
+    } else {
       std::printf("%14zu %13zu %9s %6s %5d %12.2f %12.3f %12.3f %8s\n", row.bytes, row.count, options.type.c_str(),
                   reduction ? options.redop.c_str() : "-", rooted ? options.root : -1, row.time_us, row.algbw,
                   row.busbw, options.check ? std::to_string(row.wrong).c_str() : "N/A");
-      std::fflush(stdout);
+    }
+    std::fflush(stdout);
+  };
+
+  // Sizes outer, algorithms inner: every algorithm of a size is measured in
+  // the same interleaved rounds. One algorithm streams its rows; several
+  // print one table each once the sweep is done.
+  const bool streaming = algorithms.size() == 1;
+  if (printer && streaming) print_header(algorithms[0]);
+  std::vector<std::vector<bench::Row>> table_rows(algorithms.size());
+  uint64_t total_wrong = 0;
+  for (size_t bytes : sizes) {
+    std::vector<bench::Row> rows = runner.measure(bytes, algorithms);
+    for (size_t index = 0; index < rows.size(); ++index) {
+      total_wrong += rows[index].wrong;
+      table_rows[index].push_back(rows[index]);
+      if (printer && streaming) print_row(rows[index]);
+    }
+  }
+  nlohmann::json tables = nlohmann::json::array();
+  for (size_t index = 0; index < algorithms.size(); ++index) {
+    if (printer && !streaming) {
+      print_header(algorithms[index]);
+      for (const bench::Row& row : table_rows[index]) print_row(row);
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    for (const bench::Row& row : table_rows[index]) {
+      if (!row.supported) continue;
       rows.push_back({{"bytes", row.bytes}, {"count", row.count}, {"type", options.type}, {"redop", options.redop},
                       {"time_us", row.time_us}, {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw},
                       {"wrong", options.check ? nlohmann::json(row.wrong) : nlohmann::json(nullptr)},
                       {"iters", row.iters}});
     }
-    tables.push_back({{"algorithm", algorithm}, {"rows", rows}});
+    tables.push_back({{"algorithm", algorithms[index]}, {"rows", rows}});
   }
   if (printer && !options.json_file.empty()) {
     // One algorithm keeps the flat layout ({"algorithm", "rows"}); "all" lists every table.
@@ -166,7 +189,10 @@ int main(int argc, char** argv) {
   app.add_option("--step-factor,-f", options.step_factor, "Size multiplier between rows")->check(CLI::Range(1.01, 1e6));
   app.add_option("--iters", options.iters, "Timed iterations per size (0: fit --time-budget-ms)");
   app.add_option("--warmup", options.warmup, "Untimed iterations per size");
-  app.add_option("--time-budget-ms", options.budget_ms, "Time per size when --iters is 0");
+  app.add_option("--time-budget-ms", options.budget_ms, "Time per size and algorithm when --iters is 0");
+  app.add_option("--rounds", options.rounds,
+                 "Timed rounds per size (median reported); with --algo all the algorithms interleave")
+      ->check(CLI::Range(1, 1000));
   app.add_flag("--check", options.check, "Verify every result bit-exactly and count wrong elements");
   app.add_option("--json", options.json_file, "Also write the rows as JSON to this file");
   app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective");

@@ -22,3 +22,12 @@ g++ -std=c++20 -Wall -Wextra -Werror test/consumer/main.cc -o "$consumer" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
 LD_LIBRARY_PATH="$prefix/lib" "$consumer"
 echo "installed-library consumer: passed"
+
+# The README's example, exactly as printed, built against the installed copy
+# and run as 3 ranks by the installed chorus-run.
+example="$PWD/build/readme_example"
+sed -n '/^```cpp$/,/^```$/p' README.md | sed '1d;$d' > "$example.cc"
+g++ -std=c++20 -Wall -Wextra -Werror "$example.cc" -o "$example" \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
+LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 3 -- "$example"
+echo "README example: passed"
