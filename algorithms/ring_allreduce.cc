@@ -84,8 +84,11 @@ double ring_allreduce_cost(const Call& call, const CostModel& model) {
   if (call.size <= 1) return 0.0;
   double ranks = call.size;
   double bytes = static_cast<double>(call.bytes());
+  // Segments pipeline: a segment is reduced while the next one is on the
+  // wire, so only one segment's reduction per step stays on the critical path.
+  const double exposed_reduction = std::min(bytes / ranks, static_cast<double>(PlanTuning{}.segment_bytes));
   return 2.0 * (ranks - 1) * model.alpha_seconds + 2.0 * (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte +
-         (ranks - 1) / ranks * bytes * model.gamma_seconds_per_byte;
+         (ranks - 1) * exposed_reduction * model.gamma_seconds_per_byte;
 }
 
 Plan ring_allreduce_plan(const Call& call, const PlanTuning& tuning) {

@@ -37,10 +37,14 @@ uint64_t random_nonce() {
   return nonce;
 }
 
-// Measured on loopback of a small 2-core VM (see test_tcp's benchmark);
-// the other defaults assume a 10 Gb/s Ethernet with kernel TCP.
+// Loopback: alpha is the per-message cost a collective step really pays when
+// several ranks share a host's cores (two thread wake-ups per message: 50-70
+// µs measured for 4 ranks on a 2-core VM, 25 µs for a lone ping-pong), fitted
+// with the per-algorithm costs to the interleaved 4-rank allreduce sweep in
+// benchmarks/README.md. The other defaults assume a 10 Gb/s Ethernet with
+// kernel TCP. CHORUS_LINK_MODEL overrides both.
 LinkModel built_in_link_model(const SocketAddress& address) {
-  if (address.is_loopback()) return {.alpha_seconds = 25e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
+  if (address.is_loopback()) return {.alpha_seconds = 70e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
   return {.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
 }
 
