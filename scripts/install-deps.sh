@@ -7,10 +7,12 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)" >&2
   exit 1
 fi
+# openssh-client: Open MPI's launcher insists on finding an rsh agent even
+# for ranks on this host.
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
   catch2 libcli11-dev nlohmann-json3-dev \
   libibverbs-dev librdmacm-dev libhiredis-dev \
-  libopenmpi-dev openmpi-bin redis-server \
+  libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps
