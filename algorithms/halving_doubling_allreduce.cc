@@ -28,12 +28,10 @@ double halving_doubling_allreduce_cost(const Call& call, const CostModel& model)
   const PowerOfTwoFold fold(0, call.size);
   const double bytes = static_cast<double>(call.bytes());
   const double power = fold.power();
-  double cost = 2 * log2_of_power(fold.power()) * model.alpha_seconds +
-                2 * (power - 1) / power * bytes * model.beta_seconds_per_byte +
-                (power - 1) / power * bytes * model.gamma_seconds_per_byte;
-  if (fold.extras() > 0)
-    cost += 2 * (model.alpha_seconds + bytes * model.beta_seconds_per_byte) + bytes * model.gamma_seconds_per_byte;
-  return cost;
+  const double cost = 2 * log2_of_power(fold.power()) * model.alpha_seconds +
+                      2 * (power - 1) / power * bytes * model.beta_seconds_per_byte +
+                      (power - 1) / power * bytes * model.gamma_seconds_per_byte;
+  return cost + allreduce_fold_cost(fold, bytes, model);
 }
 
 Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {

@@ -9,6 +9,8 @@
 // is always a survivor with new rank 0; the gather of a reduce ends there.
 #pragma once
 
+#include "algorithms/cost_model.h"
+
 namespace chorus::algorithms {
 
 class PowerOfTwoFold {
@@ -47,6 +49,13 @@ inline int log2_of_power(int power) {
   int bits = 0;
   while ((1 << bits) < power) ++bits;
   return bits;
+}
+
+// What folding costs an allreduce of `bytes`: a folded-out rank's buffer
+// goes to its partner, is reduced there, and the result comes back.
+inline double allreduce_fold_cost(const PowerOfTwoFold& fold, double bytes, const CostModel& model) {
+  if (fold.extras() == 0) return 0.0;
+  return 2 * (model.alpha_seconds + bytes * model.beta_seconds_per_byte) + bytes * model.gamma_seconds_per_byte;
 }
 
 }  // namespace chorus::algorithms

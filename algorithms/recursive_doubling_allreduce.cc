@@ -18,10 +18,8 @@ double recursive_doubling_allreduce_cost(const Call& call, const CostModel& mode
   const PowerOfTwoFold fold(0, call.size);
   const double bytes = static_cast<double>(call.bytes());
   const double round = model.alpha_seconds + bytes * (model.beta_seconds_per_byte + model.gamma_seconds_per_byte);
-  double cost = log2_of_power(fold.power()) * round;
-  if (fold.extras() > 0)
-    cost += 2 * (model.alpha_seconds + bytes * model.beta_seconds_per_byte) + bytes * model.gamma_seconds_per_byte;
-  return cost;
+  const double cost = log2_of_power(fold.power()) * round;
+  return cost + allreduce_fold_cost(fold, bytes, model);
 }
 
 Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {

@@ -1,6 +1,7 @@
 // The shared checks and the issuing of public collectives.
 #include "chorus/collective_checks.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,16 +16,7 @@ using algorithms::Collective;
 
 Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
                bool in_place) {
-  Call call;
-  call.collective = collective;
-  call.rank = context.rank();
-  call.size = context.size();
-  call.count = count;
-  call.type = type;
-  call.op = op;
-  call.root = root;
-  call.in_place = in_place;
-  return call;
+  return algorithms::make_call(collective, context.rank(), context.size(), count, type, op, root, in_place);
 }
 
 void check_type(Context& context, const char* collective, DataType type) {
@@ -73,6 +65,16 @@ void check_overlap(Context& context, const char* collective, const void* input, 
     throw InvalidArgument(cat("rank ", context.rank(), ": ", collective,
                               " input and output buffers overlap but are not the in-place layout (see the "
                               "collective's documentation)"));
+}
+
+bool block_in_place(Context& context, const char* collective, const Call& call, const void* whole,
+                    const void* block) {
+  const size_t element = element_size(call.type);
+  const std::byte* own_block = static_cast<const std::byte*>(whole) + call.block_offset(context.rank()) * element;
+  if (block == own_block) return true;
+  check_overlap(context, collective, whole, call.total_count() * element, block,
+                call.block_count(context.rank()) * element);
+  return false;
 }
 
 size_t checked_product(Context& context, const char* collective, size_t count, size_t blocks, DataType type) {

@@ -31,6 +31,12 @@ void check_root(Context& context, const char* collective, int root);
 // be read after being overwritten.
 void check_overlap(Context& context, const char* collective, const void* input, size_t input_bytes,
                    const void* output, size_t output_bytes);
+// The in-place layout of the block collectives (allgather, gather, scatter,
+// reduce_scatter and their v variants): `block`, this rank's block of `call`,
+// sits at this rank's offset inside `whole`, all the blocks. Returns whether
+// it does; laid out any other way, the two buffers must not overlap.
+bool block_in_place(Context& context, const char* collective, const algorithms::Call& call, const void* whole,
+                    const void* block);
 // One count per rank; returns their sum after checking it fits in size_t bytes.
 size_t check_counts(Context& context, const char* collective, const char* name, std::span<const size_t> counts,
                     DataType type);

@@ -17,10 +17,6 @@ using algorithms::Call;
 using algorithms::Collective;
 using namespace detail;
 
-const std::byte* offset_bytes(const void* base, size_t elements, DataType type) {
-  return static_cast<const std::byte*>(base) + elements * element_size(type);
-}
-
 Work allreduce_impl(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                     const CollectiveOptions& options, bool async) {
   check_reduction(context, "allreduce", type, op);
@@ -74,9 +70,7 @@ Work reduce_scatter_impl(Context& context, Call call, const void* input, void* o
   const size_t own = call.block_count(context.rank());
   check_buffer(context, name, "input", input, total);
   check_buffer(context, name, "output", output, own);
-  call.in_place = output == offset_bytes(input, call.block_offset(context.rank()), call.type);
-  if (!call.in_place)
-    check_overlap(context, name, input, total * element_size(call.type), output, own * element_size(call.type));
+  call.in_place = block_in_place(context, name, call, input, output);
   return issue(context, call, input, output, options, async);
 }
 

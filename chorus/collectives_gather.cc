@@ -18,10 +18,6 @@ using algorithms::Call;
 using algorithms::Collective;
 using namespace detail;
 
-const std::byte* offset_bytes(const void* base, size_t elements, DataType type) {
-  return static_cast<const std::byte*>(base) + elements * element_size(type);
-}
-
 // A fixed-count call: every block has `count` elements.
 Call fixed_call(Context& context, Collective collective, const char* name, size_t count, DataType type, int root) {
   check_type(context, name, type);
@@ -51,9 +47,7 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
   const size_t total = call.total_count();
   check_buffer(context, name, "input", input, own);
   check_buffer(context, name, "output", output, total);
-  call.in_place = input == offset_bytes(output, call.block_offset(context.rank()), call.type);
-  if (!call.in_place)
-    check_overlap(context, name, input, own * element_size(call.type), output, total * element_size(call.type));
+  call.in_place = block_in_place(context, name, call, output, input);
   return issue(context, call, input, output, options, async);
 }
 
@@ -67,9 +61,7 @@ Work gather_impl(Context& context, Call call, const void* input, void* output, c
   if (context.rank() != call.root) return issue(context, call, input, nullptr, options, async);
   const size_t total = call.total_count();
   check_buffer(context, name, "output (on root)", output, total);
-  call.in_place = input == offset_bytes(output, call.block_offset(context.rank()), call.type);
-  if (!call.in_place)
-    check_overlap(context, name, input, own * element_size(call.type), output, total * element_size(call.type));
+  call.in_place = block_in_place(context, name, call, output, input);
   return issue(context, call, input, output, options, async);
 }
 
@@ -83,9 +75,7 @@ Work scatter_impl(Context& context, Call call, const void* input, void* output, 
   if (context.rank() != call.root) return issue(context, call, nullptr, output, options, async);
   const size_t total = call.total_count();
   check_buffer(context, name, "input (on root)", input, total);
-  call.in_place = output == offset_bytes(input, call.block_offset(context.rank()), call.type);
-  if (!call.in_place)
-    check_overlap(context, name, input, total * element_size(call.type), output, own * element_size(call.type));
+  call.in_place = block_in_place(context, name, call, input, output);
   return issue(context, call, input, output, options, async);
 }
 

@@ -118,6 +118,9 @@ ReductionRun run_and_check(Builder build, const Call& call, const PlanTuning& tu
   return run;
 }
 
+const PlanTuning default_tuning{};
+const PlanTuning tiny_segments{64, 3};
+
 std::vector<int> reduction_rank_counts() {
   std::vector<int> sizes;
   for (int size = 1; size <= 33; ++size) sizes.push_back(size);

@@ -34,6 +34,11 @@ using Builder = Plan (*)(const Call&, const PlanTuning&);
 // Also requires the inputs to be unchanged.
 ReductionRun run_and_check(Builder build, const Call& call, const PlanTuning& tuning);
 
+// The tunings the reduction tests run under: the default, and 64-byte
+// segments that cut even small buffers into many pipelined pieces.
+extern const PlanTuning default_tuning;
+extern const PlanTuning tiny_segments;
+
 // Every rank count the issue asks for, and the awkward element counts.
 std::vector<int> reduction_rank_counts();
 std::vector<size_t> reduction_counts(int size);

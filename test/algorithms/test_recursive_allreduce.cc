@@ -15,9 +15,6 @@ using namespace chorus::algorithms::testing;
 
 namespace {
 
-const PlanTuning default_tuning{};
-const PlanTuning tiny_segments{64, 3};
-
 // Folded-out ranks send their buffer once; survivors send it once per
 // doubling round, plus once more to a folded-out partner.
 size_t recursive_doubling_bytes(const Call& call, int rank) {

@@ -17,9 +17,6 @@ using namespace chorus::algorithms::testing;
 
 namespace {
 
-const PlanTuning default_tuning{};
-const PlanTuning tiny_segments{64, 3};
-
 size_t binomial_bytes(const Call& call, int rank, const PlanTuning&) { return rank == call.root ? 0 : call.bytes(); }
 
 // Per piece: halving gives away everything but the rank's own group; the

@@ -19,9 +19,6 @@ using namespace chorus::algorithms::testing;
 
 namespace {
 
-const PlanTuning default_tuning{};
-const PlanTuning tiny_segments{64, 3};
-
 size_t all_blocks_bytes(const Call& call) { return call.total_count() * call.element_bytes(); }
 
 // Every block but the rank's own passes through it once.

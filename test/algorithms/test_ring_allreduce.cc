@@ -10,48 +10,13 @@
 #include "algorithms/ring_allreduce.h"
 #include "chorus/log.h"
 #include "test/algorithms/job_buffers.h"
+#include "test/algorithms/reduction_checks.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;
 using namespace chorus::algorithms::testing;
 
 namespace {
-
-// Inputs that every type holds exactly and whose reductions stay small.
-int64_t input_value(ReduceOp op, int size, int rank, size_t i) {
-  const int64_t r = rank, x = static_cast<int64_t>(i % 1000003);
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::min:
-    case ReduceOp::max: return (r * 7 + x * 13 + 5) % 7 - 3;
-    case ReduceOp::prod: return (r + x) % 11 == 0 ? 2 : ((r * 5 + x) % 7 == 0 ? -1 : 1);
-    // Offsets that sum to zero: the average is exactly x % 7 - 3.
-    case ReduceOp::avg: return x % 7 - 3 + (rank == 0 ? -(size - 1) : 1);
-    case ReduceOp::band: return 0x7f ^ ((r + x) % 5 == 0 ? (1 << (x % 7)) : 0);
-    case ReduceOp::bor: return (r + x) % 5 == 0 ? (1 << ((r + 2 * x) % 7)) : 0;
-    case ReduceOp::bxor: return (r * 31 + x * 17) & 0x7f;
-  }
-  return 0;
-}
-
-int64_t expected_value(ReduceOp op, int size, size_t i) {
-  if (op == ReduceOp::avg) return static_cast<int64_t>(i % 1000003) % 7 - 3;
-  int64_t result = input_value(op, size, 0, i);
-  for (int rank = 1; rank < size; ++rank) {
-    int64_t value = input_value(op, size, rank, i);
-    switch (op) {
-      case ReduceOp::sum: result += value; break;
-      case ReduceOp::prod: result *= value; break;
-      case ReduceOp::min: result = std::min(result, value); break;
-      case ReduceOp::max: result = std::max(result, value); break;
-      case ReduceOp::band: result &= value; break;
-      case ReduceOp::bor: result |= value; break;
-      case ReduceOp::bxor: result ^= value; break;
-      case ReduceOp::avg: break;
-    }
-  }
-  return result;
-}
 
 std::string first_difference(const Call& call, const std::vector<std::byte>& actual,
                              const std::vector<std::byte>& expected) {
@@ -69,12 +34,13 @@ void check_ring(const Call& call, const PlanTuning& tuning) {
                             << " ranks, " << (call.in_place ? "in place" : "out of place") << ", segments of "
                             << tuning.segment_bytes << " bytes");
   const std::vector<Plan> plans = build_plans(ring_allreduce_plan, call, tuning);
-  JobBuffers job = JobBuffers::make(call, [&](int rank, size_t i) { return input_value(call.op, call.size, rank, i); });
+  JobBuffers job =
+      JobBuffers::make(call, [&](int rank, size_t i) { return reduction_input(call.op, call.size, rank, i); });
   const std::vector<std::byte> inputs_before = job.inputs.empty() ? std::vector<std::byte>() : job.inputs[0];
   SimulationReport report = simulate(plans, job.views(), call);
 
   const std::vector<std::byte> expected =
-      expected_bytes(call, [&](size_t i) { return expected_value(call.op, call.size, i); });
+      expected_bytes(call, [&](size_t i) { return reduction_result(call.op, call.size, i); });
   const size_t element = element_size(call.type);
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank);
@@ -101,19 +67,11 @@ std::vector<int> rank_counts() {
   return sizes;
 }
 
-std::vector<size_t> awkward_counts(int size) {
-  return {0, 1, 2, static_cast<size_t>(size - 1), static_cast<size_t>(size + 1), 1009};
-}
-
-const PlanTuning default_tuning{};
-// 64-byte segments cut even small buffers into many pipelined pieces.
-const PlanTuning tiny_segments{64, 3};
-
 }  // namespace
 
 TEST_CASE("ring allreduce int32: every op, rank count and awkward count, in and out of place") {
   for (int size : rank_counts())
-    for (size_t count : awkward_counts(size))
+    for (size_t count : reduction_counts(size))
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg,
                           ReduceOp::band, ReduceOp::bor, ReduceOp::bxor})
         for (bool in_place : {true, false}) {
@@ -125,7 +83,7 @@ TEST_CASE("ring allreduce int32: every op, rank count and awkward count, in and 
 
 TEST_CASE("ring allreduce float32: arithmetic ops, every rank count, in and out of place") {
   for (int size : rank_counts())
-    for (size_t count : awkward_counts(size))
+    for (size_t count : reduction_counts(size))
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg})
         for (bool in_place : {true, false})
           check_ring(make_call(Collective::allreduce, 0, size, count, DataType::float32, op, 0, in_place), tiny_segments);
