@@ -7,6 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)" >&2
   exit 1
 fi
+# libgloo-dev: the real Gloo, for the side-by-side drivers in benchmarks/peers.
 # openssh-client: Open MPI's launcher insists on finding an rsh agent even
 # for ranks on this host.
 apt-get update
@@ -15,4 +16,5 @@ apt-get install -y --no-install-recommends \
   catch2 libcli11-dev nlohmann-json3-dev \
   libibverbs-dev librdmacm-dev libhiredis-dev \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
-  iproute2 procps
+  iproute2 procps \
+  libgloo-dev
