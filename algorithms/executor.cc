@@ -16,6 +16,10 @@ namespace chorus::algorithms {
 
 namespace {
 
+// How long a waiting caller polls its sockets before it sleeps; see
+// docs/latency.md for the measurement that chose it.
+constexpr auto kCallerPollTime = std::chrono::microseconds(50);
+
 // Scratch is reused across calls on the same thread: a collective is always
 // run by one thread from start to end, and reallocating (and page-faulting)
 // megabytes per call would show in small-message latency.
@@ -93,11 +97,26 @@ class PlanRun {
       }
       if (progressed || scheduler_.done()) continue;
       if (deadline_.expired()) throw_timeout(started);
+      if (poll_for_change(seen)) continue;
       signal_.wait_change(seen, deadline_);
     }
   }
 
  private:
+  // Reads the sockets on this thread for a short while before sleeping: a
+  // small message that lands meanwhile completes here, without waking the
+  // transport's thread and then this one (two wake-ups cost tens of µs on a
+  // small VM; a round trip on loopback costs about ten).
+  bool poll_for_change(uint64_t seen) {
+    const auto give_up = Clock::now() + kCallerPollTime;
+    transport::Device& device = context_.device();
+    do {
+      if (signal_.count() != seen) return true;
+      device.progress();
+    } while (Clock::now() < give_up);
+    return signal_.count() != seen;
+  }
+
   bool harvest_completions() {
     bool progressed = false;
     for (size_t i = 0; i < in_flight_.size();) {

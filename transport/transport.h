@@ -126,6 +126,14 @@ class Device {
   virtual void abort(std::exception_ptr reason) = 0;
   // The error that aborted the device, or null.
   virtual std::exception_ptr failure() const = 0;
+  // Non-blocking: lands whatever has already arrived for this device's
+  // pending receives on the calling thread, completing their requests there.
+  // A waiter that calls it while it spins saves the hand-off from the
+  // transport's thread. Returns whether any bytes were consumed. Safe from
+  // any thread, concurrently with the transport's own progress and abort.
+  // May yield the CPU when this host runs more ranks than it has cores, so a
+  // spinning waiter does not starve the peer it is waiting for.
+  virtual bool progress() { return false; }
 };
 
 }  // namespace chorus::transport

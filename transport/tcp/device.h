@@ -39,6 +39,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   std::vector<std::byte> address() const;
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
   LinkModel link_model() const { return link_model_; }
+  // Caller-side progress (Device::progress).
+  bool progress();
 
   // ConnectionOwner
   int rank() const override { return options_.rank; }
@@ -88,6 +90,10 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   // Dialers that passed the handshake, waiting for this rank's connect().
   std::map<int, Fd> admitted_;
   std::vector<std::unique_ptr<Connection>> connections_;
+  // Peers connected on this host; with this rank, more than the cores means
+  // a caller polling in progress() must yield between polls.
+  std::atomic<int> peers_on_host_{0};
+  const int cores_;
   // By peer rank; read by the progress thread without the mutex.
   std::unique_ptr<std::atomic<Connection*>[]> by_rank_;
 

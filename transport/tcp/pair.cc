@@ -201,6 +201,7 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
           error = mismatch_error(arrived.tag, arrived.payload.size(), tag, data.size());
         } else if (!arrived.complete) {
           arrived.waiting = {&request, tag, data};
+          receives_waiting_.fetch_add(1, std::memory_order_relaxed);
           return;
         } else {
           if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
@@ -217,6 +218,7 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
       error = closed_context_error(cat(" before sending tag ", hex(tag.value), " that this rank expects").c_str());
     } else {
       posted_[tag.value].push_back({&request, tag, data});
+      receives_waiting_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
@@ -232,6 +234,38 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
 }
 
 void Connection::on_readable() {
+  std::unique_lock<std::mutex> reader(reader_);
+  read_available();
+  release_reader(reader);
+}
+
+bool Connection::read_from_caller() {
+  if (receives_waiting_.load(std::memory_order_relaxed) == 0 || !reading_.load(std::memory_order_relaxed))
+    return false;
+  // The progress thread (or another waiter) is reading: it will land our bytes.
+  std::unique_lock<std::mutex> reader(reader_, std::try_to_lock);
+  if (!reader.owns_lock()) return false;
+  bool consumed = read_available();
+  release_reader(reader);
+  return consumed;
+}
+
+void Connection::abort_after_read(std::exception_ptr reason, LogLevel level) {
+  reading_.store(false, std::memory_order_relaxed);
+  if (abort_after_read_) return;  // the first error is the one to report
+  abort_after_read_ = std::move(reason);
+  abort_after_read_level_ = level;
+}
+
+void Connection::release_reader(std::unique_lock<std::mutex>& reader) {
+  std::exception_ptr error = std::exchange(abort_after_read_, nullptr);
+  LogLevel level = abort_after_read_level_;
+  reader.unlock();
+  if (error) owner_.abort(error, level);
+}
+
+bool Connection::read_available() {
+  bool consumed = false;
   size_t budget = kReadBudgetBytes;
   while (reading_.load(std::memory_order_relaxed) && budget > 0) {
     iovec iov[2];
@@ -243,12 +277,17 @@ void Connection::on_readable() {
     }
     iov[count++] = {staging_.data(), staging_.size()};
     ssize_t received = ::readv(fd_.get(), iov, count);
-    if (received == 0) return on_end_of_stream(0);
+    if (received == 0) {
+      on_end_of_stream(0);
+      return true;
+    }
     if (received < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      return on_end_of_stream(errno);
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return consumed;
+      on_end_of_stream(errno);
+      return true;
     }
+    consumed = true;
     size_t total = static_cast<size_t>(received);
     size_t landed = std::min(total, direct);
     if (landed > 0) {
@@ -259,6 +298,7 @@ void Connection::on_readable() {
     consume(staging_.data(), total - landed);
     budget -= std::min(budget, total);
   }
+  return consumed;
 }
 
 void Connection::consume(const std::byte* data, size_t length) {
@@ -338,15 +378,15 @@ void Connection::begin_data_payload() {
       }
     }
   }
-  if (error) return owner_.abort(error, LogLevel::warn);
+  if (error) return abort_after_read(error, LogLevel::warn);
   in_payload_ = true;
   payload_remaining_ = frame_.payload_bytes;
   if (receiving_request_) {
     sink_ = Sink::user_buffer;
     if (match.buffer.size() != frame_.payload_bytes || match.tag.signature != frame_.tag_signature)
-      return owner_.abort(mismatch_error({frame_.tag_value, frame_.tag_signature},
-                                         frame_.payload_bytes, match.tag, match.buffer.size()),
-                          LogLevel::warn);
+      return abort_after_read(mismatch_error({frame_.tag_value, frame_.tag_signature},
+                                             frame_.payload_bytes, match.tag, match.buffer.size()),
+                              LogLevel::warn);
     payload_target_ = match.buffer.data();
   } else {
     sink_ = Sink::unexpected;
@@ -364,7 +404,10 @@ void Connection::finish_payload() {
         std::lock_guard<std::mutex> lock(mutex_);
         done = std::exchange(receiving_request_, nullptr);
       }
-      if (done) done->complete();
+      if (done) {
+        receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
+        done->complete();
+      }
       return;
     }
     case Sink::unexpected: {
@@ -380,13 +423,14 @@ void Connection::finish_payload() {
       queue.erase(std::find_if(queue.begin(), queue.end(),
                                [&](const auto& m) { return m.get() == message; }));
       if (queue.empty()) unexpected_.erase(frame_.tag_value);
+      receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
       waiting->complete();
       return;
     }
     case Sink::abort_text: {
       std::string_view text(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
       auto error = decode_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
-      return owner_.abort(error, LogLevel::warn);
+      return abort_after_read(error, LogLevel::warn);
     }
   }
 }
@@ -400,8 +444,8 @@ void Connection::on_goodbye() {
   }
   CHORUS_LOG(debug, owner_.rank(), "tcp: ", peer_label_, " closed its context");
   if (pending > 0)
-    owner_.abort(closed_context_error(cat(" while ", pending, " requests with it were pending").c_str()),
-                 LogLevel::debug);
+    abort_after_read(closed_context_error(cat(" while ", pending, " requests with it were pending").c_str()),
+                     LogLevel::debug);
 }
 
 void Connection::on_end_of_stream(int error) {
@@ -418,11 +462,11 @@ void Connection::on_end_of_stream(int error) {
     return;
   }
   std::string how = error ? errno_text(error) : "end of stream";
-  owner_.abort(std::make_exception_ptr(IoError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
-                                                   " closed by the peer (", how, " ",
-                                                   receiving_text(), ")"),
-                                               peer_rank_)),
-               LogLevel::warn);
+  abort_after_read(std::make_exception_ptr(IoError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+                                                       " closed by the peer (", how, " ",
+                                                       receiving_text(), ")"),
+                                                   peer_rank_)),
+                   LogLevel::warn);
 }
 
 std::string Connection::receiving_text() const {
@@ -436,11 +480,11 @@ std::string Connection::receiving_text() const {
 }
 
 void Connection::corrupt(const std::string& what) {
-  owner_.abort(std::make_exception_ptr(IoError(
-                   cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what,
-                       " (corrupt stream, or not a chorus peer of this job)"),
-                   peer_rank_)),
-               LogLevel::warn);
+  abort_after_read(std::make_exception_ptr(IoError(
+                       cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what,
+                           " (corrupt stream, or not a chorus peer of this job)"),
+                       peer_rank_)),
+                   LogLevel::warn);
 }
 
 std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
@@ -475,6 +519,8 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
   std::vector<Request*> doomed;
   bool send_abort = false;
   {
+    // Waits out a caller that is reading into a posted buffer right now.
+    std::lock_guard<std::mutex> reader(reader_);
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
     failed_ = true;
@@ -542,6 +588,7 @@ bool Connection::send_queue_empty() {
 }
 
 void Connection::close_socket() {
+  std::lock_guard<std::mutex> reader(reader_);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!fd_.valid()) return;
   ::shutdown(fd_.get(), SHUT_WR);

@@ -4,8 +4,12 @@
 //
 // Threads: a user thread posts (one at a time per pair) while the device's
 // progress thread reads and flushes queued sends. `mutex_` guards everything
-// both touch; the receive state machine belongs to the progress thread alone,
-// so reads into user memory happen without the lock.
+// both touch. The receive state machine belongs to whichever thread holds
+// `reader_`: the progress thread, or a waiting caller that reads for itself
+// (read_from_caller) to skip the thread hand-off; reads into user memory
+// happen without `mutex_`. A reader never aborts the device while it holds
+// `reader_` (abort's cleanup takes it): it records the error and reports it
+// after letting go.
 #pragma once
 
 #include <atomic>
@@ -62,6 +66,10 @@ class Connection {
 
   // Progress thread.
   void on_readable();
+  // Any waiting thread: reads what has already arrived if this pair has a
+  // receive pending and no other thread is reading it. Non-blocking; returns
+  // whether any bytes were consumed.
+  bool read_from_caller();
   void on_writable();
 
   // Abort cleanup, on the progress thread (or once it has stopped): fails
@@ -110,6 +118,12 @@ class Connection {
   bool leave_reset_to_reader_locked(int error);
   void update_write_interest_locked();
 
+  // The receive state machine; the caller holds reader_. Returns whether any bytes were consumed.
+  bool read_available();
+  // Stops reading and leaves `reason` for whoever releases reader_ to report.
+  void abort_after_read(std::exception_ptr reason, LogLevel level);
+  // Releases reader_, then aborts the device with the recorded error, if any.
+  void release_reader(std::unique_lock<std::mutex>& reader);
   void consume(const std::byte* data, size_t length);
   void on_header();
   void begin_data_payload();
@@ -139,7 +153,12 @@ class Connection {
   bool peer_said_goodbye_ = false;
   bool we_said_goodbye_ = false;
 
-  // Receive state machine: progress thread only.
+  // Receive state machine: only the holder of reader_ (taken before mutex_).
+  std::mutex reader_;
+  // Receives posted and not yet landed; a caller polls only pairs with some.
+  std::atomic<size_t> receives_waiting_{0};
+  std::exception_ptr abort_after_read_;
+  LogLevel abort_after_read_level_ = LogLevel::warn;
   std::atomic<bool> reading_{true};
   bool in_payload_ = false;
   EncodedHeader header_bytes_{};
