@@ -38,15 +38,18 @@ uint64_t random_nonce() {
   return nonce;
 }
 
-// Loopback: alpha is the per-message cost a collective step really pays when
-// several ranks share a host's cores (two thread wake-ups per message: 50-70
-// µs measured for 4 ranks on a 2-core VM, 25 µs for a lone ping-pong), fitted
+// Same host (loopback, or every peer behind this host's own address, which
+// the kernel also routes through lo): alpha is the per-message cost a
+// collective step really pays when several ranks share a host's cores, fitted
 // with the per-algorithm costs to the interleaved 4-rank allreduce sweep in
-// benchmarks/README.md. The other defaults assume a 10 Gb/s Ethernet with
-// kernel TCP. CHORUS_LINK_MODEL overrides both.
+// benchmarks/README.md (a lone 2-rank ping-pong is cheaper). The network
+// default assumes a 10 Gb/s Ethernet with kernel TCP. CHORUS_LINK_MODEL
+// overrides both.
+constexpr LinkModel same_host_link_model{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
+constexpr LinkModel network_link_model{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
+
 LinkModel built_in_link_model(const SocketAddress& address) {
-  if (address.is_loopback()) return {.alpha_seconds = 70e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
-  return {.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
+  return address.is_loopback() ? same_host_link_model : network_link_model;
 }
 
 bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
@@ -72,6 +75,8 @@ Engine::Engine(const TcpDeviceOptions& options)
   // connect rather than in the middle of a collective.
   link_model_ = options.link_model ? *options.link_model
                                    : link_model_from_environment(built_in_link_model(listen_address_));
+  same_host_link_model_ =
+      options.link_model ? *options.link_model : link_model_from_environment(same_host_link_model);
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -316,6 +321,12 @@ void Engine::set_write_interest(Connection& connection, bool writable) {
 
 void Engine::stop_watching(Connection& connection) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+}
+
+LinkModel Engine::link_model() const {
+  // Ranks that publish this host's network address still talk through lo.
+  const bool whole_job_on_this_host = size() > 1 && peers_on_host_.load(std::memory_order_relaxed) == size() - 1;
+  return whole_job_on_this_host ? same_host_link_model_ : link_model_;
 }
 
 bool Engine::progress() {

@@ -38,7 +38,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   int size() const { return options_.size; }
   std::vector<std::byte> address() const;
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
-  LinkModel link_model() const { return link_model_; }
+  // The same-host model once every peer turned out to share this host.
+  LinkModel link_model() const;
   // Caller-side progress (Device::progress).
   bool progress();
 
@@ -70,6 +71,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   const TcpDeviceOptions options_;
   SocketAddress listen_address_;
   LinkModel link_model_;
+  LinkModel same_host_link_model_;
   uint64_t nonce_ = 0;
   Fd listener_;
   Fd epoll_;
