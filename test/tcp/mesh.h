@@ -4,15 +4,19 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "chorus/deadline.h"
+#include "chorus/error.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -107,6 +111,46 @@ std::string wait_error(Request& request, std::chrono::milliseconds timeout = 10s
   }
   FAIL("the request completed but was expected to fail");
   return "";
+}
+
+// Aborts rank 1 while 256 MiB from rank 0 is arriving, then checks that not a
+// byte lands after abort() returned and that the sender fails too.
+// `companion`, if given, runs on its own thread for the whole attempt (e.g. a
+// caller polling rank 1's device) until `stop` is set. On a loaded machine
+// the 5 ms nap can outlast the whole transfer; such an attempt proves
+// nothing, so it is repeated rather than counted.
+inline void check_no_byte_lands_after_abort(
+    const std::function<void(Mesh&, const std::atomic<bool>& stop)>& companion = {}) {
+  const size_t size = size_t{256} << 20;
+  std::vector<std::byte> outgoing(size, std::byte{0xab}), incoming(size);
+  auto landed = [&] { return static_cast<size_t>(std::count(incoming.begin(), incoming.end(), std::byte{0xab})); };
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::fill(incoming.begin(), incoming.end(), std::byte{0});
+    Mesh mesh = make_mesh(2);
+    CompletionSignal signal;
+    Request send, recv;
+    send.attach(&signal);
+    recv.attach(&signal);
+    mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming);
+    mesh.pair(0, 1).post_send(send, {1, 1}, std::span<const std::byte>(outgoing));
+    std::atomic<bool> stop{false};
+    std::thread helper;
+    if (companion) helper = std::thread([&] { companion(mesh, stop); });
+    std::this_thread::sleep_for(5ms);
+    mesh.devices[1]->abort(std::make_exception_ptr(Aborted("rank 1: mid-transfer abort")));
+    const bool finished_first = recv.state() == Request::State::done;
+    const bool failed = recv.state() == Request::State::failed;
+    const size_t landed_at_abort = landed();
+    std::this_thread::sleep_for(100ms);
+    stop.store(true);
+    if (helper.joinable()) helper.join();
+    if (finished_first) continue;
+    REQUIRE(failed);
+    REQUIRE(landed() == landed_at_abort);
+    REQUIRE_THROWS_AS(wait_ok(send, 5s), Error);
+    return;
+  }
+  FAIL("the 256 MiB transfer finished before the abort in every attempt");
 }
 
 }  // namespace chorus::transport::tcp::testing
