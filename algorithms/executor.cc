@@ -16,9 +16,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-// How long a waiting caller polls its sockets before it sleeps; see
-// docs/latency.md for the measurement that chose it.
-constexpr auto kCallerPollTime = std::chrono::microseconds(50);
 
 // Scratch is reused across calls on the same thread: a collective is always
 // run by one thread from start to end, and reallocating (and page-faulting)
@@ -79,6 +76,10 @@ class PlanRun {
 
   void run() {
     const auto started = Clock::now();
+    transport::Device& device = context_.device();
+    // While this thread runs the plan it reads its own sockets (see
+    // Device::begin_polling); it hands reading back only to sleep.
+    transport::PollingScope polling(device);
     while (!scheduler_.done()) {
       // Read the count before looking at requests: a completion after the
       // scan then changes it, and the wait below returns at once.
@@ -93,12 +94,16 @@ class PlanRun {
       if (std::optional<StepId> id = scheduler_.next_local()) {
         run_local_step(plan_.step(*id), call_, buffers_);
         scheduler_.finish(*id);
+        // Parked sockets have no other reader: drain what arrived meanwhile.
+        device.progress();
         continue;
       }
       if (progressed || scheduler_.done()) continue;
       if (deadline_.expired()) throw_timeout(started);
       if (poll_for_change(seen)) continue;
+      device.end_polling();
       signal_.wait_change(seen, deadline_);
+      device.begin_polling();
     }
   }
 
@@ -108,7 +113,7 @@ class PlanRun {
   // transport's thread and then this one (two wake-ups cost tens of µs on a
   // small VM; a round trip on loopback costs about ten).
   bool poll_for_change(uint64_t seen) {
-    const auto give_up = Clock::now() + kCallerPollTime;
+    const auto give_up = Clock::now() + context_.poll_time();
     transport::Device& device = context_.device();
     do {
       if (signal_.count() != seen) return true;

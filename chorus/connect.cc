@@ -16,11 +16,33 @@
 
 namespace chorus {
 
+namespace {
+
+std::chrono::microseconds poll_time_of(const ConnectOptions& options, int rank) {
+  if (options.poll_time) {
+    if (options.poll_time->count() < 0)
+      throw InvalidArgument(cat("rank ", rank, ": ConnectOptions::poll_time must not be negative"));
+    return *options.poll_time;
+  }
+  const char* text = std::getenv("CHORUS_POLL_US");
+  if (!text) return Context::kDefaultPollTime;
+  const std::string_view value(text);
+  long long microseconds = -1;
+  auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), microseconds);
+  if (error != std::errc() || end != value.data() + value.size() || microseconds < 0)
+    throw InvalidArgument(cat("rank ", rank, ": CHORUS_POLL_US='", value,
+                              "' is not a number of microseconds (0 or more)"));
+  return std::chrono::microseconds(microseconds);
+}
+
+}  // namespace
+
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
   if (size < 1 || rank < 0 || rank >= size)
     throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
+  const std::chrono::microseconds poll_time = poll_time_of(options, rank);
 
   transport::tcp::TcpDeviceOptions device_options;
   device_options.rank = rank;
@@ -43,7 +65,9 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
   // connect shows up here on every rank rather than in the first collective.
   bootstrap.barrier();
   CHORUS_LOG(info, rank, "connected to ", size - 1, " peers");
-  return std::make_shared<Context>(rank, size, std::move(device), std::move(pairs), options.timeout);
+  auto context = std::make_shared<Context>(rank, size, std::move(device), std::move(pairs), options.timeout);
+  context->set_poll_time(poll_time);
+  return context;
 }
 
 std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "chorus/bootstrap.h"
@@ -18,6 +19,10 @@ struct ConnectOptions {
   // interface of the default route, else loopback (single-host jobs only).
   std::string interface;   // network interface name, e.g. "eth0"
   std::string hostname;    // or an explicit address / host name to bind and publish
+  // How long a collective with nothing to do reads its sockets itself before
+  // it sleeps (docs/latency.md). Unset: CHORUS_POLL_US, else
+  // Context::kDefaultPollTime. Longer trades CPU for small-message latency.
+  std::optional<std::chrono::microseconds> poll_time;
 };
 
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});

@@ -37,6 +37,10 @@ class Context {
   // Default for every collective; an options struct may override per call.
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // How long a waiting collective polls before sleeping (ConnectOptions::poll_time).
+  static constexpr std::chrono::microseconds kDefaultPollTime{50};
+  std::chrono::microseconds poll_time() const { return poll_time_; }
+  void set_poll_time(std::chrono::microseconds poll_time) { poll_time_ = poll_time; }
 
   // Unblocks every pending and later operation with Aborted(reason). Any thread.
   void abort(const std::string& reason = "aborted by the application");
@@ -57,6 +61,7 @@ class Context {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  std::chrono::microseconds poll_time_ = kDefaultPollTime;
   std::unique_ptr<transport::Device> device_;
   std::vector<std::unique_ptr<transport::Pair>> pairs_;  // index = peer rank, null for self
   uint32_t next_sequence_ = 0;

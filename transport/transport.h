@@ -134,6 +134,26 @@ class Device {
   // May yield the CPU when this host runs more ranks than it has cores, so a
   // spinning waiter does not starve the peer it is waiting for.
   virtual bool progress() { return false; }
+  // Bracket a stretch in which the calling thread keeps calling progress().
+  // Meanwhile the transport's own thread leaves reading to the caller instead
+  // of being woken for every arriving message: on a host with more ranks than
+  // cores those wake-ups cost more than the messages (docs/latency.md).
+  // end_polling() hands reading back, so call it before sleeping. Nested and
+  // concurrent scopes are counted.
+  virtual void begin_polling() {}
+  virtual void end_polling() {}
+};
+
+// Holds Device::begin_polling() for its lifetime.
+class PollingScope {
+ public:
+  explicit PollingScope(Device& device) : device_(device) { device_.begin_polling(); }
+  ~PollingScope() { device_.end_polling(); }
+  PollingScope(const PollingScope&) = delete;
+  PollingScope& operator=(const PollingScope&) = delete;
+
+ private:
+  Device& device_;
 };
 
 }  // namespace chorus::transport

@@ -59,6 +59,63 @@ TEST_CASE("tcp progress: polling callers and the progress thread share the socke
   REQUIRE_FALSE(mesh.devices[1]->failure());
 }
 
+TEST_CASE("tcp progress: inside a polling scope the caller is the only reader, and hands reading back after",
+          "[tcp]") {
+  Mesh mesh = make_mesh(2);
+  CompletionSignal signal;
+  auto outgoing = pattern(7, 100000);
+  std::vector<std::byte> incoming(outgoing.size());
+  Request send, recv;
+  send.attach(&signal);
+  recv.attach(&signal);
+  {
+    PollingScope polling(*mesh.devices[1]);
+    mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming);
+    mesh.pair(0, 1).post_send(send, {1, 1}, std::span<const std::byte>(outgoing));
+    wait_ok(send);
+    // The progress thread leaves a parked socket alone: nothing lands until
+    // this thread reads (100 KB fit in loopback's socket buffers).
+    std::this_thread::sleep_for(50ms);
+    CHECK(recv.state() == Request::State::pending);
+    poll_until_finished(*mesh.devices[1], recv);
+    REQUIRE(recv.state() == Request::State::done);
+    CHECK(first_mismatch(incoming, 7) == incoming.size());
+  }
+  // Out of the scope, the progress thread reads again with nobody polling.
+  Request late;
+  late.attach(&signal);
+  std::vector<std::byte> late_in(outgoing.size());
+  mesh.pair(1, 0).post_recv(late, {2, 2}, late_in);
+  Request late_send;
+  late_send.attach(&signal);
+  mesh.pair(0, 1).post_send(late_send, {2, 2}, std::span<const std::byte>(outgoing));
+  wait_ok(late);
+  CHECK(first_mismatch(late_in, 7) == late_in.size());
+}
+
+TEST_CASE("tcp progress: a polling caller hears an abort from a peer it expects nothing from", "[tcp]") {
+  // A rank waiting on rank 2 must still learn at once that rank 0 aborted
+  // (say, on seeing a third rank die): rank 0's socket is parked, so nobody
+  // but this caller reads it.
+  Mesh mesh = make_mesh(3);
+  CompletionSignal signal;
+  std::vector<std::byte> incoming(10);
+  Request recv;
+  recv.attach(&signal);
+  PollingScope polling(*mesh.devices[1]);
+  // Rank 2 "polls" too but never reads, so it cannot relay rank 0's abort.
+  PollingScope deaf(*mesh.devices[2]);
+  mesh.pair(1, 2).post_recv(recv, {3, 3}, incoming);  // rank 2 never sends
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(20ms);
+    mesh.devices[0]->abort(std::make_exception_ptr(IoError("rank 0: lost peer rank 3", 3)));
+  });
+  poll_until_finished(*mesh.devices[1], recv, 5s);
+  aborter.join();
+  REQUIRE(recv.state() == Request::State::failed);
+  REQUIRE_THROWS_WITH(std::rethrow_exception(recv.error()), Contains("lost peer rank 3"));
+}
+
 TEST_CASE("tcp progress: after abort returns, a polling caller lands no byte", "[tcp]") {
   check_no_byte_lands_after_abort([](Mesh& mesh, const std::atomic<bool>& stop) {
     while (!stop.load()) mesh.devices[1]->progress();

@@ -221,7 +221,10 @@ void Engine::dispatch(uint64_t event_token, uint32_t events) {
     case TokenKind::connection: {
       Connection* connection = by_rank_[token_value(event_token)].load(std::memory_order_acquire);
       if (!connection) return;
-      if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connection->on_readable();
+      // Errors and hang-ups are reported whatever the interest: read them here.
+      const bool only_data = (events & (EPOLLERR | EPOLLHUP)) == 0;
+      if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        if (!(only_data && park_if_polled(*connection))) connection->on_readable();
       if (events & EPOLLOUT) connection->on_writable();
       return;
     }
@@ -314,9 +317,54 @@ int Engine::next_timeout_ms() const {
 }
 
 void Engine::set_write_interest(Connection& connection, bool writable) {
-  epoll_event event{EPOLLIN | (writable ? EPOLLOUT : 0u),
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  connection.epoll_interest().writable = writable;
+  update_epoll_locked(connection);
+}
+
+void Engine::update_epoll_locked(Connection& connection) {
+  const Connection::EpollInterest& interest = connection.epoll_interest();
+  epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
                     {.u64 = token(TokenKind::connection, static_cast<uint64_t>(connection.peer_rank()))}};
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
+}
+
+bool Engine::park_if_polled(Connection& connection) {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (polling_callers_ == 0) return false;
+  park_locked(connection);  // an event queued before begin_polling parked it
+  return true;
+}
+
+// Parking every connection up front costs two epoll_ctl calls per peer per
+// collective; leaving the progress thread to park on the first EPOLLIN
+// instead still costs one wake-up per peer per collective, which on 4 ranks
+// over 2 cores measured slower (docs/latency.md).
+void Engine::begin_polling() {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (polling_callers_++ > 0) return;
+  for (int peer = 0; peer < size(); ++peer)
+    if (Connection* connection = by_rank_[peer].load(std::memory_order_acquire)) park_locked(*connection);
+}
+
+void Engine::park_locked(Connection& connection) {
+  if (connection.epoll_interest().parked) return;
+  connection.epoll_interest().parked = true;
+  connection.set_parked(true);
+  parked_.push_back(&connection);
+  update_epoll_locked(connection);
+}
+
+void Engine::end_polling() {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (--polling_callers_ > 0) return;
+  // Level-triggered: bytes that arrived meanwhile wake the progress thread at once.
+  for (Connection* connection : parked_) {
+    connection->epoll_interest().parked = false;
+    connection->set_parked(false);
+    update_epoll_locked(*connection);
+  }
+  parked_.clear();
 }
 
 void Engine::stop_watching(Connection& connection) {
@@ -487,6 +535,8 @@ class TcpDevice final : public Device {
   LinkModel link_model() const override { return engine_->link_model(); }
   void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info); }
   bool progress() override { return engine_->progress(); }
+  void begin_polling() override { engine_->begin_polling(); }
+  void end_polling() override { engine_->end_polling(); }
   std::exception_ptr failure() const override { return engine_->failure(); }
 
  private:

@@ -40,8 +40,10 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
   // The same-host model once every peer turned out to share this host.
   LinkModel link_model() const;
-  // Caller-side progress (Device::progress).
+  // Caller-side progress (Device::progress, begin_polling, end_polling).
   bool progress();
+  void begin_polling();
+  void end_polling();
 
   // ConnectionOwner
   int rank() const override { return options_.rank; }
@@ -66,6 +68,11 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void run_cleanup_if_needed();
   void cleanup();
   void wake();
+  // Progress thread, on EPOLLIN: while callers poll, turns EPOLLIN off for
+  // the connection and leaves its bytes to them. Returns whether it did.
+  bool park_if_polled(Connection& connection);
+  void park_locked(Connection& connection);
+  void update_epoll_locked(Connection& connection);
   Fd wait_for_dialer(const ListenerAddress& peer, Deadline deadline);
 
   const TcpDeviceOptions options_;
@@ -96,6 +103,11 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   // a caller polling in progress() must yield between polls.
   std::atomic<int> peers_on_host_{0};
   const int cores_;
+  // Callers inside begin_polling/end_polling and the connections whose
+  // reading the progress thread left to them. Taken after a connection's mutex.
+  std::mutex polling_mutex_;
+  int polling_callers_ = 0;
+  std::vector<Connection*> parked_;
   // By peer rank; read by the progress thread without the mutex.
   std::unique_ptr<std::atomic<Connection*>[]> by_rank_;
 

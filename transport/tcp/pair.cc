@@ -240,7 +240,8 @@ void Connection::on_readable() {
 }
 
 bool Connection::read_from_caller() {
-  if (receives_waiting_.load(std::memory_order_relaxed) == 0 || !reading_.load(std::memory_order_relaxed))
+  if (!reading_.load(std::memory_order_relaxed)) return false;
+  if (receives_waiting_.load(std::memory_order_relaxed) == 0 && !parked_.load(std::memory_order_acquire))
     return false;
   // The progress thread (or another waiter) is reading: it will land our bytes.
   std::unique_lock<std::mutex> reader(reader_, std::try_to_lock);

@@ -67,9 +67,19 @@ class Connection {
   // Progress thread.
   void on_readable();
   // Any waiting thread: reads what has already arrived if this pair has a
-  // receive pending and no other thread is reading it. Non-blocking; returns
-  // whether any bytes were consumed.
+  // receive pending (or the progress thread parked it: then the polling
+  // callers are its only readers) and no other thread is reading it.
+  // Non-blocking; returns whether any bytes were consumed.
   bool read_from_caller();
+
+  // The device's epoll bookkeeping for this socket, guarded by the device's
+  // polling mutex. `parked`: EPOLLIN is off because callers are polling.
+  struct EpollInterest {
+    bool parked = false;
+    bool writable = false;
+  };
+  EpollInterest& epoll_interest() { return epoll_interest_; }
+  void set_parked(bool parked) { parked_.store(parked, std::memory_order_release); }
   void on_writable();
 
   // Abort cleanup, on the progress thread (or once it has stopped): fails
@@ -160,6 +170,8 @@ class Connection {
   std::exception_ptr abort_after_read_;
   LogLevel abort_after_read_level_ = LogLevel::warn;
   std::atomic<bool> reading_{true};
+  std::atomic<bool> parked_{false};
+  EpollInterest epoll_interest_;
   bool in_payload_ = false;
   EncodedHeader header_bytes_{};
   size_t header_received_ = 0;
