@@ -4,13 +4,13 @@
 # --mca btl tcp,self and over its default shared memory) one after the other in
 # the same session, on the same sizes, then prints chorus's busbw and 8-byte
 # latency as ratios to each peer (ratios.py).
-#   benchmarks/peers/compare.sh [--ranks 4] [--netns [--rate 1gbit]] [-b 8] [-e 64M] [-f 2] [--ops "allreduce broadcast allgather"]
-# --netns runs chorus and Gloo one rank per namespace through benchmarks/netns/run.sh
-# (Open MPI is not run there: its launcher cannot start ranks inside our namespaces).
+#   benchmarks/peers/compare.sh [--ranks 4] [--netns [--rate 1gbit] [--mtu 1500]] [-b 8] [-e 64M] [-f 2] [--ops "allreduce broadcast allgather"]
+# --netns runs every library one rank per namespace through benchmarks/netns/run.sh
+# (Open MPI through run.sh --mpi, over TCP only: the "hosts" share no memory).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-ranks=4 netns=0 rate=1gbit min=8 max=64M step=2 ops="allreduce broadcast allgather"
+ranks=4 netns=0 rate=1gbit mtu=1500 min=8 max=64M step=2 ops="allreduce broadcast allgather"
 chorus_bench=${CHORUS_BENCH:-$root/build/benchmarks/chorus-bench}
 peers=${PEERS_DIR:-$root/build-peers}
 out=""
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2; shift 2 ;;
     --netns) netns=1; shift ;;
     --rate) rate=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     -b) min=$2; shift 2 ;;
     -e) max=$2; shift 2 ;;
     -f) step=$2; shift 2 ;;
@@ -37,6 +38,7 @@ store=$(mktemp -d /tmp/gloo-store.XXXXXX)
 trap 'rm -rf "$store"' EXIT
 export GLOO_BENCH_STORE_DIR=$store
 sizes=(-b "$min" -e "$max" -f "$step")
+netns_args=(--ranks "$ranks" --rate "$rate" --mtu "$mtu")
 
 run_gloo_loopback() {  # one process per rank, chorus's env contract, Gloo's FileStore
   local pids=() job="gloo-$$-$RANDOM" status=0
@@ -54,12 +56,14 @@ run_gloo_loopback() {  # one process per rank, chorus's env contract, Gloo's Fil
 mpi=(mpirun --allow-run-as-root --oversubscribe -np "$ranks" --bind-to none)
 
 for op in $ops; do
-  echo "=== $op, $ranks ranks, $([ $netns = 1 ] && echo "netns, egress $rate per host" || echo loopback)" >&2
+  echo "=== $op, $ranks ranks, $([ $netns = 1 ] && echo "netns, egress $rate per host, MTU $mtu" || echo loopback)" >&2
   if [ "$netns" = 1 ]; then
-    "$root/benchmarks/netns/run.sh" --ranks "$ranks" --rate "$rate" -- \
+    "$root/benchmarks/netns/run.sh" "${netns_args[@]}" -- \
       "$chorus_bench" --op "$op" --check "${sizes[@]}" | tee "$out/chorus.$op.txt"
-    "$root/benchmarks/netns/run.sh" --ranks "$ranks" --rate "$rate" -- \
+    "$root/benchmarks/netns/run.sh" "${netns_args[@]}" -- \
       "$peers/gloo-bench" --op "$op" --check "${sizes[@]}" | tee "$out/gloo.$op.txt" || echo "# gloo-bench $op failed in the netns harness" | tee -a "$out/gloo.$op.txt"
+    "$root/benchmarks/netns/run.sh" --mpi "${netns_args[@]}" -- \
+      "$peers/mpi-bench" --op "$op" --check "${sizes[@]}" | tee "$out/mpi-tcp.$op.txt" || echo "# mpi-bench tcp $op failed in the netns harness" | tee -a "$out/mpi-tcp.$op.txt"
   else
     "$chorus_bench" --ranks "$ranks" --op "$op" --check "${sizes[@]}" | tee "$out/chorus.$op.txt"
     run_gloo_loopback --op "$op" --check "${sizes[@]}" | tee "$out/gloo.$op.txt" || echo "# gloo-bench $op failed" >&2
