@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/local_steps.h"
+#include "algorithms/striping.h"
 #include "chorus/error.h"
 #include "chorus/log.h"
 #include "transport/transport.h"
@@ -15,7 +16,6 @@
 namespace chorus::algorithms {
 
 namespace {
-
 
 // Scratch is reused across calls on the same thread: a collective is always
 // run by one thread from start to end, and reallocating (and page-faulting)
@@ -48,10 +48,11 @@ std::string describe_call(const Call& call) {
   }
 }
 
-std::string describe_wait(const Step& step) {
+std::string describe_wait(const Step& step, size_t stripes) {
+  const std::string striped = stripes > 1 ? cat(" striped over ", stripes, " streams") : std::string();
   if (step.kind == StepKind::recv)
-    return cat("recv of slot ", step.slot, " from rank ", step.peer, " (", step.to.length, " bytes)");
-  return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes)");
+    return cat("recv of slot ", step.slot, " from rank ", step.peer, " (", step.to.length, " bytes", striped, ")");
+  return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes", striped, ")");
 }
 
 class PlanRun {
@@ -64,12 +65,13 @@ class PlanRun {
         call_(call),
         sequence_(sequence),
         deadline_(deadline),
-        scheduler_(plan, graph, window),
-        requests_(new transport::Request[graph.communication_steps()]) {
+        scheduler_(plan, graph, window) {
     buffers_.input = static_cast<const std::byte*>(input);
     buffers_.output = static_cast<std::byte*>(output);
     buffers_.scratch = plan.scratch_bytes ? thread_scratch(plan.scratch_bytes) : nullptr;
-    for (size_t i = 0; i < graph.communication_steps(); ++i) requests_[i].attach(&signal_);
+    const size_t requests = number_stripes(context.streams());
+    requests_.reset(new transport::Request[requests]);
+    for (size_t i = 0; i < requests; ++i) requests_[i].attach(&signal_);
     in_flight_.reserve(64);
     tag_.signature = call_signature(call);
   }
@@ -108,28 +110,63 @@ class PlanRun {
   }
 
  private:
-  // Reads the sockets on this thread for a short while before sleeping: a
-  // small message that lands meanwhile completes here, without waking the
-  // transport's thread and then this one (two wake-ups cost tens of µs on a
-  // small VM; a round trip on loopback costs about ten).
+  // Reads the sockets on this thread until a request completes, or until it
+  // has polled for poll_time with no byte arriving; then the caller sleeps
+  // and the transport's thread reads. A message that lands while we poll
+  // completes here without two thread wake-ups (tens of µs each on a small
+  // VM; a loopback round trip is about ten). Time spent descheduled (a gap
+  // between two polls longer than a poll takes, when ranks outnumber cores)
+  // is not counted: on 4 ranks over 2 cores every preemption would otherwise
+  // end the polling early (docs/latency.md).
   bool poll_for_change(uint64_t seen) {
-    const auto give_up = Clock::now() + context_.poll_time();
+    constexpr Clock::duration longest_poll = std::chrono::microseconds(20);
+    const Clock::duration budget = context_.poll_time();
     transport::Device& device = context_.device();
-    do {
-      if (signal_.count() != seen) return true;
-      device.progress();
-    } while (Clock::now() < give_up);
-    return signal_.count() != seen;
+    Clock::duration spent{0};
+    auto last = Clock::now();
+    while (signal_.count() == seen) {
+      if (device.progress()) spent = Clock::duration{0};  // the collective is moving: keep reading
+      const auto now = Clock::now();
+      spent += std::min(now - last, longest_poll);
+      last = now;
+      if (spent >= budget) return signal_.count() != seen;
+    }
+    return true;
+  }
+
+  // With one stream, request i belongs to communication step i. With more,
+  // a step owns one request per stripe: first_request_ (by communication
+  // index) says where its run starts. Returns the number of requests.
+  size_t number_stripes(int streams) {
+    const size_t steps = graph_.communication_steps();
+    if (streams == 1) return steps;
+    first_request_.assign(steps + 1, 0);
+    for (StepId id = 0; id < plan_.size(); ++id) {
+      const Step& step = plan_.step(id);
+      if (step.is_communication())
+        first_request_[graph_.communication_index(id) + 1] = stripe_count(step.bytes(), streams);
+    }
+    for (size_t i = 0; i < steps; ++i) first_request_[i + 1] += first_request_[i];
+    return first_request_[steps];
+  }
+
+  std::span<transport::Request> requests_of(StepId id) {
+    const uint32_t index = graph_.communication_index(id);
+    if (first_request_.empty()) return {&requests_[index], 1};
+    return {&requests_[first_request_[index]], first_request_[index + 1] - first_request_[index]};
   }
 
   bool harvest_completions() {
     bool progressed = false;
     for (size_t i = 0; i < in_flight_.size();) {
       const StepId id = in_flight_[i];
-      transport::Request& request = requests_[graph_.communication_index(id)];
-      const auto state = request.state();
-      if (state == transport::Request::State::failed) std::rethrow_exception(request.error());
-      if (state != transport::Request::State::done) {
+      bool done = true;
+      for (const transport::Request& request : requests_of(id)) {
+        const auto state = request.state();
+        if (state == transport::Request::State::failed) std::rethrow_exception(request.error());
+        done = done && state == transport::Request::State::done;
+      }
+      if (!done) {
         ++i;
         continue;
       }
@@ -143,7 +180,7 @@ class PlanRun {
 
   void post(StepId id) {
     const Step& step = plan_.step(id);
-    transport::Request& request = requests_[graph_.communication_index(id)];
+    const std::span<transport::Request> requests = requests_of(id);
     // The sequence wraps at 2^31 (identically on every rank; two calls that
     // far apart are never in flight together) so the top bit stays free for
     // point-to-point tags.
@@ -151,18 +188,24 @@ class PlanRun {
     // Tracked before posting so that a post which fails the request at once
     // is seen by the next harvest.
     in_flight_.push_back(id);
-    transport::Pair& pair = context_.pair(step.peer);
-    if (step.kind == StepKind::send)
-      pair.post_send(request, tag_, std::span<const std::byte>(buffers_.read(step.from), step.from.length));
-    else
-      pair.post_recv(request, tag_, std::span<std::byte>(buffers_.write(step.to), step.to.length));
+    const size_t length = step.bytes();
+    for (size_t piece = 0; piece < requests.size(); ++piece) {
+      const Stripe part = stripe(length, requests.size(), piece);
+      transport::Pair& pair = context_.pair(step.peer, static_cast<int>(piece));
+      if (step.kind == StepKind::send)
+        pair.post_send(requests[piece], tag_, {buffers_.read(step.from) + part.offset, part.length});
+      else
+        pair.post_recv(requests[piece], tag_, {buffers_.write(step.to) + part.offset, part.length});
+    }
   }
 
   [[noreturn]] void throw_timeout(Clock::time_point started) {
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     std::string waiting = "its own steps";
-    if (!in_flight_.empty())
-      waiting = describe_wait(plan_.step(*std::min_element(in_flight_.begin(), in_flight_.end())));
+    if (!in_flight_.empty()) {
+      const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
+      waiting = describe_wait(plan_.step(oldest), requests_of(oldest).size());
+    }
     throw TimeoutError(cat("rank ", context_.rank(), ": timed out after ", elapsed, " ms in ",
                            to_string(call_.collective), " #", sequence_, " (", describe_call(call_),
                            "): waiting for ", waiting));
@@ -181,6 +224,7 @@ class PlanRun {
   // must outlive every request attached to it.
   transport::CompletionSignal signal_;
   std::unique_ptr<transport::Request[]> requests_;
+  std::vector<size_t> first_request_;  // empty with one stream
   std::vector<StepId> in_flight_;
 };
 

@@ -4,6 +4,7 @@
 //
 //   chorus-bench --ranks 4 --op allreduce --check     # forks 4 local ranks
 //   chorus-bench --ranks 4 --op allgather --algo all  # one table per algorithm, then auto
+//   chorus-bench --ranks 4 --streams 2                # 2 TCP connections per pair of ranks
 //   CHORUS_RANK=.. CHORUS_SIZE=.. CHORUS_STORE=.. chorus-bench ...   # under a launcher
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,7 @@ struct BenchOptions {
   bool check = false;
   std::string json_file;
   int timeout_ms = 60000;
+  int streams = 0;  // 0: CHORUS_STREAMS, else the library default
 };
 
 // The algorithms one table each: the named one, or with "all" every one
@@ -84,6 +86,7 @@ int run_rank(const BenchOptions& options) {
 
   ConnectOptions connect_options;
   connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
+  if (options.streams > 0) connect_options.streams = options.streams;
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
   if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
@@ -100,8 +103,9 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks, algorithm %s, %s%s%s%s, median of %d rounds\n",
-                options.operation.c_str(), context->size(), algorithm.c_str(), options.type.c_str(),
+    std::printf("# chorus-bench: %s, %d ranks, %d stream%s, algorithm %s, %s%s%s%s, median of %d rounds\n",
+                options.operation.c_str(), context->size(), context->streams(), context->streams() == 1 ? "" : "s",
+                algorithm.c_str(), options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", options.check ? ", checked" : "",
                 settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
@@ -154,7 +158,7 @@ int run_rank(const BenchOptions& options) {
   if (printer && !options.json_file.empty()) {
     // One algorithm keeps the flat layout ({"algorithm", "rows"}); "all" lists every table.
     nlohmann::json document = {{"operation", options.operation}, {"ranks", context->size()},
-                               {"algorithm", options.algorithm}};
+                               {"streams", context->streams()}, {"algorithm", options.algorithm}};
     if (tables.size() == 1) document["rows"] = tables[0]["rows"];
     else document["tables"] = tables;
     std::ofstream(options.json_file) << document.dump(2) << "\n";
@@ -196,6 +200,10 @@ int main(int argc, char** argv) {
   app.add_flag("--check", options.check, "Verify every result bit-exactly and count wrong elements");
   app.add_option("--json", options.json_file, "Also write the rows as JSON to this file");
   app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective");
+  app.add_option("--streams", options.streams,
+                 "TCP connections per pair of ranks, large messages striped over them (default: CHORUS_STREAMS, "
+                 "else the library's)")
+      ->check(CLI::Range(1, chorus::Context::kMaxStreams));
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -23,6 +23,11 @@ struct ConnectOptions {
   // it sleeps (docs/latency.md). Unset: CHORUS_POLL_US, else
   // Context::kDefaultPollTime. Longer trades CPU for small-message latency.
   std::optional<std::chrono::microseconds> poll_time;
+  // TCP connections per pair of ranks, 1..Context::kMaxStreams; messages of
+  // at least 512 KiB are striped over all of them (docs/streams.md). Unset:
+  // CHORUS_STREAMS, else Context::kDefaultStreams. Every rank must use the
+  // same value: connect() fails on every rank, naming both counts, if not.
+  std::optional<int> streams;
 };
 
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});

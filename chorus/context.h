@@ -1,5 +1,6 @@
-// A Context is one rank's membership in a job: its rank, the job size, a
-// connected Pair to every other rank, and the numbering of collectives.
+// A Context is one rank's membership in a job: its rank, the job size, one
+// or more connected Pairs (streams) to every other rank, and the numbering of
+// collectives.
 //
 // Collectives on a Context must be issued in the same order on every rank (as
 // in MPI and NCCL); the Context numbers them so callers never manage tags.
@@ -26,8 +27,12 @@ class WorkQueue;
 
 class Context {
  public:
+  // pairs[peer], null for this rank: one stream.
   Context(int rank, int size, std::unique_ptr<transport::Device> device,
           std::vector<std::unique_ptr<transport::Pair>> pairs, std::chrono::milliseconds timeout);
+  // pairs[stream][peer]: as many streams as the outer vector holds (at least one).
+  Context(int rank, int size, std::unique_ptr<transport::Device> device,
+          std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs, std::chrono::milliseconds timeout);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -41,6 +46,11 @@ class Context {
   static constexpr std::chrono::microseconds kDefaultPollTime{50};
   std::chrono::microseconds poll_time() const { return poll_time_; }
   void set_poll_time(std::chrono::microseconds poll_time) { poll_time_ = poll_time; }
+  // Connections per peer (ConnectOptions::streams); large messages are
+  // striped over all of them (docs/streams.md).
+  static constexpr int kDefaultStreams = 1;
+  static constexpr int kMaxStreams = 16;
+  int streams() const { return static_cast<int>(pairs_.size()); }
 
   // Unblocks every pending and later operation with Aborted(reason). Any thread.
   void abort(const std::string& reason = "aborted by the application");
@@ -49,7 +59,7 @@ class Context {
 
   // Internal seams for the algorithm layer.
   transport::Device& device() { return *device_; }
-  transport::Pair& pair(int peer);
+  transport::Pair& pair(int peer, int stream = 0);
   // Numbers collectives in issue order; equal on every rank for the same call.
   uint32_t next_sequence() { return next_sequence_++; }
   detail::WorkQueue& work_queue();
@@ -63,7 +73,7 @@ class Context {
   std::chrono::milliseconds timeout_;
   std::chrono::microseconds poll_time_ = kDefaultPollTime;
   std::unique_ptr<transport::Device> device_;
-  std::vector<std::unique_ptr<transport::Pair>> pairs_;  // index = peer rank, null for self
+  std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs_;  // [stream][peer], null for self
   uint32_t next_sequence_ = 0;
   std::once_flag work_queue_once_;
   std::unique_ptr<detail::WorkQueue> work_queue_;

@@ -117,8 +117,11 @@ class Device {
   virtual std::vector<std::byte> address() const = 0;
   // Builds the connection to one peer. Both sides call it; the transport
   // decides who dials. Throws IoError/TimeoutError naming the peer.
+  // `stream` picks one of several independent connections to the same peer
+  // (0..streams-1, the count the device was created with); each has its own
+  // message order, so a large message striped over them moves in parallel.
   virtual std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address,
-                                        Deadline deadline) = 0;
+                                        Deadline deadline, int stream = 0) = 0;
   virtual LinkModel link_model() const = 0;
   // Fails every pending request with `reason`, tells connected peers why
   // (best effort) and fails every later post. Synchronous: once it returns the

@@ -154,6 +154,7 @@ std::vector<std::byte> hello_bytes(uint64_t nonce, uint32_t dialer, uint32_t lis
   std::vector<std::byte> hello(24);
   store_le(hello.data() + 0, 0x53484843, 4);  // "CHHS"
   store_le(hello.data() + 4, kWireVersion, 2);
+  store_le(hello.data() + 7, 1, 1);  // stream 0 of 1
   store_le(hello.data() + 8, nonce, 8);
   store_le(hello.data() + 16, dialer, 4);
   store_le(hello.data() + 20, listener, 4);

@@ -1,5 +1,6 @@
 // The address blob a TCP device publishes through the bootstrap: where it
-// listens, the random nonce a dialer must present, and the owner's rank.
+// listens, the random nonce a dialer must present, the owner's rank and its
+// number of connections per peer.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,8 @@ struct ListenerAddress {
   // that finds the port cannot guess it.
   uint64_t nonce = 0;
   int rank = -1;
+  // Connections the owner keeps per peer (TcpDeviceOptions::streams).
+  int streams = 1;
 };
 
 std::vector<std::byte> encode_address(const ListenerAddress& address);

@@ -65,11 +65,15 @@ bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
 
 Engine::Engine(const TcpDeviceOptions& options)
     : options_(options),
-      cores_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      by_rank_(new std::atomic<Connection*>[std::max(options.size, 1)]) {
+      cores_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
-  for (int peer = 0; peer < options.size; ++peer) by_rank_[peer].store(nullptr);
+  // The hello carries the stream in one byte.
+  if (options.streams < 1 || options.streams > 255)
+    throw InvalidArgument(cat("tcp device: rank ", options.rank, ": ", options.streams,
+                              " streams per peer is not within 1..255"));
+  by_link_.reset(new std::atomic<Connection*>[links()]);
+  for (size_t index = 0; index < links(); ++index) by_link_[index].store(nullptr);
   listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
   // Read once, here, so a malformed CHORUS_LINK_MODEL fails the job at
   // connect rather than in the middle of a collective.
@@ -110,7 +114,7 @@ void Engine::start() {
 }
 
 std::vector<std::byte> Engine::address() const {
-  return encode_address({listen_address_, nonce_, rank()});
+  return encode_address({listen_address_, nonce_, rank(), options_.streams});
 }
 
 
@@ -129,50 +133,65 @@ std::exception_ptr Engine::failure() const {
 // ---------------------------------------------------------------- connecting
 
 std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
-                                      Deadline deadline) {
+                                      Deadline deadline, int stream) {
   if (peer_rank < 0 || peer_rank >= size() || peer_rank == rank())
     throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank,
                               " in a job of size ", size()));
+  if (stream < 0 || stream >= options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), ": stream ", stream, " to peer rank ", peer_rank,
+                              " does not exist (this device keeps ", options_.streams, " per peer)"));
   ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  // Checked before any socket is touched, so both ends fail at once, each
+  // naming both counts, instead of one waiting for a stream the other never dials.
+  if (peer.streams != options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), " uses ", options_.streams,
+                              options_.streams == 1 ? " stream" : " streams", " per peer but peer rank ",
+                              peer_rank, " uses ", peer.streams,
+                              ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
   if (auto error = failure()) std::rethrow_exception(error);
-  if (by_rank_[peer_rank].load())
-    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank));
+  if (by_link_[link(peer_rank, stream)].load())
+    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank,
+                              stream > 0 ? cat(" on stream ", stream) : std::string()));
 
   // The higher rank dials so every pair is built exactly once, and a rank
   // never waits on a peer that is itself waiting.
-  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), deadline) : wait_for_dialer(peer, deadline);
+  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, deadline)
+                             : wait_for_dialer(peer, stream, deadline);
 
-  auto connection = std::make_unique<Connection>(*this, peer_rank, peer.socket, std::move(fd));
+  auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(fd));
   Connection& added = *connection;
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure_) std::rethrow_exception(failure_);
   // Registered under the mutex so an abort's cleanup sees either none or all of it.
-  by_rank_[peer_rank].store(&added);
+  by_link_[link(peer_rank, stream)].store(&added);
   connections_.push_back(std::move(connection));
-  epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, static_cast<uint64_t>(peer_rank))}};
+  epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, link(peer_rank, stream))}};
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                   peer_rank);
-  if (on_this_host(peer.socket, listen_address_)) peers_on_host_.fetch_add(1, std::memory_order_relaxed);
+  if (stream == 0 && on_this_host(peer.socket, listen_address_))
+    peers_on_host_.fetch_add(1, std::memory_order_relaxed);
   CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
   return std::make_unique<TcpPair>(shared_from_this(), added);
 }
 
-Fd Engine::wait_for_dialer(const ListenerAddress& peer, Deadline deadline) {
+Fd Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
   auto started = Clock::now();
+  const std::pair<int, int> key{peer.rank, stream};
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!failure_ && !admitted_.count(peer.rank) && !deadline.expired()) {
+  while (!failure_ && !admitted_.count(key) && !deadline.expired()) {
     // Bounded waits: a far-away or never deadline must not overflow the clock.
     auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
                           std::chrono::milliseconds(60'000));
     changed_.wait_for(lock, slice);
   }
   if (failure_) std::rethrow_exception(failure_);
-  auto found = admitted_.find(peer.rank);
+  auto found = admitted_.find(key);
   if (found == admitted_.end()) {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
     throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
                            peer.rank, " (", peer.socket.to_string(),
+                           stream > 0 ? cat(", stream ", stream) : std::string(),
                            ") to connect to this rank (has it started and called connect?)"));
   }
   Fd fd = std::move(found->second);
@@ -219,7 +238,9 @@ void Engine::dispatch(uint64_t event_token, uint32_t events) {
     case TokenKind::handshake:
       return on_handshake_readable(token_value(event_token));
     case TokenKind::connection: {
-      Connection* connection = by_rank_[token_value(event_token)].load(std::memory_order_acquire);
+      const uint64_t index = token_value(event_token);
+      if (index >= links()) return;
+      Connection* connection = by_link_[index].load(std::memory_order_acquire);
       if (!connection) return;
       // Errors and hang-ups are reported whatever the interest: read them here.
       const bool only_data = (events & (EPOLLERR | EPOLLHUP)) == 0;
@@ -268,23 +289,25 @@ void Engine::on_handshake_readable(uint64_t id) {
       break;
   }
   Hello hello;
-  std::string why = check_hello(incoming.bytes(), nonce_, rank(), size(), hello);
+  std::string why = check_hello(incoming.bytes(), nonce_, rank(), size(), options_.streams, hello);
+  const std::pair<int, int> key{hello.dialer_rank, hello.stream};
   if (why.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_) why = "this rank has aborted";
-    else if (admitted_.count(hello.dialer_rank) || by_rank_[hello.dialer_rank].load())
-      why = cat("rank ", hello.dialer_rank, " is already connected");
+    else if (admitted_.count(key) || by_link_[link(hello.dialer_rank, hello.stream)].load())
+      why = cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
   }
   if (!why.empty()) return reject_handshake(id, why);
-  auto ack = encode_ack(rank(), hello.dialer_rank);
+  auto ack = encode_ack(rank(), hello.dialer_rank, hello.stream);
   // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
   if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
     return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
-  CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " from ", incoming.from().to_string());
+  CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
+             incoming.from().to_string());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    admitted_[hello.dialer_rank] = incoming.release();
+    admitted_[key] = incoming.release();
   }
   handshakes_.erase(found);
   changed_.notify_all();
@@ -325,7 +348,7 @@ void Engine::set_write_interest(Connection& connection, bool writable) {
 void Engine::update_epoll_locked(Connection& connection) {
   const Connection::EpollInterest& interest = connection.epoll_interest();
   epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
-                    {.u64 = token(TokenKind::connection, static_cast<uint64_t>(connection.peer_rank()))}};
+                    {.u64 = token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
 }
 
@@ -339,12 +362,16 @@ bool Engine::park_if_polled(Connection& connection) {
 // Parking every connection up front costs two epoll_ctl calls per peer per
 // collective; leaving the progress thread to park on the first EPOLLIN
 // instead still costs one wake-up per peer per collective, which on 4 ranks
-// over 2 cores measured slower (docs/latency.md).
+// over 2 cores measured slower (docs/latency.md). That holds for stream 0,
+// which carries every message; the other streams carry only large striped
+// ones, so they are parked on their first EPOLLIN (park_if_polled): parking
+// them up front too doubled small-message latency with 4 streams, as every
+// progress() call then read each of them (docs/streams.md).
 void Engine::begin_polling() {
   std::lock_guard<std::mutex> lock(polling_mutex_);
   if (polling_callers_++ > 0) return;
   for (int peer = 0; peer < size(); ++peer)
-    if (Connection* connection = by_rank_[peer].load(std::memory_order_acquire)) park_locked(*connection);
+    if (Connection* connection = by_link_[link(peer, 0)].load(std::memory_order_acquire)) park_locked(*connection);
 }
 
 void Engine::park_locked(Connection& connection) {
@@ -380,8 +407,8 @@ LinkModel Engine::link_model() const {
 bool Engine::progress() {
   if (failed()) return false;
   bool consumed = false;
-  for (int peer = 0; peer < size(); ++peer)
-    if (Connection* connection = by_rank_[peer].load(std::memory_order_acquire))
+  for (size_t index = 0; index < links(); ++index)
+    if (Connection* connection = by_link_[index].load(std::memory_order_acquire))
       consumed |= connection->read_from_caller();
   // Measured on a 2-core VM: 4 ranks spinning without yielding took twice as
   // long per 8-byte allreduce as not spinning at all (docs/latency.md).
@@ -528,9 +555,9 @@ class TcpDevice final : public Device {
 
   int rank() const override { return engine_->rank(); }
   std::vector<std::byte> address() const override { return engine_->address(); }
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address,
-                                Deadline deadline) override {
-    return engine_->connect(peer_rank, peer_address, deadline);
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream = 0) override {
+    return engine_->connect(peer_rank, peer_address, deadline, stream);
   }
   LinkModel link_model() const override { return engine_->link_model(); }
   void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info); }

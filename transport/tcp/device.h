@@ -37,7 +37,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
 
   int size() const { return options_.size; }
   std::vector<std::byte> address() const;
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream);
   // The same-host model once every peer turned out to share this host.
   LinkModel link_model() const;
   // Caller-side progress (Device::progress, begin_polling, end_polling).
@@ -73,7 +74,12 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool park_if_polled(Connection& connection);
   void park_locked(Connection& connection);
   void update_epoll_locked(Connection& connection);
-  Fd wait_for_dialer(const ListenerAddress& peer, Deadline deadline);
+  Fd wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline);
+  // Index of (peer, stream) in by_link_; also the epoll token's value.
+  size_t link(int peer, int stream) const {
+    return static_cast<size_t>(peer) * static_cast<size_t>(options_.streams) + static_cast<size_t>(stream);
+  }
+  size_t links() const { return link(size(), 0); }
 
   const TcpDeviceOptions options_;
   SocketAddress listen_address_;
@@ -96,11 +102,11 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool cleanup_started_ = false;
   bool cleanup_done_ = false;
   std::vector<std::byte> abort_frame_;
-  // Dialers that passed the handshake, waiting for this rank's connect().
-  std::map<int, Fd> admitted_;
+  // Dialers that passed the handshake by (peer, stream), waiting for this rank's connect().
+  std::map<std::pair<int, int>, Fd> admitted_;
   std::vector<std::unique_ptr<Connection>> connections_;
-  // Peers connected on this host; with this rank, more than the cores means
-  // a caller polling in progress() must yield between polls.
+  // Peers (not connections) on this host; with this rank, more than the
+  // cores means a caller polling in progress() must yield between polls.
   std::atomic<int> peers_on_host_{0};
   const int cores_;
   // Callers inside begin_polling/end_polling and the connections whose
@@ -108,8 +114,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   std::mutex polling_mutex_;
   int polling_callers_ = 0;
   std::vector<Connection*> parked_;
-  // By peer rank; read by the progress thread without the mutex.
-  std::unique_ptr<std::atomic<Connection*>[]> by_rank_;
+  // By link(peer, stream); read by the progress thread without the mutex.
+  std::unique_ptr<std::atomic<Connection*>[]> by_link_;
 
   // Progress thread only (or after it stopped).
   std::unordered_map<uint64_t, std::unique_ptr<IncomingHandshake>> handshakes_;

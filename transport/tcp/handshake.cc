@@ -19,12 +19,14 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x53484843;  // "CHHS"
 constexpr uint32_t kAckMagic = 0x4b414843;    // "CHAK"
-constexpr uint16_t kAckAccepted = 1;
+constexpr uint8_t kAckAccepted = 1;
 
 std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello) {
   std::array<std::byte, kHelloBytes> out{};
   store_le(out.data() + 0, kHelloMagic, 4);
   store_le(out.data() + 4, kWireVersion, 2);
+  store_le(out.data() + 6, static_cast<uint8_t>(hello.stream), 1);
+  store_le(out.data() + 7, static_cast<uint8_t>(hello.streams), 1);
   store_le(out.data() + 8, hello.listener_nonce, 8);
   store_le(out.data() + 16, static_cast<uint32_t>(hello.dialer_rank), 4);
   store_le(out.data() + 20, static_cast<uint32_t>(hello.listener_rank), 4);
@@ -48,8 +50,9 @@ bool retryable(int error) { return error == ECONNREFUSED || error == ETIMEDOUT |
 
 class Dialer {
  public:
-  Dialer(const ListenerAddress& peer, int my_rank, Deadline deadline)
-      : peer_(peer), my_rank_(my_rank), deadline_(deadline), started_(Clock::now()) {}
+  Dialer(const ListenerAddress& peer, int my_rank, int stream, int streams, Deadline deadline)
+      : peer_(peer), my_rank_(my_rank), stream_(stream), streams_(streams), deadline_(deadline),
+        started_(Clock::now()) {}
 
   Fd run() {
     auto backoff = std::chrono::milliseconds(5);
@@ -70,7 +73,10 @@ class Dialer {
   }
 
  private:
-  std::string label() const { return cat("peer rank ", peer_.rank, " (", peer_.socket.to_string(), ")"); }
+  std::string label() const {
+    return cat("peer rank ", peer_.rank, " (", peer_.socket.to_string(),
+               stream_ > 0 ? cat(", stream ", stream_) : std::string(), ")");
+  }
 
   [[noreturn]] void timed_out(const char* doing) {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_);
@@ -107,7 +113,7 @@ class Dialer {
 
   void exchange_hello(int fd) {
     set_no_delay(fd);
-    auto hello = encode_hello({peer_.nonce, my_rank_, peer_.rank});
+    auto hello = encode_hello({peer_.nonce, my_rank_, peer_.rank, stream_, streams_});
     size_t sent = 0;
     while (sent < hello.size()) {
       ssize_t n = ::send(fd, hello.data() + sent, hello.size() - sent, MSG_NOSIGNAL);
@@ -141,7 +147,8 @@ class Dialer {
       }
     }
     bool valid = load_le(ack.data(), 4) == kAckMagic && load_le(ack.data() + 4, 2) == kWireVersion &&
-                 load_le(ack.data() + 6, 2) == kAckAccepted &&
+                 load_le(ack.data() + 6, 1) == kAckAccepted &&
+                 static_cast<int>(load_le(ack.data() + 7, 1)) == stream_ &&
                  static_cast<int>(load_le(ack.data() + 8, 4)) == peer_.rank &&
                  static_cast<int>(load_le(ack.data() + 12, 4)) == my_rank_;
     if (!valid)
@@ -152,6 +159,8 @@ class Dialer {
 
   const ListenerAddress& peer_;
   int my_rank_;
+  int stream_;
+  int streams_;
   Deadline deadline_;
   Clock::time_point started_;
   int last_error_ = 0;
@@ -160,10 +169,12 @@ class Dialer {
 }  // namespace
 
 std::string check_hello(const std::array<std::byte, kHelloBytes>& bytes, uint64_t my_nonce,
-                        int my_rank, int size, Hello& hello) {
+                        int my_rank, int size, int my_streams, Hello& hello) {
   if (load_le(bytes.data(), 4) != kHelloMagic) return "not a chorus hello (bad magic)";
   if (load_le(bytes.data() + 4, 2) != kWireVersion)
     return cat("unsupported wire version ", load_le(bytes.data() + 4, 2));
+  hello.stream = static_cast<int>(load_le(bytes.data() + 6, 1));
+  hello.streams = static_cast<int>(load_le(bytes.data() + 7, 1));
   hello.listener_nonce = load_le(bytes.data() + 8, 8);
   hello.dialer_rank = static_cast<int>(static_cast<int32_t>(load_le(bytes.data() + 16, 4)));
   hello.listener_rank = static_cast<int>(static_cast<int32_t>(load_le(bytes.data() + 20, 4)));
@@ -172,21 +183,26 @@ std::string check_hello(const std::array<std::byte, kHelloBytes>& bytes, uint64_
   if (hello.listener_rank != my_rank) return cat("it expected to reach rank ", hello.listener_rank);
   if (hello.dialer_rank <= my_rank || hello.dialer_rank >= size)
     return cat("dialer rank ", hello.dialer_rank, " is not a higher rank of this job of size ", size);
+  if (hello.streams != my_streams)
+    return cat("dialer rank ", hello.dialer_rank, " uses ", hello.streams, " streams per peer, rank ", my_rank,
+               " uses ", my_streams);
+  if (hello.stream >= my_streams) return cat("stream ", hello.stream, " of ", my_streams, " does not exist");
   return "";
 }
 
-std::array<std::byte, kAckBytes> encode_ack(int listener_rank, int dialer_rank) {
+std::array<std::byte, kAckBytes> encode_ack(int listener_rank, int dialer_rank, int stream) {
   std::array<std::byte, kAckBytes> out{};
   store_le(out.data() + 0, kAckMagic, 4);
   store_le(out.data() + 4, kWireVersion, 2);
-  store_le(out.data() + 6, kAckAccepted, 2);
+  store_le(out.data() + 6, kAckAccepted, 1);
+  store_le(out.data() + 7, static_cast<uint8_t>(stream), 1);
   store_le(out.data() + 8, static_cast<uint32_t>(listener_rank), 4);
   store_le(out.data() + 12, static_cast<uint32_t>(dialer_rank), 4);
   return out;
 }
 
-Fd dial_peer(const ListenerAddress& peer, int my_rank, Deadline deadline) {
-  return Dialer(peer, my_rank, deadline).run();
+Fd dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, Deadline deadline) {
+  return Dialer(peer, my_rank, stream, streams, deadline).run();
 }
 
 IncomingHandshake::Status IncomingHandshake::read_available() {

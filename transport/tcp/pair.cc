@@ -37,11 +37,13 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-Connection::Connection(ConnectionOwner& owner, int peer_rank, SocketAddress peer_address, Fd fd)
+Connection::Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address, Fd fd)
     : owner_(owner),
       peer_rank_(peer_rank),
+      stream_(stream),
       peer_address_(peer_address),
-      peer_label_(cat("peer rank ", peer_rank, " (", peer_address.to_string(), ")")),
+      peer_label_(cat("peer rank ", peer_rank, " (", peer_address.to_string(),
+                      stream > 0 ? cat(", stream ", stream) : std::string(), ")")),
       fd_(std::move(fd)),
       staging_(kStagingBytes) {}
 

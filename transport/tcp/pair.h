@@ -51,13 +51,15 @@ class ConnectionOwner {
 
 class Connection {
  public:
-  Connection(ConnectionOwner& owner, int peer_rank, SocketAddress peer_address, Fd fd);
+  Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address, Fd fd);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   int peer_rank() const { return peer_rank_; }
+  // Which of the connections to this peer (Device::connect's `stream`).
+  int stream() const { return stream_; }
   int fd() const { return fd_.get(); }
-  // "peer rank 3 (10.0.0.3:41234)"
+  // "peer rank 3 (10.0.0.3:41234)", "peer rank 3 (10.0.0.3:41234, stream 1)"
   const std::string& peer_label() const { return peer_label_; }
 
   // User side.
@@ -149,6 +151,7 @@ class Connection {
 
   ConnectionOwner& owner_;
   const int peer_rank_;
+  const int stream_;
   const SocketAddress peer_address_;
   const std::string peer_label_;
   Fd fd_;

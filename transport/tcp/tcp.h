@@ -25,6 +25,9 @@ struct TcpDeviceOptions {
   // Alpha-beta numbers for algorithm selection. Unset: the built-in estimate
   // (loopback or Ethernet) with CHORUS_LINK_MODEL applied (transport/link_model.h).
   std::optional<LinkModel> link_model;
+  // Connections per peer (Device::connect's `stream`). Published in the
+  // address: a peer created with another count is refused at connect.
+  int streams = 1;
 };
 
 // Creates the listening socket and starts the progress thread. Throws
