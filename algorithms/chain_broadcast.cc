@@ -3,24 +3,26 @@
 #include "algorithms/chain_broadcast.h"
 
 #include "algorithms/block_layout.h"
+#include "algorithms/segment_size.h"
 
 namespace chorus::algorithms {
-
-namespace {
-// The cost model has no tuning; selection assumes the default segments.
-size_t default_segments(const Call& call) {
-  const size_t segment = segment_bytes_of(PlanTuning{}, call.element_bytes());
-  return std::max<size_t>(1, segment_count(call.bytes(), segment));
-}
-}  // namespace
 
 bool chain_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size;
 }
 
+PlanTuning chain_broadcast_tuning(const Call& call, const CostModel& model) {
+  PlanTuning tuning;
+  // The first segment crosses P - 2 links before the last link starts.
+  tuning.segment_bytes = pipeline_segment_bytes(call.bytes(), call.element_bytes(), call.size - 2, model);
+  return tuning;
+}
+
 double chain_broadcast_cost(const Call& call, const CostModel& model) {
   if (call.size <= 1) return 0.0;
-  const double segments = static_cast<double>(default_segments(call));
+  // Exactly the segments chain_broadcast_plan cuts with this tuning.
+  const size_t segment = segment_bytes_of(chain_broadcast_tuning(call, model), call.element_bytes());
+  const double segments = static_cast<double>(std::max<size_t>(1, segment_count(call.bytes(), segment)));
   const double segment_seconds =
       model.alpha_seconds + static_cast<double>(call.bytes()) / segments * model.beta_seconds_per_byte;
   return (call.size - 2 + segments) * segment_seconds;

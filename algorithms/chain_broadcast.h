@@ -13,7 +13,9 @@ namespace chorus::algorithms {
 
 bool chain_broadcast_supports(const Call& call);
 Plan chain_broadcast_plan(const Call& call, const PlanTuning& tuning);
-// With S segments of n/S bytes: (P - 2 + S) (alpha + n/S beta).
+// Segments sized for the model: P - 2 fill stages (segment_size.h).
+PlanTuning chain_broadcast_tuning(const Call& call, const CostModel& model);
+// With the S segments of chain_broadcast_tuning: (P - 2 + S) (alpha + n/S beta).
 double chain_broadcast_cost(const Call& call, const CostModel& model);
 
 }  // namespace chorus::algorithms

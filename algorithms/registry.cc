@@ -42,7 +42,8 @@ constexpr Algorithm algorithm_table[] = {
      dissemination_barrier_plan},
     {Collective::broadcast, "scatter_allgather", scatter_allgather_broadcast_supports,
      scatter_allgather_broadcast_cost, scatter_allgather_broadcast_plan},
-    {Collective::broadcast, "chain", chain_broadcast_supports, chain_broadcast_cost, chain_broadcast_plan},
+    {Collective::broadcast, "chain", chain_broadcast_supports, chain_broadcast_cost, chain_broadcast_plan,
+     chain_broadcast_tuning},
     {Collective::allgather, "ring", ring_allgather_supports, ring_allgather_cost, ring_allgather_plan},
     {Collective::allgather, "recursive_doubling", recursive_doubling_allgather_supports,
      recursive_doubling_allgather_cost, recursive_doubling_allgather_plan},
@@ -58,6 +59,10 @@ constexpr Algorithm algorithm_table[] = {
 }  // namespace
 
 std::span<const Algorithm> all_algorithms() { return algorithm_table; }
+
+PlanTuning plan_tuning(const Algorithm& algorithm, const Call& call, const CostModel& model) {
+  return algorithm.tune ? algorithm.tune(call, model) : PlanTuning{};
+}
 
 const Algorithm* find_algorithm(Collective collective, std::string_view name) {
   for (const Algorithm& algorithm : algorithm_table)

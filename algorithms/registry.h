@@ -19,7 +19,13 @@ struct Algorithm {
   bool (*supports)(const Call& call);
   double (*cost_seconds)(const Call& call, const CostModel& model);
   Plan (*build)(const Call& call, const PlanTuning& tuning);
+  // The tuning `build` gets for a real call, derived from the same model the
+  // cost used, so selection predicts the Plan that runs. Null: PlanTuning{}.
+  PlanTuning (*tune)(const Call& call, const CostModel& model) = nullptr;
 };
+
+// algorithm.tune(call, model), or the default tuning when it has none.
+PlanTuning plan_tuning(const Algorithm& algorithm, const Call& call, const CostModel& model);
 
 std::span<const Algorithm> all_algorithms();
 // Null when no algorithm of that name exists for the collective.

@@ -31,12 +31,13 @@ struct PreparedPlan {
 // Context in the process.
 class PlanCache {
  public:
-  std::shared_ptr<const PreparedPlan> get(const Call& call, const Algorithm& algorithm) {
+  std::shared_ptr<const PreparedPlan> get(const Call& call, const Algorithm& algorithm, const PlanTuning& tuning) {
     // Every field a Plan builder reads is part of the key: the root of any
-    // rooted collective and the per-rank counts of the v variants too.
+    // rooted collective, the per-rank counts of the v variants, and the
+    // tuning (Contexts with different link models cut segments differently).
     const Key key{call.collective, call.rank,        call.size,        call.count,       call.type,
                   call.op,         call.root,        call.in_place,    call.counts,      call.send_counts,
-                  call.recv_counts, &algorithm};
+                  call.recv_counts, &algorithm,      tuning.segment_bytes, tuning.scratch_segments};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto found = plans_.find(key);
@@ -44,7 +45,7 @@ class PlanCache {
     }
     // Built outside the lock: a big plan takes a while and other threads'
     // lookups should not wait for it.
-    auto prepared = std::make_shared<const PreparedPlan>(algorithm.build(call, PlanTuning{}));
+    auto prepared = std::make_shared<const PreparedPlan>(algorithm.build(call, tuning));
     std::lock_guard<std::mutex> lock(mutex_);
     // Bounded crudely: a program cycling through many shapes rebuilds, one
     // with a steady shape never does.
@@ -55,7 +56,7 @@ class PlanCache {
 
  private:
   using Key = std::tuple<Collective, int, int, size_t, DataType, ReduceOp, int, bool, std::vector<size_t>,
-                         std::vector<size_t>, std::vector<size_t>, const Algorithm*>;
+                         std::vector<size_t>, std::vector<size_t>, const Algorithm*, size_t, size_t>;
   static constexpr size_t capacity = 64;
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const PreparedPlan>> plans_;
@@ -145,8 +146,10 @@ namespace {
 void run_plan(Context& context, const Call& call, const void* input, void* output, const std::string& algorithm,
               uint32_t sequence, Deadline deadline) {
   validate(context, call, input, output);
-  const Algorithm& chosen = select_algorithm(call, algorithm, CostModel::from_link(context.device().link_model()));
-  std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(call, chosen);
+  const CostModel model = CostModel::from_link(context.device().link_model());
+  const Algorithm& chosen = select_algorithm(call, algorithm, model);
+  const PlanTuning tuning = plan_tuning(chosen, call, model);
+  std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(call, chosen, tuning);
   execute(context, prepared->plan, prepared->graph, call, input, output, sequence, deadline);
   finish_collective(call, output);
 }

@@ -33,6 +33,13 @@ const std::map<Collective, std::string>& environment_overrides() {
   return overrides;
 }
 
+// Only for algorithms whose segments follow the model; the others always
+// use the default tuning.
+std::string describe_segments(const Algorithm& algorithm, const Call& call, const CostModel& model) {
+  if (!algorithm.tune) return {};
+  return cat(", segments of ", plan_tuning(algorithm, call, model).segment_bytes, " bytes");
+}
+
 }  // namespace
 
 std::map<Collective, std::string> parse_algorithm_overrides(std::string_view text) {
@@ -84,7 +91,7 @@ const Algorithm& select_algorithm(const Call& call, std::string_view requested, 
                                 "' cannot run ", describe_signature(call_signature(call)), " on ", call.size,
                                 " ranks (valid: ", algorithm_names(call.collective), ")"));
     CHORUS_LOG(debug, call.rank, to_string(call.collective), ": using ", name, " (", origin, "), predicted ",
-               algorithm->cost_seconds(call, model) * 1e6, " us");
+               algorithm->cost_seconds(call, model) * 1e6, " us", describe_segments(*algorithm, call, model));
     return *algorithm;
   }
 
@@ -103,7 +110,8 @@ const Algorithm& select_algorithm(const Call& call, std::string_view requested, 
                               describe_signature(call_signature(call)), " on ", call.size,
                               " ranks (known: ", algorithm_names(call.collective), ")"));
   CHORUS_LOG(debug, call.rank, to_string(call.collective), ": auto chose ", best->name, " for ", call.bytes(),
-             " bytes on ", call.size, " ranks, predicted ", best_cost * 1e6, " us");
+             " bytes on ", call.size, " ranks, predicted ", best_cost * 1e6, " us",
+             describe_segments(*best, call, model));
   return *best;
 }
 

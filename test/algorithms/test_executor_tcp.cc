@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "algorithms/run.h"
 #include "chorus/context.h"
 #include "chorus/error.h"
@@ -23,7 +25,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds timeout = 20s) {
+std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds timeout = 20s,
+                                                   std::optional<transport::LinkModel> link_model = std::nullopt) {
   std::vector<std::unique_ptr<transport::Device>> devices;
   std::vector<std::vector<std::byte>> addresses;
   for (int rank = 0; rank < size; ++rank) {
@@ -32,6 +35,7 @@ std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milli
     options.size = size;
     options.hostname = "127.0.0.1";
     options.describe_signature = describe_signature;
+    options.link_model = link_model;
     devices.push_back(transport::tcp::create_device(options));
     addresses.push_back(devices.back()->address());
   }
@@ -144,6 +148,37 @@ TEST_CASE("executor: broadcast from every root and barriers over TCP, repeated")
           run_collective(context, barrier, nullptr, nullptr, "auto", sequences[rank]++, soon());
         }));
       }
+}
+
+TEST_CASE("executor: chain broadcast cuts segments from the device's link model, over TCP") {
+  // A cheap alpha on a slow link: the smallest segments; then the same-host
+  // model's large ones for the same call in the same process (the plan cache
+  // must not hand one model's plan to the other).
+  const transport::LinkModel slow{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 8e-9};
+  const transport::LinkModel fast{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 0.5e-9};
+  const size_t count = (size_t{3} << 20) / 4 + 3;
+  const Algorithm& chain = *find_algorithm(Collective::broadcast, "chain");
+  const Call shape = make_call(Collective::broadcast, 0, 4, count, DataType::float32, ReduceOp::sum, 1, true);
+  REQUIRE(plan_tuning(chain, shape, CostModel::from_link(slow)).segment_bytes == 16 * 1024);
+  REQUIRE(plan_tuning(chain, shape, CostModel::from_link(fast)).segment_bytes == 256 * 1024);
+  for (const transport::LinkModel& model : {slow, fast, slow}) {
+    auto contexts = make_contexts(4, 20s, model);
+    std::vector<uint32_t> sequences(4, 0);
+    for (int root = 0; root < 4; ++root) {
+      INFO("alpha " << model.alpha_seconds << " s, root " << root);
+      require_no_errors(on_every_rank(contexts, [&](Context& context) {
+        const int rank = context.rank();
+        std::vector<float> data(count, -1.0f);
+        if (rank == root)
+          for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i * 7 + root) % 100003);
+        Call call = make_call(context, Collective::broadcast, count, DataType::float32, ReduceOp::sum, root, true);
+        run_collective(context, call, nullptr, data.data(), "chain", sequences[rank]++, soon());
+        for (size_t i = 0; i < count; ++i)
+          if (data[i] != static_cast<float>((i * 7 + root) % 100003))
+            FAIL("rank " << rank << " element " << i << " is " << data[i]);
+      }));
+    }
+  }
 }
 
 TEST_CASE("executor: a barrier holds every rank until the last one arrives") {
