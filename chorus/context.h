@@ -43,7 +43,7 @@ class Context {
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   // How long a waiting collective polls before sleeping (ConnectOptions::poll_time).
-  static constexpr std::chrono::microseconds kDefaultPollTime{50};
+  static constexpr std::chrono::microseconds kDefaultPollTime{200};
   std::chrono::microseconds poll_time() const { return poll_time_; }
   void set_poll_time(std::chrono::microseconds poll_time) { poll_time_ = poll_time; }
   // Connections per peer (ConnectOptions::streams); large messages are

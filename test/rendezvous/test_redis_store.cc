@@ -196,8 +196,11 @@ TEST_CASE("RedisStore errors name host:port when Redis is down, dies, hangs or r
     std::string message =
         chorus::test::thrown_message<chorus::IoError>([&] { store.get("never-set", 20s); });
     killer.join();
+    // The one reconnect either finds the port closed, or (the kernel still
+    // tearing the dead server's sockets down) connects and is reset at once.
     REQUIRE_THAT(message, Catch::Contains("127.0.0.1:" + std::to_string(server.port())) &&
-                              Catch::Contains("reconnecting failed") && Catch::Contains("Connection refused"));
+                              ((Catch::Contains("reconnecting failed") && Catch::Contains("Connection refused")) ||
+                               Catch::Contains("again, after reconnecting")));
     REQUIRE(watch.elapsed() < 3s);
     // Later calls keep failing clearly instead of hanging.
     REQUIRE_THROWS_AS(store.add("x", 1), chorus::IoError);

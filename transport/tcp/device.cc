@@ -64,8 +64,7 @@ bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
 }  // namespace
 
 Engine::Engine(const TcpDeviceOptions& options)
-    : options_(options),
-      cores_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+    : options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
   // The hello carries the stream in one byte.
@@ -410,19 +409,19 @@ bool Engine::progress() {
   for (size_t index = 0; index < links(); ++index)
     if (Connection* connection = by_link_[index].load(std::memory_order_acquire))
       consumed |= connection->read_from_caller();
-  // Measured on a 2-core VM: 4 ranks spinning without yielding took twice as
-  // long per 8-byte allreduce as not spinning at all. Yielding on every empty
-  // poll costs a context switch each time, though, and the next message of a
-  // running peer tends to follow the last within microseconds: so a caller
-  // keeps the CPU for a short while after bytes arrived (docs/latency.md).
+  // A caller that spins without yielding starves the peers it waits for
+  // whenever ranks share cores: 4 ranks on 2 cores took twice as long per
+  // 8-byte allreduce, and ranks in separate network namespaces of one host
+  // (which cannot tell they share it) took 1.5 ms instead of 0.1. So an empty
+  // poll yields, which costs ~1 µs when nothing else wants the CPU. But not
+  // right after bytes arrived: a running peer's next message usually follows
+  // within microseconds, and each yield that switches is a context switch.
   constexpr auto keep_cpu_after_arrival = std::chrono::microseconds(10);
   thread_local Clock::time_point last_arrival{};
-  if (consumed) {
+  if (consumed)
     last_arrival = Clock::now();
-  } else if (peers_on_host_.load(std::memory_order_relaxed) + 1 > cores_ &&
-             Clock::now() - last_arrival > keep_cpu_after_arrival) {
+  else if (Clock::now() - last_arrival > keep_cpu_after_arrival)
     sched_yield();
-  }
   return consumed;
 }
 

@@ -105,10 +105,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   // Dialers that passed the handshake by (peer, stream), waiting for this rank's connect().
   std::map<std::pair<int, int>, Fd> admitted_;
   std::vector<std::unique_ptr<Connection>> connections_;
-  // Peers (not connections) on this host; with this rank, more than the
-  // cores means a caller polling in progress() must yield between polls.
+  // Peers (not connections) on this host: all of them means the same-host link model.
   std::atomic<int> peers_on_host_{0};
-  const int cores_;
   // Callers inside begin_polling/end_polling and the connections whose
   // reading the progress thread left to them. Taken after a connection's mutex.
   std::mutex polling_mutex_;

@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""Reads a `chorus-bench --algo all` output (one table per algorithm, then
+`auto`) and prints, per size, the fastest fixed algorithm, what auto took,
+and auto's time over the best (1.00 = auto picked the best; the issue 5
+target is <= 1.05).
+
+    chorus-bench --ranks 4 --op allreduce --algo all --rounds 5 > out.txt
+    benchmarks/auto_vs_best.py out.txt
+"""
+import sys
+
+
+def tables(path):
+    """{algorithm: {size: time_us}}"""
+    result, current = {}, None
+    for line in open(path):
+        if line.startswith("# chorus-bench:") and "algorithm" in line:
+            current = line.split("algorithm", 1)[1].split(",")[0].strip()
+            result[current] = {}
+        elif current and line.strip() and not line.startswith("#"):
+            fields = line.split()
+            if len(fields) >= 8 and fields[5] != "unsupported":
+                result[current][int(fields[0])] = float(fields[5])
+    return result
+
+
+def main(path):
+    found = tables(path)
+    auto = found.pop("auto", None)
+    if not auto or not found:
+        sys.exit(f"{path}: needs the tables of --algo all (fixed algorithms and auto)")
+    print(f"{'size(B)':>10} {'best fixed':>20} {'time(us)':>10} {'auto(us)':>10} {'auto/best':>9}")
+    worst = 0.0
+    for size in sorted(auto):
+        candidates = [(times[size], name) for name, times in found.items() if size in times]
+        if not candidates:
+            continue
+        best_time, best_name = min(candidates)
+        ratio = auto[size] / best_time if best_time > 0 else 1.0
+        worst = max(worst, ratio)
+        print(f"{size:>10} {best_name:>20} {best_time:>10.1f} {auto[size]:>10.1f} {ratio:>9.2f}")
+    print(f"worst auto/best: {worst:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "/dev/stdin")
