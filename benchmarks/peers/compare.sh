@@ -29,6 +29,10 @@ while [ $# -gt 0 ]; do
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# From a clean clone the default binary is built first (scripts/build.sh, release).
+if [ ! -x "$chorus_bench" ] && [ "$chorus_bench" = "$root/build/benchmarks/chorus-bench" ]; then
+  "$root/scripts/build.sh" >&2
+fi
 [ -x "$chorus_bench" ] || { echo "compare.sh: no chorus-bench at $chorus_bench (set CHORUS_BENCH or --chorus-bench)" >&2; exit 2; }
 # Build once; delete the binaries (or run build.sh) to rebuild.
 [ -x "$peers/gloo-bench" ] && [ -x "$peers/mpi-bench" ] || "$here/build.sh" "$peers" >&2
