@@ -134,8 +134,7 @@ class Device {
   // A waiter that calls it while it spins saves the hand-off from the
   // transport's thread. Returns whether any bytes were consumed. Safe from
   // any thread, concurrently with the transport's own progress and abort.
-  // May yield the CPU when nothing arrived, so a spinning waiter does not
-  // starve a peer that shares its core.
+  // Never blocks or yields: when to give the CPU away is the waiter's policy.
   virtual bool progress() { return false; }
   // Bracket a stretch in which the calling thread keeps calling progress().
   // Meanwhile the transport's own thread leaves reading to the caller instead

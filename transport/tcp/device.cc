@@ -2,7 +2,6 @@
 // through the handshake, building the mesh, and aborting.
 #include "transport/tcp/device.h"
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -409,19 +408,6 @@ bool Engine::progress() {
   for (size_t index = 0; index < links(); ++index)
     if (Connection* connection = by_link_[index].load(std::memory_order_acquire))
       consumed |= connection->read_from_caller();
-  // A caller that spins without yielding starves the peers it waits for
-  // whenever ranks share cores: 4 ranks on 2 cores took twice as long per
-  // 8-byte allreduce, and ranks in separate network namespaces of one host
-  // (which cannot tell they share it) took 1.5 ms instead of 0.1. So an empty
-  // poll yields, which costs ~1 µs when nothing else wants the CPU. But not
-  // right after bytes arrived: a running peer's next message usually follows
-  // within microseconds, and each yield that switches is a context switch.
-  constexpr auto keep_cpu_after_arrival = std::chrono::microseconds(10);
-  thread_local Clock::time_point last_arrival{};
-  if (consumed)
-    last_arrival = Clock::now();
-  else if (Clock::now() - last_arrival > keep_cpu_after_arrival)
-    sched_yield();
   return consumed;
 }
 
