@@ -31,13 +31,17 @@
 
 namespace chorus::transport {
 
-// Messages match on `value` (per pair, per direction, FIFO among equal values).
-// `signature` describes the call that produced the message (collective, type,
-// count...): a receive whose signature differs from the arriving frame's fails
-// with MismatchError instead of landing bytes of the wrong call.
+// Messages match on (`group`, `value`) (per pair, per direction, FIFO among
+// equal tags). `group` names the Context a message belongs to: a child made by
+// Context::split shares its parent's pairs, and the group keeps their
+// collectives apart even when both are numbered the same. `signature`
+// describes the call that produced the message (collective, type, count...):
+// a receive whose signature differs from the arriving frame's fails with
+// MismatchError instead of landing bytes of the wrong call.
 struct Tag {
   uint64_t value = 0;
   uint64_t signature = 0;
+  uint64_t group = 0;
 };
 
 // Wakes one waiter when any of the requests attached to it completes.
