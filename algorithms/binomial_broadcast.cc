@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

@@ -10,8 +10,8 @@
 
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

@@ -7,7 +7,7 @@
 // still agree.
 #include "algorithms/call.h"
 
-#include "chorus/log.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

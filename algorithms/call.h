@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chorus/types.h"
+#include "base/types.h"
 
 namespace chorus::algorithms {
 

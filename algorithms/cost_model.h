@@ -13,7 +13,7 @@ struct CostModel {
   // sharing cores and caches with the progress threads see ~5 GB/s.
   double gamma_seconds_per_byte = 0.2e-9;
 
-  static CostModel from_link(const transport::LinkModel& link) {
+  static CostModel from_link(const LinkModel& link) {
     CostModel model;
     model.alpha_seconds = link.alpha_seconds;
     model.beta_seconds_per_byte = link.beta_seconds_per_byte;

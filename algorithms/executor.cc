@@ -11,8 +11,8 @@
 
 #include "algorithms/local_steps.h"
 #include "algorithms/striping.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/transport.h"
 
 namespace chorus::algorithms {

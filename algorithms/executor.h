@@ -14,7 +14,7 @@
 #include "algorithms/plan.h"
 #include "algorithms/schedule.h"
 #include "chorus/context.h"
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 
 namespace chorus::algorithms {
 

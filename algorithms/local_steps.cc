@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "chorus/reduce.h"
+#include "base/reduce.h"
 
 namespace chorus::algorithms {
 

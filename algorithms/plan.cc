@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "chorus/log.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

@@ -5,8 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

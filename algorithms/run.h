@@ -7,7 +7,7 @@
 
 #include "algorithms/call.h"
 #include "chorus/context.h"
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 
 namespace chorus::algorithms {
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "algorithms/local_steps.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::algorithms {
 

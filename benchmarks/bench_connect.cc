@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #if CHORUS_BENCH_HAVE_MPI
-#include "rendezvous/mpi/mpi_bootstrap.h"
+#include "chorus/mpi.h"
 #endif
 
 namespace chorus::bench {

@@ -5,8 +5,8 @@
 
 #include "algorithms/registry.h"
 #include "chorus/collectives.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::bench {
 namespace {

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-#include "chorus/types.h"
+#include "base/types.h"
 
 namespace chorus::bench {
 

@@ -23,7 +23,7 @@
 #include "benchmarks/bench_runner.h"
 #include "benchmarks/check_data.h"
 #include "chorus/chorus.h"
-#include "chorus/log.h"
+#include "base/log.h"
 #include "tools/local_launcher.h"
 
 namespace {

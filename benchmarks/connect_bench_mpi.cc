@@ -11,7 +11,7 @@
 #include <vector>
 
 #if CHORUS_BENCH_HAVE_MPI
-#include "rendezvous/mpi/mpi_bootstrap.h"
+#include "chorus/mpi.h"
 #endif
 
 namespace chorus::bench {

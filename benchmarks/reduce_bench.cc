@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/reduce.h"
-#include "chorus/types.h"
+#include "base/reduce.h"
+#include "base/types.h"
 
 namespace {
 

@@ -1,11 +1,20 @@
-// The whole public API.
+// The whole public API: Contexts and how to build them, the collectives,
+// the stores and bootstraps rendezvous goes through, types and errors.
 #pragma once
 
-#include "chorus/bootstrap.h"
+#include "base/error.h"
+#include "base/types.h"
 #include "chorus/collectives.h"
 #include "chorus/connect.h"
 #include "chorus/context.h"
-#include "chorus/error.h"
-#include "chorus/store.h"
-#include "chorus/types.h"
+#include "chorus/features.h"
 #include "chorus/work.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
+#if CHORUS_HAVE_REDIS
+#include "rendezvous/redis_store.h"
+#endif

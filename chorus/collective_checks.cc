@@ -6,7 +6,7 @@
 #include <string>
 
 #include "algorithms/run.h"
-#include "chorus/log.h"
+#include "base/log.h"
 #include "chorus/work_queue.h"
 
 namespace chorus::detail {

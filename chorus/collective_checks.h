@@ -11,8 +11,8 @@
 #include "algorithms/call.h"
 #include "chorus/collective_options.h"
 #include "chorus/context.h"
-#include "chorus/error.h"
-#include "chorus/types.h"
+#include "base/error.h"
+#include "base/types.h"
 #include "chorus/work.h"
 #include "transport/transport.h"
 

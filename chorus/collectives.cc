@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "chorus/collective_checks.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus {
 namespace {

@@ -25,7 +25,7 @@
 #include "chorus/collectives_gather.h"
 #include "chorus/context.h"
 #include "chorus/point_to_point.h"
-#include "chorus/types.h"
+#include "base/types.h"
 #include "chorus/work.h"
 
 namespace chorus {

@@ -7,9 +7,9 @@
 #include <string_view>
 
 #include "algorithms/call.h"
-#include "chorus/error.h"
-#include "chorus/launch_env.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "rendezvous/launch_env.h"
+#include "base/log.h"
 #include "rendezvous/store_url.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"

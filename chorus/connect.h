@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "chorus/bootstrap.h"
+#include "rendezvous/bootstrap.h"
 #include "chorus/context.h"
 
 namespace chorus {

@@ -1,7 +1,7 @@
 #include "chorus/context.h"
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "chorus/work_queue.h"
 #include "transport/transport.h"
 

@@ -13,8 +13,8 @@
 
 #include "algorithms/call.h"
 #include "chorus/collective_checks.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "chorus/work_queue.h"
 #include "transport/transport.h"
 

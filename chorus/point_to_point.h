@@ -22,7 +22,7 @@
 
 #include "chorus/collective_options.h"
 #include "chorus/context.h"
-#include "chorus/types.h"
+#include "base/types.h"
 #include "chorus/work.h"
 
 namespace chorus {

@@ -1,6 +1,6 @@
 #include "chorus/work.h"
 
-#include "chorus/error.h"
+#include "base/error.h"
 #include "chorus/work_queue.h"
 
 namespace chorus {

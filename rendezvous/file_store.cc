@@ -4,6 +4,8 @@
 // atomic across processes because it holds flock() on one lock file while it
 // reads, computes and renames. Waiting is polling with a short backoff: a
 // shared filesystem offers nothing better that works everywhere.
+#include "rendezvous/file_store.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,9 +19,8 @@
 #include <random>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "rendezvous/store_common.h"
 
 namespace chorus {

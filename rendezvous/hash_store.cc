@@ -2,11 +2,12 @@
 // (tests, single-process jobs). One mutex guards the map; one condition
 // variable wakes every waiter on any change, which is plenty for a handful of
 // rendezvous keys.
+#include "rendezvous/hash_store.h"
+
 #include <condition_variable>
 #include <mutex>
 #include <unordered_map>
 
-#include "chorus/store.h"
 #include "rendezvous/store_common.h"
 
 namespace chorus {

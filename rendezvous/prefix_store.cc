@@ -1,8 +1,9 @@
 // PrefixStore: a namespace ("job-7/") inside another store, so reruns and
 // sub-groups never read each other's keys. Batches stay batches: get_many
 // forwards to the inner store's get_many (one round trip on a TcpStore).
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "rendezvous/prefix_store.h"
+
+#include "base/error.h"
 
 namespace chorus {
 

@@ -14,8 +14,9 @@
 #include <cerrno>
 #include <ctime>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/redis_store.h"
 
 namespace chorus::redis_detail {
 

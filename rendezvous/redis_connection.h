@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 
 struct redisContext;
 struct redisReply;

@@ -5,14 +5,15 @@
 // key" that works for plain string keys without keyspace notifications
 // (which are off by default and server-wide), so blocking calls poll with a
 // 1 to 20 ms backoff: rendezvous keys appear within milliseconds.
+#include "rendezvous/redis_store.h"
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "rendezvous/redis_connection.h"
 #include "rendezvous/store_common.h"
 

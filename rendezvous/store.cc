@@ -1,5 +1,5 @@
 // The Store base class's batch read for stores that cannot batch.
-#include "chorus/store.h"
+#include "rendezvous/store.h"
 
 #include "rendezvous/store_common.h"
 

@@ -10,10 +10,10 @@
 // same order. Finishing round n proves every rank has finished round n - 1
 // (each has written its round-n key), so each rank then removes the keys it
 // wrote in round n - 1: a long job does not grow the store.
-#include "chorus/bootstrap.h"
+#include "rendezvous/bootstrap.h"
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "rendezvous/store_common.h"
 
 namespace chorus {

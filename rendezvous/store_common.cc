@@ -3,8 +3,8 @@
 
 #include <charconv>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::store_detail {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 
 namespace chorus::store_detail {
 

@@ -3,8 +3,12 @@
 
 #include <charconv>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/redis_store.h"
+#include "rendezvous/tcp_store.h"
 
 namespace chorus {
 namespace {

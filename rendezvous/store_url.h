@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "chorus/store.h"
+#include "rendezvous/store.h"
 
 namespace chorus {
 

@@ -17,10 +17,11 @@
 #include <mutex>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/store.h"
 #include "rendezvous/store_common.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_socket.h"
 

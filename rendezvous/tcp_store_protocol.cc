@@ -3,8 +3,9 @@
 
 #include <cstring>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/tcp_store.h"
 
 namespace chorus::tcp_store {
 

@@ -15,10 +15,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/store.h"
 #include "rendezvous/store_common.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_socket.h"
 

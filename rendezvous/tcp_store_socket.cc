@@ -16,8 +16,9 @@
 #include <cstring>
 #include <memory>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/tcp_store.h"
 
 namespace chorus::tcp_store {
 

@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 
 namespace chorus::tcp_store {
 

@@ -17,6 +17,16 @@ fi
 
 meson install -C build --quiet
 prefix="$PWD/build/prefix"
+# Every installed header compiles on its own with only pkg-config's flags:
+# none may include a header that is not installed.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+for header in $(cd "$prefix/include/chorus" && find . -name '*.h' | sed 's#^\./##' | sort); do
+  package=chorus
+  case "$header" in *mpi*) package=chorus-mpi ;; esac
+  echo "#include <$header>" | g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -x c++ - \
+    $(pkg-config --cflags "$package")
+done
+echo "installed headers: each compiles on its own"
 consumer="$PWD/build/consumer"
 g++ -std=c++20 -Wall -Wextra -Werror test/consumer/main.cc -o "$consumer" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)

@@ -8,8 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-store: serve a chorus TcpStore for rendezvous until SIGINT/SIGTERM"};

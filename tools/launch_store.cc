@@ -8,8 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "rendezvous/tcp_store.h"
 
 namespace chorus::tools {
 namespace {

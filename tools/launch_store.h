@@ -7,7 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "chorus/store.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
 
 namespace chorus::tools {
 

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <unistd.h>
 
-#include "chorus/log.h"
+#include "base/log.h"
 
 namespace chorus::tools {
 namespace {

@@ -1,6 +1,6 @@
 #include "transport/transport.h"
 
-#include "chorus/error.h"
+#include "base/error.h"
 
 namespace chorus::transport {
 

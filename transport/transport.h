@@ -27,7 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "chorus/deadline.h"
+#include "base/deadline.h"
+#include "base/link_model.h"
 
 namespace chorus::transport {
 
@@ -92,12 +93,6 @@ class Request {
   std::atomic<State> state_{State::idle};
   std::exception_ptr error_;
   CompletionSignal* signal_ = nullptr;
-};
-
-// Latency and inverse bandwidth of one link, for algorithm selection.
-struct LinkModel {
-  double alpha_seconds = 50e-6;            // per message
-  double beta_seconds_per_byte = 1e-9;     // 1 / bandwidth
 };
 
 // One connected peer.

@@ -4,8 +4,8 @@
 
 #include <climits>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus {
 namespace {
@@ -77,11 +77,5 @@ std::vector<std::vector<std::byte>> MpiBootstrap::allgather(std::span<const std:
 }
 
 void MpiBootstrap::barrier() { check_mpi(MPI_Barrier(communicator_), rank_, "MPI_Barrier"); }
-
-std::shared_ptr<Context> connect_mpi(MPI_Comm communicator, const ConnectOptions& options) {
-  MpiBootstrap bootstrap(communicator);
-  CHORUS_LOG(info, bootstrap.rank(), "rendezvous over MPI: rank ", bootstrap.rank(), " of ", bootstrap.size());
-  return connect(bootstrap, options);
-}
 
 }  // namespace chorus

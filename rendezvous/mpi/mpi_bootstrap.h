@@ -1,22 +1,15 @@
 // Rendezvous where mpirun (or any MPI launcher) started the job: the ranks of
 // an MPI communicator exchange transport addresses with MPI_Allgatherv, then
 // chorus runs on its own connections; MPI carries nothing else. Part of
-// libchorus_mpi (pkg-config chorus-mpi), installed as <chorus/mpi_bootstrap.h>,
-// so programs that link only libchorus never depend on MPI.
-//
-//   MPI_Init(&argc, &argv);
-//   auto context = chorus::connect_mpi(MPI_COMM_WORLD);
-//   ... collectives on *context ...
-//   context.reset();
-//   MPI_Finalize();
+// libchorus_mpi (pkg-config chorus-mpi), so programs that link only libchorus
+// never depend on MPI. Programs call connect_mpi (<chorus/mpi.h>).
 #pragma once
 
 #include <mpi.h>
 
 #include <memory>
 
-#include "chorus/bootstrap.h"
-#include "chorus/connect.h"
+#include "rendezvous/bootstrap.h"
 
 namespace chorus {
 
@@ -42,9 +35,5 @@ class MpiBootstrap : public Bootstrap {
   int rank_ = -1;
   int size_ = 0;
 };
-
-// A Context over the ranks of `communicator`, ranked as in it (collective
-// over the communicator). Sub-communicators give independent Contexts.
-std::shared_ptr<Context> connect_mpi(MPI_Comm communicator, const ConnectOptions& options = {});
 
 }  // namespace chorus

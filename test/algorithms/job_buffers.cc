@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "chorus/half.h"
+#include "base/half.h"
 
 namespace chorus::algorithms::testing {
 

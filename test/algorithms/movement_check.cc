@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/algorithms/job_buffers.h"
 
 namespace chorus::algorithms::testing {

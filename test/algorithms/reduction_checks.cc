@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/algorithms/job_buffers.h"
 
 namespace chorus::algorithms::testing {

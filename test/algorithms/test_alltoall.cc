@@ -9,7 +9,7 @@
 #include "algorithms/bruck_alltoall.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
-#include "chorus/error.h"
+#include "base/error.h"
 #include "test/algorithms/movement_check.h"
 
 using namespace chorus;

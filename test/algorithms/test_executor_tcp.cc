@@ -15,7 +15,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/run.h"
 #include "chorus/context.h"
-#include "chorus/error.h"
+#include "base/error.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 namespace {
 
 std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds timeout = 20s,
-                                                   std::optional<transport::LinkModel> link_model = std::nullopt) {
+                                                   std::optional<LinkModel> link_model = std::nullopt) {
   std::vector<std::unique_ptr<transport::Device>> devices;
   std::vector<std::vector<std::byte>> addresses;
   for (int rank = 0; rank < size; ++rank) {
@@ -154,14 +154,14 @@ TEST_CASE("executor: chain broadcast cuts segments from the device's link model,
   // A cheap alpha on a slow link: the smallest segments; then the same-host
   // model's large ones for the same call in the same process (the plan cache
   // must not hand one model's plan to the other).
-  const transport::LinkModel slow{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 8e-9};
-  const transport::LinkModel fast{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 0.5e-9};
+  const LinkModel slow{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 8e-9};
+  const LinkModel fast{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 0.5e-9};
   const size_t count = (size_t{3} << 20) / 4 + 3;
   const Algorithm& chain = *find_algorithm(Collective::broadcast, "chain");
   const Call shape = make_call(Collective::broadcast, 0, 4, count, DataType::float32, ReduceOp::sum, 1, true);
   REQUIRE(plan_tuning(chain, shape, CostModel::from_link(slow)).segment_bytes == 16 * 1024);
   REQUIRE(plan_tuning(chain, shape, CostModel::from_link(fast)).segment_bytes == 256 * 1024);
-  for (const transport::LinkModel& model : {slow, fast, slow}) {
+  for (const LinkModel& model : {slow, fast, slow}) {
     auto contexts = make_contexts(4, 20s, model);
     std::vector<uint32_t> sequences(4, 0);
     for (int root = 0; root < 4; ++root) {

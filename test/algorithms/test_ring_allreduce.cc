@@ -8,7 +8,7 @@
 #include <string>
 
 #include "algorithms/ring_allreduce.h"
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/algorithms/job_buffers.h"
 #include "test/algorithms/reduction_checks.h"
 

@@ -7,7 +7,7 @@
 #include "algorithms/call.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
-#include "chorus/error.h"
+#include "base/error.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "algorithms/simulator.h"
-#include "chorus/error.h"
+#include "base/error.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;

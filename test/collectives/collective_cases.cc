@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "chorus/collectives.h"
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "test/collectives/reference_data.h"
 
 namespace chorus::collective_test {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/registry.h"
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/collectives/collective_cases.h"
 
 namespace chorus::collective_test {

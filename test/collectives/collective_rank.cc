@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/collectives/collective_matrix.h"
 #include "test/collectives/point_to_point_checks.h"
 #include "test/collectives/rank_errors.h"

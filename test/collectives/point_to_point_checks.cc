@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "chorus/collectives.h"
-#include "chorus/log.h"
+#include "base/log.h"
 
 namespace chorus::collective_test {
 namespace {

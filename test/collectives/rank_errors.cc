@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "algorithms/registry.h"
+#include "base/log.h"
 #include "chorus/chorus.h"
-#include "chorus/log.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/prefix_store.h"
 
 namespace chorus::collective_test {
 namespace {

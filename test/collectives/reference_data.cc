@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "chorus/half.h"
+#include "base/half.h"
 
 namespace chorus::collective_test {
 namespace {

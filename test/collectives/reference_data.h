@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/call.h"
-#include "chorus/types.h"
+#include "base/types.h"
 
 namespace chorus::collective_test {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "algorithms/striping.h"
-#include "chorus/log.h"
+#include "base/log.h"
 #include "test/collectives/collective_cases.h"
 
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "chorus/error.h"
-#include "transport/link_model.h"
+#include "base/error.h"
+#include "base/link_model.h"
 #include "transport/tcp/tcp.h"
 
 using namespace chorus;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "chorus/half.h"
+#include "base/half.h"
 
 using namespace chorus;
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "chorus/log.h"
+#include "base/log.h"
 
 using namespace chorus;
 

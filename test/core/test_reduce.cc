@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "chorus/error.h"
-#include "chorus/half.h"
-#include "chorus/reduce.h"
+#include "base/error.h"
+#include "base/half.h"
+#include "base/reduce.h"
 
 using namespace chorus;
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "chorus/error.h"
-#include "chorus/types.h"
+#include "base/error.h"
+#include "base/types.h"
 
 using namespace chorus;
 

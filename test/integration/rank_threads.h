@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "rendezvous/hash_store.h"
 
 namespace chorus::testing {
 

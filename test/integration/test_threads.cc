@@ -5,8 +5,8 @@
 #include <numeric>
 #include <string>
 
-#include "chorus/half.h"
-#include "chorus/log.h"
+#include "base/half.h"
+#include "base/log.h"
 #include "test/integration/rank_threads.h"
 
 using namespace chorus;

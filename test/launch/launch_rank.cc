@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
-#include "chorus/launch_env.h"
+#include "rendezvous/launch_env.h"
 
 namespace {
 

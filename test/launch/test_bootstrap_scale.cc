@@ -10,8 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "chorus/bootstrap.h"
-#include "chorus/store.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/store.h"
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <vector>
 
+#include "rendezvous/tcp_store.h"
 #include "test/launch/child_process.h"
 
 using chorus::test::ChildProcess;

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "chorus/error.h"
-#include "chorus/launch_env.h"
+#include "base/error.h"
+#include "rendezvous/launch_env.h"
 
 namespace {
 

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "chorus/collectives.h"
-#include "chorus/error.h"
+#include "base/error.h"
+#include "chorus/mpi.h"
 #include "rendezvous/mpi/mpi_bootstrap.h"
 
 namespace {

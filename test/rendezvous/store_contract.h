@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/store.h"
 #include "rendezvous_test_helpers.h"
 
 namespace chorus::test {

@@ -8,8 +8,9 @@
 
 #include <fstream>
 
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/store.h"
 #include "rendezvous_test_helpers.h"
 
 using namespace std::chrono_literals;

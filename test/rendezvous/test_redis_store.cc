@@ -10,12 +10,13 @@
 #include <memory>
 #include <thread>
 
-#include "chorus/bootstrap.h"
+#include "base/error.h"
 #include "chorus/collectives.h"
 #include "chorus/connect.h"
-#include "chorus/error.h"
-#include "chorus/store.h"
 #include "redis_server.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/redis_store.h"
+#include "rendezvous/store.h"
 #include "rendezvous/store_url.h"
 #include "rendezvous_test_helpers.h"
 #include "store_contract.h"

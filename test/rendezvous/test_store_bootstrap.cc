@@ -6,9 +6,13 @@
 #include <atomic>
 #include <thread>
 
-#include "chorus/bootstrap.h"
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous_test_helpers.h"
 
 using namespace std::chrono_literals;

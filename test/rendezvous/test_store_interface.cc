@@ -4,8 +4,12 @@
 #include <atomic>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/file_store.h"
+#include "rendezvous/hash_store.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous_test_helpers.h"
 #include "store_contract.h"
 

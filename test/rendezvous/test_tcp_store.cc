@@ -11,8 +11,9 @@
 #include <random>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/store.h"
+#include "base/error.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous_test_helpers.h"
 

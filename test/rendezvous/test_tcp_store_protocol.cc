@@ -5,7 +5,8 @@
 
 #include <random>
 
-#include "chorus/error.h"
+#include "base/error.h"
+#include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous_test_helpers.h"
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 

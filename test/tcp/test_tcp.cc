@@ -12,8 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "test/tcp/mesh.h"
 
 namespace chorus::transport::tcp::testing {

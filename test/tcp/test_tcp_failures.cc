@@ -10,8 +10,8 @@
 #include <deque>
 #include <random>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "test/tcp/mesh.h"
 #include "transport/tcp/address.h"
 #include "transport/tcp/frame.h"

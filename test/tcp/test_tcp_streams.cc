@@ -5,7 +5,7 @@
 #include <deque>
 #include <thread>
 
-#include "chorus/error.h"
+#include "base/error.h"
 #include "test/tcp/mesh.h"
 
 namespace chorus::transport::tcp::testing {

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/frame.h"
 
 namespace chorus::transport::tcp {

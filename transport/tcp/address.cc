@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/frame.h"
 
 namespace chorus::transport::tcp {

@@ -10,8 +10,8 @@
 #include <random>
 #include <sstream>
 
-#include "chorus/error.h"
-#include "transport/link_model.h"
+#include "base/error.h"
+#include "base/link_model.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {

@@ -10,8 +10,8 @@
 #include <climits>
 #include <thread>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/frame.h"
 
 namespace chorus::transport::tcp {

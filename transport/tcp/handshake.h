@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "chorus/deadline.h"
+#include "base/deadline.h"
 #include "transport/tcp/address.h"
 #include "transport/tcp/socket.h"
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "chorus/error.h"
+#include "base/error.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {

@@ -22,8 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "chorus/deadline.h"
-#include "chorus/log.h"
+#include "base/deadline.h"
+#include "base/log.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
 #include "transport/transport.h"

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <vector>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::transport::tcp {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/store.h"
+#include "rendezvous/store.h"
 
 namespace chorus {
 

@@ -1,12 +1,12 @@
-#include "transport/link_model.h"
+#include "base/link_model.h"
 
 #include <cstdlib>
 #include <string>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
-namespace chorus::transport {
+namespace chorus {
 namespace {
 
 std::string_view trim(std::string_view text) {
@@ -54,4 +54,4 @@ LinkModel link_model_from_environment(LinkModel base) {
   }
 }
 
-}  // namespace chorus::transport
+}  // namespace chorus

@@ -1,13 +1,13 @@
 // Launcher detection: a table of launchers, tried in order, each naming the
 // variables that carry rank and size and where its job id comes from.
-#include "chorus/launch_env.h"
+#include "rendezvous/launch_env.h"
 
 #include <array>
 #include <charconv>
 #include <cstdlib>
 
-#include "chorus/error.h"
-#include "chorus/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace chorus {
 namespace {

@@ -1,5 +1,5 @@
-// Configuring a transport's link model (the alpha-beta numbers algorithm
-// selection uses) instead of the transport's built-in estimate:
+// The link model: the alpha-beta numbers algorithm selection assumes of a
+// link, and how a user replaces a transport's built-in estimate:
 //
 //   CHORUS_LINK_MODEL="alpha_us=25,gbps=2"     # 25 µs per message, 2 GB/s
 //
@@ -11,9 +11,13 @@
 #include <optional>
 #include <string_view>
 
-#include "transport/transport.h"
+namespace chorus {
 
-namespace chorus::transport {
+// Latency and inverse bandwidth of one link, for algorithm selection.
+struct LinkModel {
+  double alpha_seconds = 50e-6;            // per message
+  double beta_seconds_per_byte = 1e-9;     // 1 / bandwidth
+};
 
 // Applies "alpha_us=...,gbps=..." on top of `base`. Throws InvalidArgument
 // for unknown keys, bad numbers or non-positive values.
@@ -23,4 +27,4 @@ LinkModel parse_link_model(std::string_view text, LinkModel base);
 // (naming the variable) when it is malformed.
 LinkModel link_model_from_environment(LinkModel base);
 
-}  // namespace chorus::transport
+}  // namespace chorus

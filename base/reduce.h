@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "chorus/types.h"
+#include "base/types.h"
 
 namespace chorus {
 

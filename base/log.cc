@@ -1,6 +1,6 @@
 // Logging: reads CHORUS_LOG once and writes each line to stderr with a single
 // write(), so lines from many threads and ranks never interleave mid-line.
-#include "chorus/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 

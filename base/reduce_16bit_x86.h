@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "chorus/half.h"
+#include "base/half.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CHORUS_X86_16BIT_KERNELS 1

@@ -1,7 +1,7 @@
 // Element-wise reduction kernels. Each kernel is a plain loop over __restrict
 // pointers so g++ -O3 vectorises it; the type/op switch happens once per call,
 // never per element.
-#include "chorus/reduce.h"
+#include "base/reduce.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <string>
 #include <type_traits>
 
-#include "chorus/error.h"
-#include "chorus/half.h"
-#include "chorus/reduce_16bit_x86.h"
+#include "base/error.h"
+#include "base/half.h"
+#include "base/reduce_16bit_x86.h"
 
 namespace chorus {
 namespace {

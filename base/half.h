@@ -11,7 +11,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "chorus/types.h"
+#include "base/types.h"
 
 namespace chorus {
 

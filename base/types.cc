@@ -1,10 +1,10 @@
 // Names, sizes and validity rules for DataType and ReduceOp.
-#include "chorus/types.h"
+#include "base/types.h"
 
 #include <array>
 #include <string>
 
-#include "chorus/error.h"
+#include "base/error.h"
 
 namespace chorus {
 namespace {
