@@ -16,10 +16,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/memory.h"
+#include "base/topology.h"
 #include "base/types.h"
 
 namespace chorus::algorithms {
@@ -43,6 +46,11 @@ struct Call {
   std::vector<size_t> send_counts;  // alltoallv
   std::vector<size_t> recv_counts;  // alltoallv
   uint32_t user_tag = 0;            // send/recv
+  // Where the caller's buffers live; the executor's memory backend and the
+  // transports follow it. Plans do not depend on it.
+  Memory memory;
+  // Which ranks share a host, for topology-aware Plans; null: all on one.
+  std::shared_ptr<const Topology> topology;
 
   bool variable() const { return !counts.empty() || !send_counts.empty(); }
   size_t element_bytes() const { return element_size(type); }
@@ -54,6 +62,9 @@ struct Call {
   size_t total_count() const;
   // Bytes of the whole buffer for allreduce/broadcast/reduce.
   size_t bytes() const { return count * element_size(type); }
+  // The topology, or one host holding every rank.
+  Topology hosts() const { return topology ? *topology : Topology::single_host(size); }
+  int host_count() const { return topology ? topology->hosts() : 1; }
 };
 
 // The bytes of the caller's input and output that a Plan for this rank may

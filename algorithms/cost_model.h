@@ -1,8 +1,14 @@
 // The alpha-beta-gamma cost model that selection and the simulator share:
 // a message of n bytes costs alpha + n * beta, reducing n bytes costs n * gamma.
+//
+// There are two levels of link: within a host (local) and between hosts
+// (remote, where beta is the host's uplink, which every rank of the host
+// shares). Algorithms that ignore the topology see one "flat" link, the
+// slowest one their messages cross: the remote one as soon as the job spans
+// hosts. Topology-aware (hierarchical) algorithms cost each phase at its level.
 #pragma once
 
-#include "transport/transport.h"
+#include "base/link_model.h"
 
 namespace chorus::algorithms {
 
@@ -12,9 +18,25 @@ struct CostModel {
   // A vectorised fp32 sum streams ~19 GB/s on an idle core, but ranks
   // sharing cores and caches with the progress threads see ~5 GB/s.
   double gamma_seconds_per_byte = 0.2e-9;
+  LinkModel local{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1e-9};
+  LinkModel remote{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1e-9};
 
-  static CostModel from_link(const LinkModel& link) {
+  // Every link alike (one host, or tests).
+  static CostModel from_link(const LinkModel& link) { return from_levels(link, link, false); }
+  static CostModel from_levels(const LinkModel& local, const LinkModel& remote, bool spans_hosts) {
     CostModel model;
+    model.local = local;
+    model.remote = remote;
+    const LinkModel& flat = spans_hosts ? remote : local;
+    model.alpha_seconds = flat.alpha_seconds;
+    model.beta_seconds_per_byte = flat.beta_seconds_per_byte;
+    return model;
+  }
+  // The same gamma with one level's link as the flat one (a phase of a
+  // hierarchical algorithm costed with a flat algorithm's formula).
+  CostModel at(LinkLevel level) const {
+    CostModel model = *this;
+    const LinkModel& link = level == LinkLevel::local ? local : remote;
     model.alpha_seconds = link.alpha_seconds;
     model.beta_seconds_per_byte = link.beta_seconds_per_byte;
     return model;

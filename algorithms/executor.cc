@@ -19,20 +19,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-// Scratch is reused across calls on the same thread: a collective is always
-// run by one thread from start to end, and reallocating (and page-faulting)
-// megabytes per call would show in small-message latency.
-std::byte* thread_scratch(size_t bytes) {
-  thread_local std::unique_ptr<std::byte[]> buffer;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    buffer.reset();
-    buffer.reset(new std::byte[bytes]);
-    capacity = bytes;
-  }
-  return buffer.get();
-}
-
 std::string describe_call(const Call& call) {
   if (call.collective == Collective::barrier) return cat(call.size, " ranks");
   std::string text = call.variable() ? cat("variable counts, ", call.total_count(), " total ", to_string(call.type))
@@ -59,31 +45,37 @@ std::string describe_wait(const Step& step, size_t stripes) {
 
 class PlanRun {
  public:
-  PlanRun(Context& context, const Plan& plan, const PlanGraph& graph, const Call& call, const void* input,
-          void* output, uint32_t sequence, Deadline deadline, Window window)
-      : context_(context),
+  PlanRun(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
+          const void* input, void* output, uint32_t sequence, Deadline deadline, Window window)
+      : communicator_(communicator),
+        mesh_(communicator.mesh()),
         plan_(plan),
         graph_(graph),
         call_(call),
         sequence_(sequence),
         deadline_(deadline),
         scheduler_(plan, graph, window) {
+    // Scratch is reused across calls on the same thread (a collective is run
+    // by one thread from start to end): reallocating and page-faulting
+    // megabytes per call would show in small-message latency.
+    buffers_.backend = &memory_backend(call.memory);
     buffers_.input = static_cast<const std::byte*>(input);
     buffers_.output = static_cast<std::byte*>(output);
-    buffers_.scratch = plan.scratch_bytes ? thread_scratch(plan.scratch_bytes) : nullptr;
-    const size_t requests = number_stripes(context.streams());
+    buffers_.scratch = plan.scratch_bytes ? buffers_.backend->thread_scratch(plan.scratch_bytes) : nullptr;
+    const size_t requests = number_stripes();
     requests_.reset(new transport::Request[requests]);
     for (size_t i = 0; i < requests; ++i) requests_[i].attach(&signal_);
     in_flight_.reserve(64);
     tag_.signature = call_signature(call);
+    tag_.group = communicator.group();
   }
 
   void run() {
     const auto started = Clock::now();
-    transport::Device& device = context_.device();
-    // While this thread runs the plan it reads its own sockets (see
-    // Device::begin_polling); it hands reading back only to sleep.
-    transport::PollingScope polling(device);
+    transport::Mesh& mesh = mesh_;
+    // While this thread runs the plan it reads its own sockets and rings
+    // (see Device::begin_polling); it hands reading back only to sleep.
+    transport::PollingScope polling(mesh);
     while (!scheduler_.done()) {
       // Read the count before looking at requests: a completion after the
       // scan then changes it, and the wait below returns at once.
@@ -99,15 +91,15 @@ class PlanRun {
         run_local_step(plan_.step(*id), call_, buffers_);
         scheduler_.finish(*id);
         // Parked sockets have no other reader: drain what arrived meanwhile.
-        device.progress();
+        mesh.progress();
         continue;
       }
       if (progressed || scheduler_.done()) continue;
       if (deadline_.expired()) throw_timeout(started);
       if (poll_for_change(seen)) continue;
-      device.end_polling();
+      mesh.end_polling();
       signal_.wait_change(seen, deadline_);
-      device.begin_polling();
+      mesh.begin_polling();
     }
   }
 
@@ -132,13 +124,12 @@ class PlanRun {
   bool poll_for_change(uint64_t seen) {
     constexpr Clock::duration longest_poll = std::chrono::microseconds(20);
     constexpr Clock::duration keep_cpu_after_arrival = std::chrono::microseconds(10);
-    const Clock::duration budget = context_.poll_time();
-    transport::Device& device = context_.device();
+    const Clock::duration budget = communicator_.poll_time();
     Clock::duration spent{0};
     auto last = Clock::now();
     auto last_arrival = last;
     while (signal_.count() == seen) {
-      const bool consumed = device.progress();
+      const bool consumed = mesh_.progress();
       const auto now = Clock::now();
       if (consumed) {
         spent = Clock::duration{0};  // the collective is moving: keep reading
@@ -153,17 +144,22 @@ class PlanRun {
     return true;
   }
 
-  // With one stream, request i belongs to communication step i. With more,
-  // a step owns one request per stripe: first_request_ (by communication
-  // index) says where its run starts. Returns the number of requests.
-  size_t number_stripes(int streams) {
+  // With one stream per peer, request i belongs to communication step i.
+  // Where a peer's transport keeps several, a step to it owns one request
+  // per stripe: first_request_ (by communication index) says where its run
+  // starts. Returns the number of requests.
+  size_t number_stripes() {
     const size_t steps = graph_.communication_steps();
-    if (streams == 1) return steps;
+    bool striped = false;
+    for (int member = 0; member < communicator_.size() && !striped; ++member)
+      striped = member != communicator_.rank() && communicator_.streams(member) > 1;
+    if (!striped) return steps;
     first_request_.assign(steps + 1, 0);
     for (StepId id = 0; id < plan_.size(); ++id) {
       const Step& step = plan_.step(id);
       if (step.is_communication())
-        first_request_[graph_.communication_index(id) + 1] = stripe_count(step.bytes(), streams);
+        first_request_[graph_.communication_index(id) + 1] =
+            stripe_count(step.bytes(), communicator_.streams(step.peer));
     }
     for (size_t i = 0; i < steps; ++i) first_request_[i + 1] += first_request_[i];
     return first_request_[steps];
@@ -210,11 +206,11 @@ class PlanRun {
     const size_t length = step.bytes();
     for (size_t piece = 0; piece < requests.size(); ++piece) {
       const Stripe part = stripe(length, requests.size(), piece);
-      transport::Pair& pair = context_.pair(step.peer, static_cast<int>(piece));
+      transport::Pair& pair = communicator_.pair(step.peer, static_cast<int>(piece));
       if (step.kind == StepKind::send)
-        pair.post_send(requests[piece], tag_, {buffers_.read(step.from) + part.offset, part.length});
+        pair.post_send(requests[piece], tag_, {buffers_.read(step.from) + part.offset, part.length}, call_.memory);
       else
-        pair.post_recv(requests[piece], tag_, {buffers_.write(step.to) + part.offset, part.length});
+        pair.post_recv(requests[piece], tag_, {buffers_.write(step.to) + part.offset, part.length}, call_.memory);
     }
   }
 
@@ -225,12 +221,13 @@ class PlanRun {
       const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
       waiting = describe_wait(plan_.step(oldest), requests_of(oldest).size());
     }
-    throw TimeoutError(cat("rank ", context_.rank(), ": timed out after ", elapsed, " ms in ",
+    throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
                            to_string(call_.collective), " #", sequence_, " (", describe_call(call_),
                            "): waiting for ", waiting));
   }
 
-  Context& context_;
+  const Communicator& communicator_;
+  transport::Mesh& mesh_;
   const Plan& plan_;
   const PlanGraph& graph_;
   const Call& call_;
@@ -249,24 +246,24 @@ class PlanRun {
 
 }  // namespace
 
-void execute(Context& context, const Plan& plan, const PlanGraph& graph, const Call& call, const void* input,
-             void* output, uint32_t sequence, Deadline deadline, Window window) {
+void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
+             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window) {
   if (plan.size() == 0) return;
-  PlanRun run(context, plan, graph, call, input, output, sequence, deadline, window);
+  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, window);
   try {
     run.run();
   } catch (...) {
     // Abort before the requests and the scratch go away: once abort returns
     // no transport thread writes into them or into the caller's buffers.
-    context.device().abort(std::current_exception());
+    communicator.mesh().abort(std::current_exception());
     throw;
   }
 }
 
-void execute(Context& context, const Plan& plan, const Call& call, const void* input, void* output,
+void execute(const Communicator& communicator, const Plan& plan, const Call& call, const void* input, void* output,
              uint32_t sequence, Deadline deadline) {
   PlanGraph graph(plan);
-  execute(context, plan, graph, call, input, output, sequence, deadline);
+  execute(communicator, plan, graph, call, input, output, sequence, deadline);
 }
 
 }  // namespace chorus::algorithms

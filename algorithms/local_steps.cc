@@ -1,10 +1,7 @@
 // Reduce and copy steps, and the final averaging.
 #include "algorithms/local_steps.h"
 
-#include <cstring>
 #include <stdexcept>
-
-#include "base/reduce.h"
 
 namespace chorus::algorithms {
 
@@ -31,15 +28,14 @@ void run_local_step(const Step& step, const Call& call, const PlanBuffers& buffe
   std::byte* destination = buffers.write(step.to);
   const std::byte* source = buffers.read(step.from);
   if (step.kind == StepKind::copy) {
-    // memmove: an in-place call may copy a region of the user's buffer onto itself.
-    std::memmove(destination, source, step.to.length);
+    buffers.backend->copy(destination, source, step.to.length);
     return;
   }
   if (step.kind != StepKind::reduce) throw std::logic_error("run_local_step given a communication step");
-  reduce_into(call.type, call.op, destination, source, step.to.length / element_size(call.type));
+  buffers.backend->reduce(call.type, call.op, destination, source, step.to.length / element_size(call.type));
 }
 
-void finish_collective(const Call& call, void* output) {
+void finish_collective(const Call& call, void* output, MemoryBackend& backend) {
   if (call.op != ReduceOp::avg || call.size <= 1) return;
   // Only the elements this rank ends up holding were summed: the whole buffer
   // of an allreduce, the root's buffer of a reduce (other ranks' outputs are
@@ -48,7 +44,7 @@ void finish_collective(const Call& call, void* output) {
   if (call.collective == Collective::allreduce) elements = call.count;
   if (call.collective == Collective::reduce && call.rank == call.root) elements = call.count;
   if (call.collective == Collective::reduce_scatter) elements = call.block_count(call.rank);
-  if (elements > 0) finish_average(call.type, output, elements, static_cast<size_t>(call.size));
+  if (elements > 0) backend.average(call.type, static_cast<std::byte*>(output), elements, static_cast<size_t>(call.size));
 }
 
 }  // namespace chorus::algorithms

@@ -7,15 +7,17 @@
 
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
+#include "base/memory_backend.h"
 
 namespace chorus::algorithms {
 
-// The three buffers a Plan's regions point into. For an in-place call input
-// and output are the same memory.
+// The three buffers a Plan's regions point into, and the backend of the
+// memory they live in. For an in-place call input and output are the same memory.
 struct PlanBuffers {
   const std::byte* input = nullptr;
   std::byte* output = nullptr;
   std::byte* scratch = nullptr;
+  MemoryBackend* backend = nullptr;
 
   const std::byte* read(const Region& region) const;
   std::byte* write(const Region& region) const;  // output or scratch only
@@ -27,6 +29,6 @@ void run_local_step(const Step& step, const Call& call, const PlanBuffers& buffe
 // What is left after the Plan finished: an average divides the sum by the
 // number of ranks, on the ranks that hold a result (all for allreduce, the
 // root for reduce, each rank's own block for reduce_scatter).
-void finish_collective(const Call& call, void* output);
+void finish_collective(const Call& call, void* output, MemoryBackend& backend);
 
 }  // namespace chorus::algorithms

@@ -1,7 +1,6 @@
 // run_collective: validate, select, build (or reuse) the Plan, execute, finish.
 #include "algorithms/run.h"
 
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,9 +34,11 @@ class PlanCache {
     // Every field a Plan builder reads is part of the key: the root of any
     // rooted collective, the per-rank counts of the v variants, and the
     // tuning (Contexts with different link models cut segments differently).
-    const Key key{call.collective, call.rank,        call.size,        call.count,       call.type,
-                  call.op,         call.root,        call.in_place,    call.counts,      call.send_counts,
-                  call.recv_counts, &algorithm,      tuning.segment_bytes, tuning.scratch_segments};
+    const Key key{call.collective,  call.rank,   call.size,       call.count,
+                  call.type,        call.op,     call.root,       call.in_place,
+                  call.counts,      call.send_counts, call.recv_counts, &algorithm,
+                  tuning.segment_bytes, tuning.scratch_segments,
+                  call.topology ? call.topology->host_table() : std::vector<int>()};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto found = plans_.find(key);
@@ -56,7 +57,7 @@ class PlanCache {
 
  private:
   using Key = std::tuple<Collective, int, int, size_t, DataType, ReduceOp, int, bool, std::vector<size_t>,
-                         std::vector<size_t>, std::vector<size_t>, const Algorithm*, size_t, size_t>;
+                         std::vector<size_t>, std::vector<size_t>, const Algorithm*, size_t, size_t, std::vector<int>>;
   static constexpr size_t capacity = 64;
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const PreparedPlan>> plans_;
@@ -105,11 +106,14 @@ std::string describe_in_place_layout(const Call& call) {
 
 // The public API checks all of this with friendlier words; this is the
 // last line for callers of the algorithm layer itself (tests, adapters).
-void validate(const Context& context, const Call& call, const void* input, const void* output) {
-  const int rank = context.rank();
-  if (call.rank != rank || call.size != context.size())
+void validate(const Communicator& communicator, const Call& call, const void* input, const void* output) {
+  const int rank = communicator.rank();
+  if (call.rank != rank || call.size != communicator.size())
     throw InvalidArgument(cat("rank ", rank, ": call describes rank ", call.rank, " of ", call.size,
-                              " but the context is rank ", rank, " of ", context.size()));
+                              " but the context is rank ", rank, " of ", communicator.size()));
+  if (!communicator.accepts(call.memory))
+    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " on ", to_string(call.memory),
+                              " memory, which a transport of this context cannot move"));
   if (call.collective == Collective::barrier) return;
   if (call.collective == Collective::send || call.collective == Collective::recv)
     throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective),
@@ -143,24 +147,25 @@ void validate(const Context& context, const Call& call, const void* input, const
 
 namespace {
 
-void run_plan(Context& context, const Call& call, const void* input, void* output, const std::string& algorithm,
-              uint32_t sequence, Deadline deadline) {
-  validate(context, call, input, output);
-  const CostModel model = CostModel::from_link(context.device().link_model());
-  const Algorithm& chosen = select_algorithm(call, algorithm, model);
+void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
+              const std::string& algorithm, uint32_t sequence, Deadline deadline) {
+  validate(communicator, call, input, output);
+  const CostModel& model = communicator.cost_model();
+  const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
   const PlanTuning tuning = plan_tuning(chosen, call, model);
   std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(call, chosen, tuning);
-  execute(context, prepared->plan, prepared->graph, call, input, output, sequence, deadline);
-  finish_collective(call, output);
+  execute(communicator, prepared->plan, prepared->graph, call, input, output, sequence, deadline);
+  finish_collective(call, output, memory_backend(call.memory));
 }
 
 }  // namespace
 
-void run_collective(Context& context, const Call& call, const void* input, void* output,
+void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline) {
   // An out-of-place plan reads the input after writing the output; the same
   // buffer passed twice must take the in-place plan.
   Call effective = call;
+  if (!effective.topology) effective.topology = communicator.shared_topology();
   if ((call.collective == Collective::allreduce || call.collective == Collective::reduce) && input == output &&
       input != nullptr)
     effective.in_place = true;
@@ -168,15 +173,16 @@ void run_collective(Context& context, const Call& call, const void* input, void*
     // Reduce-scatter Plans read this rank's input block until their last
     // step, so none reduces into it in place: run out of place into a
     // block-sized buffer (1/size of the data) and copy the result into place.
-    validate(context, effective, input, output);
+    validate(communicator, effective, input, output);
     effective.in_place = false;
-    std::vector<std::byte> block(output_bytes(effective));
-    run_plan(context, effective, input, block.data(), algorithm, sequence, deadline);
-    if (!block.empty())
-      std::memcpy(output, block.data(), block.size());
+    MemoryBackend& backend = memory_backend(effective.memory);
+    const size_t bytes = output_bytes(effective);
+    std::unique_ptr<std::byte[]> block = backend.allocate(bytes);
+    run_plan(communicator, effective, input, block.get(), algorithm, sequence, deadline);
+    backend.copy(static_cast<std::byte*>(output), block.get(), bytes);
     return;
   }
-  run_plan(context, effective, input, output, algorithm, sequence, deadline);
+  run_plan(communicator, effective, input, output, algorithm, sequence, deadline);
 }
 
 }  // namespace chorus::algorithms

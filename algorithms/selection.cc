@@ -1,7 +1,6 @@
 // Algorithm selection and the CHORUS_ALGO override.
 #include "algorithms/selection.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "base/error.h"
@@ -20,18 +19,6 @@ std::string_view trim(std::string_view text) {
 const Collective known_collectives[] = {Collective::allreduce, Collective::broadcast,      Collective::barrier,
                                         Collective::reduce,    Collective::reduce_scatter, Collective::allgather,
                                         Collective::gather,    Collective::scatter,        Collective::alltoall};
-
-const std::map<Collective, std::string>& environment_overrides() {
-  static const std::map<Collective, std::string> overrides = [] {
-    const char* text = std::getenv("CHORUS_ALGO");
-    try {
-      return parse_algorithm_overrides(text ? text : "");
-    } catch (const InvalidArgument& error) {
-      throw InvalidArgument(cat("CHORUS_ALGO: ", error.what()));
-    }
-  }();
-  return overrides;
-}
 
 // Only for algorithms whose segments follow the model; the others always
 // use the default tuning.
@@ -113,10 +100,6 @@ const Algorithm& select_algorithm(const Call& call, std::string_view requested, 
              " bytes on ", call.size, " ranks, predicted ", best_cost * 1e6, " us",
              describe_segments(*best, call, model));
   return *best;
-}
-
-const Algorithm& select_algorithm(const Call& call, std::string_view requested, const CostModel& model) {
-  return select_algorithm(call, requested, model, environment_overrides());
 }
 
 }  // namespace chorus::algorithms

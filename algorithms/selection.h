@@ -1,6 +1,6 @@
 // Choosing the algorithm for a call: an explicit name, else the CHORUS_ALGO
 // override for that collective, else the cheapest supporting algorithm under
-// the transport's cost model.
+// the Context's cost model.
 #pragma once
 
 #include <map>
@@ -23,9 +23,5 @@ std::map<Collective, std::string> parse_algorithm_overrides(std::string_view tex
 // valid algorithms when the name is unknown or cannot serve the call.
 const Algorithm& select_algorithm(const Call& call, std::string_view requested, const CostModel& model,
                                   const std::map<Collective, std::string>& overrides);
-
-// The same, with the overrides of the CHORUS_ALGO environment variable
-// (read and parsed once per process).
-const Algorithm& select_algorithm(const Call& call, std::string_view requested, const CostModel& model);
 
 }  // namespace chorus::algorithms

@@ -67,6 +67,7 @@ class Simulation {
       s.buffers.output = static_cast<std::byte*>(buffers[rank].output);
       s.buffers.input = call.in_place ? s.buffers.output : static_cast<const std::byte*>(buffers[rank].input);
       s.buffers.scratch = s.scratch.data();
+      s.buffers.backend = &memory_backend(Memory::host());
       s.position_on_pair.assign(plans[rank].size(), 0);
       s.sends_posted_to.assign(size, 0);
       s.recvs_posted_from.assign(size, 0);
@@ -95,7 +96,7 @@ class Simulation {
     SimulationReport report;
     for (auto& state : ranks_) {
       RankState& s = *state;
-      if (s.buffers.output) finish_collective(s.call, s.buffers.output);
+      if (s.buffers.output) finish_collective(s.call, s.buffers.output, *s.buffers.backend);
       RankReport rank_report;
       rank_report.steps = s.plan->size();
       for (const Step& step : s.plan->steps()) {

@@ -1,6 +1,5 @@
 #include "base/link_model.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "base/error.h"
@@ -44,14 +43,26 @@ LinkModel parse_link_model(std::string_view text, LinkModel base) {
   return model;
 }
 
-LinkModel link_model_from_environment(LinkModel base) {
-  const char* text = std::getenv("CHORUS_LINK_MODEL");
-  if (text == nullptr || *text == '\0') return base;
-  try {
-    return parse_link_model(text, base);
-  } catch (const InvalidArgument& error) {
-    throw InvalidArgument(cat("CHORUS_LINK_MODEL='", text, "': ", error.what()));
+LinkModel apply_link_model_override(std::string_view text, LinkLevel level, LinkModel base) {
+  LinkModel model = base;
+  while (!trim(text).empty()) {
+    const size_t semicolon = text.find(';');
+    std::string_view part = trim(text.substr(0, semicolon));
+    text = semicolon == std::string_view::npos ? std::string_view() : text.substr(semicolon + 1);
+    bool applies = true;
+    const size_t colon = part.find(':');
+    if (colon != std::string_view::npos) {
+      const std::string_view name = trim(part.substr(0, colon));
+      if (name != "local" && name != "remote")
+        throw InvalidArgument(cat("link model: unknown level '", name, "' (valid: local, remote)"));
+      applies = name == (level == LinkLevel::local ? "local" : "remote");
+      part = part.substr(colon + 1);
+    }
+    // The other level's part is parsed too, so a typo in it fails here.
+    const LinkModel parsed = parse_link_model(part, model);
+    if (applies) model = parsed;
   }
+  return model;
 }
 
 }  // namespace chorus

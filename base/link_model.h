@@ -1,14 +1,15 @@
 // The link model: the alpha-beta numbers algorithm selection assumes of a
-// link, and how a user replaces a transport's built-in estimate:
+// link. Transports report one per peer (Device::link_model); a user replaces
+// them with CHORUS_LINK_MODEL or ConnectOptions::link_model:
 //
-//   CHORUS_LINK_MODEL="alpha_us=25,gbps=2"     # 25 µs per message, 2 GB/s
+//   "alpha_us=25,gbps=2"                          every link
+//   "local:alpha_us=1,gbps=8;remote:gbps=0.125"   links within a host / between hosts
 //
 // `alpha_us` is the per-message latency in microseconds, `gbps` the
 // bandwidth in gigabytes (10^9 bytes) per second. Either may be left out
-// and keeps the transport's value. Shared by every transport.
+// and keeps the transport's value.
 #pragma once
 
-#include <optional>
 #include <string_view>
 
 namespace chorus {
@@ -19,12 +20,15 @@ struct LinkModel {
   double beta_seconds_per_byte = 1e-9;     // 1 / bandwidth
 };
 
+// The two levels of the topology a link can be on.
+enum class LinkLevel { local, remote };
+
 // Applies "alpha_us=...,gbps=..." on top of `base`. Throws InvalidArgument
 // for unknown keys, bad numbers or non-positive values.
 LinkModel parse_link_model(std::string_view text, LinkModel base);
 
-// `base` with CHORUS_LINK_MODEL applied when it is set; InvalidArgument
-// (naming the variable) when it is malformed.
-LinkModel link_model_from_environment(LinkModel base);
+// Applies the parts of an override text (syntax above) that concern `level`
+// on top of `base`. Throws InvalidArgument for a malformed text.
+LinkModel apply_link_model_override(std::string_view text, LinkLevel level, LinkModel base);
 
 }  // namespace chorus

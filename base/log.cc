@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
+
+#include "base/config.h"
 
 namespace chorus {
 namespace {
@@ -68,9 +69,9 @@ std::string format_line(LogLevel level, int rank, std::string_view message) {
 }
 
 LogLevel parse_level_from_environment() {
-  const char* value = std::getenv("CHORUS_LOG");
-  if (value == nullptr || *value == '\0') return LogLevel::warn;
-  const std::string_view name(value);
+  const std::string setting = log_setting_from_environment();
+  if (setting.empty()) return LogLevel::warn;
+  const std::string_view name(setting);
   if (name == "error") return LogLevel::error;
   if (name == "warn" || name == "warning") return LogLevel::warn;
   if (name == "info") return LogLevel::info;

@@ -49,7 +49,25 @@ struct BenchOptions {
   std::string json_file;
   int timeout_ms = 60000;
   int streams = 0;  // 0: CHORUS_STREAMS, else the library default
+  std::vector<std::string> transports;  // empty: CHORUS_TRANSPORT, else all
 };
+
+// "shm to 3 peers", "shm to 1 peer, tcp (2 streams) to 2 peers": what serves this rank's peers.
+std::string describe_links(const Context& context) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (int peer = 0; peer < context.size(); ++peer) {
+    if (peer == context.rank()) continue;
+    const PeerLink link = context.link_to(peer);
+    const std::string name = link.streams > 1 ? cat(link.transport, " (", link.streams, " streams)") : link.transport;
+    auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& entry) { return entry.first == name; });
+    if (found == counts.end()) counts.emplace_back(name, 1);
+    else ++found->second;
+  }
+  std::string text;
+  for (const auto& [name, peers] : counts)
+    text += cat(text.empty() ? "" : ", ", name, " to ", peers, peers == 1 ? " peer" : " peers");
+  return text.empty() ? "no peers" : text;
+}
 
 // The algorithms one table each: the named one, or with "all" every one
 // registered for the operation and then "auto".
@@ -87,6 +105,7 @@ int run_rank(const BenchOptions& options) {
   ConnectOptions connect_options;
   connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
   if (options.streams > 0) connect_options.streams = options.streams;
+  connect_options.transports = options.transports;
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
   if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
@@ -103,9 +122,9 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks, %d stream%s, algorithm %s, %s%s%s%s, median of %d rounds\n",
-                options.operation.c_str(), context->size(), context->streams(), context->streams() == 1 ? "" : "s",
-                algorithm.c_str(), options.type.c_str(),
+    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), algorithm %s, %s%s%s%s, median of %d rounds\n",
+                options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
+                describe_links(*context).c_str(), algorithm.c_str(), options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", options.check ? ", checked" : "",
                 settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
@@ -158,7 +177,8 @@ int run_rank(const BenchOptions& options) {
   if (printer && !options.json_file.empty()) {
     // One algorithm keeps the flat layout ({"algorithm", "rows"}); "all" lists every table.
     nlohmann::json document = {{"operation", options.operation}, {"ranks", context->size()},
-                               {"streams", context->streams()}, {"algorithm", options.algorithm}};
+                               {"hosts", context->hosts()}, {"links", describe_links(*context)},
+                               {"algorithm", options.algorithm}};
     if (tables.size() == 1) document["rows"] = tables[0]["rows"];
     else document["tables"] = tables;
     std::ofstream(options.json_file) << document.dump(2) << "\n";
@@ -203,7 +223,11 @@ int main(int argc, char** argv) {
   app.add_option("--streams", options.streams,
                  "TCP connections per pair of ranks, large messages striped over them (default: CHORUS_STREAMS, "
                  "else the library's)")
-      ->check(CLI::Range(1, chorus::Context::kMaxStreams));
+      ->check(CLI::Range(1, 16));
+  app.add_option("--transport", options.transports,
+                 "Transports to use, in order of preference, e.g. tcp or shm,tcp (default: CHORUS_TRANSPORT, "
+                 "else every transport of the build)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -7,6 +7,7 @@
 
 #include "algorithms/run.h"
 #include "base/log.h"
+#include "chorus/context_state.h"
 #include "chorus/work_queue.h"
 
 namespace chorus::detail {
@@ -17,6 +18,10 @@ using algorithms::Collective;
 Call make_call(Context& context, Collective collective, size_t count, DataType type, ReduceOp op, int root,
                bool in_place) {
   return algorithms::make_call(collective, context.rank(), context.size(), count, type, op, root, in_place);
+}
+
+void abort_for(Context& context, std::exception_ptr reason) {
+  communicator_of(context).mesh().abort(std::move(reason));
 }
 
 void check_type(Context& context, const char* collective, DataType type) {
@@ -102,7 +107,7 @@ size_t check_counts(Context& context, const char* collective, const char* name, 
 }
 
 namespace {
-Deadline deadline_for(Context& context, const CollectiveOptions& options) {
+Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
   return Deadline::after(options.timeout.value_or(context.timeout()));
 }
 }  // namespace
@@ -110,25 +115,30 @@ Deadline deadline_for(Context& context, const CollectiveOptions& options) {
 // Runs inline after every earlier async collective, or queues behind them.
 // The sequence number is taken here, at issue time, so the order of issue is
 // the order on the wire whichever thread ends up running the call.
-Work issue(Context& context, const Call& call, const void* input, void* output, const CollectiveOptions& options,
-           bool async) {
+Work issue(Context& context, const Call& described, const void* input, void* output,
+           const CollectiveOptions& options, bool async) {
   context.throw_if_failed();
-  uint32_t sequence = context.next_sequence();
+  ContextState& state = state_of(context);
+  Call call = described;
+  call.memory = options.memory;
+  uint32_t sequence = state.next_sequence();
   CHORUS_LOG(debug, context.rank(), algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
   std::string algorithm = options.algorithm;
+  const algorithms::Communicator& communicator = state.communicator;
   if (!async) {
-    context.work_queue().drain();
-    algorithms::run_collective(context, call, input, output, algorithm, sequence, deadline_for(context, options));
+    state.work_queue().drain();
+    algorithms::run_collective(communicator, call, input, output, algorithm, sequence,
+                               deadline_for(context, options));
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
   auto timeout = options.timeout.value_or(context.timeout());
-  auto state = context.work_queue().submit([&context, call, input, output, algorithm, sequence, timeout] {
-    algorithms::run_collective(context, call, input, output, algorithm, sequence, Deadline::after(timeout));
+  auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout] {
+    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
   });
-  return Work(std::move(state));
+  return Work(std::move(work));
 }
 
 }  // namespace chorus::detail

@@ -14,7 +14,6 @@
 #include "base/error.h"
 #include "base/types.h"
 #include "chorus/work.h"
-#include "transport/transport.h"
 
 namespace chorus::detail {
 
@@ -51,12 +50,14 @@ Work issue(Context& context, const algorithms::Call& call, const void* input, vo
 // same collective until their timeout. Aborting the Context tells them at
 // once, and why ("peer rank 2 aborted: rank 2: broadcast root 7 is out of
 // range ..."); the Context is unusable afterwards either way.
+void abort_for(Context& context, std::exception_ptr reason);
+
 template <class Body>
 Work rejecting_bad_arguments(Context& context, Body&& body) {
   try {
     return body();
   } catch (const InvalidArgument&) {
-    context.device().abort(std::current_exception());
+    abort_for(context, std::current_exception());
     throw;
   }
 }

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "base/memory.h"
 #include "chorus/context.h"
 
 namespace chorus {
@@ -18,6 +19,9 @@ struct CollectiveOptions {
   std::string algorithm = "auto";
   // Defaults to the Context's timeout.
   std::optional<std::chrono::milliseconds> timeout;
+  // Where the buffers of the raw-pointer forms live. Host memory is all this
+  // build moves; CUDA device memory comes with the GPU transports.
+  Memory memory = Memory::host();
 };
 
 // Throws InvalidArgument for typed calls whose input and output sizes differ.

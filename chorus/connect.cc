@@ -2,80 +2,46 @@
 // (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID).
 #include "chorus/connect.h"
 
-#include <charconv>
-#include <cstdlib>
-#include <string_view>
+#include <numeric>
 
 #include "algorithms/call.h"
+#include "algorithms/communicator.h"
+#include "algorithms/selection.h"
+#include "base/config.h"
 #include "base/error.h"
-#include "rendezvous/launch_env.h"
 #include "base/log.h"
+#include "chorus/context_state.h"
+#include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
-#include "transport/tcp/tcp.h"
-#include "transport/transport.h"
+#include "transport/connect_mesh.h"
 
 namespace chorus {
 
 namespace {
 
-std::chrono::microseconds poll_time_of(const ConnectOptions& options, int rank) {
-  if (options.poll_time) {
-    if (options.poll_time->count() < 0)
-      throw InvalidArgument(cat("rank ", rank, ": ConnectOptions::poll_time must not be negative"));
-    return *options.poll_time;
+constexpr int kDefaultStreams = 1;
+constexpr int kMaxStreams = 16;
+constexpr std::chrono::microseconds kDefaultPollTime{200};
+
+int streams_of(const ConnectOptions& options, const Config& config, int rank) {
+  if (options.streams && (*options.streams < 1 || *options.streams > kMaxStreams))
+    throw InvalidArgument(cat("rank ", rank, ": ConnectOptions::streams = ", *options.streams,
+                              " is not a number of streams per peer (1..", kMaxStreams, ")"));
+  return options.streams.value_or(config.streams.value_or(kDefaultStreams));
+}
+
+std::chrono::microseconds poll_time_of(const ConnectOptions& options, const Config& config, int rank) {
+  if (options.poll_time && options.poll_time->count() < 0)
+    throw InvalidArgument(cat("rank ", rank, ": ConnectOptions::poll_time must not be negative"));
+  return options.poll_time.value_or(config.poll_time.value_or(kDefaultPollTime));
+}
+
+std::map<algorithms::Collective, std::string> algorithm_overrides(const Config& config, int rank) {
+  try {
+    return algorithms::parse_algorithm_overrides(config.algorithms);
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(cat("rank ", rank, ": CHORUS_ALGO: ", error.what()));
   }
-  const char* text = std::getenv("CHORUS_POLL_US");
-  if (!text) return Context::kDefaultPollTime;
-  const std::string_view value(text);
-  long long microseconds = -1;
-  auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), microseconds);
-  if (error != std::errc() || end != value.data() + value.size() || microseconds < 0)
-    throw InvalidArgument(cat("rank ", rank, ": CHORUS_POLL_US='", value,
-                              "' is not a number of microseconds (0 or more)"));
-  return std::chrono::microseconds(microseconds);
-}
-
-int streams_of(const ConnectOptions& options, int rank) {
-  auto invalid = [&](const std::string& what) {
-    return InvalidArgument(cat("rank ", rank, ": ", what, " is not a number of streams per peer (1..",
-                               Context::kMaxStreams, ")"));
-  };
-  if (options.streams) {
-    if (*options.streams < 1 || *options.streams > Context::kMaxStreams)
-      throw invalid(cat("ConnectOptions::streams = ", *options.streams));
-    return *options.streams;
-  }
-  const char* text = std::getenv("CHORUS_STREAMS");
-  if (!text) return Context::kDefaultStreams;
-  const std::string_view value(text);
-  int streams = 0;
-  auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), streams);
-  if (error != std::errc() || end != value.data() + value.size() || streams < 1 || streams > Context::kMaxStreams)
-    throw invalid(cat("CHORUS_STREAMS='", value, "'"));
-  return streams;
-}
-
-// What each rank publishes through the bootstrap: its stream count, then
-// the transport's address. Seeing every rank's count before dialing anyone
-// lets every rank fail at once on a disagreement; checked pair by pair, a
-// rank that already failed would leave a third one dialing it until the timeout.
-constexpr size_t kStreamsBytes = 4;
-
-std::vector<std::byte> published(int streams, const std::vector<std::byte>& address) {
-  std::vector<std::byte> blob(kStreamsBytes);
-  for (size_t i = 0; i < kStreamsBytes; ++i)
-    blob[i] = static_cast<std::byte>(static_cast<uint32_t>(streams) >> (8 * i));
-  blob.insert(blob.end(), address.begin(), address.end());
-  return blob;
-}
-
-int published_streams(const std::vector<std::byte>& blob, int rank, int peer) {
-  if (blob.size() < kStreamsBytes)
-    throw InvalidArgument(cat("rank ", rank, ": rank ", peer, " published ", blob.size(),
-                              " bytes, not a chorus address"));
-  uint32_t streams = 0;
-  for (size_t i = 0; i < kStreamsBytes; ++i) streams |= static_cast<uint32_t>(blob[i]) << (8 * i);
-  return static_cast<int>(streams);
 }
 
 }  // namespace
@@ -85,46 +51,56 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
   const int size = bootstrap.size();
   if (size < 1 || rank < 0 || rank >= size)
     throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
-  const std::chrono::microseconds poll_time = poll_time_of(options, rank);
-  const int streams = streams_of(options, rank);
+  // The one read of the environment; everything below gets its part of it.
+  const Config config = [&] {
+    try {
+      return Config::from_environment();
+    } catch (const InvalidArgument& error) {
+      throw InvalidArgument(cat("rank ", rank, ": ", error.what()));
+    }
+  }();
 
-  transport::tcp::TcpDeviceOptions device_options;
-  device_options.rank = rank;
-  device_options.size = size;
-  device_options.interface = options.interface;
-  device_options.hostname = options.hostname;
-  device_options.describe_signature = algorithms::describe_signature;
-  device_options.streams = streams;
-  std::unique_ptr<transport::Device> device = transport::tcp::create_device(device_options);
+  algorithms::CommunicatorSettings communicator_settings;
+  communicator_settings.poll_time = poll_time_of(options, config, rank);
+  communicator_settings.link_model = options.link_model.empty() ? config.link_model : options.link_model;
+  communicator_settings.algorithm_overrides = algorithm_overrides(config, rank);
+  // A malformed override fails here, on every rank, not in a collective.
+  try {
+    apply_link_model_override(communicator_settings.link_model, LinkLevel::local, LinkModel{});
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(cat("rank ", rank, ": CHORUS_LINK_MODEL / ConnectOptions::link_model '",
+                              communicator_settings.link_model, "': ", error.what()));
+  }
 
-  std::vector<std::vector<std::byte>> blobs = bootstrap.allgather(published(streams, device->address()));
-  for (int peer = 0; peer < size; ++peer) {
-    const int theirs = published_streams(blobs[static_cast<size_t>(peer)], rank, peer);
-    if (theirs != streams)
-      throw InvalidArgument(cat("rank ", rank, " uses ", streams, streams == 1 ? " stream" : " streams",
-                                " per peer but rank ", peer, " uses ", theirs,
-                                ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
-  }
-  const Deadline deadline = Deadline::after(options.timeout);
-  std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs(static_cast<size_t>(streams));
-  for (auto& stream_pairs : pairs) stream_pairs.resize(static_cast<size_t>(size));
-  // Every rank walks peers and streams in the same order; the transport
-  // decides who dials and accepts in its progress thread, so this cannot deadlock.
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    const std::vector<std::byte>& blob = blobs[static_cast<size_t>(peer)];
-    const std::span<const std::byte> address(blob.data() + kStreamsBytes, blob.size() - kStreamsBytes);
-    for (int stream = 0; stream < streams; ++stream)
-      pairs[static_cast<size_t>(stream)][static_cast<size_t>(peer)] =
-          device->connect(peer, address, deadline, stream);
-  }
-  // Nobody returns before every rank holds its whole mesh, so a failure to
-  // connect shows up here on every rank rather than in the first collective.
-  bootstrap.barrier();
-  CHORUS_LOG(info, rank, "connected to ", size - 1, " peers, ", streams, streams == 1 ? " stream" : " streams",
-             " each");
-  auto context = std::make_shared<Context>(rank, size, std::move(device), std::move(pairs), options.timeout);
-  context->set_poll_time(poll_time);
+  transport::MeshSettings settings;
+  settings.device.rank = rank;
+  settings.device.size = size;
+  settings.device.config = config;
+  settings.device.interface = options.interface;
+  settings.device.hostname = options.hostname;
+  settings.device.streams = streams_of(options, config, rank);
+  settings.device.describe_signature = algorithms::describe_signature;
+  settings.transports = options.transports;
+  settings.host_id = options.host_id.empty() ? config.host_id : options.host_id;
+  settings.timeout = options.timeout;
+  transport::ConnectedMesh connected = transport::connect_mesh(
+      settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
+  communicator_settings.local = connected.local;
+  communicator_settings.remote = connected.remote;
+
+  auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
+  std::vector<int> everyone(static_cast<size_t>(size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, *topology,
+                                        std::move(communicator_settings));
+  auto context = detail::ContextAccess::make(
+      std::make_unique<detail::ContextState>(std::move(communicator), topology, options.timeout));
+  CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",
+             context->local_rank(), " of ", context->local_size(), " on host ", connected.host_names[static_cast<size_t>(rank)]);
+  const algorithms::CostModel& model = detail::communicator_of(*context).cost_model();
+  CHORUS_LOG(debug, rank, "link models: local ", model.local.alpha_seconds * 1e6, " us, ",
+             1e-9 / model.local.beta_seconds_per_byte, " GB/s; remote ", model.remote.alpha_seconds * 1e6, " us, ",
+             1e-9 / model.remote.beta_seconds_per_byte, " GB/s");
   return context;
 }
 
@@ -138,7 +114,7 @@ std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
   OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout);
   StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
   std::shared_ptr<Context> context = connect(bootstrap, options);
-  if (opened.keep_alive) context->keep_alive(opened.keep_alive);
+  if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
   return context;
 }
 

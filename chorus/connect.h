@@ -1,40 +1,55 @@
-// Building a Context: exchange transport addresses through a Bootstrap, then
-// connect a Pair to every other rank (a full mesh).
+// Building a Context: exchange addresses through a Bootstrap, then connect
+// every pair of ranks over the first transport that reaches it (shared
+// memory on one host, TCP across hosts; transport/registry.h).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "rendezvous/bootstrap.h"
 #include "chorus/context.h"
+#include "rendezvous/bootstrap.h"
 
 namespace chorus {
 
 struct ConnectOptions {
   // Default timeout of every collective on the Context, and of connecting.
   std::chrono::milliseconds timeout{30000};
-  // Address to publish for this rank. Empty: CHORUS_SOCKET_IFNAME, else the
-  // interface of the default route, else loopback (single-host jobs only).
+  // The transports to use, in order of preference ("shm", "tcp"); each peer
+  // is served by the first that reaches it. Empty: CHORUS_TRANSPORT, else
+  // every transport of this build (shared memory first, TCP last).
+  std::vector<std::string> transports;
+  // Address network transports publish for this rank. Empty: the interface
+  // in CHORUS_SOCKET_IFNAME, else that of the default route, else loopback
+  // (single-host jobs only).
   std::string interface;   // network interface name, e.g. "eth0"
   std::string hostname;    // or an explicit address / host name to bind and publish
-  // How long a collective with nothing to do reads its sockets itself before
-  // it sleeps (docs/latency.md). Unset: CHORUS_POLL_US, else
-  // Context::kDefaultPollTime. Longer trades CPU for small-message latency.
+  // This rank's host identity: ranks with equal ids are on one host (shared
+  // memory, the local level of hierarchical algorithms). Empty:
+  // CHORUS_HOST_ID, else derived from the host name and boot id.
+  std::string host_id;
+  // How long a collective with nothing to do polls its connections itself
+  // before it sleeps (docs/latency.md). Unset: CHORUS_POLL_US, else 200 µs.
+  // Longer trades CPU for small-message latency.
   std::optional<std::chrono::microseconds> poll_time;
-  // TCP connections per pair of ranks, 1..Context::kMaxStreams; messages of
-  // at least 512 KiB are striped over all of them (docs/streams.md). Unset:
-  // CHORUS_STREAMS, else Context::kDefaultStreams. Every rank must use the
-  // same value: connect() fails on every rank, naming both counts, if not.
+  // TCP connections per pair of ranks, 1..16; messages of at least 512 KiB
+  // are striped over all of them (docs/streams.md). Unset: CHORUS_STREAMS,
+  // else 1. Every rank must use the same value: connect() fails on every
+  // rank, naming both counts, if not.
   std::optional<int> streams;
+  // Link model overrides for algorithm selection, as CHORUS_LINK_MODEL
+  // ("alpha_us=25,gbps=2", "local:...;remote:gbps=0.125"). Empty: that variable.
+  std::string link_model;
 };
 
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});
 
 // Reads CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE (tcp://host:port or
-// file:///dir) and CHORUS_JOB_ID. With tcp://, rank 0 hosts the store
-// in-process (or uses a standalone chorus-store already serving that port).
+// file:///dir) and CHORUS_JOB_ID, or another launcher's variables (README).
+// With tcp://, rank 0 hosts the store in-process (or uses a standalone
+// chorus-store already serving that port).
 std::shared_ptr<Context> connect_from_env(const ConnectOptions& options = {});
 
 }  // namespace chorus

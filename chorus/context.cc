@@ -1,71 +1,100 @@
+// Context: the public face of a ContextState, and split.
 #include "chorus/context.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
-#include "chorus/work_queue.h"
-#include "transport/transport.h"
+#include "chorus/collective_checks.h"
+#include "chorus/collectives.h"
+#include "chorus/context_state.h"
 
 namespace chorus {
 
-namespace {
+namespace detail {
 
-std::vector<std::vector<std::unique_ptr<transport::Pair>>> one_stream(
-    std::vector<std::unique_ptr<transport::Pair>> pairs) {
-  std::vector<std::vector<std::unique_ptr<transport::Pair>>> streams;
-  streams.push_back(std::move(pairs));
-  return streams;
+WorkQueue& ContextState::work_queue() {
+  std::call_once(work_queue_once, [this] { work_queue_ = std::make_unique<WorkQueue>(); });
+  return *work_queue_;
 }
 
-}  // namespace
+}  // namespace detail
 
-Context::Context(int rank, int size, std::unique_ptr<transport::Device> device,
-                 std::vector<std::unique_ptr<transport::Pair>> pairs, std::chrono::milliseconds timeout)
-    : Context(rank, size, std::move(device), one_stream(std::move(pairs)), timeout) {}
+Context::Context(std::unique_ptr<detail::ContextState> state) : state_(std::move(state)) {}
 
-Context::Context(int rank, int size, std::unique_ptr<transport::Device> device,
-                 std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout), device_(std::move(device)), pairs_(std::move(pairs)) {
-  if (size_ < 1 || rank_ < 0 || rank_ >= size_)
-    throw InvalidArgument(cat("rank ", rank_, " is out of range for a context of size ", size_));
-  if (pairs_.empty() || static_cast<int>(pairs_.size()) > kMaxStreams)
-    throw InvalidArgument(cat("rank ", rank_, ": a context needs 1 to ", kMaxStreams, " streams, got ",
-                              pairs_.size()));
-  for (size_t stream = 0; stream < pairs_.size(); ++stream) {
-    if (static_cast<int>(pairs_[stream].size()) != size_)
-      throw InvalidArgument(cat("rank ", rank_, ": context of size ", size_, " needs one pair slot per rank, got ",
-                                pairs_[stream].size(), " on stream ", stream));
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_ && !pairs_[stream][peer])
-        throw InvalidArgument(cat("rank ", rank_, ": no connection to peer rank ", peer, " on stream ", stream));
-    }
-  }
-  if (!device_) throw InvalidArgument(cat("rank ", rank_, ": a context needs a transport device"));
-}
-
-// Members are destroyed in reverse order: the work queue (finishing queued
-// collectives) goes before the pairs, which go before their device.
 Context::~Context() = default;
 
-transport::Pair& Context::pair(int peer, int stream) {
-  if (peer < 0 || peer >= size_ || peer == rank_ || stream < 0 || stream >= streams())
-    throw InvalidArgument(cat("rank ", rank_, ": no pair to rank ", peer, " on stream ", stream,
-                              " in a context of size ", size_, " with ", streams(), " streams"));
-  return *pairs_[static_cast<size_t>(stream)][static_cast<size_t>(peer)];
+int Context::rank() const { return state_->communicator.rank(); }
+int Context::size() const { return state_->communicator.size(); }
+int Context::hosts() const { return state_->communicator.topology().hosts(); }
+
+int Context::host_of(int rank) const {
+  if (rank < 0 || rank >= size())
+    throw InvalidArgument(cat("rank ", this->rank(), ": host_of(", rank, ") in a context of size ", size()));
+  return state_->communicator.topology().host_of(rank);
 }
 
+int Context::local_rank() const { return state_->communicator.topology().local_rank(rank()); }
+int Context::local_size() const { return state_->communicator.topology().local_size(rank()); }
+
+PeerLink Context::link_to(int peer) const {
+  if (peer < 0 || peer >= size() || peer == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": link_to(", peer, "): not another rank of a context of size ",
+                              size()));
+  const algorithms::Communicator& communicator = state_->communicator;
+  const int mesh_peer = communicator.mesh_rank(peer);
+  return {std::string(communicator.mesh().transport_of(mesh_peer)), communicator.mesh().streams(mesh_peer)};
+}
+
+std::chrono::milliseconds Context::timeout() const { return state_->timeout; }
+void Context::set_timeout(std::chrono::milliseconds timeout) { state_->timeout = timeout; }
+
 void Context::abort(const std::string& reason) {
-  CHORUS_LOG(warn, rank_, "context aborted: ", reason);
-  if (device_) device_->abort(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": ", reason))));
+  CHORUS_LOG(warn, rank(), "context aborted: ", reason);
+  state_->communicator.mesh().abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": ", reason))));
 }
 
 void Context::throw_if_failed() const {
-  if (!device_) return;
-  if (auto failure = device_->failure()) std::rethrow_exception(failure);
+  if (auto failure = state_->communicator.mesh().failure()) std::rethrow_exception(failure);
 }
 
-detail::WorkQueue& Context::work_queue() {
-  std::call_once(work_queue_once_, [this] { work_queue_ = std::make_unique<detail::WorkQueue>(); });
-  return *work_queue_;
+std::shared_ptr<Context> Context::split(int color, int key) {
+  detail::ContextState& state = *state_;
+  // The split is itself a collective on this Context: a rank passing a bad
+  // color aborts it like any rejected call, so the others learn why at once.
+  detail::rejecting_bad_arguments(*this, [&]() -> Work {
+    if (color < 0 && color != kNoColor)
+      throw InvalidArgument(cat("rank ", rank(), ": split color ", color, " is negative (use Context::kNoColor, ",
+                                kNoColor, ", to take part without joining a group)"));
+    return Work();
+  });
+  throw_if_failed();
+  // The allgather below takes this number; the child's group derives from it,
+  // so every member computes the same group and no other split does.
+  const uint32_t sequence = state.sequence;
+  const std::vector<int64_t> mine{color, key};
+  std::vector<int64_t> everyone(2 * static_cast<size_t>(size()));
+  allgather(*this, std::span<const int64_t>(mine), std::span(everyone));
+  if (color == kNoColor) return nullptr;
+
+  std::vector<std::tuple<int64_t, int>> ordered;  // (key, rank) of the ranks of this color
+  for (int r = 0; r < size(); ++r)
+    if (everyone[2 * static_cast<size_t>(r)] == color) ordered.emplace_back(everyone[2 * static_cast<size_t>(r) + 1], r);
+  std::sort(ordered.begin(), ordered.end());
+  std::vector<int> members;  // as ranks of the Mesh
+  members.reserve(ordered.size());
+  for (const auto& [member_key, r] : ordered) members.push_back(state.communicator.mesh_rank(r));
+
+  const algorithms::Communicator& parent = state.communicator;
+  algorithms::Communicator communicator(parent.shared_mesh(), std::move(members),
+                                        algorithms::child_group(parent.group(), sequence, color),
+                                        *state.mesh_topology, parent.settings());
+  auto child = detail::ContextAccess::make(
+      std::make_unique<detail::ContextState>(std::move(communicator), state.mesh_topology, state.timeout));
+  CHORUS_LOG(debug, rank(), "split color ", color, " key ", key, ": rank ", child->rank(), " of ", child->size());
+  return child;
 }
 
 }  // namespace chorus

@@ -15,6 +15,7 @@
 #include "chorus/collective_checks.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "chorus/context_state.h"
 #include "chorus/work_queue.h"
 #include "transport/transport.h"
 
@@ -35,17 +36,18 @@ struct Message {
   DataType type;
   int peer;
   uint32_t user_tag;
+  Memory memory;
 
   const char* name() const { return direction == Direction::send ? "send" : "recv"; }
   size_t bytes() const { return count * element_size(type); }
-  transport::Tag tag() const {
+  transport::Tag tag(uint64_t group) const {
     // Collective::send on both sides: the signature must be identical for
     // the sender and the receiver of one message.
     Call call;
     call.collective = Collective::send;
     call.count = count;
     call.type = type;
-    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call)};
+    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call), group};
   }
   std::string describe(int rank) const {
     return cat("rank ", rank, ": ", name(), " of ", count, " ", to_string(type),
@@ -68,13 +70,21 @@ void check(Context& context, const Message& message) {
 
 void post(Context& context, const Message& message, transport::Request& request) {
   CHORUS_LOG(debug, context.rank(), message.describe(context.rank()));
-  transport::Pair& pair = context.pair(message.peer);
+  const algorithms::Communicator& communicator = detail::communicator_of(context);
+  if (!communicator.mesh().device_of(communicator.mesh_rank(message.peer)).accepts(message.memory))
+    throw InvalidArgument(cat(message.describe(context.rank()), ": the ",
+                              communicator.mesh().transport_of(communicator.mesh_rank(message.peer)),
+                              " transport to that rank cannot move ", to_string(message.memory), " memory"));
+  transport::Pair& pair = communicator.pair(message.peer);
+  const transport::Tag tag = message.tag(communicator.group());
   if (message.direction == Direction::send)
-    pair.post_send(request, message.tag(),
-                   std::span<const std::byte>(static_cast<const std::byte*>(message.data), message.bytes()));
+    pair.post_send(request, tag,
+                   std::span<const std::byte>(static_cast<const std::byte*>(message.data), message.bytes()),
+                   message.memory);
   else
-    pair.post_recv(request, message.tag(),
-                   std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(message.data)), message.bytes()));
+    pair.post_recv(request, tag,
+                   std::span<std::byte>(static_cast<std::byte*>(const_cast<void*>(message.data)), message.bytes()),
+                   message.memory);
 }
 
 // Waits for the request; on any failure (its own error or the deadline) the
@@ -85,7 +95,7 @@ void wait_for(Context& context, const Message& message, transport::Request& requ
     request.wait(deadline, cat(message.describe(context.rank()), ": timed out after ", timeout.count(),
                                " ms waiting for the peer"));
   } catch (...) {
-    context.device().abort(std::current_exception());
+    detail::abort_for(context, std::current_exception());
     throw;
   }
 }
@@ -133,7 +143,8 @@ std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& 
   return options.timeout.value_or(context.timeout());
 }
 
-Work transfer(Context& context, const Message& message, const CollectiveOptions& options, bool async) {
+Work transfer(Context& context, Message message, const CollectiveOptions& options, bool async) {
+  message.memory = options.memory;
   return detail::rejecting_bad_arguments(context, [&]() -> Work {
     check(context, message);
     context.throw_if_failed();
@@ -157,22 +168,22 @@ Work transfer(Context& context, const Message& message, const CollectiveOptions&
 
 void send(Context& context, const void* data, size_t count, DataType type, int peer, uint32_t tag,
           const CollectiveOptions& options) {
-  transfer(context, {Direction::send, data, count, type, peer, tag}, options, false);
+  transfer(context, {Direction::send, data, count, type, peer, tag, Memory::host()}, options, false);
 }
 
 Work send_async(Context& context, const void* data, size_t count, DataType type, int peer, uint32_t tag,
                 const CollectiveOptions& options) {
-  return transfer(context, {Direction::send, data, count, type, peer, tag}, options, true);
+  return transfer(context, {Direction::send, data, count, type, peer, tag, Memory::host()}, options, true);
 }
 
 void recv(Context& context, void* data, size_t count, DataType type, int peer, uint32_t tag,
           const CollectiveOptions& options) {
-  transfer(context, {Direction::recv, data, count, type, peer, tag}, options, false);
+  transfer(context, {Direction::recv, data, count, type, peer, tag, Memory::host()}, options, false);
 }
 
 Work recv_async(Context& context, void* data, size_t count, DataType type, int peer, uint32_t tag,
                 const CollectiveOptions& options) {
-  return transfer(context, {Direction::recv, data, count, type, peer, tag}, options, true);
+  return transfer(context, {Direction::recv, data, count, type, peer, tag, Memory::host()}, options, true);
 }
 
 }  // namespace chorus

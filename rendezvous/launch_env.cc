@@ -4,7 +4,6 @@
 
 #include <array>
 #include <charconv>
-#include <cstdlib>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -121,14 +120,6 @@ LaunchEnv detect_launch_env(const EnvLookup& lookup) {
       "(chorus-run does), or run under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), mpirun "
       "(OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE) or srun (SLURM_PROCID/NTASKS) with CHORUS_STORE or "
       "MASTER_ADDR/MASTER_PORT; see the README");
-}
-
-EnvLookup process_environment() {
-  return [](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
 }
 
 std::string describe(const LaunchEnv& launch) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/config.h"
+
 namespace chorus {
 
 struct LaunchEnv {
@@ -18,10 +20,6 @@ struct LaunchEnv {
   std::string job_id;  // empty when no launcher variable gives one
   std::string source;  // "CHORUS_*", "torchrun", "Open MPI", "PMI" or "Slurm"
 };
-
-// Returns the value of an environment variable, or nullopt when it is unset.
-// An empty value counts as unset: launchers and shells leave empty variables around.
-using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 
 // Looks at, in order: CHORUS_RANK/CHORUS_SIZE/CHORUS_STORE; torchrun's
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK/_SIZE;
@@ -35,9 +33,6 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 // when no source is set or one is half-set (rank without size, no store,
 // a non-integer, rank outside [0, size)).
 LaunchEnv detect_launch_env(const EnvLookup& lookup);
-
-// The process environment (std::getenv) as an EnvLookup.
-EnvLookup process_environment();
 
 // "torchrun: rank 2 of 4, store tcp://10.0.0.1:29500, job id abc" for logs.
 std::string describe(const LaunchEnv& launch);

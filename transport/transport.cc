@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::transport {
 
@@ -49,6 +50,34 @@ void Request::wait(Deadline deadline, const std::string& what) {
     seen = signal_->wait_change(seen, deadline);
   }
   if (state() == State::failed) std::rethrow_exception(error_);
+}
+
+}  // namespace chorus::transport
+
+namespace chorus::transport {
+
+std::string describe_tag(uint64_t group, uint64_t value) {
+  std::string text = cat("tag 0x", std::hex, value);
+  if (group != 0) text += cat(" of group 0x", std::hex, group);
+  return text;
+}
+
+void Device::set_failure_listener(std::function<void(std::exception_ptr)> listener) {
+  std::lock_guard<std::mutex> lock(listener_mutex_);
+  failure_listener_ = std::move(listener);
+}
+
+void Device::notify_failure(const std::exception_ptr& reason) {
+  // Held during the call, so clearing the listener waits for a call in progress.
+  std::lock_guard<std::mutex> lock(listener_mutex_);
+  if (failure_listener_) failure_listener_(reason);
+}
+
+std::shared_ptr<Registration> Device::register_memory(std::span<const std::byte> data, Memory memory) {
+  if (!accepts(memory))
+    throw InvalidArgument(cat("rank ", rank(), ": the ", name(), " transport cannot move ", to_string(memory),
+                              " memory"));
+  return std::make_shared<Registration>(data.data(), data.size(), memory);
 }
 
 }  // namespace chorus::transport

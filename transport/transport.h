@@ -1,5 +1,8 @@
-// The transport seam. Every transport (tcp now; ibverbs, cuda_ipc, shm later)
-// implements Device and Pair; algorithms see nothing else of it.
+// The transport seam. Every transport (tcp, shm; ibverbs and cuda_ipc later)
+// implements Device and Pair; algorithms see nothing else of it. A Context
+// holds one Device per transport it uses and, per peer, the Pairs of the one
+// transport that serves that peer (transport/mesh.h; the choice is made by
+// transport/registry.h).
 //
 // The caller owns each Request and keeps it alive until it completes or the
 // Device is aborted. Posting is non-blocking; completion is reported by the
@@ -14,6 +17,8 @@
 // fails with that error and every later post fails at once. A collective
 // library cannot continue after losing a peer, and failing everything keeps a
 // rank from waiting on a neighbour that is itself waiting on the dead peer.
+// The Mesh spreads a Device's failure to the other Devices of the Context
+// (set_failure_listener, abort_async), so it ends every transport at once.
 #pragma once
 
 #include <atomic>
@@ -21,14 +26,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/deadline.h"
 #include "base/link_model.h"
+#include "base/memory.h"
+#include "transport/registration.h"
 
 namespace chorus::transport {
 
@@ -44,6 +53,22 @@ struct Tag {
   uint64_t signature = 0;
   uint64_t group = 0;
 };
+
+// What receives match on, as a hash-map key.
+struct TagKey {
+  uint64_t group = 0;
+  uint64_t value = 0;
+  explicit TagKey(const Tag& tag) : group(tag.group), value(tag.value) {}
+  TagKey(uint64_t group_, uint64_t value_) : group(group_), value(value_) {}
+  friend bool operator==(const TagKey&, const TagKey&) = default;
+};
+struct TagKeyHash {
+  size_t operator()(const TagKey& key) const {
+    return static_cast<size_t>(key.value * 0x9E3779B97F4A7C15ull ^ (key.group + 0x632BE59BD9B4E019ull));
+  }
+};
+// "tag 0x100000003", "tag 0x100000003 of group 0x5d1c..." for error messages.
+std::string describe_tag(uint64_t group, uint64_t value);
 
 // Wakes one waiter when any of the requests attached to it completes.
 class CompletionSignal {
@@ -95,39 +120,81 @@ class Request {
   CompletionSignal* signal_ = nullptr;
 };
 
-// One connected peer.
+// One connected peer. Posting is thread-safe: the Contexts split from one
+// Context share its Pairs, and their collectives may run on different threads.
 class Pair {
  public:
   virtual ~Pair() = default;
   virtual int peer_rank() const = 0;
   // Sends data (not copied: it must stay valid until the request finishes).
-  virtual void post_send(Request& request, Tag tag, std::span<const std::byte> data) = 0;
+  // `memory` says where it lives; the Pair's Device must accept it.
+  virtual void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) = 0;
   // Receives a message of exactly data.size() bytes straight into data.
   // A message of another length fails with MismatchError.
-  virtual void post_recv(Request& request, Tag tag, std::span<std::byte> data) = 0;
+  virtual void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) = 0;
+
+  // Host memory, the common case.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data) {
+    post_send(request, tag, data, Memory::host());
+  }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data) {
+    post_recv(request, tag, data, Memory::host());
+  }
 };
 
 // One per Context per transport: listens, owns the progress engine.
 class Device {
  public:
   virtual ~Device() = default;
+  // The transport's name as CHORUS_TRANSPORT spells it ("tcp", "shm").
+  virtual std::string_view name() const = 0;
   virtual int rank() const = 0;
   // Opaque blob the bootstrap hands every other rank.
   virtual std::vector<std::byte> address() const = 0;
+  // Checks a peer's published address before anyone connects: decodes it
+  // and compares what both ends must agree on (a stream count, a wire
+  // version). Every rank checks before dialing anyone, so a disagreement
+  // fails on every rank at once instead of leaving some waiting for a peer
+  // that already gave up. Throws InvalidArgument naming both ranks.
+  virtual void check_peer(int peer_rank, std::span<const std::byte> peer_address) const = 0;
+  // Independent connections this device keeps per peer; connect() builds
+  // each with its `stream` (0..streams()-1). Each has its own message order,
+  // so a large message striped over them moves in parallel.
+  virtual int streams() const { return 1; }
   // Builds the connection to one peer. Both sides call it; the transport
   // decides who dials. Throws IoError/TimeoutError naming the peer.
-  // `stream` picks one of several independent connections to the same peer
-  // (0..streams-1, the count the device was created with); each has its own
-  // message order, so a large message striped over them moves in parallel.
   virtual std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address,
                                         Deadline deadline, int stream = 0) = 0;
-  virtual LinkModel link_model() const = 0;
+  // Alpha and beta of the link to a connected peer, for algorithm selection.
+  virtual LinkModel link_model(int peer_rank) const = 0;
+  // Whether this device moves buffers of that memory (host for tcp and shm).
+  virtual bool accepts(const Memory& memory) const { return memory.kind == MemoryKind::host; }
+
+  // Registers [data, data + size) for this transport (RDMA memory regions,
+  // CUDA IPC handles) and returns the handle; dropping the last reference
+  // to it deregisters. Transports that move memory without registering (tcp,
+  // shm) return a handle that holds nothing. Transports that need it keep a
+  // RegistrationCache (transport/registration.h) so a training loop's buffers
+  // are registered once, not per message.
+  virtual std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory);
+
   // Fails every pending request with `reason`, tells connected peers why
   // (best effort) and fails every later post. Synchronous: once it returns the
   // transport touches no posted buffer again. Idempotent: the first reason wins.
   virtual void abort(std::exception_ptr reason) = 0;
+  // The same without waiting: the failure is recorded (later posts fail at
+  // once) and the transport's own thread fails the pending requests soon
+  // after. Safe from any thread, including another transport's progress
+  // thread, which abort() is not (two progress threads aborting each other
+  // synchronously would wait for each other forever).
+  virtual void abort_async(std::exception_ptr reason) = 0;
   // The error that aborted the device, or null.
   virtual std::exception_ptr failure() const = 0;
+  // Called once, on the thread that failed the device (maybe its progress
+  // thread), right after failure() is set, whatever failed it: a peer, an
+  // abort. Must not block. Set before connecting; set null (which waits for
+  // a call in progress) before destroying whatever the listener touches.
+  void set_failure_listener(std::function<void(std::exception_ptr)> listener);
   // Non-blocking: lands whatever has already arrived for this device's
   // pending receives on the calling thread, completing their requests there.
   // A waiter that calls it while it spins saves the hand-off from the
@@ -143,18 +210,27 @@ class Device {
   // concurrent scopes are counted.
   virtual void begin_polling() {}
   virtual void end_polling() {}
+
+ protected:
+  // Transports call it once, outside their locks, when they first fail.
+  void notify_failure(const std::exception_ptr& reason);
+
+ private:
+  std::mutex listener_mutex_;
+  std::function<void(std::exception_ptr)> failure_listener_;
 };
 
-// Holds Device::begin_polling() for its lifetime.
+// Holds begin_polling() for its lifetime (of a Device, or of a Mesh's every Device).
+template <class Polled>
 class PollingScope {
  public:
-  explicit PollingScope(Device& device) : device_(device) { device_.begin_polling(); }
-  ~PollingScope() { device_.end_polling(); }
+  explicit PollingScope(Polled& polled) : polled_(polled) { polled_.begin_polling(); }
+  ~PollingScope() { polled_.end_polling(); }
   PollingScope(const PollingScope&) = delete;
   PollingScope& operator=(const PollingScope&) = delete;
 
  private:
-  Device& device_;
+  Polled& polled_;
 };
 
 }  // namespace chorus::transport

@@ -14,7 +14,7 @@
 
 #include "algorithms/registry.h"
 #include "algorithms/run.h"
-#include "chorus/context.h"
+#include "algorithms/communicator.h"
 #include "base/error.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
@@ -25,7 +25,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds timeout = 20s,
+// One Communicator per rank over a full TCP mesh on loopback: the algorithm
+// layer alone, without the public API above it.
+using Context = Communicator;
+
+std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milliseconds = 20s,
                                                    std::optional<LinkModel> link_model = std::nullopt) {
   std::vector<std::unique_ptr<transport::Device>> devices;
   std::vector<std::vector<std::byte>> addresses;
@@ -39,16 +43,27 @@ std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milli
     devices.push_back(transport::tcp::create_device(options));
     addresses.push_back(devices.back()->address());
   }
-  std::vector<std::vector<std::unique_ptr<transport::Pair>>> pairs(size);
+  std::vector<std::shared_ptr<transport::Mesh>> meshes;
+  std::vector<transport::Device*> raw;
+  for (int rank = 0; rank < size; ++rank) {
+    raw.push_back(devices[rank].get());
+    std::vector<std::unique_ptr<transport::Device>> own;
+    own.push_back(std::move(devices[rank]));
+    meshes.push_back(std::make_shared<transport::Mesh>(rank, size, std::move(own)));
+  }
   std::vector<std::exception_ptr> errors(size);
   std::vector<std::thread> threads;
   const Deadline deadline = Deadline::after(10s);
   for (int rank = 0; rank < size; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        pairs[rank].resize(size);
-        for (int peer = 0; peer < size; ++peer)
-          if (peer != rank) pairs[rank][peer] = devices[rank]->connect(peer, addresses[peer], deadline);
+        for (int peer = 0; peer < size; ++peer) {
+          if (peer == rank) continue;
+          transport::Mesh::Link link;
+          link.device = raw[rank];
+          link.streams.push_back(raw[rank]->connect(peer, addresses[peer], deadline));
+          meshes[rank]->set_link(peer, std::move(link));
+        }
       } catch (...) {
         errors[rank] = std::current_exception();
       }
@@ -56,10 +71,15 @@ std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milli
   for (auto& thread : threads) thread.join();
   for (auto& error : errors)
     if (error) std::rethrow_exception(error);
+  std::vector<int> members(size);
+  for (int rank = 0; rank < size; ++rank) members[rank] = rank;
+  // What connect would agree on: the transport's own model of these links.
+  CommunicatorSettings settings;
+  if (size > 1) settings.local = settings.remote = meshes[0]->link_model(1);
   std::vector<std::unique_ptr<Context>> contexts;
   for (int rank = 0; rank < size; ++rank)
     contexts.push_back(
-        std::make_unique<Context>(rank, size, std::move(devices[rank]), std::move(pairs[rank]), timeout));
+        std::make_unique<Communicator>(meshes[rank], members, 0, Topology::single_host(size), settings));
   return contexts;
 }
 
@@ -150,7 +170,7 @@ TEST_CASE("executor: broadcast from every root and barriers over TCP, repeated")
       }
 }
 
-TEST_CASE("executor: chain broadcast cuts segments from the device's link model, over TCP") {
+TEST_CASE("executor: chain broadcast cuts segments from the transport's link model, over TCP") {
   // A cheap alpha on a slow link: the smallest segments; then the same-host
   // model's large ones for the same call in the same process (the plan cache
   // must not hand one model's plan to the other).
@@ -196,7 +216,7 @@ TEST_CASE("executor: a barrier holds every rank until the last one arrives") {
   REQUIRE_FALSE(left_early);
 }
 
-TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the peer, and aborts the device") {
+TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the peer, and aborts the mesh") {
   auto contexts = make_contexts(2);
   std::atomic<bool> timed_out{false};
   auto errors = on_every_rank(contexts, [&](Context& context) {
@@ -221,7 +241,7 @@ TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the pee
                       Catch::Contains("rank 0: timed out after") && Catch::Contains("allreduce #7") &&
                           Catch::Contains("count 1000 float32 sum") &&
                           Catch::Contains("waiting for recv of slot 0 from rank 1 (2000 bytes)"));
-  REQUIRE(contexts[0]->device().failure() != nullptr);
+  REQUIRE(contexts[0]->mesh().failure() != nullptr);
   // Every later call on the aborted device fails at once instead of hanging.
   std::vector<float> data(10, 1.0f);
   Call call = make_call(*contexts[0], Collective::allreduce, 10, DataType::float32, ReduceOp::sum, 0, true);
@@ -234,7 +254,7 @@ TEST_CASE("executor: a peer aborting mid-call fails the others quickly") {
   auto errors = on_every_rank(contexts, [&](Context& context) {
     if (context.rank() == 2) {
       std::this_thread::sleep_for(100ms);
-      context.abort("test abort");
+      context.mesh().abort(std::make_exception_ptr(Aborted("rank 2: test abort")));
       return;
     }
     std::vector<float> data(1 << 16, 1.0f);
@@ -283,5 +303,5 @@ TEST_CASE("executor: bad arguments are rejected before anything is sent") {
   Call broadcast = make_call(context, Collective::broadcast, 4, DataType::float32, ReduceOp::sum, 2, true);
   REQUIRE_THROWS_AS(run_collective(context, broadcast, nullptr, data.data(), "auto", 0, soon()), InvalidArgument);
   REQUIRE_THROWS_AS(run_collective(context, allreduce, nullptr, nullptr, "auto", 0, soon()), InvalidArgument);
-  REQUIRE(context.device().failure() == nullptr);
+  REQUIRE(context.mesh().failure() == nullptr);
 }

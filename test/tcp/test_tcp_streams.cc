@@ -109,11 +109,11 @@ TEST_CASE("tcp streams: a polling caller reads a parked stream other than the fi
   CHECK(first_mismatch(incoming, 7) == incoming.size());
 }
 
-TEST_CASE("tcp streams: same-host detection counts peers, not connections", "[tcp]") {
+TEST_CASE("tcp streams: the same-host link model does not depend on the stream count", "[tcp]") {
   StreamMesh one = make_stream_mesh(2, 1);
   StreamMesh three = make_stream_mesh(2, 3);
-  const LinkModel expected = one.devices[0]->link_model();
-  const LinkModel got = three.devices[0]->link_model();
+  const LinkModel expected = one.devices[0]->link_model(1);
+  const LinkModel got = three.devices[0]->link_model(1);
   CHECK(got.alpha_seconds == expected.alpha_seconds);
   CHECK(got.beta_seconds_per_byte == expected.beta_seconds_per_byte);
 }

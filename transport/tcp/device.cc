@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "base/link_model.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -37,19 +36,15 @@ uint64_t random_nonce() {
   return nonce;
 }
 
-// Same host (loopback, or every peer behind this host's own address, which
-// the kernel also routes through lo): alpha is the per-message cost a
-// collective step really pays when several ranks share a host's cores, fitted
-// with the per-algorithm costs to the interleaved 4-rank allreduce sweep in
+// Same host (loopback, or a peer behind this host's own address, which the
+// kernel also routes through lo): alpha is the per-message cost a collective
+// step really pays when several ranks share a host's cores, fitted with the
+// per-algorithm costs to the interleaved 4-rank allreduce sweep in
 // benchmarks/README.md (a lone 2-rank ping-pong is cheaper). The network
 // default assumes a 10 Gb/s Ethernet with kernel TCP. CHORUS_LINK_MODEL
-// overrides both.
+// overrides both (applied above the transports, per level).
 constexpr LinkModel same_host_link_model{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
 constexpr LinkModel network_link_model{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
-
-LinkModel built_in_link_model(const SocketAddress& address) {
-  return address.is_loopback() ? same_host_link_model : network_link_model;
-}
 
 bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
   if (peer.is_loopback()) return true;
@@ -72,13 +67,11 @@ Engine::Engine(const TcpDeviceOptions& options)
                               " streams per peer is not within 1..255"));
   by_link_.reset(new std::atomic<Connection*>[links()]);
   for (size_t index = 0; index < links(); ++index) by_link_[index].store(nullptr);
+  peer_on_host_.reset(new std::atomic<bool>[static_cast<size_t>(options.size)]);
+  for (int peer = 0; peer < options.size; ++peer) peer_on_host_[static_cast<size_t>(peer)].store(false);
   listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
-  // Read once, here, so a malformed CHORUS_LINK_MODEL fails the job at
-  // connect rather than in the middle of a collective.
-  link_model_ = options.link_model ? *options.link_model
-                                   : link_model_from_environment(built_in_link_model(listen_address_));
-  same_host_link_model_ =
-      options.link_model ? *options.link_model : link_model_from_environment(same_host_link_model);
+  link_model_ = options.link_model.value_or(network_link_model);
+  same_host_link_model_ = options.link_model.value_or(same_host_link_model);
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -130,14 +123,10 @@ std::exception_ptr Engine::failure() const {
 
 // ---------------------------------------------------------------- connecting
 
-std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
-                                      Deadline deadline, int stream) {
+void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) const {
   if (peer_rank < 0 || peer_rank >= size() || peer_rank == rank())
     throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank,
                               " in a job of size ", size()));
-  if (stream < 0 || stream >= options_.streams)
-    throw InvalidArgument(cat("rank ", rank(), ": stream ", stream, " to peer rank ", peer_rank,
-                              " does not exist (this device keeps ", options_.streams, " per peer)"));
   ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
   // Checked before any socket is touched, so both ends fail at once, each
   // naming both counts, instead of one waiting for a stream the other never dials.
@@ -146,6 +135,15 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
                               options_.streams == 1 ? " stream" : " streams", " per peer but peer rank ",
                               peer_rank, " uses ", peer.streams,
                               ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
+}
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
+                                      Deadline deadline, int stream) {
+  check_peer(peer_rank, peer_address);
+  if (stream < 0 || stream >= options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), ": stream ", stream, " to peer rank ", peer_rank,
+                              " does not exist (this device keeps ", options_.streams, " per peer)"));
+  ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
   if (auto error = failure()) std::rethrow_exception(error);
   if (by_link_[link(peer_rank, stream)].load())
     throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank,
@@ -167,8 +165,8 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                   peer_rank);
-  if (stream == 0 && on_this_host(peer.socket, listen_address_))
-    peers_on_host_.fetch_add(1, std::memory_order_relaxed);
+  if (on_this_host(peer.socket, listen_address_))
+    peer_on_host_[static_cast<size_t>(peer_rank)].store(true, std::memory_order_relaxed);
   CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
   return std::make_unique<TcpPair>(shared_from_this(), added);
 }
@@ -396,10 +394,16 @@ void Engine::stop_watching(Connection& connection) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
 }
 
-LinkModel Engine::link_model() const {
+LinkModel Engine::link_model(int peer_rank) const {
   // Ranks that publish this host's network address still talk through lo.
-  const bool whole_job_on_this_host = size() > 1 && peers_on_host_.load(std::memory_order_relaxed) == size() - 1;
-  return whole_job_on_this_host ? same_host_link_model_ : link_model_;
+  const bool on_host = peer_rank >= 0 && peer_rank < size() &&
+                       peer_on_host_[static_cast<size_t>(peer_rank)].load(std::memory_order_relaxed);
+  return on_host ? same_host_link_model_ : link_model_;
+}
+
+void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
+  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
+  failure_callback_ = std::move(callback);
 }
 
 bool Engine::progress() {
@@ -418,9 +422,10 @@ void Engine::wake() {
 
 // ---------------------------------------------------------------- aborting
 
-void Engine::abort(std::exception_ptr reason, LogLevel level) {
+void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
   std::unique_lock<std::mutex> lock(mutex_);
+  const bool first = !failure_;
   if (!failure_) {
     failure_ = reason;
     failed_.store(true, std::memory_order_release);
@@ -435,6 +440,14 @@ void Engine::abort(std::exception_ptr reason, LogLevel level) {
     }
     changed_.notify_all();  // connect() waiters
   }
+  if (first) {
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
+      if (failure_callback_) failure_callback_(failure());
+    }
+    lock.lock();
+  }
   if (cleanup_done_) return;
   // The progress thread cleans up itself, so it is never inside a read into a
   // buffer we are about to declare free; others hand the job to it and wait.
@@ -443,7 +456,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level) {
   lock.unlock();
   if (do_it_here) run_cleanup_if_needed();
   else wake();
-  if (on_progress_thread) return;
+  if (on_progress_thread || !wait) return;
   lock.lock();
   while (!cleanup_done_) {
     if (!thread_running_ && !cleanup_started_) {
@@ -545,17 +558,31 @@ namespace {
 
 class TcpDevice final : public Device {
  public:
-  explicit TcpDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {}
-  ~TcpDevice() override { engine_->shutdown(); }
+  explicit TcpDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
+    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
+  }
+  ~TcpDevice() override {
+    // The engine outlives this handle while Pairs hold it: it must not call back.
+    engine_->set_failure_callback(nullptr);
+    engine_->shutdown();
+  }
 
+  std::string_view name() const override { return "tcp"; }
   int rank() const override { return engine_->rank(); }
   std::vector<std::byte> address() const override { return engine_->address(); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    engine_->check_peer(peer_rank, peer_address);
+  }
+  int streams() const override { return engine_->streams(); }
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
                                 int stream = 0) override {
     return engine_->connect(peer_rank, peer_address, deadline, stream);
   }
-  LinkModel link_model() const override { return engine_->link_model(); }
-  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info); }
+  LinkModel link_model(int peer_rank) const override { return engine_->link_model(peer_rank); }
+  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
+  void abort_async(std::exception_ptr reason) override {
+    engine_->abort(std::move(reason), LogLevel::info, false);
+  }
   bool progress() override { return engine_->progress(); }
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,10 +38,15 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
 
   int size() const { return options_.size; }
   std::vector<std::byte> address() const;
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const;
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
                                 int stream);
-  // The same-host model once every peer turned out to share this host.
-  LinkModel link_model() const;
+  // The same-host model for a peer behind this host's own address.
+  LinkModel link_model(int peer_rank) const;
+  int streams() const { return options_.streams; }
+  // Runs `callback` once, outside the device's locks, when it first fails;
+  // null stops it (and waits for a call in progress).
+  void set_failure_callback(std::function<void(std::exception_ptr)> callback);
   // Caller-side progress (Device::progress, begin_polling, end_polling).
   bool progress();
   void begin_polling();
@@ -52,7 +58,9 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   std::exception_ptr failure() const override;
   // Synchronous: once it returns, the progress thread touches no user buffer
   // or Request again. Idempotent; the first reason wins.
-  void abort(std::exception_ptr reason, LogLevel level) override;
+  void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
+  // wait = false: the progress thread fails the requests; returns at once.
+  void abort(std::exception_ptr reason, LogLevel level, bool wait);
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   void set_write_interest(Connection& connection, bool writable) override;
   void stop_watching(Connection& connection) override;
@@ -85,6 +93,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   SocketAddress listen_address_;
   LinkModel link_model_;
   LinkModel same_host_link_model_;
+  std::mutex failure_callback_mutex_;
+  std::function<void(std::exception_ptr)> failure_callback_;
   uint64_t nonce_ = 0;
   Fd listener_;
   Fd epoll_;
@@ -105,8 +115,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   // Dialers that passed the handshake by (peer, stream), waiting for this rank's connect().
   std::map<std::pair<int, int>, Fd> admitted_;
   std::vector<std::unique_ptr<Connection>> connections_;
-  // Peers (not connections) on this host: all of them means the same-host link model.
-  std::atomic<int> peers_on_host_{0};
+  // By peer rank: whether the peer listens on this host's own address.
+  std::unique_ptr<std::atomic<bool>[]> peer_on_host_;
   // Callers inside begin_polling/end_polling and the connections whose
   // reading the progress thread left to them. Taken after a connection's mutex.
   std::mutex polling_mutex_;

@@ -21,7 +21,8 @@ inline uint64_t load_le(const std::byte* in, size_t bytes) {
 }
 
 inline constexpr uint32_t kFrameMagic = 0x46524843;  // "CHRF" on the wire
-inline constexpr uint16_t kWireVersion = 1;
+// 2: the header carries the tag's group (the Context a message belongs to).
+inline constexpr uint16_t kWireVersion = 2;
 
 enum class FrameKind : uint16_t {
   data = 1,     // a tagged user message; payload = the message
@@ -36,9 +37,10 @@ struct FrameHeader {
   uint64_t tag_value = 0;
   uint64_t tag_signature = 0;
   uint64_t payload_bytes = 0;
+  uint64_t tag_group = 0;
 };
 
-inline constexpr size_t kFrameHeaderBytes = 32;
+inline constexpr size_t kFrameHeaderBytes = 40;
 using EncodedHeader = std::array<std::byte, kFrameHeaderBytes>;
 
 inline EncodedHeader encode_header(const FrameHeader& header) {
@@ -49,6 +51,7 @@ inline EncodedHeader encode_header(const FrameHeader& header) {
   store_le(out.data() + 8, header.tag_value, 8);
   store_le(out.data() + 16, header.tag_signature, 8);
   store_le(out.data() + 24, header.payload_bytes, 8);
+  store_le(out.data() + 32, header.tag_group, 8);
   return out;
 }
 
@@ -60,6 +63,7 @@ inline FrameHeader decode_header(const std::byte* in) {
   header.tag_value = load_le(in + 8, 8);
   header.tag_signature = load_le(in + 16, 8);
   header.payload_bytes = load_le(in + 24, 8);
+  header.tag_group = load_le(in + 32, 8);
   return header;
 }
 
@@ -67,7 +71,5 @@ inline bool is_known_kind(FrameKind kind) {
   return kind == FrameKind::data || kind == FrameKind::abort || kind == FrameKind::goodbye;
 }
 
-// An abort frame's text is diagnostic only; anything longer is not a peer of ours.
-inline constexpr uint64_t kMaxAbortTextBytes = 64 * 1024;
 
 }  // namespace chorus::transport::tcp

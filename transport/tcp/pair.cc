@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "base/error.h"
-#include "transport/tcp/abort_frame.h"
+#include "transport/abort_report.h"
 
 namespace chorus::transport::tcp {
 namespace {
@@ -60,16 +60,17 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
       return;
     }
     if (peer_said_goodbye_) {
-      error = closed_context_error(cat(" before this rank sent tag ", hex(tag.value)).c_str());
+      error = closed_context_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)).c_str());
     } else {
       OutgoingFrame& frame = send_queue_.emplace_back();
       frame.request = &request;
       frame.header = encode_header({.kind = FrameKind::data,
                                     .tag_value = tag.value,
                                     .tag_signature = tag.signature,
-                                    .payload_bytes = data.size()});
+                                    .payload_bytes = data.size(),
+                                    .tag_group = tag.group});
       frame.payload = data;
-      frame.tag_value = tag.value;
+      frame.tag = tag;
       queued = true;
       // Only the head of the queue may write: anything behind must wait its turn.
       if (send_queue_.size() == 1 && !write_broken_) {
@@ -140,7 +141,7 @@ std::exception_ptr Connection::write_error(int error) {
   std::string sending;
   if (!send_queue_.empty()) {
     const OutgoingFrame& frame = send_queue_.front();
-    sending = cat(" while sending tag ", hex(frame.tag_value), " (", frame.payload.size(), " bytes)");
+    sending = cat(" while sending ", describe_tag(frame.tag.group, frame.tag.value), " (", frame.payload.size(), " bytes)");
   }
   bool closed = error == EPIPE || error == ECONNRESET;
   return std::make_exception_ptr(IoError(
@@ -192,7 +193,7 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
       request.fail(owner_.failure());
       return;
     }
-    auto found = unexpected_.find(tag.value);
+    auto found = unexpected_.find(TagKey(tag));
     if (found != unexpected_.end()) {
       auto& queue = found->second;
       auto message = std::find_if(queue.begin(), queue.end(),
@@ -217,9 +218,10 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
     if (error) {
       // reported below, without the lock
     } else if (peer_said_goodbye_) {
-      error = closed_context_error(cat(" before sending tag ", hex(tag.value), " that this rank expects").c_str());
+      error = closed_context_error(
+          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
     } else {
-      posted_[tag.value].push_back({&request, tag, data});
+      posted_[TagKey(tag)].push_back({&request, tag, data});
       receives_waiting_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -359,7 +361,7 @@ void Connection::begin_data_payload() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    auto found = posted_.find(frame_.tag_value);
+    auto found = posted_.find(TagKey(frame_.tag_group, frame_.tag_value));
     if (found != posted_.end()) {
       match = found->second.front();
       found->second.pop_front();
@@ -368,14 +370,14 @@ void Connection::begin_data_payload() {
     } else {
       try {
         auto message = std::make_unique<UnexpectedMessage>();
-        message->tag = {frame_.tag_value, frame_.tag_signature};
+        message->tag = frame_tag();
         message->payload.resize(frame_.payload_bytes);
         receiving_unexpected_ = message.get();
-        unexpected_[frame_.tag_value].push_back(std::move(message));
+        unexpected_[TagKey(message->tag)].push_back(std::move(message));
       } catch (const std::exception&) {
         error = std::make_exception_ptr(IoError(
             cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
-                frame_.payload_bytes, " bytes (tag ", hex(frame_.tag_value), ") from ", peer_label_,
+                frame_.payload_bytes, " bytes (", describe_tag(frame_.tag_group, frame_.tag_value), ") from ", peer_label_,
                 ": out of memory"),
             peer_rank_));
       }
@@ -387,8 +389,7 @@ void Connection::begin_data_payload() {
   if (receiving_request_) {
     sink_ = Sink::user_buffer;
     if (match.buffer.size() != frame_.payload_bytes || match.tag.signature != frame_.tag_signature)
-      return abort_after_read(mismatch_error({frame_.tag_value, frame_.tag_signature},
-                                             frame_.payload_bytes, match.tag, match.buffer.size()),
+      return abort_after_read(mismatch_error(frame_tag(), frame_.payload_bytes, match.tag, match.buffer.size()),
                               LogLevel::warn);
     payload_target_ = match.buffer.data();
   } else {
@@ -422,17 +423,18 @@ void Connection::finish_payload() {
       if (!waiting) return;
       if (!message->payload.empty())
         std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
-      auto& queue = unexpected_[frame_.tag_value];
+      const TagKey key(message->tag);
+      auto& queue = unexpected_[key];
       queue.erase(std::find_if(queue.begin(), queue.end(),
                                [&](const auto& m) { return m.get() == message; }));
-      if (queue.empty()) unexpected_.erase(frame_.tag_value);
+      if (queue.empty()) unexpected_.erase(key);
       receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
       waiting->complete();
       return;
     }
     case Sink::abort_text: {
       std::string_view text(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
-      auto error = decode_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
+      auto error = adopt_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
       return abort_after_read(error, LogLevel::warn);
     }
   }
@@ -475,7 +477,7 @@ void Connection::on_end_of_stream(int error) {
 std::string Connection::receiving_text() const {
   if (in_payload_ && sink_ != Sink::abort_text) {
     size_t arrived = frame_.payload_bytes - payload_remaining_;
-    return cat("while receiving tag ", hex(frame_.tag_value), ": ", arrived, " of ",
+    return cat("while receiving ", describe_tag(frame_.tag_group, frame_.tag_value), ": ", arrived, " of ",
                frame_.payload_bytes, " bytes had arrived");
   }
   if (header_received_ > 0) return "in the middle of a frame header";
@@ -496,7 +498,7 @@ std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_by
       cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ",
           owner_.describe_signature(theirs.signature), " (", their_bytes,
           " bytes) but this rank expected ", owner_.describe_signature(mine.signature), " (",
-          my_bytes, " bytes) for tag ", hex(mine.value))));
+          my_bytes, " bytes) for ", describe_tag(mine.group, mine.value))));
 }
 
 std::exception_ptr Connection::closed_context_error(const char* detail) const {
@@ -601,6 +603,28 @@ void Connection::close_socket() {
     drained += static_cast<size_t>(n);
   }
   fd_.reset();
+}
+
+// ---------------------------------------------------------------- the Pair handle
+
+void TcpPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
+  if (memory.kind != MemoryKind::host) {
+    request.mark_pending();
+    request.fail(std::make_exception_ptr(InvalidArgument(cat("the tcp transport to peer rank ", peer_rank(),
+                                                             " cannot send ", to_string(memory), " memory"))));
+    return;
+  }
+  connection_.post_send(request, tag, data);
+}
+
+void TcpPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  if (memory.kind != MemoryKind::host) {
+    request.mark_pending();
+    request.fail(std::make_exception_ptr(InvalidArgument(cat("the tcp transport from peer rank ", peer_rank(),
+                                                             " cannot receive into ", to_string(memory), " memory"))));
+    return;
+  }
+  connection_.post_recv(request, tag, data);
 }
 
 }  // namespace chorus::transport::tcp

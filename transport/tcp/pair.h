@@ -62,7 +62,7 @@ class Connection {
   // "peer rank 3 (10.0.0.3:41234)", "peer rank 3 (10.0.0.3:41234, stream 1)"
   const std::string& peer_label() const { return peer_label_; }
 
-  // User side.
+  // User side (host memory only; the device accepts nothing else).
   void post_send(Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv(Request& request, Tag tag, std::span<std::byte> data);
 
@@ -106,7 +106,7 @@ class Connection {
     std::span<const std::byte> payload;
     std::vector<std::byte> owned_payload;  // control frames only
     size_t written = 0;                    // of header + payload
-    uint64_t tag_value = 0;
+    Tag tag;
   };
   struct PostedRecv {
     Request* request = nullptr;
@@ -143,6 +143,7 @@ class Connection {
   void on_goodbye();
   void on_end_of_stream(int error);
   void corrupt(const std::string& what);
+  Tag frame_tag() const { return {frame_.tag_value, frame_.tag_signature, frame_.tag_group}; }
   std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
                                     size_t my_bytes) const;
   std::exception_ptr closed_context_error(const char* doing) const;
@@ -158,8 +159,8 @@ class Connection {
 
   std::mutex mutex_;
   std::deque<OutgoingFrame> send_queue_;
-  std::unordered_map<uint64_t, std::deque<PostedRecv>> posted_;
-  std::unordered_map<uint64_t, std::deque<std::unique_ptr<UnexpectedMessage>>> unexpected_;
+  std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
+  std::unordered_map<TagKey, std::deque<std::unique_ptr<UnexpectedMessage>>, TagKeyHash> unexpected_;
   bool write_interest_ = false;
   bool failed_ = false;          // fail_everything ran
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
@@ -196,12 +197,10 @@ class TcpPair final : public Pair {
   TcpPair(std::shared_ptr<void> keep_alive, Connection& connection)
       : keep_alive_(std::move(keep_alive)), connection_(connection) {}
   int peer_rank() const override { return connection_.peer_rank(); }
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data) override {
-    connection_.post_send(request, tag, data);
-  }
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data) override {
-    connection_.post_recv(request, tag, data);
-  }
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
 
  private:
   std::shared_ptr<void> keep_alive_;

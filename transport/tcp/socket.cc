@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -177,8 +176,6 @@ SocketAddress choose_local_address(const std::string& interface, const std::stri
                                    int rank) {
   if (!interface.empty()) return address_of_interface(interface, rank);
   if (!hostname.empty()) return address_of_host(hostname, rank);
-  if (const char* env = std::getenv("CHORUS_SOCKET_IFNAME"); env && *env)
-    return address_of_interface(env, rank);
   for (const std::string& name : default_route_interfaces()) {
     SocketAddress address;
     std::string available;

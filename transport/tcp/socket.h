@@ -55,7 +55,8 @@ class SocketAddress {
 std::string errno_text(int error);
 
 // The local address to bind and publish (port 0). `rank` only labels errors.
-// interface wins over hostname; with neither, CHORUS_SOCKET_IFNAME, then the
+// interface wins over hostname (the registry fills interface from
+// CHORUS_SOCKET_IFNAME); with neither, the
 // interface of the default route, then loopback (logged at info).
 SocketAddress choose_local_address(const std::string& interface, const std::string& hostname,
                                    int rank);

@@ -17,13 +17,13 @@ struct TcpDeviceOptions {
   int size = 1;
   // Bind and publish the address of this network interface (e.g. "eth0")...
   std::string interface;
-  // ...or this host name / IPv4 / IPv6 literal. With neither: the interface in
-  // CHORUS_SOCKET_IFNAME, else the interface of the default route, else loopback.
+  // ...or this host name / IPv4 / IPv6 literal. With neither: the interface
+  // of the default route, else loopback.
   std::string hostname;
   // Turns a tag signature into words for MismatchError text; may be empty.
   std::function<std::string(uint64_t)> describe_signature;
   // Alpha-beta numbers for algorithm selection. Unset: the built-in estimate
-  // (loopback or Ethernet) with CHORUS_LINK_MODEL applied (transport/link_model.h).
+  // (same host or Ethernet, per peer).
   std::optional<LinkModel> link_model;
   // Connections per peer (Device::connect's `stream`). Published in the
   // address: a peer created with another count is refused at connect.

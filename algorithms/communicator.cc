@@ -1,0 +1,44 @@
+// The members, their topology and the cost model per level.
+#include "algorithms/communicator.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::algorithms {
+Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
+                           const Topology& mesh_topology, CommunicatorSettings settings)
+    : mesh_(std::move(mesh)), members_(std::move(members)), group_(group), settings_(std::move(settings)) {
+  if (!mesh_ || members_.empty()) throw InvalidArgument("a communicator needs a mesh and at least one member");
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const int member = members_[i];
+    if (member < 0 || member >= mesh_->size())
+      throw InvalidArgument(cat("rank ", mesh_->rank(), ": member ", member, " is not a rank of the job"));
+    if (member == mesh_->rank()) rank_ = static_cast<int>(i);
+  }
+  if (rank_ < 0) throw InvalidArgument(cat("rank ", mesh_->rank(), " is not a member of its own communicator"));
+  topology_ = std::make_shared<const Topology>(mesh_topology.subset(members_));
+
+  const LinkModel local = apply_link_model_override(settings_.link_model, LinkLevel::local, settings_.local);
+  const LinkModel remote = apply_link_model_override(settings_.link_model, LinkLevel::remote, settings_.remote);
+  cost_model_ = CostModel::from_levels(local, remote, topology_->hosts() > 1);
+}
+
+bool Communicator::accepts(const Memory& memory) const {
+  for (int member = 0; member < size(); ++member)
+    if (member != rank_ && !mesh_->device_of(mesh_rank(member)).accepts(memory)) return false;
+  return true;
+}
+
+uint64_t child_group(uint64_t parent, uint32_t sequence, int color) {
+  // splitmix64 over the three inputs: cheap, and a good spread of bits.
+  uint64_t x = parent ^ (static_cast<uint64_t>(sequence) << 32 | static_cast<uint32_t>(color));
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x == 0 ? 1 : x;  // 0 is the root Context's group
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,85 @@
+// What a Plan runs on: one Context's view of its rank's Mesh. A Context made
+// by split sees a subset of the parent's ranks (its members, renumbered
+// 0..size-1) over the same Pairs; its messages carry its own group in the
+// tag, so its collectives never match the parent's or a sibling's, whatever
+// their numbers. The Communicator also holds what selection needs: the
+// topology of the members, the cost model per level, the CHORUS_ALGO
+// overrides, and how long a waiting collective polls.
+//
+// Every member must select the same algorithm for the same call, so the cost
+// model must be equal on all of them: its link models per level are the
+// ones the whole job agreed on at connect (transport/connect_mesh.h), which a
+// split child inherits (its links are a subset of them).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/call.h"
+#include "algorithms/cost_model.h"
+#include "base/config.h"
+#include "base/memory.h"
+#include "base/topology.h"
+#include "transport/mesh.h"
+
+namespace chorus::algorithms {
+
+struct CommunicatorSettings {
+  // The job's agreed slowest link within a host and between hosts.
+  LinkModel local;
+  LinkModel remote;
+  std::chrono::microseconds poll_time{200};
+  // CHORUS_LINK_MODEL / ConnectOptions::link_model text (base/link_model.h).
+  std::string link_model;
+  // Parsed CHORUS_ALGO / ConnectOptions overrides.
+  std::map<Collective, std::string> algorithm_overrides;
+};
+
+class Communicator {
+ public:
+  // members[i] is the Mesh rank of member i; this rank must be one of them.
+  // `mesh_topology` is the Mesh's (by Mesh rank). Throws InvalidArgument for
+  // a malformed link model override.
+  Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
+               const Topology& mesh_topology, CommunicatorSettings settings);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  uint64_t group() const { return group_; }
+  int mesh_rank(int member) const { return members_[static_cast<size_t>(member)]; }
+  const std::vector<int>& members() const { return members_; }
+
+  transport::Mesh& mesh() const { return *mesh_; }
+  const std::shared_ptr<transport::Mesh>& shared_mesh() const { return mesh_; }
+  transport::Pair& pair(int member, int stream = 0) const { return mesh_->pair(mesh_rank(member), stream); }
+  int streams(int member) const { return mesh_->streams(mesh_rank(member)); }
+  // Whether the transport serving every member moves this memory.
+  bool accepts(const Memory& memory) const;
+
+  // Of the members, in member numbering.
+  const Topology& topology() const { return *topology_; }
+  const std::shared_ptr<const Topology>& shared_topology() const { return topology_; }
+  const CostModel& cost_model() const { return cost_model_; }
+  const CommunicatorSettings& settings() const { return settings_; }
+  std::chrono::microseconds poll_time() const { return settings_.poll_time; }
+
+ private:
+  std::shared_ptr<transport::Mesh> mesh_;
+  std::vector<int> members_;
+  int rank_ = -1;
+  uint64_t group_;
+  std::shared_ptr<const Topology> topology_;
+  CostModel cost_model_;
+  CommunicatorSettings settings_;
+};
+
+// The group of a Context split from `parent` by the split collective number
+// `sequence` with `color`: equal on every member of the child, different
+// from the parent's and (with overwhelming probability) from any other group.
+uint64_t child_group(uint64_t parent, uint32_t sequence, int color);
+
+}  // namespace chorus::algorithms

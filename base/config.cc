@@ -1,0 +1,87 @@
+// The one place that reads the environment (see config.h).
+#include "base/config.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus {
+namespace {
+
+// Connections per pair of ranks a Context accepts (CHORUS_STREAMS).
+constexpr int kMaxStreams = 16;
+
+std::optional<std::string> variable(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+template <class Integer>
+std::optional<Integer> integer(std::string_view text) {
+  Integer value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string> comma_list(std::string_view text) {
+  std::vector<std::string> items;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) items.emplace_back(item);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return items;
+}
+
+}  // namespace
+
+Config Config::from_environment() {
+  Config config;
+  if (auto text = variable("CHORUS_TRANSPORT")) {
+    config.transports = comma_list(*text);
+    if (config.transports.empty())
+      throw InvalidArgument(cat("CHORUS_TRANSPORT='", *text, "' names no transport (e.g. shm,tcp)"));
+  }
+  if (auto text = variable("CHORUS_SOCKET_IFNAME")) config.socket_interface = *text;
+  if (auto text = variable("CHORUS_HOST_ID")) config.host_id = *text;
+  if (auto text = variable("CHORUS_STREAMS")) {
+    const std::optional<int> streams = integer<int>(*text);
+    if (!streams || *streams < 1 || *streams > kMaxStreams)
+      throw InvalidArgument(cat("CHORUS_STREAMS='", *text, "' is not a number of streams per peer (1..", kMaxStreams,
+                                ")"));
+    config.streams = *streams;
+  }
+  if (auto text = variable("CHORUS_POLL_US")) {
+    const std::optional<long long> microseconds = integer<long long>(*text);
+    if (!microseconds || *microseconds < 0)
+      throw InvalidArgument(cat("CHORUS_POLL_US='", *text, "' is not a number of microseconds (0 or more)"));
+    config.poll_time = std::chrono::microseconds(*microseconds);
+  }
+  if (auto text = variable("CHORUS_LINK_MODEL")) config.link_model = *text;
+  if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
+  if (auto text = variable("CHORUS_SHM_SINGLE_COPY")) {
+    if (*text != "0" && *text != "1")
+      throw InvalidArgument(cat("CHORUS_SHM_SINGLE_COPY='", *text, "' must be 0 or 1"));
+    config.shm_single_copy = *text == "1";
+  }
+  return config;
+}
+
+std::string log_setting_from_environment() { return variable("CHORUS_LOG").value_or(""); }
+
+EnvLookup process_environment() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+}  // namespace chorus

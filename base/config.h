@@ -1,0 +1,58 @@
+// The configuration snapshot. Every CHORUS_* environment variable the
+// library reads is read in config.cc and nowhere else: connect() takes one
+// snapshot (Config::from_environment), lets ConnectOptions override it, and
+// hands the result down to the transports, the selection and the executor.
+// So a variable is validated once, at connect, and a program can see in one
+// place everything the environment may change. The README's variable table
+// lists the same names.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace chorus {
+
+struct Config {
+  // CHORUS_TRANSPORT: the transports to use, in the order to prefer them
+  // ("shm,tcp"); empty: every transport this build has, in its default order.
+  std::vector<std::string> transports;
+  // CHORUS_SOCKET_IFNAME: the interface whose address network transports publish.
+  std::string socket_interface;
+  // CHORUS_HOST_ID: this rank's host identity (ranks with equal ids share
+  // memory); empty: derived from the host name and the kernel's boot id.
+  std::string host_id;
+  // CHORUS_STREAMS: TCP connections per pair of ranks.
+  std::optional<int> streams;
+  // CHORUS_POLL_US: how long a waiting collective polls before it sleeps.
+  std::optional<std::chrono::microseconds> poll_time;
+  // CHORUS_LINK_MODEL: alpha-beta overrides, parsed by base/link_model.h.
+  std::string link_model;
+  // CHORUS_ALGO: per-collective algorithm overrides, parsed by the algorithm layer.
+  std::string algorithms;
+  // CHORUS_SHM_SINGLE_COPY=0: the shared-memory transport copies large
+  // messages through its rings instead of process_vm_readv.
+  bool shm_single_copy = true;
+
+  // Reads and validates the variables above. Throws InvalidArgument naming
+  // the variable and its value when one is malformed.
+  static Config from_environment();
+};
+
+// CHORUS_LOG's raw text (empty when unset), read once per process by the
+// logger, which runs before any connect and parses it itself.
+std::string log_setting_from_environment();
+
+// Returns the value of an environment variable, or nullopt when it is unset.
+// An empty value counts as unset: launchers and shells leave empty variables around.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+// The process environment as an EnvLookup: how launcher detection
+// (rendezvous/launch_env.h) reads torchrun's, Open MPI's and Slurm's variables.
+EnvLookup process_environment();
+
+}  // namespace chorus

@@ -1,0 +1,26 @@
+// Where a buffer lives. Every buffer a collective receives carries one: host
+// memory now, CUDA device memory with the GPU transports. The executor picks
+// its memory backend by it (base/memory_backend.h) and each transport
+// declares which kinds it moves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+
+enum class MemoryKind : uint8_t { host, cuda };
+
+struct Memory {
+  MemoryKind kind = MemoryKind::host;
+  int device = -1;  // the CUDA device index; -1 for host memory
+
+  static constexpr Memory host() { return {}; }
+  static constexpr Memory cuda(int device) { return {MemoryKind::cuda, device}; }
+  friend constexpr bool operator==(const Memory&, const Memory&) = default;
+};
+
+// "host", "cuda:0"
+std::string to_string(const Memory& memory);
+
+}  // namespace chorus

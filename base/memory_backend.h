@@ -1,0 +1,41 @@
+// How the executor touches memory of one kind: the scratch a Plan needs,
+// copies, reductions and the final averaging. The executor never calls new,
+// memcpy or a reduction kernel itself; it asks the backend of the call's
+// memory, so a CUDA backend (copies and kernels on a stream) slots in without
+// touching the algorithms. Internal (not installed).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "base/memory.h"
+#include "base/types.h"
+
+namespace chorus {
+
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  virtual Memory memory() const = 0;
+
+  // At least `bytes` of scratch for one collective on the calling thread.
+  // Reused by the thread's next collective on this backend, which is what
+  // keeps a training loop from allocating (and page-faulting) every call.
+  virtual std::byte* thread_scratch(size_t bytes) = 0;
+  // A buffer of its own, for the rare call that needs a second copy of the
+  // user's data; freed when the pointer goes.
+  virtual std::unique_ptr<std::byte[]> allocate(size_t bytes) = 0;
+  // memmove semantics: an in-place call may copy a region onto itself.
+  virtual void copy(std::byte* to, const std::byte* from, size_t bytes) = 0;
+  // accumulator[i] = accumulator[i] op operand[i] for i < count (avg sums).
+  virtual void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand,
+                      size_t count) = 0;
+  // Divides each of `count` elements by `ranks` (the end of an average).
+  virtual void average(DataType type, std::byte* data, size_t count, size_t ranks) = 0;
+};
+
+// The backend for `memory`. Throws InvalidArgument naming the memory when
+// this build has no backend for it.
+MemoryBackend& memory_backend(const Memory& memory);
+
+}  // namespace chorus

@@ -1,0 +1,54 @@
+// What a Context holds, hidden from the public header: the Communicator the
+// algorithm layer runs on, the collective numbering, the queue of async
+// collectives and whatever must live as long as the Context. The API layer
+// reaches it through ContextAccess. Internal (not installed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "algorithms/communicator.h"
+#include "base/topology.h"
+#include "chorus/context.h"
+#include "chorus/work_queue.h"
+
+namespace chorus::detail {
+
+struct ContextState {
+  ContextState(algorithms::Communicator communicator, std::shared_ptr<const Topology> mesh_topology,
+               std::chrono::milliseconds timeout)
+      : communicator(std::move(communicator)), mesh_topology(std::move(mesh_topology)), timeout(timeout) {}
+
+  // Numbers collectives in issue order; equal on every rank for the same call.
+  uint32_t next_sequence() { return sequence++; }
+  WorkQueue& work_queue();
+
+  // Members are destroyed bottom up: the work queue (finishing queued
+  // collectives) first, the objects kept alive (rank 0's embedded store
+  // server) last.
+  std::vector<std::shared_ptr<void>> kept_alive;
+  algorithms::Communicator communicator;
+  // By rank of the Mesh, shared with every Context split from this one.
+  std::shared_ptr<const Topology> mesh_topology;
+  std::chrono::milliseconds timeout;
+  uint32_t sequence = 0;
+  std::once_flag work_queue_once;
+  std::unique_ptr<WorkQueue> work_queue_;
+};
+
+struct ContextAccess {
+  static std::shared_ptr<Context> make(std::unique_ptr<ContextState> state) {
+    return std::shared_ptr<Context>(new Context(std::move(state)));
+  }
+  static ContextState& state(const Context& context) { return *context.state_; }
+};
+
+inline ContextState& state_of(const Context& context) { return ContextAccess::state(context); }
+inline const algorithms::Communicator& communicator_of(const Context& context) {
+  return ContextAccess::state(context).communicator;
+}
+
+}  // namespace chorus::detail

@@ -1,0 +1,64 @@
+// Errors to abort reports and back.
+#include "transport/abort_report.h"
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::transport {
+namespace {
+
+enum class ErrorClass : uint64_t { other = 0, io = 1, timeout = 2, invalid_argument = 3, mismatch = 4, aborted = 5 };
+
+constexpr uint64_t kNoBlamedRank = ~uint64_t{0};
+
+}  // namespace
+
+AbortReport report_abort(std::exception_ptr error) {
+  ErrorClass kind = ErrorClass::other;
+  AbortReport report;
+  report.text = "unknown error";
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const IoError& e) {
+    kind = ErrorClass::io;
+    if (e.peer_rank() >= 0) report.blamed_rank = static_cast<uint64_t>(e.peer_rank());
+    report.text = e.what();
+  } catch (const TimeoutError& e) {
+    kind = ErrorClass::timeout;
+    report.text = e.what();
+  } catch (const InvalidArgument& e) {
+    kind = ErrorClass::invalid_argument;
+    report.text = e.what();
+  } catch (const MismatchError& e) {
+    kind = ErrorClass::mismatch;
+    report.text = e.what();
+  } catch (const Aborted& e) {
+    kind = ErrorClass::aborted;
+    report.text = e.what();
+  } catch (const std::exception& e) {
+    report.text = e.what();
+  } catch (...) {
+  }
+  if (report.text.size() > kMaxAbortTextBytes) report.text.resize(kMaxAbortTextBytes);
+  report.error_class = static_cast<uint64_t>(kind);
+  return report;
+}
+
+std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::string_view text, int my_rank,
+                               int peer_rank) {
+  std::string message = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", text);
+  switch (static_cast<ErrorClass>(error_class)) {
+    case ErrorClass::io: {
+      int blamed = blamed_rank == kNoBlamedRank ? peer_rank : static_cast<int>(blamed_rank);
+      if (blamed == my_rank) blamed = peer_rank;  // we cannot be our own dead peer
+      return std::make_exception_ptr(IoError(message, blamed));
+    }
+    case ErrorClass::timeout: return std::make_exception_ptr(TimeoutError(message));
+    case ErrorClass::invalid_argument: return std::make_exception_ptr(InvalidArgument(message));
+    case ErrorClass::mismatch: return std::make_exception_ptr(MismatchError(message));
+    case ErrorClass::aborted: return std::make_exception_ptr(Aborted(message));
+    default: return std::make_exception_ptr(Aborted(message));
+  }
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,202 @@
+// Choosing a transport per peer and connecting the mesh.
+#include "transport/connect_mesh.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/published_address.h"
+
+namespace chorus::transport {
+namespace {
+
+std::vector<const TransportEntry*> resolve_transports(const MeshSettings& settings) {
+  std::vector<std::string> names = settings.transports;
+  if (names.empty()) names = settings.device.config.transports;
+  std::vector<const TransportEntry*> entries;
+  if (names.empty()) {
+    for (const TransportEntry& entry : all_transports()) entries.push_back(&entry);
+    return entries;
+  }
+  for (const std::string& name : names) {
+    const TransportEntry* entry = find_transport(name);
+    if (!entry)
+      throw InvalidArgument(cat("rank ", settings.device.rank, ": unknown transport '", name,
+                                "' in CHORUS_TRANSPORT / ConnectOptions::transports (this build has: ",
+                                transport_names(), ")"));
+    if (std::find(entries.begin(), entries.end(), entry) != entries.end())
+      throw InvalidArgument(cat("rank ", settings.device.rank, ": transport '", name, "' is named twice"));
+    entries.push_back(entry);
+  }
+  return entries;
+}
+
+std::string offered(const PublishedAddress& address) {
+  std::string names;
+  for (const auto& section : address.sections) names += cat(names.empty() ? "" : ",", section.transport);
+  return names.empty() ? "nothing" : names;
+}
+
+// "1,2,5-7"
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    text += cat(text.empty() ? "" : ",", ranks[i]);
+    if (j > i) text += cat(j == i + 1 ? "," : "-", ranks[j]);
+    i = j;
+  }
+  return text;
+}
+
+// Each rank's slowest link per level, as 8-byte doubles: local alpha, local
+// beta, remote alpha, remote beta, 0 where it has no peer at that level.
+constexpr size_t kViewNumbers = 4;
+
+std::array<LinkModel, 2> agree_on_link_models(const Mesh& mesh, const std::vector<PublishedAddress>& published,
+                                              const Allgather& allgather) {
+  const int rank = mesh.rank();
+  std::array<double, kViewNumbers> view{};
+  for (int peer = 0; peer < mesh.size(); ++peer) {
+    if (peer == rank) continue;
+    const LinkModel link = mesh.link_model(peer);
+    const size_t level =
+        published[static_cast<size_t>(peer)].host_id == published[static_cast<size_t>(rank)].host_id ? 0 : 2;
+    view[level] = std::max(view[level], link.alpha_seconds);
+    view[level + 1] = std::max(view[level + 1], link.beta_seconds_per_byte);
+  }
+  std::vector<std::byte> mine(sizeof(view));
+  std::memcpy(mine.data(), view.data(), sizeof(view));
+  const std::vector<std::vector<std::byte>> views = allgather(mine);
+  std::array<double, kViewNumbers> slowest{};
+  for (size_t peer = 0; peer < views.size(); ++peer) {
+    if (views[peer].size() != sizeof(view))
+      throw InvalidArgument(cat("rank ", rank, ": rank ", peer, " published a link view of ", views[peer].size(),
+                                " bytes, expected ", sizeof(view)));
+    std::array<double, kViewNumbers> theirs;
+    std::memcpy(theirs.data(), views[peer].data(), sizeof(theirs));
+    for (size_t i = 0; i < kViewNumbers; ++i)
+      if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
+  }
+  std::optional<LinkModel> local, remote;
+  if (slowest[1] > 0) local = LinkModel{slowest[0], slowest[1]};
+  if (slowest[3] > 0) remote = LinkModel{slowest[2], slowest[3]};
+  if (!local) local = remote.value_or(LinkModel{});
+  if (!remote) remote = local;
+  return {*local, *remote};
+}
+
+}  // namespace
+
+ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgather) {
+  const int rank = settings.device.rank;
+  const int size = settings.device.size;
+  if (size < 1 || rank < 0 || rank >= size)
+    throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
+  const Deadline deadline = Deadline::after(settings.timeout);
+
+  std::vector<const TransportEntry*> entries = resolve_transports(settings);
+  std::vector<std::unique_ptr<Device>> devices;
+  PublishedAddress mine;
+  mine.host_id = host_identity(settings.host_id, mine.host_name);
+  for (const TransportEntry* entry : entries) {
+    devices.push_back(entry->create(settings.device));
+    mine.sections.push_back({std::string(entry->name), devices.back()->address()});
+  }
+
+  const std::vector<std::vector<std::byte>> blobs = allgather(encode_published_address(mine));
+  if (blobs.size() != static_cast<size_t>(size))
+    throw InvalidArgument(cat("rank ", rank, ": the bootstrap returned ", blobs.size(), " addresses for ", size,
+                              " ranks"));
+  std::vector<PublishedAddress> published;
+  published.reserve(blobs.size());
+  for (int peer = 0; peer < size; ++peer)
+    published.push_back(peer == rank ? mine : decode_published_address(blobs[static_cast<size_t>(peer)], rank, peer));
+
+  // Per peer: the first transport in the lower rank's order that both offer
+  // and that can connect them. Both ranks compute the same answer.
+  auto device_named = [&](std::string_view name) -> Device* {
+    for (auto& device : devices)
+      if (device->name() == name) return device.get();
+    return nullptr;
+  };
+  std::vector<Device*> chosen(static_cast<size_t>(size), nullptr);
+  std::vector<std::span<const std::byte>> peer_sections(static_cast<size_t>(size));
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    const PublishedAddress& theirs = published[static_cast<size_t>(peer)];
+    const PublishedAddress& lower = published[static_cast<size_t>(std::min(rank, peer))];
+    for (const auto& section : lower.sections) {
+      const auto* my_section = mine.find(section.transport);
+      const auto* their_section = theirs.find(section.transport);
+      const TransportEntry* entry = find_transport(section.transport);
+      if (!my_section || !their_section || !entry) continue;
+      const PeerView me{rank, mine.host_id, my_section->address};
+      const PeerView them{peer, theirs.host_id, their_section->address};
+      if (!entry->can_connect(me, them)) continue;
+      chosen[static_cast<size_t>(peer)] = device_named(section.transport);
+      peer_sections[static_cast<size_t>(peer)] = their_section->address;
+      break;
+    }
+    if (!chosen[static_cast<size_t>(peer)])
+      throw InvalidArgument(cat("rank ", rank, ": no transport connects it to rank ", peer, ": rank ", rank,
+                                " offers ", offered(mine), " on host ", mine.host_name, ", rank ", peer, " offers ",
+                                offered(theirs), " on host ", theirs.host_name,
+                                " (CHORUS_TRANSPORT / ConnectOptions::transports)"));
+  }
+  // Every peer's address is checked before anyone dials, so a disagreement
+  // (stream counts, versions) fails on every rank at once.
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank) chosen[static_cast<size_t>(peer)]->check_peer(peer, peer_sections[static_cast<size_t>(peer)]);
+
+  // Devices that serve nobody go now (a TCP listener and its thread where
+  // every peer is on this host).
+  std::erase_if(devices, [&](const std::unique_ptr<Device>& device) {
+    return std::find(chosen.begin(), chosen.end(), device.get()) == chosen.end();
+  });
+  auto mesh = std::make_shared<Mesh>(rank, size, std::move(devices));
+
+  // Every rank walks peers and streams in the same order; each transport
+  // accepts on its own thread, so a rank dialing never waits for the one it
+  // dials to reach that pair in its own walk.
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    Device* device = chosen[static_cast<size_t>(peer)];
+    Mesh::Link link;
+    link.device = device;
+    for (int stream = 0; stream < device->streams(); ++stream)
+      link.streams.push_back(device->connect(peer, peer_sections[static_cast<size_t>(peer)], deadline, stream));
+    mesh->set_link(peer, std::move(link));
+  }
+  const std::array<LinkModel, 2> levels = agree_on_link_models(*mesh, published, allgather);
+
+  if (log_enabled(LogLevel::info)) {
+    std::map<std::string, std::vector<int>> peers_by_transport;
+    for (int peer = 0; peer < size; ++peer)
+      if (peer != rank) peers_by_transport[std::string(chosen[static_cast<size_t>(peer)]->name())].push_back(peer);
+    std::string summary;
+    for (const auto& [name, peers] : peers_by_transport)
+      summary += cat(summary.empty() ? "" : "; ", name, " serves ", peers.size() == 1 ? "peer " : "peers ",
+                     rank_list(peers));
+    CHORUS_LOG(info, rank, "connected on host ", mine.host_name, ": ", summary.empty() ? "no peers" : summary);
+  }
+
+  ConnectedMesh connected;
+  connected.mesh = std::move(mesh);
+  connected.local = levels[0];
+  connected.remote = levels[1];
+  for (const PublishedAddress& address : published) {
+    connected.host_ids.push_back(address.host_id);
+    connected.host_names.push_back(address.host_name);
+  }
+  return connected;
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,52 @@
+// Building a Mesh: create a Device for each transport this rank offers,
+// publish their addresses (with the host identity) through the bootstrap's
+// allgather, choose per peer the first transport both ranks offer that can
+// connect them, check every peer's address, then connect. Knows the
+// bootstrap only as two functions, so the transport layer stays below
+// rendezvous.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/mesh.h"
+#include "transport/registry.h"
+
+namespace chorus::transport {
+
+struct MeshSettings {
+  DeviceOptions device;  // rank, size, configuration, network address, streams
+  // In order of preference; empty: every transport of the build.
+  std::vector<std::string> transports;
+  // CHORUS_HOST_ID / ConnectOptions::host_id, empty for the real host.
+  std::string host_id;
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct ConnectedMesh {
+  std::shared_ptr<Mesh> mesh;
+  std::vector<uint64_t> host_ids;        // by rank
+  std::vector<std::string> host_names;   // by rank
+  // The slowest link of the whole job within a host and between hosts, the
+  // same on every rank (algorithm selection must agree everywhere). A level
+  // no pair of the job has takes the other level's model.
+  LinkModel local;
+  LinkModel remote;
+};
+
+using Allgather = std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)>;
+
+// Two rounds of `allgather`: the addresses, then (once this rank holds a
+// Pair to every peer) each rank's slowest link per level. So it returns only
+// once every rank is connected, a failure to connect shows here on every
+// rank, not in the first collective, and every rank learns the same link
+// models. Throws InvalidArgument (bad settings, no transport reaches a peer,
+// peers that disagree) or IoError/TimeoutError naming the peer.
+ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgather);
+
+}  // namespace chorus::transport

@@ -1,0 +1,101 @@
+// The Mesh: links by peer, and failure and progress over every Device.
+#include "transport/mesh.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::transport {
+
+Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices)
+    : rank_(rank), size_(size), devices_(std::move(devices)), links_(static_cast<size_t>(size)) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+    throw InvalidArgument(cat("rank ", rank_, " is out of range for a job of size ", size_));
+  for (const auto& device : devices_) {
+    const Device* source = device.get();
+    device->set_failure_listener([this, source](std::exception_ptr reason) { on_device_failure(source, reason); });
+  }
+}
+
+Mesh::~Mesh() {
+  // A Device failing while the others are torn down (the last one's
+  // shutdown) must not reach into a half-destroyed Mesh, nor turn the other
+  // Devices' orderly goodbyes into aborts.
+  for (const auto& device : devices_) device->set_failure_listener(nullptr);
+  links_.clear();  // the Pairs, before their Devices
+  devices_.clear();
+}
+
+void Mesh::set_link(int peer, Link link) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !link.device || link.streams.empty())
+    throw InvalidArgument(cat("rank ", rank_, ": no valid link to peer rank ", peer));
+  links_[static_cast<size_t>(peer)] = std::move(link);
+}
+
+bool Mesh::connected(int peer) const {
+  return peer >= 0 && peer < size_ && peer != rank_ && links_[static_cast<size_t>(peer)].device != nullptr;
+}
+
+const Mesh::Link& Mesh::link_of(int peer) const {
+  if (!connected(peer))
+    throw InvalidArgument(cat("rank ", rank_, ": no connection to rank ", peer, " in a job of ", size_, " ranks"));
+  return links_[static_cast<size_t>(peer)];
+}
+
+Pair& Mesh::pair(int peer, int stream) {
+  const Link& link = link_of(peer);
+  if (stream < 0 || static_cast<size_t>(stream) >= link.streams.size())
+    throw InvalidArgument(cat("rank ", rank_, ": no stream ", stream, " to rank ", peer, " (", link.streams.size(),
+                              " streams)"));
+  return *link.streams[static_cast<size_t>(stream)];
+}
+
+int Mesh::streams(int peer) const { return static_cast<int>(link_of(peer).streams.size()); }
+
+Device& Mesh::device_of(int peer) const { return *link_of(peer).device; }
+
+bool Mesh::progress() {
+  bool consumed = false;
+  for (const auto& device : devices_) consumed |= device->progress();
+  return consumed;
+}
+
+void Mesh::begin_polling() {
+  for (const auto& device : devices_) device->begin_polling();
+}
+
+void Mesh::end_polling() {
+  for (const auto& device : devices_) device->end_polling();
+}
+
+void Mesh::abort(std::exception_ptr reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) failure_ = reason;
+  }
+  for (const auto& device : devices_) device->abort(reason);
+}
+
+std::exception_ptr Mesh::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return failure_;
+  // A Device may have failed before its listener could be told (while it
+  // was being set up).
+  for (const auto& device : devices_)
+    if (auto failure = device->failure()) return failure;
+  return nullptr;
+}
+
+void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) failure_ = reason;
+  }
+  // Asynchronously: this may be a transport's own progress thread, which must
+  // not wait for another transport's thread.
+  for (const auto& device : devices_)
+    if (device.get() != source) device->abort_async(reason);
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,76 @@
+// A Mesh is one rank's connections to every other rank of a job: every
+// Device the rank uses (one per transport) and, per peer, the Pairs of the
+// one transport that serves it (several Pairs where that transport keeps
+// several streams per peer). It is the failure domain: the first failure of
+// any Device ends them all, so a rank waiting on a shared-memory peer learns
+// at once that a TCP peer died. A Context and every Context split from it
+// share one Mesh.
+//
+// Destruction order matters: the Pairs go before their Devices, and the
+// Devices stop telling the Mesh about failures before anything is destroyed.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/link_model.h"
+#include "base/memory.h"
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+class Mesh {
+ public:
+  // The transport serving one peer and its Pairs (streams), empty for this rank.
+  struct Link {
+    Device* device = nullptr;
+    std::vector<std::unique_ptr<Pair>> streams;
+  };
+
+  // Takes the Devices that will serve some peer, before any of them
+  // connects, so that failure spreading is in place from the start. Links
+  // are added with set_link as they connect.
+  Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices);
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+  void set_link(int peer, Link link);
+
+  bool connected(int peer) const;
+  Pair& pair(int peer, int stream = 0);
+  int streams(int peer) const;
+  Device& device_of(int peer) const;
+  std::string_view transport_of(int peer) const { return device_of(peer).name(); }
+  LinkModel link_model(int peer) const { return device_of(peer).link_model(peer); }
+
+  // Fan-out over every Device.
+  bool progress();
+  void begin_polling();
+  void end_polling();
+  // Synchronous on every Device (see Device::abort); the first reason wins.
+  void abort(std::exception_ptr reason);
+  // The first failure of any Device, or null.
+  std::exception_ptr failure() const;
+
+ private:
+  void on_device_failure(const Device* source, std::exception_ptr reason);
+  const Link& link_of(int peer) const;
+
+  int rank_;
+  int size_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<Link> links_;  // by peer rank
+  mutable std::mutex mutex_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace chorus::transport
