@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/shm/shm.h"
 #include "transport/tcp/tcp.h"
 
 namespace chorus::transport {
@@ -22,11 +23,29 @@ std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
   return tcp::create_device(tcp_options);
 }
 
+std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
+  shm::ShmDeviceOptions shm_options;
+  shm_options.rank = options.rank;
+  shm_options.size = options.size;
+  shm_options.single_copy = options.config.shm_single_copy;
+  shm_options.describe_signature = options.describe_signature;
+  return shm::create_device(shm_options);
+}
+
+// Shared memory needs one host as the topology sees it (so CHORUS_HOST_ID
+// faking two hosts on one machine keeps them apart) and one kernel, user
+// and network namespace in fact.
+bool shm_can_connect(const PeerView& a, const PeerView& b) {
+  return a.host_id == b.host_id && shm::can_connect(a.address, b.address);
+}
+
 // TCP reaches any peer that published a TCP address; whether the network
 // routes between them shows at connect, as an error naming the address.
 bool tcp_can_connect(const PeerView& a, const PeerView& b) { return !a.address.empty() && !b.address.empty(); }
 
+// In order of preference.
 const TransportEntry transport_table[] = {
+    {"shm", create_shm, shm_can_connect},
     {"tcp", create_tcp, tcp_can_connect},
 };
 

@@ -22,19 +22,6 @@
 
 namespace chorus::transport::tcp {
 
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    reset();
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 SocketAddress::SocketAddress(const sockaddr* address, socklen_t length) {
   if (length > sizeof(storage_)) length = sizeof(storage_);
   std::memcpy(&storage_, address, length);
@@ -79,12 +66,6 @@ std::string SocketAddress::to_string() const {
   return "<no address>";
 }
 
-std::string errno_text(int error) {
-  char buffer[256] = {};
-  // GNU strerror_r may return a static string instead of filling the buffer.
-  const char* text = strerror_r(error, buffer, sizeof(buffer));
-  return text ? std::string(text) : cat("errno ", error);
-}
 
 namespace {
 

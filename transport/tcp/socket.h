@@ -1,6 +1,6 @@
-// Socket plumbing for the TCP transport: an owning file descriptor, an
-// IPv4/IPv6 socket address that prints itself, and the choice of which local
-// address a device binds and publishes.
+// Socket plumbing for the TCP transport: an IPv4/IPv6 socket address that
+// prints itself, and the choice of which local address a device binds and
+// publishes.
 #pragma once
 
 #include <netinet/in.h>
@@ -10,26 +10,10 @@
 #include <string>
 #include <utility>
 
+#include "transport/file_descriptor.h"
+
 namespace chorus::transport::tcp {
 
-// Owns one file descriptor; closes it on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
 
 class SocketAddress {
  public:
@@ -51,8 +35,6 @@ class SocketAddress {
   socklen_t length_ = 0;
 };
 
-// strerror, thread-safe.
-std::string errno_text(int error);
 
 // The local address to bind and publish (port 0). `rank` only labels errors.
 // interface wins over hostname (the registry fills interface from

@@ -1,0 +1,98 @@
+// Encoding the shared-memory address, and this process's identity.
+#include "transport/shm/address.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::transport::shm {
+namespace {
+
+constexpr uint32_t kMagic = 0x4d485343;  // "CSHM"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kBytes = 4 + 4 + 4 + 4 + 8 + 8 + 8 + 16 + 8;
+
+void put(std::byte* out, uint64_t value, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
+}
+uint64_t get(const std::byte* in, size_t bytes) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return value;
+}
+
+uint64_t fnv1a(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+}  // namespace
+
+std::string ShmAddress::socket_name() const {
+  static const char digits[] = "0123456789abcdef";
+  std::string name("\0chorus-shm-", 12);
+  for (std::byte b : socket_token) {
+    name += digits[static_cast<unsigned>(b) >> 4];
+    name += digits[static_cast<unsigned>(b) & 15];
+  }
+  return name;
+}
+
+std::vector<std::byte> encode_address(const ShmAddress& address) {
+  std::vector<std::byte> out(kBytes);
+  std::byte* p = out.data();
+  put(p, kMagic, 4);
+  put(p + 4, kVersion, 4);
+  put(p + 8, address.pid, 4);
+  put(p + 12, address.uid, 4);
+  put(p + 16, address.boot, 8);
+  put(p + 24, address.netns, 8);
+  put(p + 32, address.nonce, 8);
+  std::copy(address.socket_token.begin(), address.socket_token.end(), p + 40);
+  put(p + 56, address.ring_bytes, 8);
+  return out;
+}
+
+ShmAddress decode_address(std::span<const std::byte> blob, int my_rank, int peer_rank) {
+  auto fail = [&](const std::string& why) {
+    return InvalidArgument(cat("rank ", my_rank, ": rank ", peer_rank, " published a shared-memory address of ",
+                               blob.size(), " bytes that this rank cannot use (", why, ")"));
+  };
+  if (blob.size() != kBytes) throw fail(cat("expected ", kBytes, " bytes"));
+  const std::byte* p = blob.data();
+  if (get(p, 4) != kMagic) throw fail("bad magic");
+  if (get(p + 4, 4) != kVersion) throw fail(cat("version ", get(p + 4, 4), ", this rank speaks ", kVersion));
+  ShmAddress address;
+  address.pid = static_cast<uint32_t>(get(p + 8, 4));
+  address.uid = static_cast<uint32_t>(get(p + 12, 4));
+  address.boot = get(p + 16, 8);
+  address.netns = get(p + 24, 8);
+  address.nonce = get(p + 32, 8);
+  std::copy(p + 40, p + 56, address.socket_token.begin());
+  address.ring_bytes = get(p + 56, 8);
+  return address;
+}
+
+ShmAddress this_process_address() {
+  ShmAddress address;
+  address.pid = static_cast<uint32_t>(::getpid());
+  address.uid = static_cast<uint32_t>(::getuid());
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  address.boot = fnv1a(boot_id);
+  struct stat namespace_file {};
+  if (::stat("/proc/self/ns/net", &namespace_file) == 0)
+    address.netns = static_cast<uint64_t>(namespace_file.st_ino) ^ (static_cast<uint64_t>(namespace_file.st_dev) << 40);
+  return address;
+}
+
+bool same_machine(const ShmAddress& a, const ShmAddress& b) {
+  return a.boot == b.boot && a.boot != 0 && a.uid == b.uid && a.netns == b.netns && a.netns != 0;
+}
+
+}  // namespace chorus::transport::shm

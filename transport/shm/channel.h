@@ -1,0 +1,239 @@
+// One shared-memory peer: the two rings of the segment, the messages
+// waiting to enter the outgoing ring, the receive side that lands records in
+// posted buffers (or keeps them until a receive is posted), the single-copy
+// pulls, and the side channel.
+//
+// Two protocols, by size:
+// - Eager: a message travels in the ring as a `message` record and as many
+//   `more` records as it needs (two copies: into the ring, out of it). The
+//   send completes once its bytes are in the ring.
+// - Pull: from pull_threshold bytes, when the receiver can read the sender's
+//   memory (process_vm_readv, checked once per pair at connect), only a
+//   `pull` record travels; the receiver copies the message straight from the
+//   sender's buffer into its own (one copy) and answers with a `pulled`
+//   record, which completes the send. Pull slots (segment.h) keep a sender
+//   that gives up from handing out memory it no longer owns.
+//
+// Threads: any thread posts (posting is thread-safe); whoever progresses (a
+// waiting caller, or the device's thread while callers sleep) moves bytes.
+// `send_mutex_` guards the outgoing ring and queue, `mutex_` the receive
+// bookkeeping. The receive state machine belongs to whoever holds
+// `consumer_`, pulls to whoever holds `puller_`; bytes land in user memory
+// under those two only, which is what abort waits out.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/log.h"
+#include "transport/file_descriptor.h"
+#include "transport/shm/ring.h"
+#include "transport/shm/segment.h"
+#include "transport/transport.h"
+
+namespace chorus::transport::shm {
+
+// What a channel needs from its device.
+class ChannelOwner {
+ public:
+  virtual int rank() const = 0;
+  virtual bool failed() const = 0;
+  virtual std::exception_ptr failure() const = 0;
+  // Aborts the whole device. Never called with a channel's lock held.
+  virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
+  virtual bool shutting_down() const = 0;
+  virtual std::string describe_signature(uint64_t signature) const = 0;
+
+ protected:
+  ~ChannelOwner() = default;
+};
+
+struct ChannelSetup {
+  int peer_rank = -1;
+  pid_t peer_pid = 0;
+  Fd side;             // the unix socket to the peer
+  Fd peer_doorbell;    // the peer's eventfd
+  Segment segment;
+  bool listener = false;     // this rank created the segment (the lower rank)
+  bool peer_pulls = false;   // the peer can copy out of this process's memory
+  bool we_pull = false;      // this process can copy out of the peer's
+  size_t pull_threshold = 0;
+};
+
+class Channel {
+ public:
+  Channel(ChannelOwner& owner, ChannelSetup setup);
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  int peer_rank() const { return peer_rank_; }
+  int side_fd() const { return side_.get(); }
+  const std::string& peer_label() const { return peer_label_; }
+
+  // User side.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data);
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data);
+
+  // Any thread: consumes arrived records, pushes queued sends and runs
+  // pending pulls, each part only if no other thread is at it. Non-blocking;
+  // returns whether anything moved.
+  bool progress();
+  // The device's thread, before it sleeps: asks the peer for a doorbell on
+  // anything that would give this channel work. Returns false (and asks
+  // nothing) when there is work already.
+  bool arm_doorbells();
+  // A caller is about to poll: no doorbells wanted.
+  void disarm_doorbells();
+
+  // The device's thread: the side socket is readable (goodbye, abort, end of
+  // stream). Returns true at the end of the stream: stop watching it.
+  bool on_side_readable();
+
+  // Abort: fails every request of the channel with `error`, withdraws every
+  // pull offer, tells the peer why (best effort). Afterwards no user buffer
+  // or Request is touched.
+  void fail_everything(std::exception_ptr error, std::span<const std::byte> abort_message);
+  // Orderly close.
+  size_t pending_requests();
+  void send_goodbye();
+
+ private:
+  struct Outgoing {
+    Request* request = nullptr;
+    Tag tag;
+    std::span<const std::byte> data;
+    size_t written = 0;  // eager: bytes already in the ring
+    bool started = false;
+    bool pull = false;
+  };
+  struct PostedRecv {
+    Request* request = nullptr;
+    Tag tag;
+    std::span<std::byte> buffer;
+  };
+  // A message that arrived before its receive was posted.
+  struct Unexpected {
+    Tag tag;
+    uint64_t total = 0;
+    std::vector<std::byte> payload;  // eager: grows as records arrive, never beyond what arrived
+    bool complete = false;
+    bool pull = false;               // pull: only the offer arrived
+    uint64_t address = 0;
+    uint32_t slot = 0;
+    uint64_t generation = 0;
+    PostedRecv waiting;              // a receive posted while it was still arriving
+  };
+  struct Pull {
+    Request* request = nullptr;
+    std::span<std::byte> destination;
+    uint64_t address = 0;
+    uint32_t slot = 0;
+    uint64_t generation = 0;
+    size_t copied = 0;
+  };
+
+  // Sending (send_mutex_ held).
+  bool flush_locked();
+  bool write_outgoing_locked(Outgoing& message);
+  void ring_peer_doorbell();
+  // Receiving: takes consumer_ (or, without wait_for_lock, gives up when another thread holds it).
+  bool consume(bool wait_for_lock = false);
+  void on_message(const RingReader::Record& record);
+  void on_more(const RingReader::Record& record);
+  void on_pull(const RingReader::Record& record);
+  void on_pulled(const RingReader::Record& record);
+  void land(std::span<const std::byte> bytes);
+  void finish_incoming();
+  // Pulls (puller_ held).
+  bool run_pulls();
+  std::exception_ptr finish_pull(Pull& pull);
+
+  // Stops receiving and leaves `reason` for whoever lets go of its lock to report.
+  void fail_later(std::exception_ptr reason, LogLevel level = LogLevel::warn);
+  void report_later_failure();
+  void corrupt(const std::string& what);
+  std::exception_ptr mismatch_error(const Tag& theirs, uint64_t their_bytes, const Tag& mine, size_t my_bytes) const;
+  std::exception_ptr closed_error(const std::string& detail) const;
+  size_t pending_requests_locked() const;
+
+  ChannelOwner& owner_;
+  const int peer_rank_;
+  const pid_t peer_pid_;
+  const std::string peer_label_;
+  Fd side_;
+  Fd peer_doorbell_;
+  Segment segment_;
+  const bool peer_pulls_;
+  const bool we_pull_;
+  const size_t pull_threshold_;
+
+  // Sending.
+  std::mutex send_mutex_;
+  RingWriter out_;
+  std::deque<Outgoing> send_queue_;
+  std::deque<std::pair<uint32_t, uint64_t>> pulled_notes_;  // (slot, generation) to confirm to the peer
+  std::atomic<uint64_t>* offered_slots_;                    // ours: the pulls we offer
+  std::array<Request*, kPullSlots> awaiting_pull_{};
+  std::vector<uint32_t> free_slots_;
+  uint64_t next_generation_ = 1;
+  bool write_broken_ = false;
+
+  // Receiving bookkeeping.
+  std::mutex mutex_;
+  std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
+  std::unordered_map<TagKey, std::deque<std::unique_ptr<Unexpected>>, TagKeyHash> unexpected_;
+  std::deque<Pull> pulls_;
+  bool failed_ = false;
+  bool peer_said_goodbye_ = false;
+  bool we_said_goodbye_ = false;
+  std::atomic<size_t> receives_waiting_{0};
+
+  // The receive state machine: only the holder of consumer_.
+  std::mutex consumer_;
+  RingReader in_;
+  std::atomic<uint64_t>* peer_slots_;  // theirs: the pulls they offer us
+  bool in_message_ = false;
+  Tag incoming_tag_;
+  uint64_t incoming_total_ = 0;
+  uint64_t incoming_landed_ = 0;
+  std::byte* incoming_target_ = nullptr;  // a posted buffer, or null for an unexpected message
+  Request* incoming_request_ = nullptr;
+  Unexpected* incoming_unexpected_ = nullptr;
+
+  // Pulls: only the holder of puller_.
+  std::mutex puller_;
+
+  // A failure found while holding consumer_ or puller_, reported after.
+  std::mutex later_mutex_;
+  std::exception_ptr later_failure_;
+  LogLevel later_level_ = LogLevel::warn;
+  std::atomic<bool> receiving_{true};
+};
+
+// The Pair handle given to the Context. Holding the device core keeps the
+// channel's memory valid whatever is destroyed first.
+class ShmPair final : public Pair {
+ public:
+  ShmPair(std::shared_ptr<void> keep_alive, Channel& channel) : keep_alive_(std::move(keep_alive)), channel_(channel) {}
+  int peer_rank() const override { return channel_.peer_rank(); }
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+
+ private:
+  std::shared_ptr<void> keep_alive_;
+  Channel& channel_;
+};
+
+}  // namespace chorus::transport::shm

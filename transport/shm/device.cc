@@ -1,0 +1,623 @@
+// The shared-memory device: listening, the handshake, the progress thread,
+// polling and abort (device.h).
+#include "transport/shm/device.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "base/error.h"
+#include "transport/abort_report.h"
+
+namespace chorus::transport::shm {
+namespace {
+
+// A dialer that has not finished its handshake by then is not one of ours.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
+// Memory on one host: a message costs a few microseconds of bookkeeping and
+// wake-ups; bytes move at memory bandwidth shared by the host's ranks.
+// Fitted to the 4-rank loopback sweep in benchmarks/README.md.
+constexpr LinkModel shared_memory_link_model{.alpha_seconds = 4e-6, .beta_seconds_per_byte = 1.0 / 4e9};
+
+enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, side = 4 };
+uint64_t token(TokenKind kind, uint64_t value) { return (static_cast<uint64_t>(kind) << 56) | value; }
+TokenKind token_kind(uint64_t token) { return static_cast<TokenKind>(token >> 56); }
+uint64_t token_value(uint64_t token) { return token & ((uint64_t{1} << 56) - 1); }
+
+uint64_t random_word() {
+  std::random_device source;
+  uint64_t word = 0;
+  while (word == 0) word = (static_cast<uint64_t>(source()) << 32) ^ source();
+  return word;
+}
+
+}  // namespace
+
+Engine::Engine(const ShmDeviceOptions& options) : options_(options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    throw InvalidArgument(cat("shm device: rank ", options.rank, " is not within a job of size ", options.size));
+  by_peer_.reset(new std::atomic<Channel*>[static_cast<size_t>(options.size)]);
+  for (int peer = 0; peer < options.size; ++peer) by_peer_[static_cast<size_t>(peer)].store(nullptr);
+  address_ = this_process_address();
+  address_.nonce = random_word();
+  for (size_t i = 0; i < address_.socket_token.size(); i += 8) {
+    const uint64_t word = random_word();
+    for (size_t j = 0; j < 8; ++j) address_.socket_token[i + j] = static_cast<std::byte>(word >> (8 * j));
+  }
+  address_.ring_bytes = options.ring_bytes;
+  link_model_ = options.link_model.value_or(shared_memory_link_model);
+  probe_value_ = random_word();
+  listener_ = listen_on(address_.socket_name(), rank());
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  doorbell_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !doorbell_.valid())
+    throw IoError(cat("rank ", rank(), ": cannot create the shm progress engine: ", errno_text(errno)));
+  epoll_event listen_event{EPOLLIN, {.u64 = token(TokenKind::listener, 0)}};
+  epoll_event doorbell_event{EPOLLIN, {.u64 = token(TokenKind::doorbell, 0)}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, doorbell_.get(), &doorbell_event) != 0)
+    throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
+}
+
+Engine::~Engine() {
+  if (thread_.joinable()) {
+    stopping_.store(true);
+    wake();
+    thread_.join();
+  }
+}
+
+void Engine::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+std::string Engine::describe_signature(uint64_t signature) const {
+  if (options_.describe_signature) return options_.describe_signature(signature);
+  std::ostringstream out;
+  out << "signature 0x" << std::hex << signature;
+  return out.str();
+}
+
+std::exception_ptr Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
+  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
+  failure_callback_ = std::move(callback);
+}
+
+std::vector<Channel*> Engine::channels() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Channel*> all;
+  for (const auto& channel : channels_) all.push_back(channel.get());
+  return all;
+}
+
+// ---------------------------------------------------------------- connecting
+
+void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) const {
+  if (peer_rank < 0 || peer_rank >= options_.size || peer_rank == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank, " in a job of size ",
+                              options_.size));
+  const ShmAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (!same_machine(address_, peer))
+    throw InvalidArgument(cat("rank ", rank(), ": peer rank ", peer_rank,
+                              " cannot share memory with this rank (another kernel, user or network namespace)"));
+  if (peer.ring_bytes != options_.ring_bytes)
+    throw InvalidArgument(cat("rank ", rank(), " uses shared-memory rings of ", options_.ring_bytes,
+                              " bytes but peer rank ", peer_rank, " uses ", peer.ring_bytes,
+                              ": every rank must run the same chorus build"));
+}
+
+bool Engine::probe(pid_t pid, uint64_t address, uint64_t value) const {
+  if (!options_.single_copy) return false;
+  uint64_t read = 0;
+  iovec local{&read, sizeof(read)};
+  iovec remote{reinterpret_cast<void*>(address), sizeof(read)};
+  const ssize_t copied = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (copied != static_cast<ssize_t>(sizeof(read))) {
+    CHORUS_LOG(info, rank(), "shm: cannot read pid ", pid, "'s memory (", copied < 0 ? errno_text(errno) : "short read",
+               "): large messages to this rank go through the ring");
+    return false;
+  }
+  return read == value;
+}
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline) {
+  check_peer(peer_rank, peer_address);
+  const ShmAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (auto error = failure()) std::rethrow_exception(error);
+  if (by_peer_[static_cast<size_t>(peer_rank)].load())
+    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank));
+  auto impostor = [&](const Credentials& found) {
+    return IoError(cat("rank ", rank(), ": the process behind peer rank ", peer_rank, "'s shared-memory socket is pid ",
+                       found.pid, " (uid ", found.uid, "), but rank ", peer_rank, " published pid ", peer.pid, " (uid ",
+                       peer.uid, ")"),
+                   peer_rank);
+  };
+
+  ChannelSetup setup;
+  setup.peer_rank = peer_rank;
+  setup.peer_pid = static_cast<pid_t>(peer.pid);
+  setup.pull_threshold = options_.pull_threshold;
+  if (rank() < peer_rank) {
+    // The higher rank dials; this rank's thread already ran the handshake.
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto started = Clock::now();
+    while (!failure_ && !admitted_.count(peer_rank) && !deadline.expired()) {
+      auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
+      changed_.wait_for(lock, slice);
+    }
+    if (failure_) std::rethrow_exception(failure_);
+    auto found = admitted_.find(peer_rank);
+    if (found == admitted_.end()) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+      throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited, " ms waiting for peer rank ", peer_rank,
+                             " (pid ", peer.pid, ") to connect over shared memory (has it started and called connect?)"));
+    }
+    Admitted admitted = std::move(found->second);
+    admitted_.erase(found);
+    lock.unlock();
+    if (admitted.credentials.pid != static_cast<pid_t>(peer.pid) || admitted.credentials.uid != peer.uid)
+      throw impostor(admitted.credentials);
+    setup.side = std::move(admitted.side);
+    setup.peer_doorbell = std::move(admitted.doorbell);
+    setup.segment = std::move(admitted.segment);
+    setup.listener = true;
+    setup.peer_pulls = admitted.dialer_pulls;
+    setup.we_pull = admitted.listener_pulls;
+    return add_channel(std::move(setup));
+  }
+
+  Fd side = dial(peer.socket_name(), rank(), peer_rank, deadline);
+  Credentials credentials;
+  if (!peer_credentials(side.get(), credentials))
+    throw IoError(cat("rank ", rank(), ": cannot read the credentials of peer rank ", peer_rank, "'s socket: ",
+                      errno_text(errno)),
+                  peer_rank);
+  if (credentials.pid != static_cast<pid_t>(peer.pid) || credentials.uid != peer.uid) throw impostor(credentials);
+  Hello hello;
+  hello.listener_nonce = peer.nonce;
+  hello.dialer_rank = rank();
+  hello.listener_rank = peer_rank;
+  hello.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
+  hello.probe_value = probe_value_;
+  const int my_doorbell = doorbell_.get();
+  if (int error = send_side(side.get(), encode_hello(hello), std::span<const int>(&my_doorbell, 1)))
+    throw IoError(cat("rank ", rank(), ": cannot send the shared-memory hello to peer rank ", peer_rank, ": ",
+                      errno_text(error)),
+                  peer_rank);
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  if (!wait_readable(side.get(), deadline))
+    throw TimeoutError(cat("rank ", rank(), ": timed out waiting for peer rank ", peer_rank,
+                           " to accept this rank's shared-memory connection"));
+  const ssize_t received = receive_side(side.get(), message, fds, 2);
+  if (received <= 0)
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " refused this rank's shared-memory connection (",
+                      received == 0 ? "it closed the socket; see its log for why" : errno_text(errno), ")"),
+                  peer_rank);
+  SideKind kind{};
+  Ack ack;
+  std::string why = check_side_message(message, kind);
+  if (why.empty() && kind != SideKind::ack) why = cat("message kind ", static_cast<int>(kind), " instead of an ack");
+  if (why.empty()) why = decode_ack(message, ack);
+  if (why.empty() && (ack.listener_rank != peer_rank || ack.dialer_rank != rank()))
+    why = cat("an ack from rank ", ack.listener_rank, " to rank ", ack.dialer_rank);
+  if (why.empty() && ack.ring_bytes != options_.ring_bytes) why = cat("rings of ", ack.ring_bytes, " bytes");
+  if (why.empty() && fds.size() != 2) why = cat(fds.size(), " descriptors instead of 2");
+  if (!why.empty())
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " answered the shared-memory hello with ", why),
+                  peer_rank);
+  try {
+    setup.segment = Segment::open(std::move(fds[0]), options_.ring_bytes);
+  } catch (const std::runtime_error& error) {
+    throw IoError(cat("rank ", rank(), ": the shared-memory segment from peer rank ", peer_rank,
+                      " is not usable: ", error.what()),
+                  peer_rank);
+  }
+  setup.peer_doorbell = std::move(fds[1]);
+  setup.we_pull = probe(static_cast<pid_t>(peer.pid), ack.probe_address, ack.probe_value);
+  setup.peer_pulls = ack.listener_pulls != 0;
+  Confirm confirm;
+  confirm.dialer_pulls = setup.we_pull ? 1 : 0;
+  if (int error = send_side(side.get(), encode_confirm(confirm)))
+    throw IoError(cat("rank ", rank(), ": cannot confirm the shared-memory connection to peer rank ", peer_rank, ": ",
+                      errno_text(error)),
+                  peer_rank);
+  if (::fcntl(side.get(), F_SETFL, O_NONBLOCK) != 0)
+    throw IoError(cat("rank ", rank(), ": fcntl: ", errno_text(errno)));
+  setup.side = std::move(side);
+  setup.listener = false;
+  return add_channel(std::move(setup));
+}
+
+std::unique_ptr<Pair> Engine::add_channel(ChannelSetup setup) {
+  const int peer = setup.peer_rank;
+  auto channel = std::make_unique<Channel>(*this, std::move(setup));
+  Channel& added = *channel;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) std::rethrow_exception(failure_);
+  channels_.push_back(std::move(channel));
+  by_peer_[static_cast<size_t>(peer)].store(&added, std::memory_order_release);
+  epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = token(TokenKind::side, static_cast<uint64_t>(peer))}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
+    throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
+  CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
+  return std::make_unique<ShmPair>(shared_from_this(), added);
+}
+
+// ---------------------------------------------------------------- the device's thread
+
+void Engine::run() {
+  epoll_event events[64];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (failed()) run_cleanup_if_needed();
+    // Whoever polls moves the bytes; otherwise this thread does, and asks
+    // for doorbells before it sleeps.
+    if (polling_callers_.load(std::memory_order_acquire) == 0 && !failed()) {
+      if (progress_all()) continue;
+      if (!arm_all()) continue;
+    }
+    const int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
+            LogLevel::error, false);
+      break;
+    }
+    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64);
+    if (!handshakes_.empty()) expire_handshakes();
+  }
+  run_cleanup_if_needed();
+  handshakes_.clear();
+}
+
+void Engine::dispatch(uint64_t event_token) {
+  switch (token_kind(event_token)) {
+    case TokenKind::doorbell: {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
+      return;
+    }
+    case TokenKind::listener: return accept_all();
+    case TokenKind::handshake: return on_handshake_readable(token_value(event_token));
+    case TokenKind::side: {
+      const uint64_t peer = token_value(event_token);
+      if (peer >= static_cast<uint64_t>(options_.size)) return;
+      Channel* channel = by_peer_[peer].load(std::memory_order_acquire);
+      if (channel && channel->on_side_readable()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, channel->side_fd(), nullptr);
+      return;
+    }
+  }
+}
+
+bool Engine::progress_all() {
+  bool moved = false;
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Channel* channel = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      moved |= channel->progress();
+  return moved;
+}
+
+bool Engine::arm_all() {
+  bool idle = true;
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Channel* channel = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      idle &= channel->arm_doorbells();
+  return idle;
+}
+
+void Engine::disarm_all() {
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Channel* channel = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      channel->disarm_doorbells();
+}
+
+bool Engine::progress() {
+  if (failed()) return false;
+  return progress_all();
+}
+
+void Engine::begin_polling() {
+  if (polling_callers_.fetch_add(1, std::memory_order_acq_rel) == 0) disarm_all();
+}
+
+void Engine::end_polling() {
+  if (polling_callers_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The caller goes to sleep: the thread takes over. If work is already
+  // waiting (records, pulls, queued sends), it must start now.
+  if (!arm_all()) wake();
+}
+
+void Engine::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(doorbell_.get(), &one, sizeof(one));
+}
+
+// ---------------------------------------------------------------- admitting dialers
+
+void Engine::accept_all() {
+  while (true) {
+    const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        CHORUS_LOG(warn, rank(), "shm: accept failed: ", errno_text(errno));
+      return;
+    }
+    Fd accepted(fd);
+    if (failed()) continue;  // closing it tells the dialer at once
+    const uint64_t id = next_handshake_id_++;
+    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    auto incoming = std::make_unique<Incoming>();
+    incoming->fd = std::move(accepted);
+    incoming->give_up_at = Clock::now() + kHandshakeTimeout;
+    handshakes_[id] = std::move(incoming);
+  }
+}
+
+void Engine::on_handshake_readable(uint64_t id) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  Incoming& incoming = *found->second;
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  const ssize_t received = receive_side(incoming.fd.get(), message, fds, incoming.hello_done ? 0 : 1);
+  if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (received <= 0) return reject(id, received == 0 ? "the dialer closed the connection" : errno_text(errno));
+  SideKind kind{};
+  std::string why = check_side_message(message, kind);
+  if (why.empty() && !incoming.hello_done) {
+    why = kind == SideKind::hello ? on_hello(incoming, message, fds) : "the first message is not a hello";
+    if (why.empty()) incoming.hello_done = true;
+  } else if (why.empty()) {
+    Confirm confirm;
+    why = kind == SideKind::confirm ? decode_confirm(message, confirm) : "the second message is not a confirm";
+    if (why.empty()) {
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+      const int dialer = incoming.hello.dialer_rank;
+      CHORUS_LOG(debug, rank(), "shm: admitted peer rank ", dialer, " (pid ", incoming.credentials.pid, ")");
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (failure_ || admitted_.count(dialer) || by_peer_[static_cast<size_t>(dialer)].load()) {
+          why = cat("rank ", dialer, " is already connected");
+        } else {
+          Admitted admitted;
+          admitted.side = std::move(incoming.fd);
+          admitted.credentials = incoming.credentials;
+          admitted.doorbell = std::move(incoming.dialer_doorbell);
+          admitted.segment = std::move(incoming.segment);
+          admitted.dialer_pulls = confirm.dialer_pulls != 0;
+          admitted.listener_pulls = incoming.listener_pulls;
+          admitted_[dialer] = std::move(admitted);
+        }
+      }
+      if (why.empty()) {
+        handshakes_.erase(found);
+        changed_.notify_all();
+        return;
+      }
+    }
+  }
+  if (!why.empty()) reject(id, why);
+}
+
+std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds) {
+  Hello& hello = incoming.hello;
+  std::string why = decode_hello(message, hello);
+  if (!why.empty()) return why;
+  if (hello.listener_nonce != address_.nonce) return "a hello without this rank's nonce (another job, or a stale one)";
+  if (hello.listener_rank != rank()) return cat("a hello for rank ", hello.listener_rank);
+  if (hello.dialer_rank <= rank() || hello.dialer_rank >= options_.size)
+    return cat("a hello from rank ", hello.dialer_rank, ", which must not dial rank ", rank());
+  if (fds.size() != 1) return cat("a hello with ", fds.size(), " descriptors instead of 1");
+  if (!peer_credentials(incoming.fd.get(), incoming.credentials)) return cat("no credentials: ", errno_text(errno));
+  if (incoming.credentials.uid != address_.uid)
+    return cat("a dialer of uid ", incoming.credentials.uid, " (this rank runs as ", address_.uid, ")");
+  incoming.dialer_doorbell = std::move(fds[0]);
+  try {
+    incoming.segment = Segment::create(options_.ring_bytes, rank());
+  } catch (const Error& error) {
+    return error.what();
+  }
+  incoming.listener_pulls = probe(incoming.credentials.pid, hello.probe_address, hello.probe_value);
+  Ack ack;
+  ack.listener_rank = rank();
+  ack.dialer_rank = hello.dialer_rank;
+  ack.ring_bytes = options_.ring_bytes;
+  ack.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
+  ack.probe_value = probe_value_;
+  ack.listener_pulls = incoming.listener_pulls ? 1 : 0;
+  const int passed[2] = {incoming.segment.fd(), doorbell_.get()};
+  if (int error = send_side(incoming.fd.get(), encode_ack(ack), passed))
+    return cat("cannot send the ack: ", errno_text(error));
+  return "";
+}
+
+void Engine::reject(uint64_t id, const std::string& why) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", found->second->credentials.pid,
+             "): ", why);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
+  handshakes_.erase(found);
+}
+
+void Engine::expire_handshakes() {
+  const auto now = Clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, incoming] : handshakes_)
+    if (incoming->give_up_at <= now) expired.push_back(id);
+  for (uint64_t id : expired) reject(id, cat("no complete handshake within ", kHandshakeTimeout.count(), " s"));
+}
+
+int Engine::next_timeout_ms() const {
+  if (handshakes_.empty()) return -1;
+  auto earliest = Clock::time_point::max();
+  for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+}
+
+// ---------------------------------------------------------------- aborting
+
+void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
+  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) {
+      first = true;
+      failure_ = reason;
+      failed_.store(true, std::memory_order_release);
+      const AbortReport report = report_abort(reason);
+      abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
+      if (log_enabled(level)) {
+        try {
+          std::rethrow_exception(reason);
+        } catch (const std::exception& e) {
+          log_line(level, rank(), cat("shm: transport aborted: ", e.what()));
+        } catch (...) {
+        }
+      }
+    }
+  }
+  if (first) {
+    changed_.notify_all();  // connect() waiters
+    std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
+    if (failure_callback_) failure_callback_(failure());
+  }
+  if (!wait) {
+    wake();  // the device's thread cleans up
+    return;
+  }
+  // Any thread may clean up: the channels' locks wait out copies in progress.
+  run_cleanup_if_needed();
+}
+
+void Engine::run_cleanup_if_needed() {
+  std::exception_ptr error;
+  std::vector<std::byte> message;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!failure_) return;
+    if (cleanup_started_) {
+      changed_.wait(lock, [&] { return cleanup_done_; });
+      return;
+    }
+    cleanup_started_ = true;
+    error = failure_;
+    message = abort_message_;
+    admitted_.clear();  // their dialers see the socket close
+  }
+  for (Channel* channel : channels()) channel->fail_everything(error, message);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cleanup_done_ = true;
+  }
+  changed_.notify_all();
+}
+
+// ---------------------------------------------------------------- closing
+
+void Engine::shutdown() {
+  shutting_down_.store(true, std::memory_order_release);
+  if (!failed()) {
+    size_t pending = 0;
+    for (Channel* channel : channels()) pending += channel->pending_requests();
+    if (pending > 0)
+      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
+                                                pending, " requests were pending"))),
+            LogLevel::warn);
+    else
+      for (Channel* channel : channels()) channel->send_goodbye();
+  }
+  stopping_.store(true, std::memory_order_release);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) {
+      // Later posts through surviving Pair handles fail at once with this.
+      failure_ = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+      failed_.store(true, std::memory_order_release);
+    }
+    cleanup_started_ = true;
+    admitted_.clear();
+  }
+  for (Channel* channel : channels()) channel->fail_everything(failure(), {});
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cleanup_done_ = true;
+  }
+  changed_.notify_all();
+  listener_.reset();
+}
+
+// ---------------------------------------------------------------- the Device
+
+namespace {
+
+class ShmDevice final : public Device {
+ public:
+  explicit ShmDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
+    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
+  }
+  ~ShmDevice() override {
+    engine_->set_failure_callback(nullptr);
+    engine_->shutdown();
+  }
+
+  std::string_view name() const override { return "shm"; }
+  int rank() const override { return engine_->rank(); }
+  std::vector<std::byte> address() const override { return engine_->address(); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    engine_->check_peer(peer_rank, peer_address);
+  }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream = 0) override {
+    if (stream != 0)
+      throw InvalidArgument(cat("rank ", rank(), ": the shm transport keeps one connection per peer, not stream ",
+                                stream));
+    return engine_->connect(peer_rank, peer_address, deadline);
+  }
+  LinkModel link_model(int) const override { return engine_->link_model(); }
+  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
+  void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, false); }
+  std::exception_ptr failure() const override { return engine_->failure(); }
+  bool progress() override { return engine_->progress(); }
+  void begin_polling() override { engine_->begin_polling(); }
+  void end_polling() override { engine_->end_polling(); }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> create_device(const ShmDeviceOptions& options) {
+  auto engine = std::make_shared<Engine>(options);
+  engine->start();
+  return std::make_unique<ShmDevice>(std::move(engine));
+}
+
+bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b) {
+  try {
+    return same_machine(decode_address(a, -1, -1), decode_address(b, -1, -1));
+  } catch (const InvalidArgument&) {
+    return false;  // check_peer reports what is wrong with it
+  }
+}
+
+}  // namespace chorus::transport::shm

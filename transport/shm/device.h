@@ -1,0 +1,142 @@
+// The shared-memory device core: the listener, the progress thread,
+// admitting dialers through the handshake, the channels, polling and abort.
+// The Device handed to the Mesh is a thin owner of this core; Pair handles
+// share it, so its memory stays valid in any destruction order.
+//
+// The handshake: the higher rank dials the lower one's abstract socket and
+// sends a hello (the listener's nonce, both ranks, an address of its own to
+// probe) with its doorbell eventfd. The listener's thread checks it and the
+// dialer's credentials, creates the segment, probes whether it can read the
+// dialer's memory, and answers with an ack carrying the segment's memfd and
+// its own doorbell. The dialer checks the ack and the listener's
+// credentials, maps the segment, probes the listener's memory and confirms.
+// Each rank's connect() also checks the other's pid and uid against what it
+// published.
+//
+// Sleeping: while a caller polls (begin_polling) it consumes the rings
+// itself and asks the peers for no doorbells. The device's thread sleeps in
+// epoll on its doorbell, the listener, pending handshakes and every side
+// socket; before sleeping it asks each peer for a doorbell on new records or
+// freed space. A side socket's end of stream wakes it whatever the flags.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/shm/address.h"
+#include "transport/shm/channel.h"
+#include "transport/shm/shm.h"
+#include "transport/shm/side_channel.h"
+
+namespace chorus::transport::shm {
+
+class Engine final : public ChannelOwner, public std::enable_shared_from_this<Engine> {
+ public:
+  explicit Engine(const ShmDeviceOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  // Orderly close: goodbye to every peer (or an abort if requests are still
+  // pending), stop the thread. Later posts fail.
+  void shutdown();
+
+  std::vector<std::byte> address() const { return encode_address(address_); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const;
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
+  LinkModel link_model() const { return link_model_; }
+  bool progress();
+  void begin_polling();
+  void end_polling();
+  void set_failure_callback(std::function<void(std::exception_ptr)> callback);
+
+  // ChannelOwner
+  int rank() const override { return options_.rank; }
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
+  std::exception_ptr failure() const override;
+  void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
+  // wait = false: the device's thread fails the requests; returns at once.
+  void abort(std::exception_ptr reason, LogLevel level, bool wait);
+  bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
+  std::string describe_signature(uint64_t signature) const override;
+
+ private:
+  struct Incoming {
+    Fd fd;
+    Clock::time_point give_up_at;
+    bool hello_done = false;
+    Credentials credentials;
+    Hello hello;
+    Fd dialer_doorbell;
+    Segment segment;
+    bool listener_pulls = false;
+  };
+  struct Admitted {
+    Fd side;
+    Credentials credentials;
+    Fd doorbell;
+    Segment segment;
+    bool dialer_pulls = false;
+    bool listener_pulls = false;
+  };
+
+  void run();
+  void dispatch(uint64_t token);
+  void accept_all();
+  void on_handshake_readable(uint64_t id);
+  std::string on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds);
+  void reject(uint64_t id, const std::string& why);
+  void expire_handshakes();
+  int next_timeout_ms() const;
+  bool progress_all();
+  bool arm_all();
+  void disarm_all();
+  void wake();
+  void run_cleanup_if_needed();
+  bool probe(pid_t pid, uint64_t address, uint64_t value) const;
+  std::unique_ptr<Pair> add_channel(ChannelSetup setup);
+  std::vector<Channel*> channels() const;
+
+  const ShmDeviceOptions options_;
+  ShmAddress address_;
+  LinkModel link_model_;
+  // A word of ours a peer reads once at connect to learn whether it may
+  // copy out of this process (process_vm_readv).
+  uint64_t probe_value_ = 0;
+  Fd listener_;
+  Fd epoll_;
+  Fd doorbell_;  // peers ring it; the device's thread sleeps on it
+  std::thread thread_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // a dialer admitted, a failure, cleanup done
+  std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> stopping_{false};
+  bool cleanup_started_ = false;
+  bool cleanup_done_ = false;
+  std::vector<std::byte> abort_message_;
+  std::map<int, Admitted> admitted_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::unique_ptr<std::atomic<Channel*>[]> by_peer_;
+  std::mutex failure_callback_mutex_;
+  std::function<void(std::exception_ptr)> failure_callback_;
+  std::atomic<int> polling_callers_{0};
+
+  // The device's thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Incoming>> handshakes_;
+  uint64_t next_handshake_id_ = 0;
+};
+
+}  // namespace chorus::transport::shm
