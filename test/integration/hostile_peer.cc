@@ -4,9 +4,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
+#include <sys/un.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -78,13 +83,39 @@ void add_listeners(const char* table, bool ipv6, const std::set<uint64_t>& inode
   }
 }
 
+// Listening unix sockets: /proc/net/unix lines are "Num RefCount Protocol
+// Flags Type St Inode Path"; flag 0x10000 (__SO_ACCEPTCON) marks a listener
+// and a path starting with '@' an abstract name.
+void add_unix_listeners(const std::set<uint64_t>& inodes, std::vector<ListeningEndpoint>& endpoints) {
+  std::ifstream in("/proc/net/unix");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, references, protocol, flags, type, state, path;
+    uint64_t inode = 0;
+    if (!(fields >> slot >> references >> protocol >> flags >> type >> state >> inode >> path)) continue;
+    if (!inodes.count(inode) || (std::stoul(flags, nullptr, 16) & 0x10000) == 0 || path.empty() || path[0] != '@')
+      continue;
+    ListeningEndpoint endpoint;
+    auto* address = reinterpret_cast<sockaddr_un*>(&endpoint.address);
+    address->sun_family = AF_UNIX;
+    std::memcpy(address->sun_path + 1, path.data() + 1, std::min(path.size() - 1, sizeof(address->sun_path) - 1));
+    endpoint.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+    endpoint.type = static_cast<int>(std::stoul(type, nullptr, 16));
+    endpoint.text = path;
+    endpoints.push_back(endpoint);
+  }
+}
+
 void put_le(std::vector<uint8_t>& out, uint64_t value, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
 }
 
-// The wire layouts of transport/tcp as written today (handshake.cc, frame.h),
-// rebuilt here by hand: the test plays an outsider that copied the format,
-// and if the format changes these stay hostile bytes all the same.
+// The wire layouts of transport/tcp and transport/shm as written today
+// (tcp/handshake.cc, tcp/frame.h, shm/side_channel.cc), rebuilt here by
+// hand: the test plays an outsider that copied the format, and if the format
+// changes these stay hostile bytes all the same.
 std::vector<uint8_t> forged_hello(uint64_t nonce, int dialer_rank, int listener_rank) {
   std::vector<uint8_t> hello;
   put_le(hello, 0x53484843, 4);  // "CHHS"
@@ -99,12 +130,39 @@ std::vector<uint8_t> forged_hello(uint64_t nonce, int dialer_rank, int listener_
 std::vector<uint8_t> forged_frame_header(uint16_t kind, uint64_t tag, uint64_t signature, uint64_t payload_bytes) {
   std::vector<uint8_t> header;
   put_le(header, 0x46524843, 4);  // "CHRF"
-  put_le(header, 1, 2);
+  put_le(header, 2, 2);
   put_le(header, kind, 2);
   put_le(header, tag, 8);
   put_le(header, signature, 8);
   put_le(header, payload_bytes, 8);
+  put_le(header, 0, 8);  // group
   return header;
+}
+
+// A shared-memory hello with a guessed nonce (the real one also carries an
+// eventfd; this one arrives without, or with one of the forger's own).
+std::vector<uint8_t> forged_shm_hello(uint64_t nonce, int dialer_rank, int listener_rank) {
+  std::vector<uint8_t> hello;
+  put_le(hello, 0x44495343, 4);  // "CSID"
+  put_le(hello, 1, 2);
+  put_le(hello, 1, 2);           // hello
+  put_le(hello, nonce, 8);
+  put_le(hello, static_cast<uint32_t>(dialer_rank), 4);
+  put_le(hello, static_cast<uint32_t>(listener_rank), 4);
+  put_le(hello, 0x1000, 8);
+  put_le(hello, nonce, 8);
+  return hello;
+}
+
+std::vector<uint8_t> forged_shm_abort(const std::string& text) {
+  std::vector<uint8_t> abort;
+  put_le(abort, 0x44495343, 4);
+  put_le(abort, 1, 2);
+  put_le(abort, 5, 2);  // abort
+  put_le(abort, 5, 8);
+  put_le(abort, 0, 8);
+  abort.insert(abort.end(), text.begin(), text.end());
+  return abort;
 }
 
 std::vector<uint8_t> random_bytes(size_t count, std::mt19937_64& random) {
@@ -116,7 +174,7 @@ std::vector<uint8_t> random_bytes(size_t count, std::mt19937_64& random) {
 void append(std::vector<uint8_t>& out, const std::vector<uint8_t>& more) { out.insert(out.end(), more.begin(), more.end()); }
 
 int connect_to(const ListeningEndpoint& target) {
-  int fd = ::socket(target.address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(target.address.ss_family, target.type | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   // A rank that stops reading must not stall the attacker (and so the test).
   timeval limit{1, 0};
@@ -147,15 +205,78 @@ std::vector<ListeningEndpoint> listening_endpoints(pid_t pid) {
   std::vector<ListeningEndpoint> endpoints;
   add_listeners("/proc/net/tcp", false, inodes, endpoints);
   add_listeners("/proc/net/tcp6", true, inodes, endpoints);
+  add_unix_listeners(inodes, endpoints);
   return endpoints;
 }
 
 int attack_kinds() { return kKinds; }
 
+namespace {
+
+// One message (the listener reads whole messages), optionally with a descriptor.
+void send_message(int fd, const std::vector<uint8_t>& bytes, int passed_fd = -1) {
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr header{};
+  header.msg_iov = &iov;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (passed_fd >= 0) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+    cmsghdr* entry = CMSG_FIRSTHDR(&header);
+    entry->cmsg_level = SOL_SOCKET;
+    entry->cmsg_type = SCM_RIGHTS;
+    entry->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(entry), &passed_fd, sizeof(int));
+  }
+  [[maybe_unused]] ssize_t sent = ::sendmsg(fd, &header, MSG_NOSIGNAL);
+}
+
+AttackOutcome attack_shared_memory_listener(int fd, int kind, int dialer, std::mt19937_64& random) {
+  switch (kind % kKinds) {
+    case 0:  // connect and hang up
+      break;
+    case 1:  // noise
+      send_message(fd, random_bytes(4096, random));
+      break;
+    case 2:  // a hello with a guessed nonce and no doorbell
+      send_message(fd, forged_shm_hello(random(), dialer, 0));
+      break;
+    case 3: {  // a plausible hello (guessed nonce, a real eventfd), then noise
+      const int doorbell = ::eventfd(0, EFD_CLOEXEC);
+      send_message(fd, forged_shm_hello(random(), dialer, 0), doorbell);
+      if (doorbell >= 0) ::close(doorbell);
+      send_message(fd, random_bytes(64, random));
+      break;
+    }
+    case 4:  // an abort with no handshake at all
+      send_message(fd, forged_shm_abort("forged abort from the hostile-bytes test"));
+      break;
+    case 5:  // a message too long to be a handshake
+      send_message(fd, random_bytes(size_t{200} << 10, random));
+      break;
+    case 6:  // a hello for a rank that never dials this one
+      send_message(fd, forged_shm_hello(random(), 0, 0));
+      break;
+    case 7:  // half a hello, then silence with the connection left open
+    {
+      std::vector<uint8_t> half = forged_shm_hello(random(), dialer, 0);
+      half.resize(half.size() / 2);
+      send_message(fd, half);
+      return {true, fd};
+    }
+  }
+  ::close(fd);
+  return {true, -1};
+}
+
+}  // namespace
+
 AttackOutcome attack_once(const ListeningEndpoint& target, int kind, int job_size, std::mt19937_64& random) {
   const int fd = connect_to(target);
   if (fd < 0) return {};
   const int dialer = job_size - 1;  // the rank that dials everyone: the most plausible forgery
+  if (target.type == SOCK_SEQPACKET) return attack_shared_memory_listener(fd, kind, dialer, random);
   std::vector<uint8_t> bytes;
   switch (kind % kKinds) {
     case 0:  // connect and hang up

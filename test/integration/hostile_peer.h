@@ -1,7 +1,8 @@
-// A stranger on the network, for the hostile-bytes test: finds the TCP ports
-// a process listens on (its socket inodes in /proc/<pid>/fd matched against
-// the LISTEN entries of /proc/net/tcp and tcp6) and connects to them with
-// garbage, truncated or forged-but-plausible handshakes and frames.
+// A stranger on the machine, for the hostile-bytes test: finds the TCP ports
+// and unix sockets a process listens on (its socket inodes in /proc/<pid>/fd
+// matched against the listening entries of /proc/net/tcp, tcp6 and unix)
+// and connects to them with garbage, truncated or forged-but-plausible
+// handshakes and frames.
 #pragma once
 
 #include <sys/socket.h>
@@ -17,7 +18,8 @@ namespace chorus::integration {
 struct ListeningEndpoint {
   sockaddr_storage address{};  // where to connect (a wildcard bind becomes loopback)
   socklen_t length = 0;
-  std::string text;            // "127.0.0.1:41234" for messages
+  int type = SOCK_STREAM;      // SOCK_SEQPACKET for the shared-memory listeners
+  std::string text;            // "127.0.0.1:41234", "@chorus-shm-..." for messages
 };
 
 std::vector<ListeningEndpoint> listening_endpoints(pid_t pid);

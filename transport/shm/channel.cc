@@ -69,6 +69,7 @@ void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> da
   request.mark_pending();
   std::exception_ptr error;
   bool doorbell = false;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(send_mutex_);
     if (owner_.failed()) {
@@ -86,9 +87,11 @@ void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> da
       const bool pull = peer_pulls_ && data.size() >= pull_threshold_;
       send_queue_.push_back({&request, tag, data, 0, false, pull});
       doorbell = flush_locked();
+      queued = !send_queue_.empty();
     }
   }
   if (doorbell) ring_peer_doorbell();
+  if (queued) owner_.work_pending();
   if (!error) return;
   owner_.abort(error, LogLevel::debug);
   request.fail(owner_.failure());
@@ -171,6 +174,7 @@ void Channel::ring_peer_doorbell() {
 void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
   request.mark_pending();
   std::exception_ptr error;
+  bool pull_queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (owner_.failed() || failed_) {
@@ -189,7 +193,7 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
           pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
           queue.erase(message);
           if (queue.empty()) unexpected_.erase(found);
-          return;
+          pull_queued = true;
         } else if (!arrived.complete) {
           arrived.waiting = {&request, tag, data};
           return;
@@ -202,7 +206,9 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
         }
       }
     }
-    if (!error) {
+    if (pull_queued) {
+      // reported below, without the lock
+    } else if (!error) {
       if (peer_said_goodbye_) {
         error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
       } else {
@@ -211,6 +217,7 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
       }
     }
   }
+  if (pull_queued) return owner_.work_pending();
   bool mismatch = false;
   try {
     std::rethrow_exception(error);
@@ -317,7 +324,7 @@ void Channel::on_more(const RingReader::Record& record) {
 void Channel::land(std::span<const std::byte> bytes) {
   if (bytes.size() > incoming_total_ - incoming_landed_)
     return corrupt(cat("more bytes than its message of ", incoming_total_, " announced"));
-  if (incoming_target_) {
+  if (incoming_request_) {
     if (!bytes.empty()) std::memcpy(incoming_target_ + incoming_landed_, bytes.data(), bytes.size());
   } else {
     // Grows only with bytes that really arrived: a peer announcing a huge

@@ -53,6 +53,9 @@ class ChannelOwner {
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
   virtual std::string describe_signature(uint64_t signature) const = 0;
+  // A post left work that only progress finishes (a pull to run, a send
+  // still queued): the device's thread takes it up unless a caller polls.
+  virtual void work_pending() = 0;
 
  protected:
   ~ChannelOwner() = default;
@@ -206,9 +209,9 @@ class Channel {
   Tag incoming_tag_;
   uint64_t incoming_total_ = 0;
   uint64_t incoming_landed_ = 0;
-  std::byte* incoming_target_ = nullptr;  // a posted buffer, or null for an unexpected message
-  Request* incoming_request_ = nullptr;
-  Unexpected* incoming_unexpected_ = nullptr;
+  Request* incoming_request_ = nullptr;   // the posted receive being filled, or null...
+  std::byte* incoming_target_ = nullptr;  // ...its buffer
+  Unexpected* incoming_unexpected_ = nullptr;  // ...else the message kept for a later receive
 
   // Pulls: only the holder of puller_.
   std::mutex puller_;

@@ -254,6 +254,8 @@ std::unique_ptr<Pair> Engine::add_channel(ChannelSetup setup) {
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
   CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
+  // The thread asks the new peer for doorbells before it sleeps again.
+  wake();
   return std::make_unique<ShmPair>(shared_from_this(), added);
 }
 

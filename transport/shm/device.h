@@ -69,6 +69,9 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   void abort(std::exception_ptr reason, LogLevel level, bool wait);
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   std::string describe_signature(uint64_t signature) const override;
+  void work_pending() override {
+    if (polling_callers_.load(std::memory_order_acquire) == 0) wake();
+  }
 
  private:
   struct Incoming {
