@@ -25,6 +25,22 @@ namespace {
 using namespace chorus;
 using namespace chorus::collective_test;
 
+// CHORUS_TEST_HOSTS="blocks:H" or "interleaved:H" fakes H hosts (through
+// CHORUS_HOST_ID, before connecting): rank r of N on host r*H/N, or on r%H.
+// Ranks on one fake host talk over shared memory, the others over TCP.
+void fake_host_from_environment() {
+  const char* spec = std::getenv("CHORUS_TEST_HOSTS");
+  const char* rank_text = std::getenv("CHORUS_RANK");
+  const char* size_text = std::getenv("CHORUS_SIZE");
+  if (!spec || !rank_text || !size_text) return;
+  const std::string text(spec);
+  const size_t colon = text.find(':');
+  const int hosts = std::stoi(text.substr(colon + 1));
+  const int rank = std::stoi(rank_text), size = std::stoi(size_text);
+  const int host = text.rfind("interleaved", 0) == 0 ? rank % hosts : rank * hosts / size;
+  ::setenv("CHORUS_HOST_ID", ("fake-host-" + std::to_string(host)).c_str(), 1);
+}
+
 int report(int rank, bool ok, size_t cases, const std::string& what) {
   std::printf("RESULT rank=%d status=%s cases=%zu what=%s\n", rank, ok ? "ok" : "fail", cases, what.c_str());
   std::fflush(stdout);
@@ -41,6 +57,7 @@ int main(int argc, char** argv) {
   const std::string scenario = argv[1];
   std::shared_ptr<Context> context;
   try {
+    fake_host_from_environment();
     ConnectOptions options;
     options.timeout = std::chrono::milliseconds(30000);
     context = connect_from_env(options);

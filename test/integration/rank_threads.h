@@ -1,5 +1,6 @@
 // Runs one function per rank, each on its own thread with its own Context,
-// connected over real TCP sockets through an in-process HashStore.
+// connected through an in-process HashStore over the transports connect()
+// picks (shared memory between threads of one process, unless configured).
 #pragma once
 
 #include <exception>
@@ -17,8 +18,10 @@ struct RankOutcome {
   std::exception_ptr error;
 };
 
+// `configure` may adjust each rank's ConnectOptions (a fake host per rank).
 inline std::vector<RankOutcome> run_ranks(int size, const std::function<void(Context&)>& body,
-                                          std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+                                          std::chrono::milliseconds timeout = std::chrono::milliseconds(20000),
+                                          const std::function<void(int rank, ConnectOptions&)>& configure = {}) {
   auto store = std::make_shared<HashStore>();
   std::vector<RankOutcome> outcomes(static_cast<size_t>(size));
   std::vector<std::thread> threads;
@@ -29,6 +32,7 @@ inline std::vector<RankOutcome> run_ranks(int size, const std::function<void(Con
         ConnectOptions options;
         options.timeout = timeout;
         options.hostname = "127.0.0.1";
+        if (configure) configure(rank, options);
         std::shared_ptr<Context> context = connect(bootstrap, options);
         body(*context);
       } catch (...) {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -48,6 +49,16 @@ std::string field(const std::map<std::string, std::string>& fields, const std::s
 int64_t field_number(const std::map<std::string, std::string>& fields, const std::string& key) {
   const std::string text = field(fields, key);
   return text.empty() ? -1 : std::stoll(text);
+}
+
+// What /dev/shm holds: a SIGKILLed rank must leave nothing there (the
+// shared-memory transport's segments are memfds that never have a name).
+std::set<std::string> dev_shm_entries() {
+  std::set<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error))
+    names.insert(entry.path().filename().string());
+  return names;
 }
 
 bool any_rank_failed_to_connect(const RankJob& job) {
@@ -118,6 +129,7 @@ TEST_CASE("collectives give bit-exact results across real processes", "[processe
 TEST_CASE("a rank killed with SIGKILL makes every survivor fail naming it", "[processes]") {
   const int64_t timeout_ms = 5000;
   const int victim = 2;
+  const std::set<std::string> dev_shm_before = dev_shm_entries();
   RankJob job({4, StoreKind::tcp, {"loop", "--timeout-ms", std::to_string(timeout_ms), "--max-seconds", "90"}});
   require_job(job, job.wait_until([&] { return all_printed(job, "READY"); }, 60s), "not every rank got READY");
   keep_running(job, 300ms);  // well inside the loop, mid-collective
@@ -152,6 +164,11 @@ TEST_CASE("a rank killed with SIGKILL makes every survivor fail naming it", "[pr
     CHECK(field(*result, "again") != "none");
     CHECK(job.exit_status(rank) == 0);
   }
+  std::set<std::string> left;
+  for (const std::string& name : dev_shm_entries())
+    if (!dev_shm_before.count(name)) left.insert(name);
+  for (const std::string& name : left) report("SIGKILL: /dev/shm gained ", name);
+  CHECK(left.empty());
 }
 
 TEST_CASE("a rank frozen with SIGSTOP makes the others time out, and fails itself once resumed", "[processes]") {
