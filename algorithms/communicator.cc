@@ -1,7 +1,10 @@
 // The members, their topology and the cost model per level.
 #include "algorithms/communicator.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -9,7 +12,11 @@
 namespace chorus::algorithms {
 Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
                            const Topology& mesh_topology, CommunicatorSettings settings)
-    : mesh_(std::move(mesh)), members_(std::move(members)), group_(group), settings_(std::move(settings)) {
+    : mesh_(std::move(mesh)),
+      members_(std::move(members)),
+      group_(group),
+      settings_(std::move(settings)),
+      plan_cache_(std::make_unique<PlanCache>()) {
   if (!mesh_ || members_.empty()) throw InvalidArgument("a communicator needs a mesh and at least one member");
   for (size_t i = 0; i < members_.size(); ++i) {
     const int member = members_[i];
@@ -23,6 +30,13 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   const LinkModel local = apply_link_model_override(settings_.link_model, LinkLevel::local, settings_.local);
   const LinkModel remote = apply_link_model_override(settings_.link_model, LinkLevel::remote, settings_.remote);
   cost_model_ = CostModel::from_levels(local, remote, topology_->hosts() > 1);
+  // Every rank of the job on this host competes for its cores, whichever
+  // Context it runs a collective on.
+  cpu_set_t usable;
+  CPU_ZERO(&usable);
+  const int cores = ::sched_getaffinity(0, sizeof(usable), &usable) == 0 ? CPU_COUNT(&usable)
+                                                                        : static_cast<int>(std::thread::hardware_concurrency());
+  oversubscribed_ = cores > 0 && mesh_topology.local_size(mesh_->rank()) > cores;
 }
 
 bool Communicator::accepts(const Memory& memory) const {

@@ -21,6 +21,7 @@
 
 #include "algorithms/call.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/plan_cache.h"
 #include "base/config.h"
 #include "base/memory.h"
 #include "base/topology.h"
@@ -66,6 +67,11 @@ class Communicator {
   const CostModel& cost_model() const { return cost_model_; }
   const CommunicatorSettings& settings() const { return settings_; }
   std::chrono::microseconds poll_time() const { return settings_.poll_time; }
+  // The selections and plans of the calls run so far (plan_cache.h).
+  PlanCache& plan_cache() const { return *plan_cache_; }
+  // More of the job's ranks on this rank's host than it has cores to run
+  // them: a waiting rank then gives its core away at once.
+  bool oversubscribed() const { return oversubscribed_; }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
@@ -75,6 +81,8 @@ class Communicator {
   std::shared_ptr<const Topology> topology_;
   CostModel cost_model_;
   CommunicatorSettings settings_;
+  bool oversubscribed_ = false;
+  std::unique_ptr<PlanCache> plan_cache_;
 };
 
 // The group of a Context split from `parent` by the split collective number

@@ -43,6 +43,35 @@ std::string describe_wait(const Step& step, size_t stripes) {
   return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes", striped, ")");
 }
 
+// What a run of a Plan needs besides the Plan, kept per thread and reused:
+// a collective runs on one thread from start to end, so once a thread has
+// run a call of some size, the next one allocates nothing (the first 8-byte
+// allreduce of a loop pays for vectors, requests and scheduler state; the
+// thousandth does not). The signal is declared first, so it is destroyed
+// after the requests attached to it.
+struct RunState {
+  transport::CompletionSignal signal;
+  std::unique_ptr<transport::Request[]> requests;
+  size_t request_capacity = 0;
+  std::vector<size_t> first_request;  // empty when no peer is striped
+  std::vector<StepId> in_flight;
+  StepScheduler scheduler;
+
+  transport::Request* reserve_requests(size_t count) {
+    if (count > request_capacity) {
+      requests.reset(new transport::Request[count]);
+      request_capacity = count;
+      for (size_t i = 0; i < count; ++i) requests[i].attach(&signal);
+    }
+    return requests.get();
+  }
+};
+
+RunState& thread_run_state() {
+  thread_local RunState state;
+  return state;
+}
+
 class PlanRun {
  public:
   PlanRun(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
@@ -54,7 +83,14 @@ class PlanRun {
         call_(call),
         sequence_(sequence),
         deadline_(deadline),
-        scheduler_(plan, graph, window) {
+        state_(thread_run_state()),
+        scheduler_(state_.scheduler),
+        signal_(state_.signal),
+        first_request_(state_.first_request),
+        in_flight_(state_.in_flight) {
+    scheduler_.reset(plan, graph, window);
+    in_flight_.clear();
+    first_request_.clear();
     // Scratch is reused across calls on the same thread (a collective is run
     // by one thread from start to end): reallocating and page-faulting
     // megabytes per call would show in small-message latency.
@@ -62,10 +98,7 @@ class PlanRun {
     buffers_.input = static_cast<const std::byte*>(input);
     buffers_.output = static_cast<std::byte*>(output);
     buffers_.scratch = plan.scratch_bytes ? buffers_.backend->thread_scratch(plan.scratch_bytes) : nullptr;
-    const size_t requests = number_stripes();
-    requests_.reset(new transport::Request[requests]);
-    for (size_t i = 0; i < requests; ++i) requests_[i].attach(&signal_);
-    in_flight_.reserve(64);
+    requests_ = state_.reserve_requests(number_stripes());
     tag_.signature = call_signature(call);
     tag_.group = communicator.group();
   }
@@ -98,7 +131,10 @@ class PlanRun {
       if (deadline_.expired()) throw_timeout(started);
       if (poll_for_change(seen)) continue;
       mesh.end_polling();
-      signal_.wait_change(seen, deadline_);
+      {
+        transport::WaitingScope waiting(mesh);
+        signal_.wait_change(seen, deadline_);
+      }
       mesh.begin_polling();
     }
   }
@@ -120,10 +156,15 @@ class PlanRun {
   // instead of 0.1). A yield costs ~1 µs when nothing else wants the CPU.
   // But not within 10 µs of the last arrival (or of starting to wait): a
   // running peer's next message usually follows within microseconds, and a
-  // yield that switches is a context switch.
+  // yield that switches is a context switch. Unless the host runs more of
+  // the job's ranks than it has cores: then the peer we wait for is likely
+  // waiting for this very core, and every spin delays it (4 ranks on 2
+  // cores: 8-byte allreduce over shared memory 16 µs spinning 10 µs, 8-12 µs
+  // yielding at once; docs/latency.md).
   bool poll_for_change(uint64_t seen) {
     constexpr Clock::duration longest_poll = std::chrono::microseconds(20);
-    constexpr Clock::duration keep_cpu_after_arrival = std::chrono::microseconds(10);
+    const Clock::duration keep_cpu_after_arrival =
+        communicator_.oversubscribed() ? Clock::duration::zero() : std::chrono::microseconds(10);
     const Clock::duration budget = communicator_.poll_time();
     Clock::duration spent{0};
     auto last = Clock::now();
@@ -233,15 +274,14 @@ class PlanRun {
   const Call& call_;
   const uint32_t sequence_;
   const Deadline deadline_;
-  StepScheduler scheduler_;
+  RunState& state_;
+  StepScheduler& scheduler_;
+  transport::CompletionSignal& signal_;
+  std::vector<size_t>& first_request_;
+  std::vector<StepId>& in_flight_;
+  transport::Request* requests_ = nullptr;
   PlanBuffers buffers_;
   transport::Tag tag_;
-  // Declared before the requests so it is destroyed after them: the signal
-  // must outlive every request attached to it.
-  transport::CompletionSignal signal_;
-  std::unique_ptr<transport::Request[]> requests_;
-  std::vector<size_t> first_request_;  // empty with one stream
-  std::vector<StepId> in_flight_;
 };
 
 }  // namespace

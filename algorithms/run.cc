@@ -1,14 +1,12 @@
 // run_collective: validate, select, build (or reuse) the Plan, execute, finish.
 #include "algorithms/run.h"
 
-#include <map>
 #include <memory>
-#include <mutex>
-#include <tuple>
 #include <vector>
 
 #include "algorithms/executor.h"
 #include "algorithms/local_steps.h"
+#include "algorithms/plan_cache.h"
 #include "algorithms/selection.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -17,56 +15,6 @@
 namespace chorus::algorithms {
 
 namespace {
-
-struct PreparedPlan {
-  explicit PreparedPlan(Plan built) : plan(std::move(built)), graph(plan) {}
-  Plan plan;
-  PlanGraph graph;
-};
-
-// Training loops repeat the same few calls thousands of times; building a
-// ring plan for a large buffer costs far more than looking it up. Plans
-// depend only on the call and the algorithm, so one cache serves every
-// Context in the process.
-class PlanCache {
- public:
-  std::shared_ptr<const PreparedPlan> get(const Call& call, const Algorithm& algorithm, const PlanTuning& tuning) {
-    // Every field a Plan builder reads is part of the key: the root of any
-    // rooted collective, the per-rank counts of the v variants, and the
-    // tuning (Contexts with different link models cut segments differently).
-    const Key key{call.collective,  call.rank,   call.size,       call.count,
-                  call.type,        call.op,     call.root,       call.in_place,
-                  call.counts,      call.send_counts, call.recv_counts, &algorithm,
-                  tuning.segment_bytes, tuning.scratch_segments,
-                  call.topology ? call.topology->host_table() : std::vector<int>()};
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto found = plans_.find(key);
-      if (found != plans_.end()) return found->second;
-    }
-    // Built outside the lock: a big plan takes a while and other threads'
-    // lookups should not wait for it.
-    auto prepared = std::make_shared<const PreparedPlan>(algorithm.build(call, tuning));
-    std::lock_guard<std::mutex> lock(mutex_);
-    // Bounded crudely: a program cycling through many shapes rebuilds, one
-    // with a steady shape never does.
-    if (plans_.size() >= capacity) plans_.clear();
-    plans_.emplace(key, prepared);
-    return prepared;
-  }
-
- private:
-  using Key = std::tuple<Collective, int, int, size_t, DataType, ReduceOp, int, bool, std::vector<size_t>,
-                         std::vector<size_t>, std::vector<size_t>, const Algorithm*, size_t, size_t, std::vector<int>>;
-  static constexpr size_t capacity = 64;
-  std::mutex mutex_;
-  std::map<Key, std::shared_ptr<const PreparedPlan>> plans_;
-};
-
-PlanCache& plan_cache() {
-  static PlanCache cache;
-  return cache;
-}
 
 bool is_rooted(Collective collective) {
   return collective == Collective::broadcast || collective == Collective::reduce || collective == Collective::gather ||
@@ -150,11 +98,15 @@ namespace {
 void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
               const std::string& algorithm, uint32_t sequence, Deadline deadline) {
   validate(communicator, call, input, output);
-  const CostModel& model = communicator.cost_model();
-  const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
-  const PlanTuning tuning = plan_tuning(chosen, call, model);
-  std::shared_ptr<const PreparedPlan> prepared = plan_cache().get(call, chosen, tuning);
-  execute(communicator, prepared->plan, prepared->graph, call, input, output, sequence, deadline);
+  std::optional<CachedChoice> choice = communicator.plan_cache().find(call, algorithm);
+  if (!choice) {
+    const CostModel& model = communicator.cost_model();
+    const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
+    const PlanTuning tuning = plan_tuning(chosen, call, model);
+    choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
+    communicator.plan_cache().add(call, algorithm, *choice);
+  }
+  execute(communicator, choice->prepared->plan, choice->prepared->graph, call, input, output, sequence, deadline);
   finish_collective(call, output, memory_backend(call.memory));
 }
 

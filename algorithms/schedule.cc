@@ -36,18 +36,24 @@ PlanGraph::PlanGraph(const Plan& plan) {
   }
 }
 
-StepScheduler::StepScheduler(const Plan& plan, const PlanGraph& graph, Window window)
-    : plan_(plan), graph_(graph), window_(window) {
+void StepScheduler::reset(const Plan& plan, const PlanGraph& graph, Window window) {
+  plan_ = &plan;
+  graph_ = &graph;
+  window_ = window;
   const size_t count = plan.size();
   missing_.resize(count);
   finished_flags_.assign(count, false);
+  ready_local_.clear();
+  ready_local_head_ = 0;
+  finished_ = 0;
+  candidates_.clear();
   ready_local_.reserve(count - graph.communication_steps());
   for (StepId id = 0; id < count; ++id) {
     const Step& step = plan.step(id);
     missing_[id] = step.dependency_count;
     if (missing_[id] == 0 && !step.is_communication()) ready_local_.push_back(id);
   }
-  queue_states_.resize(graph.queues().size());
+  queue_states_.assign(graph.queues().size(), QueueState{});
   candidates_.reserve(queue_states_.size());
   for (uint32_t queue = 0; queue < queue_states_.size(); ++queue) mark_candidate(queue);
 }
@@ -60,13 +66,13 @@ void StepScheduler::mark_candidate(uint32_t queue) {
 
 bool StepScheduler::can_post(uint32_t queue) const {
   const QueueState& state = queue_states_[queue];
-  const std::vector<StepId>& steps = graph_.queues()[queue].steps;
+  const std::vector<StepId>& steps = graph_->queues()[queue].steps;
   if (state.head >= steps.size()) return false;
   StepId head = steps[state.head];
   if (missing_[head] != 0) return false;
   if (state.in_flight_steps == 0) return true;
   if (state.in_flight_steps >= window_.max_steps) return false;
-  return state.in_flight_bytes + plan_.step(head).bytes() <= window_.max_bytes;
+  return state.in_flight_bytes + plan_->step(head).bytes() <= window_.max_bytes;
 }
 
 std::optional<StepId> StepScheduler::next_local() {
@@ -79,9 +85,9 @@ std::optional<StepId> StepScheduler::next_post() {
     uint32_t queue = candidates_.back();
     if (can_post(queue)) {
       QueueState& state = queue_states_[queue];
-      StepId id = graph_.queues()[queue].steps[state.head++];
+      StepId id = graph_->queues()[queue].steps[state.head++];
       ++state.in_flight_steps;
-      state.in_flight_bytes += plan_.step(id).bytes();
+      state.in_flight_bytes += plan_->step(id).bytes();
       return id;
     }
     candidates_.pop_back();
@@ -93,19 +99,19 @@ std::optional<StepId> StepScheduler::next_post() {
 void StepScheduler::finish(StepId id) {
   finished_flags_[id] = true;
   ++finished_;
-  const Step& step = plan_.step(id);
+  const Step& step = plan_->step(id);
   if (step.is_communication()) {
-    uint32_t queue = graph_.queue_of(id);
+    uint32_t queue = graph_->queue_of(id);
     QueueState& state = queue_states_[queue];
     --state.in_flight_steps;
     state.in_flight_bytes -= step.bytes();
     mark_candidate(queue);
   }
-  for (StepId dependent : graph_.dependents(id)) {
+  for (StepId dependent : graph_->dependents(id)) {
     if (--missing_[dependent] != 0) continue;
-    const Step& next = plan_.step(dependent);
+    const Step& next = plan_->step(dependent);
     if (next.is_communication())
-      mark_candidate(graph_.queue_of(dependent));
+      mark_candidate(graph_->queue_of(dependent));
     else
       ready_local_.push_back(dependent);
   }

@@ -56,10 +56,14 @@ class PlanGraph {
   size_t communication_steps_ = 0;
 };
 
-// The mutable progress of one run of a Plan.
+// The mutable progress of one run of a Plan. reset() starts a new run and
+// keeps the storage, so an executor thread that runs one call after another
+// allocates nothing once it has seen a Plan of that size.
 class StepScheduler {
  public:
-  StepScheduler(const Plan& plan, const PlanGraph& graph, Window window);
+  StepScheduler() = default;
+  StepScheduler(const Plan& plan, const PlanGraph& graph, Window window) { reset(plan, graph, window); }
+  void reset(const Plan& plan, const PlanGraph& graph, Window window);
 
   // A reduce/copy step whose dependencies are finished, oldest first.
   std::optional<StepId> next_local();
@@ -67,7 +71,7 @@ class StepScheduler {
   std::optional<StepId> next_post();
   void finish(StepId id);
 
-  bool done() const { return finished_ == plan_.size(); }
+  bool done() const { return finished_ == plan_->size(); }
   bool is_finished(StepId id) const { return finished_flags_[id]; }
   uint32_t missing_dependencies(StepId id) const { return missing_[id]; }
 
@@ -82,8 +86,8 @@ class StepScheduler {
   bool can_post(uint32_t queue) const;
   void mark_candidate(uint32_t queue);
 
-  const Plan& plan_;
-  const PlanGraph& graph_;
+  const Plan* plan_ = nullptr;
+  const PlanGraph* graph_ = nullptr;
   Window window_;
   std::vector<uint32_t> missing_;
   std::vector<bool> finished_flags_;

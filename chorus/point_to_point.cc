@@ -92,6 +92,7 @@ void post(Context& context, const Message& message, transport::Request& request)
 void wait_for(Context& context, const Message& message, transport::Request& request, Deadline deadline,
               std::chrono::milliseconds timeout) {
   try {
+    transport::WaitingScope waiting(detail::communicator_of(context).mesh());
     request.wait(deadline, cat(message.describe(context.rank()), ": timed out after ", timeout.count(),
                                " ms waiting for the peer"));
   } catch (...) {
@@ -117,6 +118,9 @@ struct PendingMessage : detail::WorkState {
   void progress(bool blocking) {
     std::lock_guard<std::mutex> lock(progress_mutex);
     if (settled) return;
+    // Work::test() moves the bytes itself, as a polling collective does:
+    // transports need not run their own thread for a caller that polls.
+    if (!blocking && !request.finished()) detail::communicator_of(context).mesh().progress();
     if (!blocking && !request.finished()) return;
     std::exception_ptr outcome;
     try {

@@ -69,6 +69,14 @@ void Mesh::end_polling() {
   for (const auto& device : devices_) device->end_polling();
 }
 
+void Mesh::begin_waiting() {
+  for (const auto& device : devices_) device->begin_waiting();
+}
+
+void Mesh::end_waiting() {
+  for (const auto& device : devices_) device->end_waiting();
+}
+
 void Mesh::abort(std::exception_ptr reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -56,6 +56,8 @@ class Mesh {
   bool progress();
   void begin_polling();
   void end_polling();
+  void begin_waiting();
+  void end_waiting();
   // Synchronous on every Device (see Device::abort); the first reason wins.
   void abort(std::exception_ptr reason);
   // The first failure of any Device, or null.

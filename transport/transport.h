@@ -210,6 +210,13 @@ class Device {
   // concurrent scopes are counted.
   virtual void begin_polling() {}
   virtual void end_polling() {}
+  // Bracket a stretch in which the calling thread sleeps until one of this
+  // device's requests completes, polling nothing: the device must then make
+  // progress on its own thread. Transports whose thread always reads (tcp)
+  // ignore it; shm asks its peers for doorbells only while someone waits, so
+  // back-to-back collectives that poll pay no wake-up system calls.
+  virtual void begin_waiting() {}
+  virtual void end_waiting() {}
 
  protected:
   // Transports call it once, outside their locks, when they first fail.
@@ -231,6 +238,19 @@ class PollingScope {
 
  private:
   Polled& polled_;
+};
+
+// Holds begin_waiting() for its lifetime.
+template <class Waited>
+class WaitingScope {
+ public:
+  explicit WaitingScope(Waited& waited) : waited_(waited) { waited_.begin_waiting(); }
+  ~WaitingScope() { waited_.end_waiting(); }
+  WaitingScope(const WaitingScope&) = delete;
+  WaitingScope& operator=(const WaitingScope&) = delete;
+
+ private:
+  Waited& waited_;
 };
 
 }  // namespace chorus::transport

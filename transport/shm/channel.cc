@@ -76,16 +76,12 @@ void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> da
       request.fail(owner_.failure());
       return;
     }
-    bool goodbye;
-    {
-      std::lock_guard<std::mutex> receive_lock(mutex_);
-      goodbye = peer_said_goodbye_;
-    }
-    if (goodbye) {
+    if (peer_gone_.load(std::memory_order_acquire)) {
       error = closed_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)));
     } else {
       const bool pull = peer_pulls_ && data.size() >= pull_threshold_;
       send_queue_.push_back({&request, tag, data, 0, false, pull});
+      outgoing_waiting_.fetch_add(1, std::memory_order_relaxed);
       doorbell = flush_locked();
       queued = !send_queue_.empty();
     }
@@ -107,6 +103,7 @@ bool Channel::flush_locked() {
     const PulledNote note{slot, 0, generation};
     if (!out_.try_write(RecordKind::pulled, RecordHeader{}, bytes_of(note))) return doorbell;
     pulled_notes_.pop_front();
+    outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
     doorbell |= out_.publish();
   }
   while (!send_queue_.empty()) {
@@ -130,6 +127,7 @@ bool Channel::flush_locked() {
       free_slots_.pop_back();
       awaiting_pull_[slot] = message.request;
       send_queue_.pop_front();
+      outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
       doorbell |= out_.publish();
       continue;
     }
@@ -138,6 +136,7 @@ bool Channel::flush_locked() {
     if (!finished) break;
     Request* done = message.request;
     send_queue_.pop_front();
+    outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
     done->complete();  // its bytes are in the ring: the buffer is the caller's again
   }
   return doorbell;
@@ -181,29 +180,27 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
       request.fail(owner_.failure());
       return;
     }
-    auto found = unexpected_.find(TagKey(tag));
-    if (found != unexpected_.end()) {
-      auto& queue = found->second;
-      auto message = std::find_if(queue.begin(), queue.end(), [](const auto& m) { return !m->waiting.request; });
-      if (message != queue.end()) {
-        Unexpected& arrived = **message;
-        if (arrived.total != data.size() || arrived.tag.signature != tag.signature) {
-          error = mismatch_error(arrived.tag, arrived.total, tag, data.size());
-        } else if (arrived.pull) {
-          pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
-          queue.erase(message);
-          if (queue.empty()) unexpected_.erase(found);
-          pull_queued = true;
-        } else if (!arrived.complete) {
-          arrived.waiting = {&request, tag, data};
-          return;
-        } else {
-          if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
-          queue.erase(message);
-          if (queue.empty()) unexpected_.erase(found);
-          request.complete();
-          return;
-        }
+    const TagKey key(tag);
+    auto message = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) {
+      return TagKey(m->tag) == key && !m->waiting.request;
+    });
+    if (message != unexpected_.end()) {
+      Unexpected& arrived = **message;
+      if (arrived.total != data.size() || arrived.tag.signature != tag.signature) {
+        error = mismatch_error(arrived.tag, arrived.total, tag, data.size());
+      } else if (arrived.pull) {
+        pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
+        pulls_waiting_.fetch_add(1, std::memory_order_release);
+        recycle(message);
+        pull_queued = true;
+      } else if (!arrived.complete) {
+        arrived.waiting = {&request, tag, data};
+        return;
+      } else {
+        if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+        recycle(message);
+        request.complete();
+        return;
       }
     }
     if (pull_queued) {
@@ -212,7 +209,7 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
       if (peer_said_goodbye_) {
         error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
       } else {
-        posted_[TagKey(tag)].push_back({&request, tag, data});
+        posted_.push_back({&request, tag, data});
         return;
       }
     }
@@ -230,8 +227,10 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
 }
 
 bool Channel::progress() {
-  bool moved = consume();
-  moved |= run_pulls();
+  // Idle polls (most of them) read three counters and take no lock.
+  bool moved = in_.has_records() && consume();
+  if (pulls_waiting_.load(std::memory_order_acquire) > 0) moved |= run_pulls();
+  if (outgoing_waiting_.load(std::memory_order_relaxed) == 0) return moved;
   bool doorbell = false;
   {
     std::unique_lock<std::mutex> lock(send_mutex_, std::try_to_lock);
@@ -284,26 +283,18 @@ void Channel::on_message(const RingReader::Record& record) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    auto found = posted_.find(TagKey(tag));
+    auto found = find_posted(tag);
     if (found != posted_.end()) {
-      const PostedRecv match = found->second.front();
-      found->second.pop_front();
-      if (found->second.empty()) posted_.erase(found);
-      incoming_request_ = match.request;
-      incoming_target_ = match.buffer.data();
-      if (match.buffer.size() != header.total || match.tag.signature != tag.signature) {
-        // Failed with the rest by the abort this leads to.
-        posted_[TagKey(tag)].push_front(match);
-        incoming_request_ = nullptr;
-        return fail_later(mismatch_error(tag, header.total, match.tag, match.buffer.size()));
-      }
+      // Left in place when it does not fit: the abort this leads to fails it.
+      if (found->buffer.size() != header.total || found->tag.signature != tag.signature)
+        return fail_later(mismatch_error(tag, header.total, found->tag, found->buffer.size()));
+      incoming_request_ = found->request;
+      incoming_target_ = found->buffer.data();
+      posted_.erase(found);
     } else {
-      auto message = std::make_unique<Unexpected>();
-      message->tag = tag;
-      message->total = header.total;
-      incoming_unexpected_ = message.get();
+      Unexpected& message = add_unexpected(tag, header.total);
+      incoming_unexpected_ = &message;
       incoming_target_ = nullptr;
-      unexpected_[TagKey(tag)].push_back(std::move(message));
     }
   }
   in_message_ = true;
@@ -357,10 +348,7 @@ void Channel::finish_incoming() {
   if (!waiting) return;
   if (!message->payload.empty())
     std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
-  const TagKey key(message->tag);
-  auto& queue = unexpected_[key];
-  queue.erase(std::find_if(queue.begin(), queue.end(), [&](const auto& m) { return m.get() == message; }));
-  if (queue.empty()) unexpected_.erase(key);
+  recycle(std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) { return m.get() == message; }));
   waiting->complete();
 }
 
@@ -375,25 +363,51 @@ void Channel::on_pull(const RingReader::Record& record) {
   const Tag tag = tag_of(header);
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) return;
-  auto found = posted_.find(TagKey(tag));
+  auto found = find_posted(tag);
   if (found != posted_.end()) {
-    const PostedRecv match = found->second.front();
-    if (match.buffer.size() != header.total || match.tag.signature != tag.signature)
-      return fail_later(mismatch_error(tag, header.total, match.tag, match.buffer.size()));
-    found->second.pop_front();
-    if (found->second.empty()) posted_.erase(found);
-    pulls_.push_back({match.request, match.buffer, offer.address, offer.slot, offer.generation, 0});
+    if (found->buffer.size() != header.total || found->tag.signature != tag.signature)
+      return fail_later(mismatch_error(tag, header.total, found->tag, found->buffer.size()));
+    pulls_.push_back({found->request, found->buffer, offer.address, offer.slot, offer.generation, 0});
+    pulls_waiting_.fetch_add(1, std::memory_order_release);
+    posted_.erase(found);
     return;
   }
-  auto message = std::make_unique<Unexpected>();
+  Unexpected& message = add_unexpected(tag, header.total);
+  message.complete = true;
+  message.pull = true;
+  message.address = offer.address;
+  message.slot = offer.slot;
+  message.generation = offer.generation;
+}
+
+std::vector<Channel::PostedRecv>::iterator Channel::find_posted(const Tag& tag) {
+  const TagKey key(tag);
+  return std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& posted) { return TagKey(posted.tag) == key; });
+}
+
+Channel::Unexpected& Channel::add_unexpected(const Tag& tag, uint64_t total) {
+  std::unique_ptr<Unexpected> message;
+  if (spare_unexpected_.empty()) {
+    message = std::make_unique<Unexpected>();
+  } else {
+    message = std::move(spare_unexpected_.back());
+    spare_unexpected_.pop_back();
+  }
   message->tag = tag;
-  message->total = header.total;
-  message->complete = true;
-  message->pull = true;
-  message->address = offer.address;
-  message->slot = offer.slot;
-  message->generation = offer.generation;
-  unexpected_[TagKey(tag)].push_back(std::move(message));
+  message->total = total;
+  unexpected_.push_back(std::move(message));
+  return *unexpected_.back();
+}
+
+void Channel::recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message) {
+  std::unique_ptr<Unexpected> done = std::move(*message);
+  unexpected_.erase(message);
+  // Kept for the next one, with its buffer, unless the buffer is large.
+  if (spare_unexpected_.size() >= 16 || done->payload.capacity() > (size_t{1} << 20)) return;
+  done->payload.clear();
+  done->complete = done->pull = false;
+  done->waiting = {};
+  spare_unexpected_.push_back(std::move(done));
 }
 
 void Channel::on_pulled(const RingReader::Record& record) {
@@ -443,11 +457,13 @@ bool Channel::run_pulls() {
     {
       std::lock_guard<std::mutex> receive_lock(mutex_);
       pulls_.pop_front();
+      pulls_waiting_.fetch_sub(1, std::memory_order_relaxed);
     }
     bool doorbell = false;
     {
       std::lock_guard<std::mutex> send_lock(send_mutex_);
       pulled_notes_.emplace_back(slot, generation);
+      outgoing_waiting_.fetch_add(1, std::memory_order_relaxed);
       doorbell = flush_locked();
     }
     if (doorbell) ring_peer_doorbell();
@@ -536,6 +552,7 @@ bool Channel::on_side_readable() {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         peer_said_goodbye_ = true;
+        peer_gone_.store(true, std::memory_order_release);
       }
       pending = pending_requests();
       CHORUS_LOG(debug, owner_.rank(), "shm: ", peer_label_, " closed its context");
@@ -603,9 +620,8 @@ size_t Channel::pending_requests_locked() const {
   size_t pending = incoming_request_ ? 1 : 0;
   pending += send_queue_.size() + pulls_.size();
   for (Request* request : awaiting_pull_) pending += request ? 1 : 0;
-  for (const auto& [key, queue] : posted_) pending += queue.size();
-  for (const auto& [key, queue] : unexpected_)
-    for (const auto& message : queue) pending += message->waiting.request ? 1 : 0;
+  pending += posted_.size();
+  for (const auto& message : unexpected_) pending += message->waiting.request ? 1 : 0;
   return pending;
 }
 
@@ -625,21 +641,21 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
     for (const Outgoing& message : send_queue_) doomed.push_back(message.request);
     send_queue_.clear();
     pulled_notes_.clear();
+    outgoing_waiting_.store(0, std::memory_order_relaxed);
     // Withdraw every offer before the buffers go back to the application: a
     // peer still copying one sees it and fails instead of keeping the bytes.
     for (uint32_t slot = 0; slot < kPullSlots; ++slot) {
       offered_slots_[slot].store(0, std::memory_order_seq_cst);
       if (awaiting_pull_[slot]) doomed.push_back(std::exchange(awaiting_pull_[slot], nullptr));
     }
-    for (auto& [key, queue] : posted_)
-      for (const PostedRecv& posted : queue) doomed.push_back(posted.request);
+    for (const PostedRecv& posted : posted_) doomed.push_back(posted.request);
     posted_.clear();
-    for (auto& [key, queue] : unexpected_)
-      for (auto& message : queue)
-        if (message->waiting.request) doomed.push_back(message->waiting.request);
+    for (const auto& message : unexpected_)
+      if (message->waiting.request) doomed.push_back(message->waiting.request);
     unexpected_.clear();
     for (const Pull& pull : pulls_) doomed.push_back(pull.request);
     pulls_.clear();
+    pulls_waiting_.store(0, std::memory_order_relaxed);
     if (incoming_request_) doomed.push_back(std::exchange(incoming_request_, nullptr));
     incoming_unexpected_ = nullptr;
     incoming_target_ = nullptr;

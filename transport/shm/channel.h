@@ -32,7 +32,6 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
@@ -156,6 +155,10 @@ class Channel {
   void on_pull(const RingReader::Record& record);
   void on_pulled(const RingReader::Record& record);
   void land(std::span<const std::byte> bytes);
+  // mutex_ held.
+  std::vector<PostedRecv>::iterator find_posted(const Tag& tag);
+  Unexpected& add_unexpected(const Tag& tag, uint64_t total);
+  void recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message);
   void finish_incoming();
   // Pulls (puller_ held).
   bool run_pulls();
@@ -188,16 +191,23 @@ class Channel {
   std::atomic<uint64_t>* offered_slots_;                    // ours: the pulls we offer
   std::array<Request*, kPullSlots> awaiting_pull_{};
   std::vector<uint32_t> free_slots_;
+  std::atomic<size_t> outgoing_waiting_{0};  // send_queue_ + pulled_notes_, for lock-free idle checks
   uint64_t next_generation_ = 1;
   bool write_broken_ = false;
 
   // Receiving bookkeeping.
   std::mutex mutex_;
-  std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
-  std::unordered_map<TagKey, std::deque<std::unique_ptr<Unexpected>>, TagKeyHash> unexpected_;
+  // In the order they were posted / arrived; a receive matches the first of
+  // its tag. A peer has few in flight (the executor's window), so a scan
+  // costs less than a map's allocations per message.
+  std::vector<PostedRecv> posted_;
+  std::deque<std::unique_ptr<Unexpected>> unexpected_;
+  std::vector<std::unique_ptr<Unexpected>> spare_unexpected_;
   std::deque<Pull> pulls_;
+  std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks
   bool failed_ = false;
   bool peer_said_goodbye_ = false;
+  std::atomic<bool> peer_gone_{false};  // peer_said_goodbye_, for post_send without mutex_
   bool we_said_goodbye_ = false;
   std::atomic<size_t> receives_waiting_{0};
 

@@ -265,11 +265,26 @@ void Engine::run() {
   epoll_event events[64];
   while (!stopping_.load(std::memory_order_acquire)) {
     if (failed()) run_cleanup_if_needed();
-    // Whoever polls moves the bytes; otherwise this thread does, and asks
-    // for doorbells before it sleeps.
+    // Whoever polls moves the bytes; otherwise this thread does while a
+    // caller waits (asking for doorbells before it sleeps), or once for work
+    // a post left.
     if (polling_callers_.load(std::memory_order_acquire) == 0 && !failed()) {
-      if (progress_all()) continue;
-      if (!arm_all()) continue;
+      const bool pending = pending_work_.exchange(false, std::memory_order_acq_rel);
+      if (waiting_callers_.load(std::memory_order_acquire) > 0) {
+        if (progress_all()) continue;
+        if (!arm_all()) continue;
+      } else if (pending) {
+        if (progress_all()) {
+          pending_work_.store(true, std::memory_order_release);  // until nothing moves
+          continue;
+        }
+        // A send still queued behind a full ring: its peer's doorbell on
+        // freed space brings this thread back.
+        if (!arm_all()) {
+          pending_work_.store(true, std::memory_order_release);
+          continue;
+        }
+      }
     }
     const int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
     if (ready < 0 && errno != EINTR) {
@@ -335,10 +350,24 @@ void Engine::begin_polling() {
 }
 
 void Engine::end_polling() {
-  if (polling_callers_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // The caller goes to sleep: the thread takes over. If work is already
-  // waiting (records, pulls, queued sends), it must start now.
+  // The last poller leaves while others sleep on this device: the thread takes over.
+  if (polling_callers_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      waiting_callers_.load(std::memory_order_acquire) > 0 && !arm_all())
+    wake();
+}
+
+void Engine::begin_waiting() {
+  waiting_callers_.fetch_add(1, std::memory_order_acq_rel);
+  if (polling_callers_.load(std::memory_order_acquire) > 0) return;
+  // The thread takes over. If work is already waiting (records, pulls,
+  // queued sends), it must start now; else a peer's doorbell starts it.
   if (!arm_all()) wake();
+}
+
+void Engine::end_waiting() {
+  if (waiting_callers_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      polling_callers_.load(std::memory_order_acquire) == 0)
+    disarm_all();
 }
 
 void Engine::wake() {
@@ -601,6 +630,8 @@ class ShmDevice final : public Device {
   bool progress() override { return engine_->progress(); }
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }
+  void begin_waiting() override { engine_->begin_waiting(); }
+  void end_waiting() override { engine_->end_waiting(); }
 
  private:
   std::shared_ptr<Engine> engine_;

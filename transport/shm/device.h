@@ -16,8 +16,13 @@
 // Sleeping: while a caller polls (begin_polling) it consumes the rings
 // itself and asks the peers for no doorbells. The device's thread sleeps in
 // epoll on its doorbell, the listener, pending handshakes and every side
-// socket; before sleeping it asks each peer for a doorbell on new records or
-// freed space. A side socket's end of stream wakes it whatever the flags.
+// socket. Only while some caller waits without polling (begin_waiting) does
+// it move bytes and, before sleeping, ask each peer for a doorbell on new
+// records or freed space: between two polling collectives nobody needs the
+// records that arrive, and a doorbell is a system call and a thread wake-up.
+// Work only progress finishes (a pull to run, a send still queued) wakes it
+// whatever the callers do, so a peer waiting on this rank never waits on a
+// caller that went away. A side socket's end of stream wakes it always.
 #pragma once
 
 #include <atomic>
@@ -58,6 +63,8 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   bool progress();
   void begin_polling();
   void end_polling();
+  void begin_waiting();
+  void end_waiting();
   void set_failure_callback(std::function<void(std::exception_ptr)> callback);
 
   // ChannelOwner
@@ -70,7 +77,10 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   std::string describe_signature(uint64_t signature) const override;
   void work_pending() override {
-    if (polling_callers_.load(std::memory_order_acquire) == 0) wake();
+    if (polling_callers_.load(std::memory_order_acquire) == 0) {
+      pending_work_.store(true, std::memory_order_release);
+      wake();
+    }
   }
 
  private:
@@ -136,6 +146,8 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   std::mutex failure_callback_mutex_;
   std::function<void(std::exception_ptr)> failure_callback_;
   std::atomic<int> polling_callers_{0};
+  std::atomic<int> waiting_callers_{0};
+  std::atomic<bool> pending_work_{false};
 
   // The device's thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Incoming>> handshakes_;

@@ -131,6 +131,11 @@ bool RingReader::request_data_doorbell() {
   return true;
 }
 
-void RingReader::cancel_data_doorbell() { control_->consumer_wants_doorbell.store(0, std::memory_order_relaxed); }
+void RingReader::cancel_data_doorbell() {
+  // Only when set: every collective cancels, and a store would pull the
+  // line the producer reads on every publish away from it for nothing.
+  if (control_->consumer_wants_doorbell.load(std::memory_order_relaxed) != 0)
+    control_->consumer_wants_doorbell.store(0, std::memory_order_relaxed);
+}
 
 }  // namespace chorus::transport::shm

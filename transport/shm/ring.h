@@ -124,6 +124,11 @@ class RingReader {
   bool request_data_doorbell();
   void cancel_data_doorbell();
   bool empty() const;
+  // Whether records are published and not released, from the shared
+  // counters alone: safe from any thread, without the reader's lock.
+  bool has_records() const {
+    return control_->head.load(std::memory_order_acquire) != control_->tail.load(std::memory_order_relaxed);
+  }
 
  private:
   RingControl* control_ = nullptr;
