@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Multi-host harness on one machine: N network namespaces ("hosts"), each with
 # one veth into a bridge that lives in its own namespace, each host's egress
-# shaped with tc tbf to --rate. Runs one rank per host of the command after
-# `--` under chorus's env contract, prints rank 0's output, and deletes every
-# namespace and link it made, also on Ctrl-C, on a kill and when a rank fails.
+# shaped with tc tbf to --rate. Runs the command after `--` under chorus's env
+# contract, one rank per host (--ranks) or several (--hosts), prints rank 0's
+# output, and deletes every namespace and link it made, also on Ctrl-C, on a
+# kill and when a rank fails.
 #
 #   benchmarks/netns/run.sh --ranks 4 --rate 1gbit -- build/benchmarks/chorus-bench --op allreduce --check
+#   benchmarks/netns/run.sh --hosts 2,2 --rate 1gbit -- build/benchmarks/chorus-bench --op allreduce --algo all
 #
-# Addresses are 10.213.0.<rank+1>/24, which exist only inside these
-# namespaces: nothing the ranks send can leave them. Must run as root.
+# Ranks are numbered host by host. Ranks of one host share its namespace and
+# get CHORUS_HOST_ID=<its namespace>, so chorus sees the hosts as the harness
+# lays them out: shared memory within a host, TCP over the shaped veths
+# between hosts. Addresses are 10.213.0.<host+1>/24, which exist only inside
+# these namespaces: nothing the ranks send can leave them. Must run as root.
 #
 #   benchmarks/netns/run.sh --mpi --ranks 4 --rate 1gbit -- build-peers/mpi-bench --op allreduce --check
 #
@@ -24,6 +29,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 ranks=4
+hosts_spec=""
 rate=1gbit
 port=29500
 burst=""
@@ -36,6 +42,7 @@ usage() {
 usage: $0 [--ranks N] [--rate RATE] [--burst BYTES] [--port PORT] -- COMMAND [ARGS...]
        $0 --mpi [--ranks N] [--rate RATE] [--burst BYTES] [--mca KEY VALUE]... -- PROGRAM [ARGS...]
   --ranks N      hosts (network namespaces), one rank each (default 4)
+  --hosts LIST   ranks per host, e.g. 2,2 (2 hosts of 2) or 1,2,3 (instead of --ranks)
   --rate RATE    egress rate of each host, tc syntax: 1gbit, 500mbit, 10gbit (default 1gbit)
                  'none' leaves the links unshaped
   --burst BYTES  tbf bucket size (default: 1 ms at RATE, at least 64 KiB)
@@ -49,6 +56,7 @@ EOF
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
+    --hosts) hosts_spec="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --burst) burst="$2"; shift 2 ;;
     --mtu) mtu="$2"; shift 2 ;;
@@ -65,6 +73,22 @@ if [ "$(id -u)" -ne 0 ]; then echo "run.sh: must run as root (ip netns, tc)" >&2
 if ! [[ "$ranks" =~ ^[0-9]+$ ]] || [ "$ranks" -lt 1 ] || [ "$ranks" -gt 200 ]; then
   echo "run.sh: --ranks must be 1..200, got '$ranks'" >&2; exit 2
 fi
+# per_host[h]: ranks on host h; host_of[r]: the host of rank r.
+declare -a per_host=() host_of=()
+if [ -n "$hosts_spec" ]; then
+  IFS=, read -r -a per_host <<< "$hosts_spec"
+else
+  for ((h = 0; h < ranks; h++)); do per_host+=(1); done
+fi
+hosts=${#per_host[@]}
+for ((h = 0; h < hosts; h++)); do
+  if ! [[ "${per_host[$h]}" =~ ^[0-9]+$ ]] || [ "${per_host[$h]}" -lt 1 ]; then
+    echo "run.sh: --hosts wants ranks per host like 2,2 or 1,2,3, got '$hosts_spec'" >&2; exit 2
+  fi
+  for ((k = 0; k < per_host[h]; k++)); do host_of+=("$h"); done
+done
+ranks=${#host_of[@]}
+if [ "$hosts" -gt 200 ] || [ "$ranks" -gt 400 ]; then echo "run.sh: at most 200 hosts and 400 ranks" >&2; exit 2; fi
 if ! [[ "$mtu" =~ ^[0-9]+$ ]] || [ "$mtu" -lt 576 ] || [ "$mtu" -gt 65535 ]; then
   echo "run.sh: --mtu must be 576..65535, got '$mtu'" >&2; exit 2
 fi
@@ -121,7 +145,7 @@ cleanup() {
   exec 2>&3 3>&-
   # Deleting a namespace destroys the veth ends inside it and so their peers.
   for ns in "${created_ns[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  for ((i = 0; i < ranks; i++)); do ip link del "$(host_if "$i")" 2>/dev/null || true; done
+  for ((i = 0; i < hosts; i++)); do ip link del "$(host_if "$i")" 2>/dev/null || true; done
   rm -rf "$workdir"
   exit "$status"
 }
@@ -134,7 +158,7 @@ make_ns() { ip netns add "$1"; created_ns+=("$1"); ip -n "$1" link set lo up; }
 make_ns "$bridge_ns"
 ip -n "$bridge_ns" link add br0 type bridge
 ip -n "$bridge_ns" link set br0 mtu "$mtu" up
-for ((i = 0; i < ranks; i++)); do
+for ((i = 0; i < hosts; i++)); do
   ns=$(host_ns "$i")
   make_ns "$ns"
   # Created directly inside the two namespaces: nothing appears in the root one.
@@ -159,7 +183,7 @@ for ((i = 0; i < ranks; i++)); do
   fi
 done
 # A veth passes traffic once both ends are up: wait for each host's carrier.
-for ((i = 0; i < ranks; i++)); do
+for ((i = 0; i < hosts; i++)); do
   for _ in $(seq 50); do
     grep -q 1 <(ip netns exec "$(host_ns "$i")" cat "/sys/class/net/$(host_if "$i")/carrier" 2>/dev/null) && break
     sleep 0.1
@@ -167,9 +191,12 @@ for ((i = 0; i < ranks; i++)); do
 done
 
 job_id="netns-${prefix}-$(date +%s)"
-echo "# netns harness: $ranks hosts ${subnet}.1-${subnet}.$ranks, egress $rate per host, MTU $mtu, job $job_id" >&2
+echo "# netns harness: $ranks ranks on $hosts hosts (${per_host[*]}) ${subnet}.1-${subnet}.$hosts, egress $rate per host, MTU $mtu, job $job_id" >&2
 if [ "$mpi" = 1 ]; then
-  for ((i = 0; i < ranks; i++)); do echo "${subnet}.$((i + 1)) slots=1"; done > "$workdir/hostfile"
+  for ((i = 0; i < hosts; i++)); do echo "${subnet}.$((i + 1)) slots=${per_host[$i]}"; done > "$workdir/hostfile"
+  # Ranks numbered host by host, as without --mpi.
+  map_by=node
+  [ "$ranks" -gt "$hosts" ] && map_by=slot
   if [ "$ranks" -gt "$(nproc)" ] && [[ " ${mca[*]} " != *" mpi_yield_when_idle "* ]]; then
     mca+=(--mca mpi_yield_when_idle 1)
   fi
@@ -191,32 +218,32 @@ if [ "$mpi" = 1 ]; then
   #  orte_tmpdir_base / TMPDIR: session directories land in $workdir, which cleanup removes
   #    even when the daemons are killed.
   setsid ip netns exec "$(host_ns 0)" env CHORUS_NETNS_PREFIX="$prefix" CHORUS_NETNS_SUBNET="$subnet" TMPDIR="$workdir" \
-    mpirun --allow-run-as-root -np "$ranks" --hostfile "$workdir/hostfile" --map-by node --bind-to none \
+    mpirun --allow-run-as-root -np "$ranks" --hostfile "$workdir/hostfile" --map-by "$map_by" --bind-to none \
     --mca plm_rsh_agent "$here/mpi-agent.sh" --mca pml ob1 --mca btl tcp,self \
     --mca oob_tcp_if_include "${subnet}.0/24" --mca btl_tcp_if_include "${subnet}.0/24" \
     --mca orte_tmpdir_base "$workdir" "${mca[@]}" "${args[@]}" \
     > >(tee "$workdir/rank0.out") 2> "$workdir/rank0.err" &
   rank_pids+=($!)
 fi
-# Without --mpi, run.sh itself is the launcher: one rank per namespace.
+# Without --mpi, run.sh itself is the launcher: each rank in its host's namespace.
 for ((i = 0; i < ranks && mpi == 0; i++)); do
-  ns=$(host_ns "$i")
+  h=${host_of[$i]}
+  ns=$(host_ns "$h")
   args=()
   for word in "$@"; do
-    word=${word//\{RANK\}/$i}; word=${word//\{SIZE\}/$ranks}; word=${word//\{ADDR\}/${subnet}.$((i + 1))}
-    word=${word//\{RANK0_ADDR\}/${subnet}.1}; word=${word//\{IFNAME\}/$(host_if "$i")}
+    word=${word//\{RANK\}/$i}; word=${word//\{SIZE\}/$ranks}; word=${word//\{ADDR\}/${subnet}.$((h + 1))}
+    word=${word//\{RANK0_ADDR\}/${subnet}.1}; word=${word//\{IFNAME\}/$(host_if "$h")}
     word=${word//\{NETNS\}/$ns}; word=${word//\{PREFIX\}/$prefix}
     args+=("$word")
   done
   # setsid: each rank leads its own process group, so cleanup reaches its children too.
+  environment=(CHORUS_RANK="$i" CHORUS_SIZE="$ranks" CHORUS_STORE="tcp://${subnet}.1:${port}" CHORUS_JOB_ID="$job_id"
+               CHORUS_SOCKET_IFNAME="$(host_if "$h")" CHORUS_HOST_ID="$ns")
   if [ "$i" -eq 0 ]; then
-    setsid ip netns exec "$ns" env CHORUS_RANK="$i" CHORUS_SIZE="$ranks" \
-      CHORUS_STORE="tcp://${subnet}.1:${port}" CHORUS_JOB_ID="$job_id" CHORUS_SOCKET_IFNAME="$(host_if "$i")" \
-      "${args[@]}" > >(tee "$workdir/rank0.out") 2> "$workdir/rank0.err" &
+    setsid ip netns exec "$ns" env "${environment[@]}" "${args[@]}" \
+      > >(tee "$workdir/rank0.out") 2> "$workdir/rank0.err" &
   else
-    setsid ip netns exec "$ns" env CHORUS_RANK="$i" CHORUS_SIZE="$ranks" \
-      CHORUS_STORE="tcp://${subnet}.1:${port}" CHORUS_JOB_ID="$job_id" CHORUS_SOCKET_IFNAME="$(host_if "$i")" \
-      "${args[@]}" > "$workdir/rank$i.out" 2> "$workdir/rank$i.err" &
+    setsid ip netns exec "$ns" env "${environment[@]}" "${args[@]}" > "$workdir/rank$i.out" 2> "$workdir/rank$i.err" &
   fi
   rank_pids+=($!)
 done
