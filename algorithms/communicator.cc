@@ -37,9 +37,17 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   const int cores = ::sched_getaffinity(0, sizeof(usable), &usable) == 0 ? CPU_COUNT(&usable)
                                                                         : static_cast<int>(std::thread::hardware_concurrency());
   oversubscribed_ = cores > 0 && mesh_topology.local_size(mesh_->rank()) > cores;
+  // Asked on every call: computed once.
+  all_accept_host_ = true;
+  for (int member = 0; member < size(); ++member) {
+    if (member == rank_) continue;
+    striped_ = striped_ || streams(member) > 1;
+    all_accept_host_ = all_accept_host_ && mesh_->device_of(mesh_rank(member)).accepts(Memory::host());
+  }
 }
 
 bool Communicator::accepts(const Memory& memory) const {
+  if (memory.kind == MemoryKind::host) return all_accept_host_;
   for (int member = 0; member < size(); ++member)
     if (member != rank_ && !mesh_->device_of(mesh_rank(member)).accepts(memory)) return false;
   return true;

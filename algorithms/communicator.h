@@ -60,6 +60,8 @@ class Communicator {
   int streams(int member) const { return mesh_->streams(mesh_rank(member)); }
   // Whether the transport serving every member moves this memory.
   bool accepts(const Memory& memory) const;
+  // Whether some member's transport keeps several streams (the executor stripes).
+  bool striped() const { return striped_; }
 
   // Of the members, in member numbering.
   const Topology& topology() const { return *topology_; }
@@ -82,6 +84,8 @@ class Communicator {
   CostModel cost_model_;
   CommunicatorSettings settings_;
   bool oversubscribed_ = false;
+  bool striped_ = false;
+  bool all_accept_host_ = false;
   std::unique_ptr<PlanCache> plan_cache_;
 };
 

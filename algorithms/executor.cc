@@ -191,10 +191,7 @@ class PlanRun {
   // starts. Returns the number of requests.
   size_t number_stripes() {
     const size_t steps = graph_.communication_steps();
-    bool striped = false;
-    for (int member = 0; member < communicator_.size() && !striped; ++member)
-      striped = member != communicator_.rank() && communicator_.streams(member) > 1;
-    if (!striped) return steps;
+    if (!communicator_.striped()) return steps;
     first_request_.assign(steps + 1, 0);
     for (StepId id = 0; id < plan_.size(); ++id) {
       const Step& step = plan_.step(id);

@@ -57,7 +57,8 @@ void Context::abort(const std::string& reason) {
 }
 
 void Context::throw_if_failed() const {
-  if (auto failure = state_->communicator.mesh().failure()) std::rethrow_exception(failure);
+  const transport::Mesh& mesh = state_->communicator.mesh();
+  if (mesh.failed()) std::rethrow_exception(mesh.failure());
 }
 
 std::shared_ptr<Context> Context::split(int color, int key) {

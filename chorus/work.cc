@@ -29,6 +29,7 @@ std::shared_ptr<WorkState> WorkQueue::submit(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
     tasks_.emplace_back(std::move(task), state);
     ++unfinished_;
+    unfinished_fast_.store(unfinished_, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
   }
   changed_.notify_all();
@@ -36,6 +37,8 @@ std::shared_ptr<WorkState> WorkQueue::submit(std::function<void()> task) {
 }
 
 void WorkQueue::drain() {
+  // The common case, a blocking collective after blocking collectives.
+  if (unfinished_fast_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return unfinished_ == 0; });
 }
@@ -57,6 +60,7 @@ void WorkQueue::run() {
     state->finish(outcome);
     lock.lock();
     --unfinished_;
+    unfinished_fast_.store(unfinished_, std::memory_order_release);
     changed_.notify_all();
   }
 }

@@ -4,6 +4,7 @@
 // same reason. Internal (not installed).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -43,6 +44,7 @@ class WorkQueue {
   std::condition_variable changed_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<WorkState>>> tasks_;
   size_t unfinished_ = 0;
+  std::atomic<size_t> unfinished_fast_{0};  // unfinished_, readable without the lock
   bool stopping_ = false;
   std::thread worker_;
 };

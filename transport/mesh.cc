@@ -16,6 +16,9 @@ Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices)
     const Device* source = device.get();
     device->set_failure_listener([this, source](std::exception_ptr reason) { on_device_failure(source, reason); });
   }
+  // One may have failed before it had a listener to tell.
+  for (const auto& device : devices_)
+    if (auto failure = device->failure()) on_device_failure(device.get(), failure);
 }
 
 Mesh::~Mesh() {
@@ -81,24 +84,23 @@ void Mesh::abort(std::exception_ptr reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_) failure_ = reason;
+    failed_.store(true, std::memory_order_release);
   }
   for (const auto& device : devices_) device->abort(reason);
 }
 
+bool Mesh::failed() const { return failed_.load(std::memory_order_acquire); }
+
 std::exception_ptr Mesh::failure() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_) return failure_;
-  // A Device may have failed before its listener could be told (while it
-  // was being set up).
-  for (const auto& device : devices_)
-    if (auto failure = device->failure()) return failure;
-  return nullptr;
+  return failure_;
 }
 
 void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_) failure_ = reason;
+    failed_.store(true, std::memory_order_release);
   }
   // Asynchronously: this may be a transport's own progress thread, which must
   // not wait for another transport's thread.

@@ -10,6 +10,7 @@
 // Devices stop telling the Mesh about failures before anything is destroyed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -62,6 +63,8 @@ class Mesh {
   void abort(std::exception_ptr reason);
   // The first failure of any Device, or null.
   std::exception_ptr failure() const;
+  // Whether failure() is not null, without a lock (checked before every call).
+  bool failed() const;
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
@@ -73,6 +76,7 @@ class Mesh {
   std::vector<Link> links_;  // by peer rank
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace chorus::transport
