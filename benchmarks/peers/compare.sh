@@ -4,13 +4,14 @@
 # --mca btl tcp,self and over its default shared memory) one after the other in
 # the same session, on the same sizes, then prints chorus's busbw and 8-byte
 # latency as ratios to each peer (ratios.py).
-#   benchmarks/peers/compare.sh [--ranks 4] [--netns [--rate 1gbit] [--mtu 1500]] [-b 8] [-e 64M] [-f 2] [--ops "allreduce broadcast allgather"]
-# --netns runs every library one rank per namespace through benchmarks/netns/run.sh
-# (Open MPI through run.sh --mpi, over TCP only: the "hosts" share no memory).
+#   benchmarks/peers/compare.sh [--ranks 4] [--netns [--hosts 2,2] [--rate 1gbit] [--mtu 1500]] [-b 8] [-e 64M] [-f 2] [--ops "allreduce broadcast allgather"]
+# --netns runs every library through benchmarks/netns/run.sh, one rank per
+# namespace or --hosts ranks per namespace (Open MPI through run.sh --mpi,
+# over TCP only: its shared memory would cross the hosts' shaped links).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-ranks=4 netns=0 rate=1gbit mtu=1500 min=8 max=64M step=2 ops="allreduce broadcast allgather"
+ranks=4 netns=0 hosts="" rate=1gbit mtu=1500 min=8 max=64M step=2 ops="allreduce broadcast allgather"
 chorus_bench=${CHORUS_BENCH:-$root/build/benchmarks/chorus-bench}
 peers=${PEERS_DIR:-$root/build-peers}
 out=""
@@ -18,6 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --netns) netns=1; shift ;;
+    --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     -b) min=$2; shift 2 ;;
@@ -42,7 +44,12 @@ store=$(mktemp -d /tmp/gloo-store.XXXXXX)
 trap 'rm -rf "$store"' EXIT
 export GLOO_BENCH_STORE_DIR=$store
 sizes=(-b "$min" -e "$max" -f "$step")
-netns_args=(--ranks "$ranks" --rate "$rate" --mtu "$mtu")
+if [ -n "$hosts" ]; then
+  netns_args=(--hosts "$hosts" --rate "$rate" --mtu "$mtu")
+  ranks=$(( $(echo "$hosts" | tr ',' '+') ))
+else
+  netns_args=(--ranks "$ranks" --rate "$rate" --mtu "$mtu")
+fi
 
 run_gloo_loopback() {  # one process per rank, chorus's env contract, Gloo's FileStore
   local pids=() job="gloo-$$-$RANDOM" status=0
