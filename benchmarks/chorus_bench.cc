@@ -50,6 +50,7 @@ struct BenchOptions {
   int timeout_ms = 60000;
   int streams = 0;  // 0: CHORUS_STREAMS, else the library default
   std::vector<std::string> transports;  // empty: CHORUS_TRANSPORT, else all
+  std::vector<int> fake_hosts;          // with --ranks: ranks per fake host
 };
 
 // "shm to 3 peers", "shm to 1 peer, tcp (2 streams) to 2 peers": what serves this rank's peers.
@@ -228,7 +229,15 @@ int main(int argc, char** argv) {
                  "Transports to use, in order of preference, e.g. tcp or shm,tcp (default: CHORUS_TRANSPORT, "
                  "else every transport of the build)")
       ->delimiter(',');
+  std::string fake_hosts_text;
+  app.add_option("--fake-hosts", fake_hosts_text,
+                 "With --ranks: pretend the ranks run on hosts of these sizes, e.g. 2,2 (CHORUS_HOST_ID per rank: "
+                 "shared memory within a host, TCP across)")
+      ->check([](const std::string& text) {
+        return chorus::tools::parse_fake_hosts(text) ? std::string() : "expected ranks per host, e.g. 2,2";
+      });
   CLI11_PARSE(app, argc, argv);
+  if (!fake_hosts_text.empty()) options.fake_hosts = *chorus::tools::parse_fake_hosts(fake_hosts_text);
 
   try {
     chorus::validate_reduction(*chorus::parse_data_type(options.type), *chorus::parse_reduce_op(options.redop));
@@ -242,7 +251,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) self.emplace_back(argv[i]);
       // Resolve before forking: /proc/self/exe in the child is still us.
       self[0] = std::filesystem::read_symlink("/proc/self/exe").string();
-      auto result = chorus::tools::launch_local(options.ranks, self);
+      auto result = chorus::tools::launch_local(options.ranks, self, options.fake_hosts);
       if (result.exit_code != 0) std::fprintf(stderr, "chorus-bench: %s\n", result.description.c_str());
       return result.exit_code;
     }

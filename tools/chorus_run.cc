@@ -34,10 +34,18 @@ int main(int argc, char** argv) {
                  "(and as long again before SIGKILL)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
+  std::string fake_hosts_text;
+  app.add_option("--fake-hosts", fake_hosts_text,
+                 "Pretend the ranks run on several hosts of these sizes, e.g. 2,2: each rank gets CHORUS_HOST_ID "
+                 "of its host, so shared memory serves a host's ranks and TCP the others")
+      ->check([](const std::string& text) {
+        return chorus::tools::parse_fake_hosts(text) ? std::string() : "expected ranks per host, e.g. 2,2";
+      });
   app.add_option("program", options.argv, "The program and its arguments (after --)")->required();
   app.footer("Multi-host launches (--hosts a,b) are not supported yet: on several hosts use mpirun, srun or "
              "torchrun, which chorus detects (see the README).");
   CLI11_PARSE(app, argc, argv);
+  if (!fake_hosts_text.empty()) options.fake_hosts = *chorus::tools::parse_fake_hosts(fake_hosts_text);
   options.grace = std::chrono::milliseconds(static_cast<long long>(grace_seconds * 1000));
 
   chorus::tools::LaunchResult result = chorus::tools::launch_local(options);

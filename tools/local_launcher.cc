@@ -5,6 +5,7 @@
 #include "tools/local_launcher.h"
 
 #include <array>
+#include <charconv>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -110,20 +111,40 @@ const char* signal_name(int signal_number) {
 
 // The parent's environment without any CHORUS_* the launcher sets itself
 // (a launcher started under another launcher must not leak its rank).
-std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id) {
+std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id,
+                                          const std::string& host_id) {
   std::vector<std::string> variables;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view text(*entry);
     bool ours = false;
     for (std::string_view name : {"CHORUS_RANK=", "CHORUS_SIZE=", "CHORUS_STORE=", "CHORUS_JOB_ID="})
       ours = ours || text.starts_with(name);
+    ours = ours || (!host_id.empty() && text.starts_with("CHORUS_HOST_ID="));
     if (!ours) variables.emplace_back(text);
   }
   variables.push_back(cat("CHORUS_RANK=", rank));
   variables.push_back(cat("CHORUS_SIZE=", size));
   variables.push_back("CHORUS_STORE=" + store);
   variables.push_back("CHORUS_JOB_ID=" + job_id);
+  if (!host_id.empty()) variables.push_back("CHORUS_HOST_ID=" + host_id);
   return variables;
+}
+
+// The fake host of each rank ("" without fake hosts), or why the layout is wrong.
+std::string fake_host_ids(const LaunchOptions& options, const std::string& job_id, std::vector<std::string>& ids) {
+  ids.assign(static_cast<size_t>(options.ranks), std::string());
+  if (options.fake_hosts.empty()) return "";
+  int total = 0;
+  for (int count : options.fake_hosts) {
+    if (count < 1) return cat("fake hosts need at least one rank each, got ", count);
+    total += count;
+  }
+  if (total != options.ranks)
+    return cat("fake hosts hold ", total, " ranks but ", options.ranks, " are launched");
+  int rank = 0;
+  for (size_t host = 0; host < options.fake_hosts.size(); ++host)
+    for (int k = 0; k < options.fake_hosts[host]; ++k) ids[static_cast<size_t>(rank++)] = cat(job_id, "-host", host);
+  return "";
 }
 
 struct Rank {
@@ -325,6 +346,12 @@ LaunchResult launch_local(const LaunchOptions& options) {
     return result;
   }
   const std::string job_id = random_job_id();
+  std::vector<std::string> host_ids;
+  if (std::string why = fake_host_ids(options, job_id, host_ids); !why.empty()) {
+    result.exit_code = 2;
+    result.description = why;
+    return result;
+  }
   SignalWatch signals;
 
   std::vector<char*> argv;
@@ -334,7 +361,8 @@ LaunchResult launch_local(const LaunchOptions& options) {
   std::vector<Rank> ranks(static_cast<size_t>(options.ranks));
   for (int rank = 0; rank < options.ranks; ++rank) {
     // Everything the child needs is built before fork (see exec_rank).
-    std::vector<std::string> environment = rank_environment(rank, options.ranks, store->url(), job_id);
+    std::vector<std::string> environment =
+        rank_environment(rank, options.ranks, store->url(), job_id, host_ids[static_cast<size_t>(rank)]);
     std::vector<char*> envp;
     for (auto& variable : environment) envp.push_back(variable.data());
     envp.push_back(nullptr);
@@ -374,10 +402,26 @@ LaunchResult launch_local(const LaunchOptions& options) {
   return result.exit_code != 0 ? result : supervised;
 }
 
-LaunchResult launch_local(int ranks, const std::vector<std::string>& argv) {
+std::optional<std::vector<int>> parse_fake_hosts(const std::string& text) {
+  std::vector<int> counts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    int count = 0;
+    auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), count);
+    if (item.empty() || error != std::errc() || end != item.data() + item.size() || count < 1) return std::nullopt;
+    counts.push_back(count);
+    start = comma + 1;
+  }
+  return counts;
+}
+
+LaunchResult launch_local(int ranks, const std::vector<std::string>& argv, const std::vector<int>& fake_hosts) {
   LaunchOptions options;
   options.ranks = ranks;
   options.argv = argv;
+  options.fake_hosts = fake_hosts;
   options.launcher_name = "chorus-bench";
   return launch_local(options);
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct LaunchOptions {
   bool prefix_output = false;
   // Names the launcher in its own messages ("chorus-run: rank 2 exited ...").
   std::string launcher_name = "chorus launcher";
+  // Fake hosts: ranks per host ({2, 2}), numbered host by host. Each rank
+  // gets CHORUS_HOST_ID naming its host, so shared memory serves the ranks
+  // of a fake host and TCP the others, as on several machines. Empty: one host.
+  std::vector<int> fake_hosts;
 };
 
 struct LaunchResult {
@@ -46,7 +51,10 @@ struct LaunchResult {
 // rank's own children are stopped with it).
 LaunchResult launch_local(const LaunchOptions& options);
 
+// "2,2" -> {2, 2}; nullopt unless a comma-separated list of positive counts.
+std::optional<std::vector<int>> parse_fake_hosts(const std::string& text);
+
 // The launcher-served TcpStore, output not prefixed: what chorus-bench --ranks uses.
-LaunchResult launch_local(int ranks, const std::vector<std::string>& argv);
+LaunchResult launch_local(int ranks, const std::vector<std::string>& argv, const std::vector<int>& fake_hosts = {});
 
 }  // namespace chorus::tools

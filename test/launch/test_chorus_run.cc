@@ -164,3 +164,19 @@ TEST_CASE("chorus-run -n 4 chorus-bench --check and chorus-bench --ranks both ve
   CHECK(status == 0);
   CHECK_THAT(forked.output(), Catch::Contains("# OK: 0 wrong elements in total"));
 }
+
+TEST_CASE("chorus-run --fake-hosts: shared memory within a fake host, TCP across", "[launch][chorus-run]") {
+  const std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
+  ChildProcess run(run_arguments({"-n", "4", "--fake-hosts", "2,2"},
+                                 {bench, "--op", "allreduce", "--check", "-b", "8", "-e", "1M", "-f", "64"}),
+                   {});
+  const int status = run.wait(std::chrono::seconds(60));
+  INFO(run.output());
+  CHECK(status == 0);
+  CHECK(run.output().find("4 ranks on 2 hosts (rank 0: shm to 1 peer, tcp to 2 peers)") != std::string::npos);
+  CHECK(run.output().find("OK: 0 wrong elements") != std::string::npos);
+
+  ChildProcess wrong(run_arguments({"-n", "4", "--fake-hosts", "3,3"}, {launch_rank()}), {});
+  CHECK(wrong.wait(std::chrono::seconds(30)) != 0);
+  CHECK(wrong.output().find("fake hosts hold 6 ranks but 4 are launched") != std::string::npos);
+}
