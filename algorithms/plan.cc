@@ -16,7 +16,7 @@ std::string_view to_string(BufferKind buffer) {
   return "unknown-buffer";
 }
 
-StepId Plan::add(Step step, Dependencies after) {
+StepId Plan::add(Step step, std::span<const StepId> after) {
   if (steps_.size() >= no_step) throw std::length_error("plan has more steps than StepId can number");
   StepId id = static_cast<StepId>(steps_.size());
   step.first_dependency = static_cast<uint32_t>(dependencies_.size());

@@ -21,7 +21,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <vector>
+
+#include "algorithms/cost_model.h"
 
 namespace chorus::algorithms {
 
@@ -59,12 +62,20 @@ struct Step {
 // Knobs that change the shape of a Plan but not its result. Every rank must
 // use the same values (they decide segment boundaries and message counts).
 struct PlanTuning {
+  PlanTuning() = default;
+  PlanTuning(size_t segment_bytes_, size_t scratch_segments_)
+      : segment_bytes(segment_bytes_), scratch_segments(scratch_segments_) {}
+
   // Large buffers are cut into segments of about this many bytes so that
   // sending one segment overlaps with reducing the previous one.
   size_t segment_bytes = 512 * 1024;
   // Receive buffers a reduce-scatter keeps in flight; scratch is this many
   // segments no matter how large the user's buffer is.
   size_t scratch_segments = 4;
+  // The cost model the Plan is built for. Plans made of phases (the
+  // hierarchical ones) choose and tune each phase's flat algorithm with it,
+  // at the level of the links that phase crosses; unset: fixed defaults.
+  std::optional<CostModel> cost_model;
 };
 
 class Plan {
@@ -76,6 +87,9 @@ class Plan {
   // to = to op from, element-wise (op and type come from the Call).
   StepId reduce(Region from, Region to, Dependencies after = {});
   StepId copy(Region from, Region to, Dependencies after = {});
+  // Any step, with dependencies gathered at run time (composed Plans).
+  // The step's own dependency fields are ignored.
+  StepId add(Step step, std::span<const StepId> after);
 
   const std::vector<Step>& steps() const { return steps_; }
   const Step& step(StepId id) const { return steps_[id]; }
@@ -87,8 +101,6 @@ class Plan {
   size_t scratch_bytes = 0;
 
  private:
-  StepId add(Step step, Dependencies after);
-
   std::vector<Step> steps_;
   std::vector<StepId> dependencies_;
 };

@@ -15,6 +15,8 @@
 #include "algorithms/ring_allreduce.h"
 #include "algorithms/recursive_doubling_allreduce.h"
 #include "algorithms/halving_doubling_allreduce.h"
+#include "algorithms/hierarchical_allreduce.h"
+#include "algorithms/hierarchical_broadcast.h"
 #include "algorithms/ring_reduce_scatter.h"
 #include "algorithms/recursive_halving_reduce_scatter.h"
 #include "algorithms/binomial_reduce.h"
@@ -29,6 +31,10 @@ constexpr Algorithm algorithm_table[] = {
      recursive_doubling_allreduce_cost, recursive_doubling_allreduce_plan},
     {Collective::allreduce, "halving_doubling", halving_doubling_allreduce_supports, halving_doubling_allreduce_cost,
      halving_doubling_allreduce_plan},
+    {Collective::allreduce, "hierarchical", hierarchical_allreduce_supports, hierarchical_allreduce_cost,
+     hierarchical_allreduce_plan, hierarchical_tuning},
+    {Collective::allreduce, "hierarchical_leader", hierarchical_leader_allreduce_supports,
+     hierarchical_leader_allreduce_cost, hierarchical_leader_allreduce_plan, hierarchical_tuning},
     {Collective::reduce_scatter, "ring", ring_reduce_scatter_supports, ring_reduce_scatter_cost,
      ring_reduce_scatter_plan},
     {Collective::reduce_scatter, "recursive_halving", recursive_halving_reduce_scatter_supports,
@@ -44,6 +50,8 @@ constexpr Algorithm algorithm_table[] = {
      scatter_allgather_broadcast_cost, scatter_allgather_broadcast_plan},
     {Collective::broadcast, "chain", chain_broadcast_supports, chain_broadcast_cost, chain_broadcast_plan,
      chain_broadcast_tuning},
+    {Collective::broadcast, "hierarchical", hierarchical_broadcast_supports, hierarchical_broadcast_cost,
+     hierarchical_broadcast_plan, hierarchical_tuning},
     {Collective::allgather, "ring", ring_allgather_supports, ring_allgather_cost, ring_allgather_plan},
     {Collective::allgather, "recursive_doubling", recursive_doubling_allgather_supports,
      recursive_doubling_allgather_cost, recursive_doubling_allgather_plan},

@@ -1,12 +1,14 @@
 #include "benchmarks/bench_runner.h"
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 
 #include "algorithms/registry.h"
 #include "chorus/collectives.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/topology.h"
 
 namespace chorus::bench {
 namespace {
@@ -64,11 +66,14 @@ size_t count_for_bytes(Operation operation, int size, size_t bytes, DataType typ
   return blocks_per_rank(operation) ? elements / static_cast<size_t>(size) : elements;
 }
 
-bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, int rank, int size,
+bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, const Context& context,
                         size_t count) {
   const Collective collective = collective_of(settings.operation);
-  const algorithms::Call call =
-      algorithms::make_call(collective, rank, size, count, settings.type, settings.op, settings.root, false);
+  algorithms::Call call = algorithms::make_call(collective, context.rank(), context.size(), count, settings.type,
+                                                settings.op, settings.root, false);
+  std::vector<int> host_of(static_cast<size_t>(context.size()));
+  for (int rank = 0; rank < context.size(); ++rank) host_of[static_cast<size_t>(rank)] = context.host_of(rank);
+  call.topology = std::make_shared<const Topology>(host_of);
   if (algorithm == "auto") {
     for (const algorithms::Algorithm& candidate : algorithms::all_algorithms())
       if (candidate.collective == collective && candidate.supports(call)) return true;
@@ -86,7 +91,7 @@ Row Runner::prepare(size_t bytes, const std::string& algorithm) {
   const size_t element = element_size(settings_.type);
   row.count = blocks_per_rank(operation) ? count * static_cast<size_t>(size) : count;
   row.bytes = row.count * element;
-  if (!algorithm_supports(settings_, algorithm, rank, size, count)) {
+  if (!algorithm_supports(settings_, algorithm, context_, count)) {
     row.supported = false;
     return row;
   }

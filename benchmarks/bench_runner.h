@@ -51,8 +51,9 @@ double bus_factor(Operation operation, int size);
 // allgather, reduce_scatter, gather, scatter and alltoall), rounded down.
 size_t count_for_bytes(Operation operation, int size, size_t bytes, DataType type);
 
-// Whether `algorithm` (a name or "auto") can run this operation at this count.
-bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, int rank, int size,
+// Whether `algorithm` (a name or "auto") can run this operation at this count
+// on this rank of `context` (whose topology the two-level algorithms need).
+bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, const Context& context,
                         size_t count);
 
 class Runner {

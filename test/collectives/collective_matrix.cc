@@ -1,9 +1,11 @@
 #include "test/collectives/collective_matrix.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "algorithms/registry.h"
 #include "base/log.h"
+#include "base/topology.h"
 #include "test/collectives/collective_cases.h"
 
 namespace chorus::collective_test {
@@ -165,13 +167,15 @@ std::vector<Case> cases_for(const Algorithm& algorithm, int rank, int size) {
 // some ranks would run it and others not.
 enum class Support { all, none, some };
 
-Support support_of(const Algorithm& algorithm, const Case& test) {
+Support support_of(const Algorithm& algorithm, const Case& test,
+                   const std::shared_ptr<const Topology>& topology) {
   int supported = 0;
   for (int rank = 0; rank < test.call.size; ++rank) {
     Case of_rank = test;
     of_rank.call.rank = rank;
     if (!of_rank.call.send_counts.empty()) of_rank.call.send_counts = {1};
     algorithms::Call call = library_call(of_rank);
+    call.topology = topology;
     // The algorithm layer runs an in-place reduce_scatter out of place into
     // a block buffer (see run.cc), so that is what the algorithm must serve.
     if (call.collective == Collective::reduce_scatter) call.in_place = false;
@@ -185,6 +189,9 @@ Support support_of(const Algorithm& algorithm, const Case& test) {
 
 MatrixOutcome run_matrix(Context& context) {
   MatrixOutcome outcome;
+  std::vector<int> host_of(static_cast<size_t>(context.size()));
+  for (int rank = 0; rank < context.size(); ++rank) host_of[static_cast<size_t>(rank)] = context.host_of(rank);
+  const auto topology = std::make_shared<const Topology>(host_of);
   std::vector<const Algorithm*> algorithms;
   for (const Algorithm& algorithm : algorithms::all_algorithms()) algorithms.push_back(&algorithm);
   // "auto" too, once per collective, through the same cases.
@@ -209,7 +216,7 @@ MatrixOutcome run_matrix(Context& context) {
       if (as_auto) {
         test.algorithm = "auto";
       } else {
-        const Support support = support_of(*algorithm, test);
+        const Support support = support_of(*algorithm, test, topology);
         if (support == Support::some) {
           outcome.failure = cat(describe(test), ": supported on some ranks but not on others");
           return outcome;

@@ -1,0 +1,60 @@
+// Leaders, phase calls and the per-phase choice of flat algorithms.
+#include "algorithms/hierarchy.h"
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::algorithms {
+
+bool has_two_levels(const Call& call) {
+  return call.topology && call.topology->size() == call.size && call.topology->hosts() >= 2 &&
+         call.topology->hosts() < call.size;
+}
+
+Call phase_call(const Call& parent, Collective collective, int rank, int size, size_t count, int root,
+                bool in_place) {
+  Call call = make_call(collective, rank, size, count, parent.type, parent.op, root, in_place);
+  call.memory = parent.memory;
+  return call;
+}
+
+std::vector<int> host_leaders(const Topology& topology, int root) {
+  std::vector<int> leaders;
+  for (int host = 0; host < topology.hosts(); ++host) leaders.push_back(topology.ranks_on(host).front());
+  if (root >= 0 && root < topology.size()) leaders[static_cast<size_t>(topology.host_of(root))] = root;
+  return leaders;
+}
+
+PhaseCost cheapest_flat(const Call& phase, const CostModel& level_model) {
+  PhaseCost best;
+  for (const Algorithm& algorithm : all_algorithms()) {
+    // A phase call has no topology, so no hierarchical algorithm supports it.
+    if (algorithm.collective != phase.collective || !algorithm.supports(phase)) continue;
+    const double seconds = algorithm.cost_seconds(phase, level_model);
+    if (!best.algorithm || seconds < best.seconds) best = PhaseCost{&algorithm, seconds};
+  }
+  if (!best.algorithm)
+    throw InvalidArgument(cat("rank ", phase.rank, ": no flat ", to_string(phase.collective),
+                              " algorithm for a phase of ", phase.size, " ranks"));
+  return best;
+}
+
+PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, LinkLevel level,
+                                      const PlanTuning& parent, std::string_view fallback) {
+  PlanTuning inherited;
+  inherited.segment_bytes = parent.segment_bytes;
+  inherited.scratch_segments = parent.scratch_segments;
+  if (!parent.cost_model) {
+    const Algorithm* algorithm = find_algorithm(phase.collective, fallback);
+    if (!algorithm || !algorithm->supports(phase))
+      throw InvalidArgument(cat("rank ", phase.rank, ": ", to_string(phase.collective), " algorithm '", fallback,
+                                "' cannot run a phase of ", phase.size, " ranks"));
+    return {algorithm, inherited};
+  }
+  const CostModel level_model = parent.cost_model->at(level);
+  const Algorithm* algorithm = cheapest_flat(choose_by, level_model).algorithm;
+  if (!algorithm->supports(phase)) algorithm = cheapest_flat(phase, level_model).algorithm;
+  return {algorithm, algorithm->tune ? algorithm->tune(phase, level_model) : inherited};
+}
+
+}  // namespace chorus::algorithms
