@@ -105,24 +105,38 @@ bool hierarchical_allreduce_supports(const Call& call) {
 
 double hierarchical_allreduce_cost(const Call& call, const CostModel& model) {
   const Topology& topology = *call.topology;
-  const double slice_bytes = static_cast<double>(call.bytes()) / topology.largest_host();
   const int slices = topology.largest_host();
-  const CostModel local = model.at(LinkLevel::local);
+  const double slice_bytes = static_cast<double>(call.bytes()) / slices;
+  const CostModel local = model.at(LinkLevel::local), remote = model.at(LinkLevel::remote);
+  // The phases pipeline segment by segment, so their latencies add up but
+  // only the busiest link's bytes count: the uplink, or the host's memory,
+  // which carries the reduce-scatter and the allgather.
+  double local_latency = 0, local_bytes_seconds = 0, exposed_reduction = 0;
+  int most_held = 1;
   // As for the ring, reductions overlap the transfers but a pipeline fill.
   constexpr double exposed_reduction_bytes = 16 * 1024;
-  const double within_host = slowest_host(topology, [&](int ranks) {
-    const int most_held = (slices + ranks - 1) / ranks, least_held = slices / ranks;
-    const double received = most_held * (ranks - 1) * slice_bytes;
-    const double sent = (slices - least_held) * slice_bytes;
-    const double moved = std::max(received, sent);
-    const double step = (ranks - 1) * local.alpha_seconds + moved * local.beta_seconds_per_byte;
-    return 2 * step + (ranks - 1) * std::min(slice_bytes, exposed_reduction_bytes) * local.gamma_seconds_per_byte;
-  });
+  for (int host = 0; host < topology.hosts(); ++host) {
+    const int ranks = static_cast<int>(topology.ranks_on(host).size());
+    const int held_most = (slices + ranks - 1) / ranks, held_least = slices / ranks;
+    most_held = std::max(most_held, held_most);
+    if (ranks < 2) continue;
+    const double received = held_most * (ranks - 1) * slice_bytes;
+    const double sent = (slices - held_least) * slice_bytes;
+    local_latency = std::max(local_latency, 2.0 * (ranks - 1) * local.alpha_seconds);
+    local_bytes_seconds = std::max(local_bytes_seconds, 2 * std::max(received, sent) * local.beta_seconds_per_byte);
+    exposed_reduction = std::max(exposed_reduction, (ranks - 1) * std::min(slice_bytes, exposed_reduction_bytes) *
+                                                        local.gamma_seconds_per_byte);
+  }
   // Every rail of a host crosses its uplink: together they move what one
-  // allreduce of the whole buffer among the hosts would.
-  const double between_hosts =
-      cheapest_flat(allreduce_among_hosts(call, 0, call.count), model.at(LinkLevel::remote)).seconds;
-  return within_host + between_hosts;
+  // allreduce of the whole buffer among the hosts would. A rank holding
+  // several slices runs their rails' messages one after another.
+  CostModel latency_only = remote, bandwidth_only = remote;
+  latency_only.beta_seconds_per_byte = latency_only.gamma_seconds_per_byte = 0;
+  bandwidth_only.alpha_seconds = 0;
+  const Call among_hosts = allreduce_among_hosts(call, 0, call.count);
+  const double remote_latency = most_held * cheapest_flat(among_hosts, latency_only).seconds;
+  const double remote_bytes_seconds = cheapest_flat(among_hosts, bandwidth_only).seconds;
+  return local_latency + remote_latency + std::max(local_bytes_seconds, remote_bytes_seconds) + exposed_reduction;
 }
 
 Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning) {

@@ -32,9 +32,10 @@ namespace chorus::algorithms {
 
 bool hierarchical_allreduce_supports(const Call& call);
 Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// The slowest host's local reduce-scatter and allgather (direct, at the local
-// level) plus the remote allreduce of n bytes among H ranks: the rails of a
-// host share its uplink, which carries the whole buffer's worth.
+// Pipelined phases: every phase's latency (the direct local exchanges, the
+// rails' flat allreduce, once per slice a rank holds), plus the busier of the
+// host's memory (2 (L-1)/L n through the local links) and its uplink (which
+// all rails share: a flat allreduce of n bytes among H ranks).
 double hierarchical_allreduce_cost(const Call& call, const CostModel& model);
 
 bool hierarchical_leader_allreduce_supports(const Call& call);
