@@ -1,0 +1,385 @@
+// Helpers of the transport conformance suite (conformance.h).
+#include "test/transport/conformance.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "transport/file_descriptor.h"
+
+namespace chorus::transport::testing {
+
+std::vector<std::string> transports_under_test() {
+  std::vector<std::string> names;
+  const char* chosen = std::getenv("CHORUS_TEST_TRANSPORT");
+  if (chosen && *chosen) {
+    if (!find_transport(chosen))
+      throw std::runtime_error(cat("CHORUS_TEST_TRANSPORT=", chosen, " is not a transport of this build (",
+                                   transport_names(), ")"));
+    names.emplace_back(chosen);
+    return names;
+  }
+  for (const TransportEntry& entry : all_transports()) names.emplace_back(entry.name);
+  return names;
+}
+
+DeviceOptions default_options() {
+  DeviceOptions options;
+  options.config = Config::from_environment();
+  options.hostname = "127.0.0.1";
+  return options;
+}
+
+std::vector<std::unique_ptr<Device>> make_devices(const std::string& transport, int size, DeviceOptions options) {
+  const TransportEntry* entry = find_transport(transport);
+  if (!entry) throw std::runtime_error(cat("no transport named ", transport, " in this build"));
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int rank = 0; rank < size; ++rank) {
+    options.rank = rank;
+    options.size = size;
+    devices.push_back(entry->create(options));
+  }
+  return devices;
+}
+
+TestMesh::~TestMesh() {
+  for (int rank = 0; rank < size(); ++rank) destroy(rank);
+}
+
+void TestMesh::destroy(int rank) {
+  const auto index = static_cast<size_t>(rank);
+  if (index < sleepers.size()) sleepers[index].reset();
+  if (index < pairs.size()) pairs[index].clear();
+  if (index < devices.size()) devices[index].reset();
+}
+
+void connect_mesh(TestMesh& mesh, int streams, std::chrono::milliseconds timeout) {
+  const int size = mesh.size();
+  std::vector<std::vector<std::byte>> addresses;
+  for (auto& device : mesh.devices) addresses.push_back(device->address());
+  mesh.pairs.clear();
+  mesh.pairs.resize(static_cast<size_t>(size));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  const auto deadline = Deadline::after(timeout);
+  for (int rank = 0; rank < size; ++rank) {
+    auto& mine = mesh.pairs[static_cast<size_t>(rank)];
+    mine.resize(static_cast<size_t>(streams));
+    for (auto& by_peer : mine) by_peer.resize(static_cast<size_t>(size));
+    threads.emplace_back([&, rank] {
+      try {
+        for (int peer = 0; peer < size; ++peer)
+          for (int stream = 0; stream < streams && peer != rank; ++stream)
+            mine[static_cast<size_t>(stream)][static_cast<size_t>(peer)] =
+                mesh.device(rank).connect(peer, addresses[static_cast<size_t>(peer)], deadline, stream);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+TestMesh make_mesh(const std::string& transport, int size, Waiting waiting, DeviceOptions options, int streams) {
+  TestMesh mesh;
+  mesh.devices = make_devices(transport, size, std::move(options));
+  connect_mesh(mesh, streams);
+  if (waiting == Waiting::asleep)
+    for (auto& device : mesh.devices) mesh.sleepers.push_back(std::make_unique<WaitingScope<Device>>(*device));
+  return mesh;
+}
+
+// ---------------------------------------------------------------- buffers and patterns
+
+namespace {
+
+constexpr size_t kMapFrom = size_t{2} << 20;
+
+}  // namespace
+
+Buffer::Buffer(size_t bytes) : size_(bytes) {
+  if (bytes >= kMapFrom) {
+    void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(mapped, bytes, MADV_HUGEPAGE);  // a hint; without it, small pages
+    data_ = static_cast<std::byte*>(mapped);
+    mapped_ = true;
+  } else {
+    data_ = new std::byte[std::max<size_t>(bytes, 1)];
+  }
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), mapped_(other.mapped_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    this->~Buffer();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = other.mapped_;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (!data_) return;
+  if (mapped_) ::munmap(data_, size_);
+  else delete[] data_;
+  data_ = nullptr;
+}
+
+
+namespace {
+
+uint64_t pattern_word(uint64_t seed, uint64_t index) {
+  uint64_t x = (index + 1) * 0x9E3779B97F4A7C15ull ^ (seed + 1) * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 29);
+}
+
+}  // namespace
+
+void fill_pattern(std::span<std::byte> data, uint64_t seed) {
+  const size_t words = data.size() / 8;
+  std::byte* out = data.data();
+  for (size_t i = 0; i < words; ++i) {
+    const uint64_t word = pattern_word(seed, i);
+    std::memcpy(out + i * 8, &word, 8);
+  }
+  if (const size_t tail = data.size() % 8) {
+    const uint64_t word = pattern_word(seed, words);
+    std::memcpy(out + words * 8, &word, tail);
+  }
+}
+
+Buffer pattern(uint64_t seed, size_t bytes) {
+  Buffer data(bytes);
+  fill_pattern(data.bytes(), seed);
+  return data;
+}
+
+size_t first_mismatch(std::span<const std::byte> data, uint64_t seed) {
+  const size_t words = data.size() / 8;
+  auto first_in_word = [&](size_t word, size_t bytes) {
+    const uint64_t expected = pattern_word(seed, word);
+    for (size_t j = 0; j < bytes; ++j)
+      if (data[word * 8 + j] != reinterpret_cast<const std::byte*>(&expected)[j]) return word * 8 + j;
+    return data.size();
+  };
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t word;
+    std::memcpy(&word, data.data() + i * 8, 8);
+    if (word != pattern_word(seed, i)) return first_in_word(i, 8);
+  }
+  return first_in_word(words, data.size() % 8);
+}
+
+ReceiveBuffer::ReceiveBuffer(size_t bytes, std::byte fill) : bytes_(bytes), fill_(fill), storage_(bytes + kGuardBytes) {
+  std::memset(storage_.data(), static_cast<int>(fill), storage_.size());
+}
+
+bool ReceiveBuffer::guard_intact() const {
+  for (size_t i = 0; i < kGuardBytes; ++i)
+    if (storage_.data()[bytes_ + i] != fill_) return false;
+  return true;
+}
+
+bool ReceiveBuffer::untouched() const {
+  for (size_t i = 0; i < bytes_; ++i)
+    if (storage_.data()[i] != fill_) return false;
+  return guard_intact();
+}
+
+bool ReceiveBuffer::holds(uint64_t seed) const {
+  return first_mismatch({storage_.data(), bytes_}, seed) == bytes_ && guard_intact();
+}
+
+// ---------------------------------------------------------------- waiting
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+void wait_ok(Request& request, std::chrono::milliseconds timeout) {
+  request.wait(Deadline::after(timeout), "test: timed out waiting for a request");
+}
+
+bool poll_until_finished(Device& device, Request& request, std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (!request.finished()) {
+    device.progress();
+    if (Clock::now() > give_up) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- abort
+
+void check_no_byte_lands_after_abort(const std::string& transport,
+                                     const std::function<void(TestMesh&, const std::atomic<bool>& stop)>& companion) {
+  const size_t size = size_t{256} << 20;
+  Buffer outgoing(size), incoming_buffer(size);
+  std::memset(outgoing.data(), 0xab, size);
+  const std::span<std::byte> incoming = incoming_buffer.bytes();
+  auto landed = [&] { return static_cast<size_t>(std::count(incoming.begin(), incoming.end(), std::byte{0xab})); };
+  // On a loaded machine the 5 ms nap can outlast the whole transfer; such an
+  // attempt proves nothing, so it is repeated rather than counted.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::fill(incoming.begin(), incoming.end(), std::byte{0});
+    TestMesh mesh = make_mesh(transport, 2);
+    Requests requests;
+    Request& recv = requests.add();
+    Request& send = requests.add();
+    mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming);
+    mesh.pair(0, 1).post_send(send, {1, 1}, outgoing);
+    std::atomic<bool> stop{false};
+    std::thread helper;
+    if (companion) helper = std::thread([&] { companion(mesh, stop); });
+    std::this_thread::sleep_for(5ms);
+    mesh.device(1).abort(std::make_exception_ptr(Aborted("rank 1: mid-transfer abort")));
+    const bool finished_first = recv.state() == Request::State::done;
+    const bool failed = recv.state() == Request::State::failed;
+    const size_t landed_at_abort = landed();
+    std::this_thread::sleep_for(100ms);
+    stop.store(true);
+    if (helper.joinable()) helper.join();
+    if (finished_first) continue;
+    REQUIRE(failed);
+    REQUIRE(landed() == landed_at_abort);
+    REQUIRE_THROWS_AS(wait_ok(send, 5s), Error);
+    return;
+  }
+  FAIL("the 256 MiB transfer finished before the abort in every attempt");
+}
+
+// ---------------------------------------------------------------- a peer in another process
+
+namespace {
+
+bool write_exact(int fd, const void* data, size_t bytes) {
+  const auto* cursor = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, cursor, bytes);
+    if (n <= 0) return false;
+    cursor += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_exact(int fd, void* out, size_t bytes) {
+  auto* cursor = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t n = ::read(fd, cursor, bytes);
+    if (n <= 0) return false;
+    cursor += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool send_address(int fd, const std::vector<std::byte>& address) {
+  const uint64_t bytes = address.size();
+  return write_exact(fd, &bytes, sizeof(bytes)) && write_exact(fd, address.data(), address.size());
+}
+
+bool receive_address(int fd, std::vector<std::byte>& address) {
+  uint64_t bytes = 0;
+  if (!read_exact(fd, &bytes, sizeof(bytes)) || bytes > (1u << 20)) return false;
+  address.resize(bytes);
+  return read_exact(fd, address.data(), address.size());
+}
+
+DeviceOptions rank_options(int rank) {
+  DeviceOptions options = default_options();
+  options.rank = rank;
+  options.size = 2;
+  return options;
+}
+
+}  // namespace
+
+ForkedPeer::ForkedPeer(const std::string& transport, Body body) {
+  const TransportEntry* entry = find_transport(transport);
+  REQUIRE(entry);
+  int to_child[2], to_parent[2];
+  REQUIRE(::pipe(to_child) == 0);
+  REQUIRE(::pipe(to_parent) == 0);
+  pid_ = ::fork();
+  REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    ::close(to_child[1]);
+    ::close(to_parent[0]);
+    int code = 10;
+    try {
+      auto device = entry->create(rank_options(1));
+      std::vector<std::byte> theirs;
+      if (!send_address(to_parent[1], device->address())) ::_exit(11);
+      if (!receive_address(to_child[0], theirs)) ::_exit(12);
+      auto pair = device->connect(0, theirs, Deadline::after(20s));
+      code = body(*device, *pair, to_child[0]);
+      pair.reset();
+      device.reset();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "forked rank 1: %s\n", error.what());
+      code = 13;
+    } catch (...) {
+      code = 14;
+    }
+    ::_exit(code);
+  }
+  ::close(to_child[0]);
+  ::close(to_parent[1]);
+  to_child_ = to_child[1];
+  const Fd from_child(to_parent[0]);
+  try {
+    device_ = entry->create(rank_options(0));
+    std::vector<std::byte> theirs;
+    REQUIRE(receive_address(from_child.get(), theirs));
+    REQUIRE(send_address(to_child_, device_->address()));
+    pair_ = device_->connect(1, theirs, Deadline::after(20s));
+  } catch (...) {
+    kill_child();  // the destructor of a half-built object does not run
+    throw;
+  }
+}
+
+ForkedPeer::~ForkedPeer() { kill_child(); }
+
+void ForkedPeer::kill_child() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::kill(pid_, SIGCONT);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+  }
+  if (to_child_ >= 0) ::close(to_child_);
+  to_child_ = -1;
+}
+
+void ForkedPeer::signal_child() {
+  const char go = 1;
+  REQUIRE(::write(to_child_, &go, 1) == 1);
+}
+
+int ForkedPeer::reap() {
+  int status = 0;
+  REQUIRE(::waitpid(pid_, &status, 0) == pid_);
+  reaped_ = true;
+  return status;
+}
+
+}  // namespace chorus::transport::testing

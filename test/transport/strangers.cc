@@ -1,0 +1,135 @@
+// Each transport's listener as a stranger sees it (strangers.h).
+#include "test/transport/strangers.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "transport/file_descriptor.h"
+#include "transport/shm/address.h"
+#include "transport/shm/side_channel.h"
+#include "transport/tcp/address.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/handshake.h"
+
+namespace chorus::transport::testing {
+namespace {
+
+using integration::ListeningEndpoint;
+
+void send_ignoring_errors(int fd, std::span<const std::byte> bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+// ---------------------------------------------------------------- tcp: a port in the published address
+
+std::optional<ListeningEndpoint> tcp_listener(std::span<const std::byte> address, int owner) {
+  const tcp::ListenerAddress listener = tcp::decode_address(address, -1, owner);
+  ListeningEndpoint endpoint;
+  std::memcpy(&endpoint.address, listener.socket.get(), listener.socket.length());
+  endpoint.length = listener.socket.length();
+  endpoint.type = SOCK_STREAM;
+  endpoint.text = listener.socket.to_string();
+  return endpoint;
+}
+
+// The hello of transport/tcp/handshake.cc, stream 0 of 1.
+void tcp_hello(int fd, std::span<const std::byte> address, int owner, int dialer, bool right_nonce) {
+  const tcp::ListenerAddress listener = tcp::decode_address(address, -1, owner);
+  std::vector<std::byte> hello(tcp::kHelloBytes);
+  tcp::store_le(hello.data() + 0, 0x53484843, 4);  // "CHHS"
+  tcp::store_le(hello.data() + 4, tcp::kWireVersion, 2);
+  tcp::store_le(hello.data() + 6, 0, 1);
+  tcp::store_le(hello.data() + 7, 1, 1);
+  tcp::store_le(hello.data() + 8, right_nonce ? listener.nonce : listener.nonce ^ 1, 8);
+  tcp::store_le(hello.data() + 16, static_cast<uint32_t>(dialer), 4);
+  tcp::store_le(hello.data() + 20, static_cast<uint32_t>(owner), 4);
+  send_ignoring_errors(fd, hello);
+}
+
+// ---------------------------------------------------------------- shm: an abstract unix socket
+
+std::optional<ListeningEndpoint> shm_listener(std::span<const std::byte> address, int owner) {
+  const std::string name = shm::decode_address(address, -1, owner).socket_name();
+  ListeningEndpoint endpoint;
+  auto* unix_address = reinterpret_cast<sockaddr_un*>(&endpoint.address);
+  unix_address->sun_family = AF_UNIX;
+  const size_t bytes = std::min(name.size(), sizeof(unix_address->sun_path));
+  std::memcpy(unix_address->sun_path, name.data(), bytes);
+  endpoint.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + bytes);
+  endpoint.type = SOCK_SEQPACKET;
+  endpoint.text = name;
+  endpoint.text[0] = '@';  // as /proc/net/unix prints an abstract name
+  return endpoint;
+}
+
+// The hello of transport/shm/device.cc with a doorbell of our own; when
+// the listener answers with its ack, the confirm too (a duplicate of a
+// connected rank is refused only then).
+void shm_hello(int fd, std::span<const std::byte> address, int owner, int dialer, bool right_nonce) {
+  const shm::ShmAddress listener = shm::decode_address(address, -1, owner);
+  shm::Hello hello;
+  hello.listener_nonce = right_nonce ? listener.nonce : listener.nonce ^ 1;
+  hello.dialer_rank = dialer;
+  hello.listener_rank = owner;
+  const Fd doorbell(::eventfd(0, EFD_CLOEXEC));
+  const int passed = doorbell.get();
+  if (shm::send_side(fd, shm::encode_hello(hello), std::span<const int>(&passed, 1)) != 0) return;
+  if (!shm::wait_readable(fd, Deadline::after(std::chrono::seconds(2)))) return;
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  if (shm::receive_side(fd, message, fds, 2) <= 0) return;
+  shm::send_side(fd, shm::encode_confirm({}));
+}
+
+const StrangerHooks hooks[] = {
+    {"tcp", tcp_listener, tcp_hello},
+    {"shm", shm_listener, shm_hello},
+};
+
+}  // namespace
+
+const StrangerHooks* stranger_hooks(std::string_view transport) {
+  for (const StrangerHooks& entry : hooks)
+    if (entry.transport == transport) return &entry;
+  return nullptr;
+}
+
+int connect_stranger(const ListeningEndpoint& endpoint) {
+  const int fd = ::socket(endpoint.address.ss_family, endpoint.type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&endpoint.address), endpoint.length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool closed_by_listener(int fd, std::chrono::milliseconds limit) {
+  const auto give_up = Clock::now() + limit;
+  char buffer[4096];
+  while (Clock::now() < give_up) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(give_up - Clock::now()).count();
+    if (left <= 0) break;  // a zero timeout would mean none
+    timeval timeout{static_cast<time_t>(left / 1000000), static_cast<suseconds_t>(left % 1000000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return false;
+  }
+  return false;
+}
+
+}  // namespace chorus::transport::testing

@@ -1,0 +1,352 @@
+// Transport conformance, failure paths: mismatched messages, abort, a peer
+// that dies (SIGKILL), stalls (SIGSTOP, or never posts), or closes its
+// context, connections that cannot be made, and bad arguments. Each error
+// must be the right class and name the ranks involved, and arrive promptly:
+// the time limits are generous for a loaded machine, but a transport that
+// hangs fails them.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <optional>
+#include <thread>
+
+#include "base/log.h"
+#include "test/transport/conformance.h"
+
+namespace chorus::transport::testing {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+// How long an error that should be prompt may take on a loaded machine.
+constexpr double kPromptSeconds = 2.0;
+
+// Waits until the device has failed, at most `timeout`; returns its failure.
+std::exception_ptr failure_within(Device& device, std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (!device.failure() && Clock::now() < give_up) std::this_thread::sleep_for(1ms);
+  return device.failure();
+}
+
+TEST_CASE("transport: a length mismatch fails the receiver with MismatchError", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  const bool posted_first = GENERATE(true, false);
+  const size_t sent = GENERATE(size_t{100}, size_t{100000});
+  INFO((posted_first ? "receive posted before arrival" : "receive posted after arrival") << ", " << sent
+                                                                                         << " bytes sent");
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 3);
+  const auto outgoing = pattern(1, sent);
+  ReceiveBuffer incoming(2 * sent);
+  Request& send = requests.add();
+  Request& recv = requests.add();
+  if (posted_first) mesh.pair(1, 0).post_recv(recv, {0x500000001, 4}, incoming.data());
+  mesh.pair(0, 1).post_send(send, {0x500000001, 4}, outgoing);
+  if (!posted_first) {
+    std::this_thread::sleep_for(50ms);
+    mesh.pair(1, 0).post_recv(recv, {0x500000001, 4}, incoming.data());
+  }
+  const std::string text = wait_error<MismatchError>(recv);
+  CHECK_THAT(text, Contains(cat("rank 1: peer rank 0 sent")));
+  CHECK_THAT(text, Contains(cat("(", sent, " bytes) but this rank expected")));
+  CHECK_THAT(text, Contains(cat("(", 2 * sent, " bytes) for tag 0x500000001")));
+  CHECK(incoming.untouched());
+  // The receiver's device is finished: later posts fail at once with the same error.
+  Request& later = requests.add();
+  mesh.pair(1, 2).post_recv(later, {1, 1}, incoming.data());
+  REQUIRE(later.state() == Request::State::failed);
+  REQUIRE_THROWS_AS(later.wait(Deadline::after(1ms), "x"), MismatchError);
+  // Its peers learn why.
+  REQUIRE(failure_within(mesh.device(0), 5s));
+  REQUIRE(failure_within(mesh.device(2), 5s));
+  try {
+    std::rethrow_exception(mesh.device(2).failure());
+  } catch (const MismatchError& error) {
+    // Directly from rank 1, or relayed by rank 0 if its report came first.
+    CHECK_THAT(error.what(), StartsWith("rank 2: peer rank "));
+    CHECK_THAT(error.what(), Contains("aborted: rank 1: peer rank 0 sent"));
+  }
+}
+
+TEST_CASE("transport: a signature mismatch names both calls", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  const size_t size = GENERATE(size_t{64}, size_t{100000});
+  INFO(size << " bytes");
+  DeviceOptions options = default_options();
+  options.describe_signature = [](uint64_t signature) { return cat("allreduce #", signature); };
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 2, Waiting::asleep, options);
+  const auto outgoing = pattern(1, size);
+  ReceiveBuffer incoming(size);
+  Request& recv = requests.add();
+  Request& send = requests.add();
+  mesh.pair(0, 1).post_recv(recv, {7, 1}, incoming.data());
+  mesh.pair(1, 0).post_send(send, {7, 2}, outgoing);
+  const std::string text = wait_error<MismatchError>(recv);
+  CHECK_THAT(text, Contains(cat("rank 0: peer rank 1 sent allreduce #2 (", size, " bytes) but this rank expected ",
+                                "allreduce #1 (", size, " bytes) for tag 0x7")));
+  // Not one byte of the wrong call may land in the buffer.
+  REQUIRE(incoming.untouched());
+  // The sender learns it too (its send may have finished before: bytes on their way count).
+  const auto failure = failure_within(mesh.device(1), 5s);
+  REQUIRE(failure);
+  REQUIRE_THROWS_AS(std::rethrow_exception(failure), MismatchError);
+}
+
+TEST_CASE("transport: abort fails everything here and tells every peer why", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 3);
+  ReceiveBuffer a(10), b(10), c(300000);
+  Request& waiting_on_0 = requests.add();
+  Request& own = requests.add();
+  Request& own_send = requests.add();
+  const auto big = pattern(1, 300000);
+  mesh.pair(1, 0).post_recv(waiting_on_0, {3, 3}, a.data());
+  mesh.pair(0, 2).post_recv(own, {3, 3}, b.data());
+  mesh.pair(0, 2).post_send(own_send, {4, 4}, big);  // rank 2 never receives it
+  const auto start = Clock::now();
+  mesh.device(0).abort(std::make_exception_ptr(Aborted("rank 0: stopped by the test")));
+  // Synchronous: our own requests are already failed when abort returns.
+  REQUIRE(own.state() == Request::State::failed);
+  REQUIRE_THROWS_AS(own.wait(Deadline::after(1ms), "x"), Aborted);
+  REQUIRE(own_send.finished());
+  const std::string text = wait_error<Aborted>(waiting_on_0);
+  CHECK(seconds_since(start) < kPromptSeconds);
+  CHECK(text == "rank 1: peer rank 0 aborted: rank 0: stopped by the test");
+  CHECK(a.untouched());
+  CHECK(b.untouched());
+  // Idempotent: the first reason stays.
+  mesh.device(0).abort(std::make_exception_ptr(IoError("second")));
+  REQUIRE_THROWS_AS(std::rethrow_exception(mesh.device(0).failure()), Aborted);
+  Request& later = requests.add();
+  mesh.pair(0, 1).post_send(later, {1, 1}, std::span<const std::byte>(big));
+  REQUIRE(later.state() == Request::State::failed);
+  const auto failure = failure_within(mesh.device(2), 5s);
+  REQUIRE(failure);
+  REQUIRE_THROWS_WITH(std::rethrow_exception(failure), Contains("aborted: rank 0: stopped by the test"));
+}
+
+TEST_CASE("transport: after abort returns, no byte lands in the receive buffer", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  check_no_byte_lands_after_abort(transport);
+}
+
+TEST_CASE("transport: a peer that closes its context fails the waiter quickly, naming it", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  const bool polling = GENERATE(false, true);
+  INFO((polling ? "the waiter polls" : "the waiter sleeps"));
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 2, polling ? Waiting::by_test : Waiting::asleep);
+  ReceiveBuffer incoming(10);
+  Request& recv = requests.add();
+  std::optional<PollingScope<Device>> scope;
+  if (polling) scope.emplace(mesh.device(1));
+  mesh.pair(1, 0).post_recv(recv, {3, 3}, incoming.data());
+  const auto start = Clock::now();
+  std::thread closer([&] {
+    std::this_thread::sleep_for(20ms);
+    mesh.destroy(0);
+  });
+  std::string text;
+  if (polling) {
+    const bool finished = poll_until_finished(mesh.device(1), recv, 10s);
+    closer.join();
+    REQUIRE(finished);
+    text = wait_error<IoError>(recv, 1ms);
+  } else {
+    text = wait_error<IoError>(recv);
+    closer.join();
+  }
+  CHECK(seconds_since(start) < kPromptSeconds);
+  CHECK_THAT(text, Contains("rank 1: peer rank 0 closed its context"));
+  try {
+    std::rethrow_exception(recv.error());
+  } catch (const IoError& error) {
+    CHECK(error.peer_rank() == 0);
+  }
+  // Later operations fail at once.
+  Request& later = requests.add();
+  const std::vector<std::byte> outgoing(10);
+  mesh.pair(1, 0).post_send(later, {4, 4}, outgoing);
+  REQUIRE(later.state() == Request::State::failed);
+}
+
+TEST_CASE("transport: a peer killed with SIGKILL mid-transfer is detected promptly", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  constexpr size_t kChunk = size_t{64} << 20;
+  constexpr int kMessages = 16;
+  // Rank 1 starts streaming 1 GiB to rank 0, then dies without a word.
+  ForkedPeer peer(transport, [](Device& device, Pair& pair, int) {
+    WaitingScope<Device> asleep(device);
+    Requests requests;
+    std::vector<std::byte> chunk(kChunk, std::byte{7});
+    for (int i = 0; i < kMessages; ++i) pair.post_send(requests.add(), {static_cast<uint64_t>(i), 0}, chunk);
+    std::this_thread::sleep_for(30ms);
+    ::kill(::getpid(), SIGKILL);
+    return 1;
+  });
+  WaitingScope<Device> asleep(peer.device());
+  Requests requests;
+  std::vector<std::byte> chunk(kChunk);
+  std::vector<Request*> recvs;
+  // One more than rank 1 sends: at least that one is pending when it dies.
+  for (int i = 0; i <= kMessages; ++i) {
+    recvs.push_back(&requests.add());
+    peer.pair().post_recv(*recvs.back(), {static_cast<uint64_t>(i), 0}, chunk);
+  }
+  const int status = peer.reap();
+  const auto died = Clock::now();
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  try {
+    for (Request* recv : recvs) recv->wait(Deadline::after(10s), "test: the dead peer went unnoticed");
+    FAIL("every receive finished although the sender was killed");
+  } catch (const IoError& error) {
+    CHECK(error.peer_rank() == 1);
+    CHECK_THAT(error.what(), StartsWith("rank 0: "));
+    CHECK_THAT(error.what(), Contains("peer rank 1"));
+  }
+  CHECK(seconds_since(died) < kPromptSeconds);
+  REQUIRE(peer.device().failure());
+}
+
+TEST_CASE("transport: waiting for a peer that never posts times out within the deadline", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 2);
+  ReceiveBuffer incoming(100000);
+  Request& recv = requests.add();
+  mesh.pair(1, 0).post_recv(recv, {5, 5}, incoming.data());
+  const std::string what = "rank 1: timed out after 0.3 s waiting for tag 0x5 from rank 0";
+  const auto start = Clock::now();
+  REQUIRE_THROWS_MATCHES(recv.wait(Deadline::after(300ms), what), TimeoutError, Catch::Message(what));
+  const double waited = seconds_since(start);
+  CHECK(waited >= 0.29);
+  CHECK(waited < 0.3 + kPromptSeconds);
+  // A timeout is the waiter's business: the pair still works.
+  REQUIRE_FALSE(mesh.device(1).failure());
+  const auto outgoing = pattern(5, 100000);
+  mesh.pair(0, 1).post_send(requests.add(), {5, 5}, outgoing);
+  wait_ok(recv);
+  REQUIRE(incoming.holds(5));
+}
+
+TEST_CASE("transport: a stopped peer (SIGSTOP) times the waiter out, and the pair works once it resumes",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  constexpr size_t kSize = (size_t{1} << 20) + 1;
+  // Rank 1 says it is ready, waits for the parent's word, then sends.
+  ForkedPeer peer(transport, [](Device& device, Pair& pair, int from_parent) {
+    WaitingScope<Device> asleep(device);
+    Requests requests;
+    const auto ready = pattern(1, 16), payload = pattern(2, kSize);
+    Request& hello = requests.add();
+    pair.post_send(hello, {1, 1}, ready);
+    char go = 0;
+    if (::read(from_parent, &go, 1) != 1) return 2;
+    Request& send = requests.add();
+    pair.post_send(send, {2, 1}, payload);
+    try {
+      wait_ok(hello);
+      wait_ok(send);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "forked rank 1: %s\n", error.what());
+      return 3;
+    }
+    return 0;
+  });
+  WaitingScope<Device> asleep(peer.device());
+  Requests requests;
+  ReceiveBuffer ready(16), incoming(kSize);
+  Request& hello = requests.add();
+  peer.pair().post_recv(hello, {1, 1}, ready.data());
+  wait_ok(hello);
+  REQUIRE(ready.holds(1));
+  REQUIRE(::kill(peer.pid(), SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(peer.pid(), &status, WUNTRACED) == peer.pid());
+  REQUIRE(WIFSTOPPED(status));
+  Request& recv = requests.add();
+  peer.pair().post_recv(recv, {2, 1}, incoming.data());
+  peer.signal_child();  // read only once it runs again
+  const std::string what = "rank 0: timed out after 0.5 s waiting for tag 0x2 from the stopped rank 1";
+  const auto start = Clock::now();
+  REQUIRE_THROWS_MATCHES(recv.wait(Deadline::after(500ms), what), TimeoutError, Catch::Message(what));
+  const double waited = seconds_since(start);
+  CHECK(waited >= 0.49);
+  CHECK(waited < 0.5 + kPromptSeconds);
+  REQUIRE(::kill(peer.pid(), SIGCONT) == 0);
+  wait_ok(recv);
+  CHECK(incoming.holds(2));
+  status = peer.reap();
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE_FALSE(peer.device().failure());
+}
+
+TEST_CASE("transport: connecting to a dead address or a peer that never dials gives up at the deadline",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  auto dead = make_devices(transport, 2);
+  const auto dead_address = dead[0]->address();
+  const auto silent_peer_address = dead[1]->address();
+  dead[0].reset();  // nothing listens there any more
+
+  DeviceOptions options = default_options();
+  options.rank = 1;
+  options.size = 2;
+  auto dialer = find_transport(transport)->create(options);
+  auto start = Clock::now();
+  try {
+    dialer->connect(0, dead_address, Deadline::after(400ms));
+    FAIL("connect to a dead address succeeded");
+  } catch (const TimeoutError& error) {
+    CHECK_THAT(error.what(), StartsWith("rank 1: "));
+    CHECK_THAT(error.what(), Contains("peer rank 0"));
+  } catch (const IoError& error) {
+    CHECK(error.peer_rank() == 0);
+  }
+  CHECK(seconds_since(start) < 0.4 + kPromptSeconds);
+
+  // The rank that waits to be dialed, by a dialer that never comes.
+  options.rank = 0;
+  auto waiter = find_transport(transport)->create(options);
+  start = Clock::now();
+  try {
+    waiter->connect(1, silent_peer_address, Deadline::after(300ms));
+    FAIL("connect without a dialer succeeded");
+  } catch (const TimeoutError& error) {
+    CHECK_THAT(error.what(), StartsWith("rank 0: "));
+    CHECK_THAT(error.what(), Contains("waiting for peer rank 1"));
+  }
+  const double waited = seconds_since(start);
+  CHECK(waited >= 0.29);
+  CHECK(waited < 0.3 + kPromptSeconds);
+}
+
+TEST_CASE("transport: bad ranks and addresses are InvalidArgument", "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  const TransportEntry& entry = *find_transport(transport);
+  DeviceOptions options = default_options();
+  options.size = 2;
+  options.rank = 2;
+  REQUIRE_THROWS_AS(entry.create(options), InvalidArgument);
+  options.rank = -1;
+  REQUIRE_THROWS_AS(entry.create(options), InvalidArgument);
+  options.rank = 0;
+  auto device = entry.create(options);
+  const std::vector<std::byte> junk(48, std::byte{1});
+  REQUIRE_THROWS_AS(device->check_peer(1, junk), InvalidArgument);
+  REQUIRE_THROWS_AS(device->connect(1, junk, Deadline::after(100ms)), InvalidArgument);
+  REQUIRE_THROWS_AS(device->connect(1, {}, Deadline::after(100ms)), InvalidArgument);
+  // Itself, and a rank outside the job.
+  REQUIRE_THROWS_AS(device->connect(0, device->address(), Deadline::after(100ms)), InvalidArgument);
+  REQUIRE_THROWS_AS(device->connect(2, device->address(), Deadline::after(100ms)), InvalidArgument);
+  REQUIRE_FALSE(device->failure());
+}
+
+}  // namespace
+}  // namespace chorus::transport::testing

@@ -1,0 +1,109 @@
+// Transport conformance, hostile input: garbage, foreign and forged
+// handshakes on a device's listener are dropped (the connection closed), a
+// stranger that says nothing blocks nobody, and the job's real peers still
+// connect and exchange messages. Each transport's listener and handshake are
+// reached through its hooks (strangers.h); the attacks of the hostile-bytes
+// integration test (test/integration/hostile_peer.h) run against it too.
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "test/transport/conformance.h"
+#include "test/transport/strangers.h"
+
+namespace chorus::transport::testing {
+namespace {
+
+// Every rank sends one message to every other and checks what it receives.
+void exchange_all(TestMesh& mesh, uint64_t round) {
+  Requests requests;
+  std::vector<Buffer> outgoing;
+  std::vector<std::unique_ptr<ReceiveBuffer>> incoming;
+  std::vector<uint64_t> seeds;
+  for (int rank = 0; rank < mesh.size(); ++rank)
+    for (int peer = 0; peer < mesh.size(); ++peer) {
+      if (peer == rank) continue;
+      const uint64_t seed = round * 100 + static_cast<uint64_t>(rank * 10 + peer);
+      outgoing.push_back(pattern(seed, 5000));
+      mesh.pair(rank, peer).post_send(requests.add(), {round, 1}, outgoing.back());
+      incoming.push_back(std::make_unique<ReceiveBuffer>(5000));
+      seeds.push_back(round * 100 + static_cast<uint64_t>(peer * 10 + rank));
+      mesh.pair(rank, peer).post_recv(requests.add(), {round, 1}, incoming.back()->data());
+    }
+  for (Request& request : requests.all()) wait_ok(request);
+  for (size_t i = 0; i < incoming.size(); ++i) CHECK(incoming[i]->holds(seeds[i]));
+}
+
+TEST_CASE("transport: garbage and foreign hellos on the listener are dropped; real peers still connect",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  const StrangerHooks* hooks = stranger_hooks(transport);
+  INFO("test/transport/strangers.cc needs an entry for the transport");
+  REQUIRE(hooks);
+  constexpr int kRanks = 3;
+  TestMesh mesh;
+  mesh.devices = make_devices(transport, kRanks);
+  // Rank 0 is dialed by every other rank.
+  const auto address = mesh.device(0).address();
+  const auto endpoint = hooks->listener ? hooks->listener(address, 0) : std::nullopt;
+  if (!endpoint) {
+    WARN(transport << " has no listener a stranger could reach");
+    return;
+  }
+  INFO("listener " << endpoint->text);
+  const auto limit = std::chrono::seconds(3);
+  std::vector<int> open;
+
+  const int noise = connect_stranger(*endpoint);
+  REQUIRE(noise >= 0);
+  open.push_back(noise);
+  std::mt19937_64 random(42);
+  std::vector<uint64_t> words(16);
+  for (auto& word : words) word = random();
+  REQUIRE(::send(noise, words.data(), words.size() * 8, MSG_NOSIGNAL) == 128);
+
+  const int wrong_nonce = connect_stranger(*endpoint);
+  REQUIRE(wrong_nonce >= 0);
+  open.push_back(wrong_nonce);
+  hooks->hello(wrong_nonce, address, 0, 1, false);
+
+  const int outside_job = connect_stranger(*endpoint);
+  REQUIRE(outside_job >= 0);
+  open.push_back(outside_job);
+  hooks->hello(outside_job, address, 0, 9, true);
+
+  const int silent = connect_stranger(*endpoint);  // says nothing; must not block anyone
+  REQUIRE(silent >= 0);
+  open.push_back(silent);
+
+  // The hostile-bytes test's attacks: noise, forged hellos, frames and aborts.
+  for (int kind = 0; kind < integration::attack_kinds(); ++kind) {
+    const integration::AttackOutcome outcome = integration::attack_once(*endpoint, kind, kRanks, random);
+    CHECK(outcome.connected);
+    if (outcome.open_fd >= 0) open.push_back(outcome.open_fd);
+  }
+
+  connect_mesh(mesh);
+  for (auto& device : mesh.devices) mesh.sleepers.push_back(std::make_unique<WaitingScope<Device>>(*device));
+  exchange_all(mesh, 1);
+
+  CHECK(closed_by_listener(noise, limit));
+  CHECK(closed_by_listener(wrong_nonce, limit));
+  CHECK(closed_by_listener(outside_job, limit));
+
+  // A hello for a rank that is already connected is a duplicate, even with the right nonce.
+  const int duplicate = connect_stranger(*endpoint);
+  REQUIRE(duplicate >= 0);
+  open.push_back(duplicate);
+  hooks->hello(duplicate, address, 0, 1, true);
+  CHECK(closed_by_listener(duplicate, limit));
+
+  // None of it disturbed the job.
+  exchange_all(mesh, 2);
+  for (int rank = 0; rank < kRanks; ++rank) REQUIRE_FALSE(mesh.device(rank).failure());
+  for (int fd : open) ::close(fd);
+}
+
+}  // namespace
+}  // namespace chorus::transport::testing
