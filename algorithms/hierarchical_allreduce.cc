@@ -8,6 +8,7 @@
 #include "algorithms/hierarchical_allreduce.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -104,6 +105,7 @@ bool hierarchical_allreduce_supports(const Call& call) {
 }
 
 double hierarchical_allreduce_cost(const Call& call, const CostModel& model) {
+  if (!has_two_levels(call)) return std::numeric_limits<double>::infinity();
   const Topology& topology = *call.topology;
   const int slices = topology.largest_host();
   const double slice_bytes = static_cast<double>(call.bytes()) / slices;
@@ -218,6 +220,7 @@ bool hierarchical_leader_allreduce_supports(const Call& call) {
 }
 
 double hierarchical_leader_allreduce_cost(const Call& call, const CostModel& model) {
+  if (!has_two_levels(call)) return std::numeric_limits<double>::infinity();
   const CostModel local = model.at(LinkLevel::local);
   const double within_host = slowest_host(*call.topology, [&](int ranks) {
     return cheapest_flat(phase_call(call, Collective::reduce, 0, ranks, call.count, 0, call.in_place), local)

@@ -2,6 +2,7 @@
 #include "algorithms/hierarchical_broadcast.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "algorithms/composed_plan.h"
@@ -20,6 +21,7 @@ bool hierarchical_broadcast_supports(const Call& call) {
 }
 
 double hierarchical_broadcast_cost(const Call& call, const CostModel& model) {
+  if (!has_two_levels(call)) return std::numeric_limits<double>::infinity();
   const Topology& topology = *call.topology;
   const CostModel local = model.at(LinkLevel::local);
   double slowest_host = 0;

@@ -16,7 +16,9 @@
 #include "algorithms/recursive_doubling_allreduce.h"
 #include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/hierarchical_allreduce.h"
+#include "algorithms/hierarchical_allgather.h"
 #include "algorithms/hierarchical_broadcast.h"
+#include "algorithms/hierarchical_reduce_scatter.h"
 #include "algorithms/ring_reduce_scatter.h"
 #include "algorithms/recursive_halving_reduce_scatter.h"
 #include "algorithms/binomial_reduce.h"
@@ -39,6 +41,8 @@ constexpr Algorithm algorithm_table[] = {
      ring_reduce_scatter_plan},
     {Collective::reduce_scatter, "recursive_halving", recursive_halving_reduce_scatter_supports,
      recursive_halving_reduce_scatter_cost, recursive_halving_reduce_scatter_plan},
+    {Collective::reduce_scatter, "hierarchical", hierarchical_reduce_scatter_supports,
+     hierarchical_reduce_scatter_cost, hierarchical_reduce_scatter_plan},
     {Collective::reduce, "binomial", binomial_reduce_supports, binomial_reduce_cost, binomial_reduce_plan},
     {Collective::reduce, "reduce_scatter_gather", reduce_scatter_gather_reduce_supports,
      reduce_scatter_gather_reduce_cost, reduce_scatter_gather_reduce_plan},
@@ -56,6 +60,8 @@ constexpr Algorithm algorithm_table[] = {
     {Collective::allgather, "recursive_doubling", recursive_doubling_allgather_supports,
      recursive_doubling_allgather_cost, recursive_doubling_allgather_plan},
     {Collective::allgather, "bruck", bruck_allgather_supports, bruck_allgather_cost, bruck_allgather_plan},
+    {Collective::allgather, "hierarchical", hierarchical_allgather_supports, hierarchical_allgather_cost,
+     hierarchical_allgather_plan},
     {Collective::gather, "linear", linear_gather_supports, linear_gather_scatter_cost, linear_gather_plan},
     {Collective::gather, "binomial", binomial_gather_supports, binomial_gather_scatter_cost, binomial_gather_plan},
     {Collective::scatter, "linear", linear_scatter_supports, linear_gather_scatter_cost, linear_scatter_plan},

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,64 @@ TEST_CASE("hierarchical broadcast Plans are exact from every root") {
                 with_model(PlanTuning{}, two_level_model()));
 }
 
+TEST_CASE("hierarchical allgather and reduce-scatter Plans are exact, v variants with zeros included") {
+  const Algorithm& allgather = *find_algorithm(Collective::allgather, "hierarchical");
+  const Algorithm& reduce_scatter = *find_algorithm(Collective::reduce_scatter, "hierarchical");
+  std::mt19937 random(7);
+  for (const Topology& topology : small_topologies()) {
+    INFO(topology.describe());
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1009}}) {
+      for (bool in_place : {true, false})
+        run_and_check(allgather, on_hosts(make_call(Collective::allgather, 0, 1, count, DataType::int32,
+                                                    ReduceOp::sum, 0, in_place), topology),
+                      PlanTuning{64, 4});
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+        run_and_check(reduce_scatter.build,
+                      on_hosts(make_call(Collective::reduce_scatter, 0, 1, count, DataType::float32, op, 0, false),
+                               topology),
+                      count == 1009 ? PlanTuning{} : tiny_segments);
+    }
+    Call allgatherv = on_hosts(make_call(Collective::allgather, 0, 1, 0, DataType::int8, ReduceOp::sum, 0, false),
+                               topology);
+    allgatherv.counts = random_counts(random, topology.size(), 300);
+    run_and_check(allgather, allgatherv, PlanTuning{64, 4});
+    Call reduce_scatter_v = on_hosts(
+        make_call(Collective::reduce_scatter, 0, 1, 0, DataType::int32, ReduceOp::bxor, 0, false), topology);
+    reduce_scatter_v.counts = random_counts(random, topology.size(), 300);
+    run_and_check(reduce_scatter.build, reduce_scatter_v, tiny_segments);
+  }
+  std::vector<int> per_host(32, 16);
+  per_host.push_back(5);
+  const Topology big = Topology::blocks(per_host);
+  run_and_check(allgather, on_hosts(make_call(Collective::allgather, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, true), big),
+                PlanTuning{});
+  run_and_check(reduce_scatter.build,
+                on_hosts(make_call(Collective::reduce_scatter, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, false), big),
+                PlanTuning{});
+}
+
+TEST_CASE("hierarchical allgather and reduce-scatter: each uplink carries (P-L)/P of the data") {
+  for (const Topology& topology : {Topology::blocks({2, 2}), Topology::blocks({3, 3, 3}),
+                                   Topology(std::vector<int>{0, 1, 0, 1, 0, 1})}) {
+    INFO(topology.describe());
+    const size_t count = 1000;
+    const size_t all_blocks = count * 4 * static_cast<size_t>(topology.size());
+    const size_t expected = all_blocks / static_cast<size_t>(topology.size()) *
+                            static_cast<size_t>(topology.size() - topology.local_size(0));
+    MovementRun gathered = run_and_check(
+        *find_algorithm(Collective::allgather, "hierarchical"),
+        on_hosts(make_call(Collective::allgather, 0, 1, count, DataType::float32, ReduceOp::sum, 0, false), topology),
+        PlanTuning{});
+    ReductionRun scattered = run_and_check(
+        find_algorithm(Collective::reduce_scatter, "hierarchical")->build,
+        on_hosts(make_call(Collective::reduce_scatter, 0, 1, count, DataType::float32, ReduceOp::sum, 0, false),
+                 topology),
+        PlanTuning{});
+    for (size_t bytes : uplink_bytes(gathered.plans, topology)) REQUIRE(bytes == expected);
+    for (size_t bytes : uplink_bytes(scattered.plans, topology)) REQUIRE(bytes == expected);
+  }
+}
+
 TEST_CASE("hierarchical algorithms need two levels and say so") {
   const Algorithm& rails = *find_algorithm(Collective::allreduce, "hierarchical");
   const Call one_host = allreduce_call(Topology::single_host(4), 100, DataType::float32, ReduceOp::sum, true);
@@ -198,6 +257,11 @@ TEST_CASE("hierarchical: auto picks the two-level algorithms where the uplinks a
       on_hosts(make_call(Collective::broadcast, 0, 1, 1 << 20, DataType::float32, ReduceOp::sum, 0, true),
                Topology::blocks({4, 4, 4, 4}));
   REQUIRE(std::string(select_algorithm(broadcast, "auto", model, {}).name) == "hierarchical");
+  for (Collective collective : {Collective::allgather, Collective::reduce_scatter}) {
+    const Call blocks = on_hosts(make_call(collective, 0, 1, 1 << 18, DataType::float32, ReduceOp::sum, 0, false),
+                                 two_by_two);
+    REQUIRE(std::string(select_algorithm(blocks, "auto", model, {}).name) == "hierarchical");
+  }
 }
 
 TEST_CASE("hierarchical: composed plans order conflicting steps and nothing else") {

@@ -62,7 +62,8 @@ TEST_CASE("registry lists one algorithm per collective by name") {
   REQUIRE(find_algorithm(Collective::broadcast, "binomial") != nullptr);
   REQUIRE(find_algorithm(Collective::barrier, "dissemination") != nullptr);
   REQUIRE(find_algorithm(Collective::allreduce, "binomial") == nullptr);
-  REQUIRE(algorithm_names(Collective::allreduce) == "ring, recursive_doubling, halving_doubling");
+  REQUIRE(algorithm_names(Collective::allreduce) ==
+          "ring, recursive_doubling, halving_doubling, hierarchical, hierarchical_leader");
   for (const Algorithm& algorithm : all_algorithms()) REQUIRE(algorithm.build != nullptr);
 }
 

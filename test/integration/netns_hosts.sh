@@ -4,7 +4,7 @@
 # serves the ranks of a host and TCP over veth links the hosts. Runs checked
 # collectives (every result compared bit for bit) on 2 hosts of 2 ranks and
 # on hosts of 1, 2 and 3 ranks, every algorithm of allreduce and the
-# data-movement collectives, and checks that the transports are the expected
+# data-movement and reduce-scatter collectives, and checks that the transports are the expected
 # ones. Needs root (ip netns); as another user it is skipped (exit 77).
 #   test/integration/netns_hosts.sh BUILD_DIR
 set -euo pipefail
@@ -43,7 +43,8 @@ run "allreduce, every algorithm" "shm to 1 peer, tcp to 2 peers" 2,2 -- \
 run "allreduce, uneven hosts" "tcp to 5 peers" 1,2,3 -- \
   --op allreduce --algo all -b 4 -e 1M -f 64 --rounds 1 --time-budget-ms 20
 for op in broadcast allgather reduce_scatter; do
-  run "$op, uneven hosts" "tcp to 5 peers" 1,2,3 -- --op "$op" -b 64 -e 1M -f 64 --rounds 1 --time-budget-ms 20
+  run "$op, uneven hosts, every algorithm" "tcp to 5 peers" 1,2,3 -- --op "$op" --algo all -b 64 -e 1M -f 64 \
+    --rounds 1 --time-budget-ms 20
 done
 run "alltoall, 3 hosts of 2" "shm to 1 peer, tcp to 4 peers" 2,2,2 -- \
   --op alltoall -b 64 -e 256K -f 64 --rounds 1 --time-budget-ms 20
