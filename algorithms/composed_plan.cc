@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -81,42 +82,33 @@ StepId ComposedPlan::add(const Step& step, std::vector<StepId>& after) {
   return id;
 }
 
-StepId ComposedPlan::send(Region from, int peer, uint32_t slot) {
+StepId ComposedPlan::add_new(StepKind kind, int peer, uint32_t slot, Region from, Region to) {
   Step step;
-  step.kind = StepKind::send;
+  step.kind = kind;
   step.peer = peer;
   step.slot = slot;
   step.from = from;
+  step.to = to;
   dependencies_.clear();
   return add(step, dependencies_);
+}
+
+StepId ComposedPlan::send(Region from, int peer, uint32_t slot) {
+  return add_new(StepKind::send, peer, slot, from, Region{});
 }
 
 StepId ComposedPlan::recv(int peer, uint32_t slot, Region to) {
-  Step step;
-  step.kind = StepKind::recv;
-  step.peer = peer;
-  step.slot = slot;
-  step.to = to;
-  dependencies_.clear();
-  return add(step, dependencies_);
+  return add_new(StepKind::recv, peer, slot, Region{}, to);
 }
 
 StepId ComposedPlan::reduce(Region from, Region to) {
-  Step step;
-  step.kind = StepKind::reduce;
-  step.from = from;
-  step.to = to;
-  dependencies_.clear();
-  return add(step, dependencies_);
+  if (from.length != to.length) throw std::logic_error("composed plan: reduce between regions of different lengths");
+  return add_new(StepKind::reduce, -1, 0, from, to);
 }
 
 StepId ComposedPlan::copy(Region from, Region to) {
-  Step step;
-  step.kind = StepKind::copy;
-  step.from = from;
-  step.to = to;
-  dependencies_.clear();
-  return add(step, dependencies_);
+  if (from.length != to.length) throw std::logic_error("composed plan: copy between regions of different lengths");
+  return add_new(StepKind::copy, -1, 0, from, to);
 }
 
 size_t ComposedPlan::reserve_scratch(size_t bytes) {

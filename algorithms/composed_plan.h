@@ -78,6 +78,7 @@ class ComposedPlan {
   void collect_conflicts(const Region& region, bool writes, std::vector<StepId>& conflicts);
   void record(const Region& region, bool writes, StepId step);
   StepId add(const Step& step, std::vector<StepId>& after);
+  StepId add_new(StepKind kind, int peer, uint32_t slot, Region from, Region to);
 
   bool in_place_;
   Plan plan_;
