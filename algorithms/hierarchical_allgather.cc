@@ -21,7 +21,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-constexpr uint32_t round_slots = uint32_t{1} << 30;
 
 // The rank of `host` that receives rank b's block from the other hosts.
 int relay(const Topology& topology, int block, int host) {
@@ -93,12 +92,12 @@ Plan hierarchical_allgather_plan(const Call& call, const PlanTuning&) {
     if (peer == rank) continue;
     for (int block : mine)
       if (!empty(block))
-        plan.send(block == rank ? own : block_region(block), peer, round_slots + static_cast<uint32_t>(block));
+        plan.send(block == rank ? own : block_region(block), peer, phase_slot_span + static_cast<uint32_t>(block));
   }
   for (int peer : local) {
     if (peer == rank) continue;
     for (int block : passed_on_by(topology, peer))
-      if (!empty(block)) plan.recv(peer, round_slots + static_cast<uint32_t>(block), block_region(block));
+      if (!empty(block)) plan.recv(peer, phase_slot_span + static_cast<uint32_t>(block), block_region(block));
   }
   return std::move(plan).take();
 }

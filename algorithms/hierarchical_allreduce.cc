@@ -21,7 +21,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-constexpr uint32_t phase_slots = uint32_t{1} << 30;
 
 // The buffer cut into slices (elements differ by at most one), each cut into
 // segments of at most `segment_bytes`.
@@ -33,7 +32,7 @@ class Slices {
     first_segment_.assign(slices_ + 1, 0);
     for (size_t s = 0; s < slices_; ++s)
       first_segment_[s + 1] = first_segment_[s] + (elements(s) + segment_elements_ - 1) / segment_elements_;
-    if (first_segment_.back() >= phase_slots)
+    if (first_segment_.back() >= phase_slot_span)
       throw InvalidArgument(cat("rank ", call.rank, ": hierarchical allreduce of ", call.count,
                                 " elements with segments of ", segment_bytes,
                                 " bytes needs more than 2^30 messages per phase; use larger segments"));
@@ -184,7 +183,7 @@ Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning) {
   }
 
   // Phase 2: one allreduce per held slice among its holders on every host.
-  const uint32_t rail_slots = phase_slots / static_cast<uint32_t>(slice_count);
+  const uint32_t rail_slots = phase_slot_span / static_cast<uint32_t>(slice_count);
   std::vector<int> rail(static_cast<size_t>(topology.hosts()));
   for (size_t s = 0; s < slice_count; ++s) {
     if (!held_here(s) || slices.elements(s) == 0) continue;
@@ -195,7 +194,7 @@ Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning) {
     Embedding where;
     where.members = rail;
     where.output_offset = slices.start_bytes(s);
-    where.slot_base = phase_slots + static_cast<uint32_t>(s) * rail_slots;
+    where.slot_base = phase_slot_span + static_cast<uint32_t>(s) * rail_slots;
     where.slot_limit = where.slot_base + rail_slots;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
@@ -206,11 +205,11 @@ Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning) {
       for (size_t g = 0; g < slices.segments(s); ++g)
         for (int peer : local)
           if (peer != call.rank)
-            plan.send(slices.segment(BufferKind::output, s, g), peer, 2 * phase_slots + slices.slot(s, g));
+            plan.send(slices.segment(BufferKind::output, s, g), peer, 2 * phase_slot_span + slices.slot(s, g));
   for (size_t s = 0; s < slice_count; ++s)
     if (!held_here(s))
       for (size_t g = 0; g < slices.segments(s); ++g)
-        plan.recv(holder(topology, host, s), 2 * phase_slots + slices.slot(s, g),
+        plan.recv(holder(topology, host, s), 2 * phase_slot_span + slices.slot(s, g),
                   slices.segment(BufferKind::output, s, g));
   return std::move(plan).take();
 }
@@ -251,7 +250,7 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
     Embedding where;
     where.members = local;
     where.in_place = call.in_place;
-    where.slot_limit = phase_slots;
+    where.slot_limit = phase_slot_span;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
 
@@ -262,8 +261,8 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
         choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "recursive_doubling");
     Embedding where;
     where.members = leaders;
-    where.slot_base = phase_slots;
-    where.slot_limit = 2 * phase_slots;
+    where.slot_base = phase_slot_span;
+    where.slot_limit = 2 * phase_slot_span;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
 
@@ -273,8 +272,8 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::local, tuning, "binomial");
     Embedding where;
     where.members = local;
-    where.slot_base = 2 * phase_slots;
-    where.slot_limit = 3 * phase_slots;
+    where.slot_base = 2 * phase_slot_span;
+    where.slot_limit = 3 * phase_slot_span;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
   return std::move(plan).take();

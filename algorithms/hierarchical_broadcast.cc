@@ -12,10 +12,6 @@
 
 namespace chorus::algorithms {
 
-namespace {
-constexpr uint32_t phase_slots = uint32_t{1} << 30;
-}  // namespace
-
 bool hierarchical_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size && has_two_levels(call);
 }
@@ -55,7 +51,7 @@ Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "binomial");
     Embedding where;
     where.members = leaders;
-    where.slot_limit = phase_slots;
+    where.slot_limit = phase_slot_span;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
   const std::vector<int>& local = topology.ranks_on(host);
@@ -65,8 +61,8 @@ Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::local, tuning, "binomial");
     Embedding where;
     where.members = local;
-    where.slot_base = phase_slots;
-    where.slot_limit = 2 * phase_slots;
+    where.slot_base = phase_slot_span;
+    where.slot_limit = 2 * phase_slot_span;
     plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
   }
   return std::move(plan).take();

@@ -23,7 +23,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-constexpr uint32_t round_slots = uint32_t{1} << 30;
 
 // Who sums host `host`'s contributions to block b.
 int agent(const Topology& topology, int block, int host) {
@@ -67,13 +66,17 @@ Plan hierarchical_reduce_scatter_plan(const Call& call, const PlanTuning& tuning
   const std::vector<int>& local = topology.ranks_on(host);
   const std::vector<size_t> offsets = prefix_byte_offsets(block_counts(call), call.element_bytes());
   const size_t segment_bytes = segment_bytes_of(tuning, call.element_bytes());
-  auto bytes_of = [&](int block) { return offsets[static_cast<size_t>(block) + 1] - offsets[static_cast<size_t>(block)]; };
+  auto bytes_of = [&](int block) {
+    return offsets[static_cast<size_t>(block) + 1] - offsets[static_cast<size_t>(block)];
+  };
   // Index of every block's first segment among all segments.
   std::vector<size_t> first_segment(static_cast<size_t>(call.size) + 1, 0);
   for (int block = 0; block < call.size; ++block)
     first_segment[static_cast<size_t>(block) + 1] =
         first_segment[static_cast<size_t>(block)] + segment_count(bytes_of(block), segment_bytes);
-  check_message_count(call, first_segment.back() + round_slots, "hierarchical");
+  if (first_segment.back() > phase_slot_span)
+    throw InvalidArgument(cat("rank ", call.rank, ": hierarchical reduce_scatter would need ", first_segment.back(),
+                              " messages per round (more than 2^30); use larger segments"));
   auto slot = [&](int block, size_t offset) {
     return static_cast<uint32_t>(first_segment[static_cast<size_t>(block)] + offset / segment_bytes);
   };
@@ -129,11 +132,11 @@ Plan hierarchical_reduce_scatter_plan(const Call& call, const PlanTuning& tuning
     if (block == rank) continue;
     const Region sum = accumulator[static_cast<size_t>(block)];
     for_each_segment(sum, segment_bytes, [&](Region piece) {
-      plan.send(piece, block, round_slots + slot(block, piece.offset - sum.offset));
+      plan.send(piece, block, phase_slot_span + slot(block, piece.offset - sum.offset));
     });
   }
   for (int other = 0; other < hosts; ++other)
-    if (other != host) receive_and_reduce(agent(topology, rank, other), round_slots, rank);
+    if (other != host) receive_and_reduce(agent(topology, rank, other), phase_slot_span, rank);
   return std::move(plan).take();
 }
 

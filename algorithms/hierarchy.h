@@ -11,6 +11,7 @@
 // ranks of one phase always choose alike.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -21,6 +22,10 @@
 #include "base/link_model.h"
 
 namespace chorus::algorithms {
+
+// Each phase of a hierarchical Plan numbers its messages from its own base,
+// k * phase_slot_span, so two phases sharing a pair never match each other's.
+inline constexpr uint32_t phase_slot_span = uint32_t{1} << 30;
 
 // The call spans at least two hosts and some host holds two ranks or more:
 // only then does a hierarchical algorithm differ from a flat one.

@@ -194,7 +194,8 @@ TEST_CASE("hierarchical allgather and reduce-scatter Plans are exact, v variants
   std::vector<int> per_host(32, 16);
   per_host.push_back(5);
   const Topology big = Topology::blocks(per_host);
-  run_and_check(allgather, on_hosts(make_call(Collective::allgather, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, true), big),
+  run_and_check(allgather,
+                on_hosts(make_call(Collective::allgather, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, true), big),
                 PlanTuning{});
   run_and_check(reduce_scatter.build,
                 on_hosts(make_call(Collective::reduce_scatter, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, false), big),
