@@ -2,7 +2,11 @@
 #include "base/config.h"
 
 #include <charconv>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -40,6 +44,38 @@ std::vector<std::string> comma_list(std::string_view text) {
   return items;
 }
 
+// Secrets shorter than this are accepted (a test may use "s3cret") but
+// logged: an HMAC key is only as strong as it is long.
+constexpr size_t kShortSecretBytes = 16;
+// A secret file is a key, not a document.
+constexpr size_t kMaxSecretFileBytes = 4096;
+
+JobSecret secret_from_environment() {
+  std::optional<std::string> text = variable("CHORUS_SECRET");
+  std::optional<std::string> file = variable("CHORUS_SECRET_FILE");
+  if (text && file)
+    throw InvalidArgument("CHORUS_SECRET and CHORUS_SECRET_FILE are both set: set one of them");
+  if (file) {
+    std::ifstream in(*file, std::ios::binary);
+    if (!in) throw InvalidArgument(cat("CHORUS_SECRET_FILE='", *file, "' cannot be read: ", std::strerror(errno)));
+    std::string contents(kMaxSecretFileBytes + 1, '\0');
+    in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
+    contents.resize(static_cast<size_t>(in.gcount()));
+    if (contents.size() > kMaxSecretFileBytes)
+      throw InvalidArgument(cat("CHORUS_SECRET_FILE='", *file, "' is longer than ", kMaxSecretFileBytes,
+                                " bytes: is it really the job's secret?"));
+    if (!contents.empty() && contents.back() == '\n') contents.pop_back();
+    if (!contents.empty() && contents.back() == '\r') contents.pop_back();
+    if (contents.empty()) throw InvalidArgument(cat("CHORUS_SECRET_FILE='", *file, "' is empty"));
+    text = std::move(contents);
+  }
+  if (!text) return JobSecret();
+  if (text->size() < kShortSecretBytes)
+    CHORUS_LOG(warn, -1, "the job secret is only ", text->size(), " bytes long; use at least ", kShortSecretBytes,
+               " random bytes (chorus-run makes 32)");
+  return JobSecret(std::move(*text));
+}
+
 }  // namespace
 
 Config Config::from_environment() {
@@ -65,6 +101,7 @@ Config Config::from_environment() {
     config.poll_time = std::chrono::microseconds(*microseconds);
   }
   if (auto text = variable("CHORUS_LINK_MODEL")) config.link_model = *text;
+  config.secret = secret_from_environment();
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
   if (auto text = variable("CHORUS_SHM_SINGLE_COPY")) {
     if (*text != "0" && *text != "1")

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/job_secret.h"
 
 namespace chorus {
 
@@ -37,6 +38,10 @@ struct Config {
   // CHORUS_SHM_SINGLE_COPY=0: the shared-memory transport copies large
   // messages through its rings instead of process_vm_readv.
   bool shm_single_copy = true;
+  // CHORUS_SECRET, or the contents of the file named by CHORUS_SECRET_FILE
+  // (one trailing newline dropped): what every connection of the job proves
+  // it knows (base/job_secret.h). Not configured: the job is unauthenticated.
+  JobSecret secret;
 
   // Reads and validates the variables above. Throws InvalidArgument naming
   // the variable and its value when one is malformed.

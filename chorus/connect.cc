@@ -44,21 +44,21 @@ std::map<algorithms::Collective, std::string> algorithm_overrides(const Config& 
   }
 }
 
-}  // namespace
+// The one read of the environment; everything below gets its part of it.
+Config read_config(const ConnectOptions& options, int rank) {
+  Config config;
+  try {
+    config = Config::from_environment();
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(cat("rank ", rank, ": ", error.what()));
+  }
+  if (!options.secret.empty()) config.secret = JobSecret(options.secret);
+  return config;
+}
 
-std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options) {
+std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions& options, const Config& config) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
-  if (size < 1 || rank < 0 || rank >= size)
-    throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
-  // The one read of the environment; everything below gets its part of it.
-  const Config config = [&] {
-    try {
-      return Config::from_environment();
-    } catch (const InvalidArgument& error) {
-      throw InvalidArgument(cat("rank ", rank, ": ", error.what()));
-    }
-  }();
 
   algorithms::CommunicatorSettings communicator_settings;
   communicator_settings.poll_time = poll_time_of(options, config, rank);
@@ -89,6 +89,10 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
   communicator_settings.remote = connected.remote;
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
+  if (!config.secret.configured() && topology->hosts() > 1 && rank == 0)
+    CHORUS_LOG(warn, rank, "this job spans ", topology->hosts(), " hosts and has no job secret: anyone who "
+               "can reach its ports could join it. Set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank (README, "
+               "Security); chorus-run sets one by itself");
   std::vector<int> everyone(static_cast<size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
   algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, *topology,
@@ -104,16 +108,27 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
   return context;
 }
 
+}  // namespace
+
+std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options) {
+  const int rank = bootstrap.rank();
+  const int size = bootstrap.size();
+  if (size < 1 || rank < 0 || rank >= size)
+    throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
+  return connect_with(bootstrap, options, read_config(options, rank));
+}
+
 std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
   // Which launcher started us (CHORUS_*, torchrun, Open MPI, PMI, Slurm): see launch_env.h.
   const LaunchEnv launch = detect_launch_env(process_environment());
   CHORUS_LOG(info, launch.rank, "launch environment: ", describe(launch));
   const int rank = launch.rank;
   const int size = launch.size;
+  const Config config = read_config(options, rank);
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout);
+  OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout, config.secret);
   StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
-  std::shared_ptr<Context> context = connect(bootstrap, options);
+  std::shared_ptr<Context> context = connect_with(bootstrap, options, config);
   if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
   return context;
 }

@@ -42,6 +42,11 @@ struct ConnectOptions {
   // Link model overrides for algorithm selection, as CHORUS_LINK_MODEL
   // ("alpha_us=25,gbps=2", "local:...;remote:gbps=0.125"). Empty: that variable.
   std::string link_model;
+  // The job secret every connection proves (the store's and every
+  // transport's; README "Security"). Empty: CHORUS_SECRET, else the file
+  // CHORUS_SECRET_FILE, else none: the job is unauthenticated, and a job that
+  // spans hosts logs a warning.
+  std::string secret;
 };
 
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});

@@ -90,7 +90,8 @@ StoreUrl parse_store_url(std::string_view url) {
   return parsed;
 }
 
-OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, std::chrono::milliseconds timeout) {
+OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, std::chrono::milliseconds timeout,
+                       const JobSecret& secret) {
   StoreUrl url = parse_store_url(url_text);
   OpenedStore opened;
   if ((url.scheme == "file" || url.scheme == "redis") && job_id.empty()) {
@@ -120,7 +121,11 @@ OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, 
   } else {
     if (rank == 0) {
       try {
-        auto server = std::make_shared<TcpStoreServer>("", url.port);
+        TcpStoreServerOptions server_options;
+        server_options.host = url.host;
+        server_options.port = url.port;
+        server_options.secret = secret;
+        auto server = std::make_shared<TcpStoreServer>(server_options);
         CHORUS_LOG(info, rank, "hosting the rendezvous store on port ", server->port());
         opened.keep_alive = server;
       } catch (const IoError& error) {
@@ -131,7 +136,7 @@ OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, 
       }
     }
     opened.store =
-        std::make_shared<PrefixStore>(job_namespace, std::make_shared<TcpStore>(url.host, url.port, timeout));
+        std::make_shared<PrefixStore>(job_namespace, std::make_shared<TcpStore>(url.host, url.port, timeout, secret));
   }
   return opened;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/job_secret.h"
 #include "rendezvous/store.h"
 
 namespace chorus {
@@ -35,6 +36,9 @@ struct OpenedStore {
 // otherwise), or a rerun would read the last run's addresses; tcp:// uses
 // "default" without one. With tcp://, rank 0 hosts the server unless the port
 // is taken (then a standalone chorus-store is assumed to serve it).
-OpenedStore open_store(std::string_view url, int rank, std::string job_id, std::chrono::milliseconds timeout);
+// rank 0's server listens on the URL's host only (tcp://127.0.0.1:... stays
+// on loopback) and, like every client, proves `secret` on every connection.
+OpenedStore open_store(std::string_view url, int rank, std::string job_id, std::chrono::milliseconds timeout,
+                       const JobSecret& secret = {});
 
 }  // namespace chorus

@@ -7,15 +7,28 @@
 #include <memory>
 #include <string>
 
+#include "base/job_secret.h"
 #include "rendezvous/store.h"
 
 namespace chorus {
+
+struct TcpStoreServerOptions {
+  // The address to listen on ("" every address; "127.0.0.1" loopback only).
+  std::string host;
+  uint16_t port = 0;  // 0 picks a free port
+  // Every client proves it before its first request (tcp_store_protocol.h).
+  JobSecret secret;
+  // Bytes of keys and values the server holds at most; a set or add past it
+  // is refused with an error naming the limit.
+  size_t max_stored_bytes = size_t{1} << 30;
+};
 
 // The server half of TcpStore: rank 0 embeds one, or `chorus-store` runs one
 // standalone. Serves until destroyed.
 class TcpStoreServer {
  public:
-  // port 0 picks a free port. host "" listens on every address.
+  explicit TcpStoreServer(const TcpStoreServerOptions& options);
+  // port 0 picks a free port. host "" listens on every address. No secret.
   explicit TcpStoreServer(const std::string& host = "", uint16_t port = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
@@ -31,7 +44,10 @@ class TcpStoreServer {
 // connection drops; IoError/TimeoutError name the server address.
 class TcpStore : public Store {
  public:
-  TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout);
+  // Every connection proves `secret` to the server, and the server proves
+  // it back, before the first request.
+  TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout,
+           JobSecret secret = {});
   ~TcpStore() override;
   void set(const std::string& key, std::span<const std::byte> value) override;
   std::vector<std::byte> get(const std::string& key, std::chrono::milliseconds timeout) override;

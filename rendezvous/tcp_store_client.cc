@@ -64,6 +64,7 @@ struct TcpStore::Impl {
   std::string host;
   uint16_t port;
   std::chrono::milliseconds connect_timeout;
+  JobSecret secret;
   std::string where;
   std::mutex idle_mutex;
   std::vector<UniqueFd> idle;
@@ -71,17 +72,23 @@ struct TcpStore::Impl {
   UniqueFd take_idle();
   void give_back(UniqueFd fd);
   UniqueFd connect_with_retry(Deadline deadline, std::string& error);
+  // The challenge-response of tcp_store_protocol.h on a fresh connection.
+  // Returns false (error set) when the connection broke; throws IoError when
+  // a proof does not match, which no retry can fix.
+  bool authenticate(int fd, Deadline deadline, std::string& error);
   IoResult read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply);
   Reply call(const Call& call);
   Reply cancel(UniqueFd fd, const Call& call);
   void check(const Reply& reply, size_t items, const Call& call);
 };
 
-TcpStore::TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout)
+TcpStore::TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout,
+                   JobSecret secret)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = host;
   impl_->port = port;
   impl_->connect_timeout = connect_timeout;
+  impl_->secret = std::move(secret);
   impl_->where = tcp_store::host_port(host, port);
   std::string error;
   UniqueFd fd = impl_->connect_with_retry(store_detail::deadline_after(connect_timeout), error);
@@ -117,10 +124,42 @@ UniqueFd TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& erro
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
     UniqueFd fd = tcp_store::connect_once(host, port, deadline, error);
-    if (fd || deadline.expired()) return fd;
+    if (fd && authenticate(fd.get(), at_least(deadline, kIoGrace), error)) return fd;
+    fd = UniqueFd();
+    if (deadline.expired()) return fd;
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining() + std::chrono::milliseconds(1)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
+}
+
+bool TcpStore::Impl::authenticate(int fd, Deadline deadline, std::string& error) {
+  std::vector<std::byte> greeting(tcp_store::kServerChallengeBytes);
+  IoResult result = tcp_store::receive_exact(fd, greeting, deadline);
+  if (result.status != IoStatus::ok) {
+    error = "no greeting from the server (" + result.error + "); is a chorus store listening there?";
+    return false;
+  }
+  Challenge server_challenge{};
+  if (std::string why = tcp_store::decode_server_challenge(greeting, server_challenge); !why.empty())
+    throw IoError(cat("TcpStore: ", where, " is not a chorus store of this version: ", why));
+  const std::vector<std::byte> proof = tcp_store::encode_client_proof(server_challenge, fresh_challenge(), secret);
+  result = tcp_store::send_all(fd, proof, deadline);
+  if (result.status != IoStatus::ok) {
+    error = "the connection broke during authentication (" + result.error + ")";
+    return false;
+  }
+  std::vector<std::byte> answer(tcp_store::kServerProofBytes);
+  result = tcp_store::receive_exact(fd, answer, deadline);
+  if (result.status == IoStatus::closed)
+    throw IoError(cat("TcpStore: store server ", where, " refused this client's proof of the job secret (is "
+                      "CHORUS_SECRET the same for the store and every rank? the server's log names this client)"));
+  if (result.status != IoStatus::ok) {
+    error = "no answer to authentication (" + result.error + ")";
+    return false;
+  }
+  if (std::string why = tcp_store::check_server_proof(answer, server_challenge, proof, secret); !why.empty())
+    throw IoError(cat("TcpStore: store server ", where, " failed authentication: ", why));
+  return true;
 }
 
 IoResult TcpStore::Impl::read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply) {

@@ -171,4 +171,72 @@ void append_reply(std::vector<std::byte>& out, Status status, const std::vector<
   }
 }
 
+namespace {
+
+constexpr std::string_view kClientPurpose = "chorus store client";
+constexpr std::string_view kServerPurpose = "chorus store server";
+
+std::string mismatch(const JobSecret& secret, const char* who) {
+  return secret.configured() ? cat("the ", who, "'s proof does not match this job's secret (CHORUS_SECRET)")
+                             : cat("the ", who, "'s proof does not match (it has a job secret, this side has none)");
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_server_challenge(const Challenge& challenge) {
+  std::vector<std::byte> out;
+  put_u32(out, kAuthMagic);
+  out.push_back(static_cast<std::byte>(kAuthVersion & 0xff));
+  out.push_back(static_cast<std::byte>(kAuthVersion >> 8));
+  out.insert(out.end(), challenge.begin(), challenge.end());
+  return out;
+}
+
+std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge) {
+  if (bytes.size() != kServerChallengeBytes) return cat("a greeting of ", bytes.size(), " bytes");
+  if (get_u32(bytes.data()) != kAuthMagic) return "not a chorus store greeting (bad magic)";
+  const unsigned version = std::to_integer<unsigned>(bytes[4]) | std::to_integer<unsigned>(bytes[5]) << 8;
+  if (version != kAuthVersion) return cat("store protocol version ", version, ", this side speaks ", kAuthVersion);
+  std::copy(bytes.begin() + 6, bytes.end(), challenge.begin());
+  return "";
+}
+
+std::vector<std::byte> encode_client_proof(const Challenge& server_challenge, const Challenge& client_challenge,
+                                           const JobSecret& secret) {
+  std::vector<std::byte> out;
+  put_u32(out, kAuthMagic);
+  out.insert(out.end(), client_challenge.begin(), client_challenge.end());
+  const Proof proof = secret.prove(kClientPurpose, {server_challenge, out});
+  out.insert(out.end(), proof.begin(), proof.end());
+  return out;
+}
+
+std::string check_client_proof(std::span<const std::byte> bytes, const Challenge& server_challenge,
+                               const JobSecret& secret) {
+  if (bytes.size() != kClientProofBytes) return cat("an authentication of ", bytes.size(), " bytes");
+  if (get_u32(bytes.data()) != kAuthMagic) return "not a chorus store client (bad magic)";
+  const size_t fields = 4 + kChallengeBytes;
+  if (!secret.verify(bytes.subspan(fields), kClientPurpose, {server_challenge, bytes.first(fields)}))
+    return mismatch(secret, "client");
+  return "";
+}
+
+std::vector<std::byte> encode_server_proof(const Challenge& server_challenge, std::span<const std::byte> client_proof,
+                                           const JobSecret& secret) {
+  std::vector<std::byte> out;
+  put_u32(out, kAuthMagic);
+  const Proof proof = secret.prove(kServerPurpose, {server_challenge, client_proof});
+  out.insert(out.end(), proof.begin(), proof.end());
+  return out;
+}
+
+std::string check_server_proof(std::span<const std::byte> bytes, const Challenge& server_challenge,
+                               std::span<const std::byte> client_proof, const JobSecret& secret) {
+  if (bytes.size() != kServerProofBytes) return cat("an answer of ", bytes.size(), " bytes");
+  if (get_u32(bytes.data()) != kAuthMagic) return "not a chorus store (bad magic)";
+  if (!secret.verify(bytes.subspan(4), kServerPurpose, {server_challenge, client_proof}))
+    return mismatch(secret, "server");
+  return "";
+}
+
 }  // namespace chorus::tcp_store

@@ -12,6 +12,14 @@
 // own timeout: when it expires it sends cancel, and the parked request is then
 // answered with status timed_out listing the keys still missing (cancel itself
 // is never answered). status error carries one item: the message.
+//
+// Before any request, the connection authenticates (base/job_secret.h):
+//   server -> client: u32 auth magic | u16 version | 16-byte challenge
+//   client -> server: u32 auth magic | 16-byte challenge | proof over the
+//                     server's challenge and the client's first 20 bytes
+//   server -> client: u32 auth magic | proof over both messages
+// The server reads nothing else from a connection until its proof checks
+// out, and the client sends nothing else until the server's does.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +27,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "base/job_secret.h"
 
 namespace chorus::tcp_store {
 
@@ -28,6 +38,25 @@ inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
 inline constexpr size_t kMaxKeysPerRequest = size_t{1} << 20;
 inline constexpr size_t kMaxTotalKeyBytes = size_t{64} << 20;
 inline constexpr size_t kReplyHeaderBytes = 9;
+
+inline constexpr uint32_t kAuthMagic = 0x41534843;  // "CHSA"
+inline constexpr uint16_t kAuthVersion = 1;
+inline constexpr size_t kServerChallengeBytes = 6 + kChallengeBytes;
+inline constexpr size_t kClientProofBytes = 4 + kChallengeBytes + kProofBytes;
+inline constexpr size_t kServerProofBytes = 4 + kProofBytes;
+
+std::vector<std::byte> encode_server_challenge(const Challenge& challenge);
+// Why the bytes are not a server challenge (empty when they are).
+std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge);
+std::vector<std::byte> encode_client_proof(const Challenge& server_challenge, const Challenge& client_challenge,
+                                           const JobSecret& secret);
+// Why the client's message does not prove the secret over this challenge (empty when it does).
+std::string check_client_proof(std::span<const std::byte> bytes, const Challenge& server_challenge,
+                               const JobSecret& secret);
+std::vector<std::byte> encode_server_proof(const Challenge& server_challenge, std::span<const std::byte> client_proof,
+                                           const JobSecret& secret);
+std::string check_server_proof(std::span<const std::byte> bytes, const Challenge& server_challenge,
+                               std::span<const std::byte> client_proof, const JobSecret& secret);
 
 enum class Op : uint8_t { set = 1, get = 2, wait = 3, add = 4, remove = 5, cancel = 6 };
 enum class Status : uint8_t { ok = 0, timed_out = 1, error = 2 };

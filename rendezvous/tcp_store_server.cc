@@ -32,6 +32,8 @@ using tcp_store::UniqueFd;
 namespace {
 
 constexpr size_t kReadChunkBytes = size_t{256} << 10;
+// A client that has not proven the job secret by then is dropped.
+constexpr auto kAuthTimeout = std::chrono::seconds(10);
 // Bytes read from one connection per poll round, so one fast sender cannot starve the rest.
 constexpr size_t kReadBudgetBytes = size_t{4} << 20;
 
@@ -45,6 +47,9 @@ struct Parked {
 struct Connection {
   UniqueFd fd;
   std::string peer;
+  bool authenticated = false;
+  Challenge challenge{};
+  Clock::time_point give_up_at{};
   std::vector<std::byte> in;
   std::vector<std::byte> out;
   size_t out_sent = 0;
@@ -67,6 +72,9 @@ struct TcpStoreServer::Impl {
   UniqueFd wake_write;
   uint16_t port = 0;
   std::string where;
+  JobSecret secret;
+  size_t max_stored_bytes = 0;
+  size_t stored_bytes = 0;  // keys and values held
   std::thread thread;
 
   // Everything below is touched by the serving thread only.
@@ -83,6 +91,12 @@ struct TcpStoreServer::Impl {
 
   void serve();
   bool serve_once();  // one poll round; false when asked to stop
+  int poll_timeout_ms(bool accepting);
+  void expire_unauthenticated();
+  // Checks a client's proof; false when the connection was dropped or its proof is incomplete.
+  bool authenticate(uint64_t id, Connection& c);
+  // Stores `value` under `key` if the limit allows; else the error text.
+  std::string store_value(const std::string& key, std::vector<std::byte> value);
   void accept_all();
   void read_from(uint64_t id, Connection& c);
   void process_input(uint64_t id, Connection& c);
@@ -96,10 +110,24 @@ struct TcpStoreServer::Impl {
   const std::string* first_missing(const std::vector<std::string>& keys) const;
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port) : impl_(std::make_unique<Impl>()) {
-  impl_->listener = tcp_store::listen_on(host, port);
+namespace {
+TcpStoreServerOptions unauthenticated(const std::string& host, uint16_t port) {
+  TcpStoreServerOptions options;
+  options.host = host;
+  options.port = port;
+  return options;
+}
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
+    : TcpStoreServer(unauthenticated(host, port)) {}
+
+TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->listener = tcp_store::listen_on(options.host, options.port);
   impl_->port = tcp_store::local_port(impl_->listener.get());
-  impl_->where = tcp_store::host_port(host, impl_->port);
+  impl_->where = tcp_store::host_port(options.host, impl_->port);
+  impl_->secret = options.secret;
+  impl_->max_stored_bytes = options.max_stored_bytes;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     throw IoError(cat("TcpStoreServer ", impl_->where, ": cannot create its wake-up pipe: ",
@@ -141,7 +169,7 @@ bool TcpStoreServer::Impl::serve_once() {
     polled.push_back({c.fd.get(), static_cast<short>(c.has_pending_output() ? POLLOUT : POLLIN), 0});
     polled_ids.push_back(id);
   }
-  int count = ::poll(polled.data(), polled.size(), accepting ? -1 : 100);
+  int count = ::poll(polled.data(), polled.size(), poll_timeout_ms(accepting));
   if (count < 0) {
     if (errno != EINTR) CHORUS_LOG(error, -1, "TcpStoreServer ", where, ": poll: ", tcp_store::errno_text(errno));
     return true;
@@ -167,8 +195,60 @@ bool TcpStoreServer::Impl::serve_once() {
     auto found = connections.find(id);
     if (found != connections.end() && !found->second.dead) process_input(id, found->second);
   }
+  expire_unauthenticated();
   std::erase_if(connections, [](const auto& entry) { return entry.second.dead; });
   return true;
+}
+
+int TcpStoreServer::Impl::poll_timeout_ms(bool accepting) {
+  auto earliest = accepting ? Clock::time_point::max() : accept_paused_until;
+  for (const auto& [id, c] : connections)
+    if (!c.authenticated) earliest = std::min(earliest, c.give_up_at);
+  if (earliest == Clock::time_point::max()) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+}
+
+void TcpStoreServer::Impl::expire_unauthenticated() {
+  const auto now = Clock::now();
+  for (auto& [id, c] : connections)
+    if (!c.dead && !c.authenticated && c.give_up_at <= now)
+      drop(id, c, cat("refused: no proof of the job secret within ", kAuthTimeout.count(), " s"), true);
+}
+
+bool TcpStoreServer::Impl::authenticate(uint64_t id, Connection& c) {
+  // Anything else (a port scanner, an HTTP probe) is turned away at its first four bytes.
+  if (c.in.size() >= 4 && tcp_store::get_u32(c.in.data()) != tcp_store::kAuthMagic) {
+    drop(id, c, "refused: not a chorus store client (it did not answer the authentication challenge)", true);
+    return false;
+  }
+  if (c.in.size() < tcp_store::kClientProofBytes) return false;
+  const auto proof = std::span<const std::byte>(c.in).first(tcp_store::kClientProofBytes);
+  if (std::string why = tcp_store::check_client_proof(proof, c.challenge, secret); !why.empty()) {
+    drop(id, c, "refused: " + why, true);
+    return false;
+  }
+  c.authenticated = true;
+  const std::vector<std::byte> answer = tcp_store::encode_server_proof(c.challenge, proof, secret);
+  c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(tcp_store::kClientProofBytes));
+  c.out.insert(c.out.end(), answer.begin(), answer.end());
+  CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": ", c.peer, " proved the job secret");
+  flush(id, c);
+  return !c.dead;
+}
+
+std::string TcpStoreServer::Impl::store_value(const std::string& key, std::vector<std::byte> value) {
+  auto found = values.find(key);
+  const size_t old_bytes = found == values.end() ? 0 : key.size() + found->second.size();
+  const size_t new_bytes = key.size() + value.size();
+  if (stored_bytes - old_bytes + new_bytes > max_stored_bytes)
+    return cat("the store is full: it holds ", stored_bytes, " bytes of keys and values and may hold at most ",
+               max_stored_bytes, " (TcpStoreServerOptions::max_stored_bytes); key '", key, "' with ", value.size(),
+               " bytes does not fit");
+  stored_bytes = stored_bytes - old_bytes + new_bytes;
+  if (found == values.end()) values.emplace(key, std::move(value));
+  else found->second = std::move(value);
+  return "";
 }
 
 void TcpStoreServer::Impl::accept_all() {
@@ -186,8 +266,12 @@ void TcpStoreServer::Impl::accept_all() {
     Connection c;
     c.fd = UniqueFd(fd);
     c.peer = tcp_store::peer_name(fd);
+    c.challenge = fresh_challenge();
+    c.give_up_at = Clock::now() + kAuthTimeout;
+    c.out = tcp_store::encode_server_challenge(c.challenge);
     CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": connection from ", c.peer);
-    connections.emplace(next_connection++, std::move(c));
+    const uint64_t id = next_connection++;
+    flush(id, connections.emplace(id, std::move(c)).first->second);
   }
 }
 
@@ -222,6 +306,7 @@ void TcpStoreServer::Impl::read_from(uint64_t id, Connection& c) {
 
 void TcpStoreServer::Impl::process_input(uint64_t id, Connection& c) {
   size_t offset = 0;
+  if (!c.authenticated && !authenticate(id, c)) return;
   // A client that does not read its replies gets no new ones: TCP back-pressure
   // then bounds what it can make us buffer.
   while (!c.dead && !c.has_pending_output()) {
@@ -270,7 +355,10 @@ void TcpStoreServer::Impl::handle(uint64_t id, Connection& c, tcp_store::Request
   switch (request.op) {
     case Op::set: {
       const std::string& key = request.keys[0];
-      values[key] = std::move(request.value);
+      if (std::string full = store_value(key, std::move(request.value)); !full.empty()) {
+        reply(id, c, Status::error, {std::as_bytes(std::span(full.data(), full.size()))});
+        return;
+      }
       reply(id, c, Status::ok, {});
       wake(key);
       return;
@@ -300,7 +388,10 @@ void TcpStoreServer::Impl::handle(uint64_t id, Connection& c, tcp_store::Request
         reply(id, c, Status::error, {std::as_bytes(std::span(message.data(), message.size()))});
         return;
       }
-      values[key] = store_detail::format_counter(sum);
+      if (std::string full = store_value(key, store_detail::format_counter(sum)); !full.empty()) {
+        reply(id, c, Status::error, {std::as_bytes(std::span(full.data(), full.size()))});
+        return;
+      }
       std::vector<std::byte> encoded;
       tcp_store::put_u64(encoded, static_cast<uint64_t>(sum));
       reply(id, c, Status::ok, {encoded});
@@ -308,7 +399,12 @@ void TcpStoreServer::Impl::handle(uint64_t id, Connection& c, tcp_store::Request
       return;
     }
     case Op::remove: {
-      std::byte existed{static_cast<unsigned char>(values.erase(request.keys[0]) > 0)};
+      auto found = values.find(request.keys[0]);
+      std::byte existed{static_cast<unsigned char>(found != values.end())};
+      if (found != values.end()) {
+        stored_bytes -= found->first.size() + found->second.size();
+        values.erase(found);
+      }
       reply(id, c, Status::ok, {std::span(&existed, 1)});
       return;
     }

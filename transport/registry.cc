@@ -20,6 +20,7 @@ std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
     tcp_options.interface = options.config.socket_interface;
   tcp_options.streams = options.streams;
   tcp_options.describe_signature = options.describe_signature;
+  tcp_options.secret = options.config.secret;
   return tcp::create_device(tcp_options);
 }
 
@@ -29,6 +30,7 @@ std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
   shm_options.size = options.size;
   shm_options.single_copy = options.config.shm_single_copy;
   shm_options.describe_signature = options.describe_signature;
+  shm_options.secret = options.config.secret;
   return shm::create_device(shm_options);
 }
 

@@ -25,6 +25,9 @@ struct DeviceOptions {
   int rank = 0;
   int size = 1;
   // The snapshot the Context was built from; transports read their own settings.
+  // config.secret is what every connection of every transport must prove
+  // before it is admitted (base/job_secret.h): a transport added here passes
+  // it to its device, whose handshake runs the challenge-response.
   Config config;
   // Where network transports listen and what they publish: an interface
   // name, else a host name or address, else config.socket_interface, else

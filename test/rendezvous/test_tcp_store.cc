@@ -23,10 +23,15 @@ using chorus::test::text;
 
 namespace {
 
-// A raw client socket to send arbitrary bytes to a server.
+enum class Authenticate { yes, no };
+
+// A raw client socket to send arbitrary bytes to a server. It reads the
+// server's challenge and, unless told not to, proves `secret` over it, so
+// what it sends next reaches the request parser.
 class RawConnection {
  public:
-  explicit RawConnection(uint16_t port) {
+  explicit RawConnection(uint16_t port, Authenticate authenticate = Authenticate::yes,
+                         const chorus::JobSecret& secret = {}) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -35,7 +40,15 @@ class RawConnection {
     REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
     timeval two_seconds{2, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds));
+    const std::vector<std::byte> greeting = receive(chorus::tcp_store::kServerChallengeBytes);
+    REQUIRE(chorus::tcp_store::decode_server_challenge(greeting, challenge_).empty());
+    if (authenticate == Authenticate::no) return;
+    const auto proof = chorus::tcp_store::encode_client_proof(challenge_, chorus::fresh_challenge(), secret);
+    send(proof);
+    const std::vector<std::byte> answer = receive(chorus::tcp_store::kServerProofBytes);
+    REQUIRE(chorus::tcp_store::check_server_proof(answer, challenge_, proof, secret).empty());
   }
+  const chorus::Challenge& challenge() const { return challenge_; }
   ~RawConnection() { ::close(fd_); }
   void send(const std::vector<std::byte>& data) {
     // The server may already have hung up halfway through: that is the point of some tests.
@@ -66,6 +79,7 @@ class RawConnection {
 
  private:
   int fd_ = -1;
+  chorus::Challenge challenge_{};
 };
 
 std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::byte>& b) {
@@ -349,4 +363,92 @@ TEST_CASE("TcpStore add is exact under concurrent processes", "[tcp_store]") {
   for (pid_t child : children) REQUIRE(chorus::test::wait_child(child) == 0);
   chorus::TcpStore store("127.0.0.1", port, 2s);
   REQUIRE(store.add("counter", 0) == 400);
+}
+
+TEST_CASE("TcpStoreServer with a job secret admits only clients that prove it", "[tcp_store][auth]") {
+  const chorus::JobSecret secret("a job secret of thirty-two bytes");
+  chorus::TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.secret = secret;
+  chorus::TcpStoreServer server(options);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s, secret);
+  store.set("address/0", bytes("the real one"));
+
+  SECTION("clients with another secret or none fail at once, naming the cause") {
+    chorus::test::Stopwatch watch;
+    std::string wrong = chorus::test::thrown_message<chorus::IoError>(
+        [&] { chorus::TcpStore("127.0.0.1", server.port(), 5s, chorus::JobSecret("another secret, same length!!!!!")); });
+    REQUIRE_THAT(wrong, Catch::Contains("CHORUS_SECRET"));
+    std::string none = chorus::test::thrown_message<chorus::IoError>(
+        [&] { chorus::TcpStore("127.0.0.1", server.port(), 5s); });
+    REQUIRE_THAT(none, Catch::Contains("secret"));
+    REQUIRE(watch.elapsed() < 2s);
+  }
+  SECTION("a server without the secret cannot pass for the store") {
+    chorus::TcpStoreServer impostor("127.0.0.1", 0);
+    std::string message = chorus::test::thrown_message<chorus::IoError>(
+        [&] { chorus::TcpStore("127.0.0.1", impostor.port(), 5s, secret); });
+    REQUIRE_THAT(message, Catch::Contains("secret"));
+  }
+  SECTION("strangers: garbage, requests without a proof, forged and replayed proofs are dropped") {
+    using chorus::tcp_store::Op;
+    const auto overwrite = chorus::tcp_store::encode_request(Op::set, {"chorus/default/address/0"}, bytes("forged"));
+    {
+      RawConnection raw(server.port(), Authenticate::no);
+      raw.send(bytes("GET / HTTP/1.1\r\n\r\n"));
+      REQUIRE(raw.closed_by_server());
+    }
+    {
+      RawConnection raw(server.port(), Authenticate::no);
+      raw.send(overwrite);  // a request where the proof belongs
+      REQUIRE(raw.closed_by_server());
+    }
+    {
+      RawConnection raw(server.port(), Authenticate::no);  // forged: a proof made with a guessed secret
+      raw.send(chorus::tcp_store::encode_client_proof(raw.challenge(), chorus::fresh_challenge(),
+                                                       chorus::JobSecret("guess")));
+      raw.send(overwrite);
+      REQUIRE(raw.closed_by_server());
+    }
+    {
+      RawConnection raw(server.port(), Authenticate::no);  // no secret at all
+      raw.send(chorus::tcp_store::encode_client_proof(raw.challenge(), chorus::fresh_challenge(), {}));
+      raw.send(overwrite);
+      REQUIRE(raw.closed_by_server());
+    }
+    {
+      // Replayed: a valid proof recorded on one connection, sent on another.
+      std::vector<std::byte> recorded;
+      {
+        RawConnection first(server.port(), Authenticate::no);
+        recorded = chorus::tcp_store::encode_client_proof(first.challenge(), chorus::fresh_challenge(), secret);
+      }
+      RawConnection raw(server.port(), Authenticate::no);
+      raw.send(recorded);
+      raw.send(overwrite);
+      REQUIRE(raw.closed_by_server());
+    }
+    REQUIRE(text(store.get("address/0", 1s)) == "the real one");
+    // The proof is what admits: the same bytes with the right secret over this challenge pass.
+    RawConnection admitted(server.port(), Authenticate::yes, secret);
+    admitted.send(chorus::tcp_store::encode_request(Op::set, {"address/1"}, bytes("by a real client")));
+    REQUIRE(admitted.receive(chorus::tcp_store::kReplyHeaderBytes).size() == chorus::tcp_store::kReplyHeaderBytes);
+    REQUIRE(text(store.get("address/1", 1s)) == "by a real client");
+  }
+}
+
+TEST_CASE("TcpStoreServer refuses values past its byte limit and frees what remove takes", "[tcp_store]") {
+  chorus::TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.max_stored_bytes = 1000;
+  chorus::TcpStoreServer server(options);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  store.set("a", std::vector<std::byte>(600));
+  std::string message = chorus::test::thrown_message<chorus::InvalidArgument>(
+      [&] { store.set("b", std::vector<std::byte>(600)); });
+  REQUIRE_THAT(message, Catch::Contains("full") && Catch::Contains("1000"));
+  store.set("a", std::vector<std::byte>(900));  // replacing counts only the difference
+  REQUIRE(store.remove("a"));
+  store.set("b", std::vector<std::byte>(995));
+  REQUIRE_THROWS_AS(store.add("counter", 1), chorus::InvalidArgument);
 }

@@ -186,32 +186,52 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
                       errno_text(errno)),
                   peer_rank);
   if (credentials.pid != static_cast<pid_t>(peer.pid) || credentials.uid != peer.uid) throw impostor(credentials);
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  auto receive = [&](const char* what, size_t max_fds) {
+    if (!wait_readable(side.get(), deadline))
+      throw TimeoutError(cat("rank ", rank(), ": timed out waiting for ", what, " of peer rank ", peer_rank,
+                             "'s shared-memory listener"));
+    const ssize_t received = receive_side(side.get(), message, fds, max_fds);
+    if (received <= 0)
+      throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " refused this rank's shared-memory connection (",
+                        received == 0 ? "it closed the socket: a different job secret (CHORUS_SECRET)? see its log"
+                                      : errno_text(errno),
+                        ")"),
+                    peer_rank);
+  };
+  SideKind kind{};
+  Challenge listener_challenge{};
+  receive("the challenge", 0);
+  std::string why = check_side_message(message, kind);
+  if (why.empty() && kind != SideKind::challenge)
+    why = cat("message kind ", static_cast<int>(kind), " instead of a challenge");
+  if (why.empty()) why = decode_challenge(message, listener_challenge);
+  if (!why.empty())
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " opened the shared-memory handshake with ", why),
+                  peer_rank);
   Hello hello;
   hello.listener_nonce = peer.nonce;
   hello.dialer_rank = rank();
   hello.listener_rank = peer_rank;
   hello.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
   hello.probe_value = probe_value_;
+  hello.dialer_challenge = fresh_challenge();
+  std::vector<std::byte> hello_message = encode_hello(hello);
+  sign_side_message(hello_message, options_.secret, kShmHelloPurpose, {listener_challenge});
   const int my_doorbell = doorbell_.get();
-  if (int error = send_side(side.get(), encode_hello(hello), std::span<const int>(&my_doorbell, 1)))
+  if (int error = send_side(side.get(), hello_message, std::span<const int>(&my_doorbell, 1)))
     throw IoError(cat("rank ", rank(), ": cannot send the shared-memory hello to peer rank ", peer_rank, ": ",
                       errno_text(error)),
                   peer_rank);
-  std::vector<std::byte> message;
-  std::vector<Fd> fds;
-  if (!wait_readable(side.get(), deadline))
-    throw TimeoutError(cat("rank ", rank(), ": timed out waiting for peer rank ", peer_rank,
-                           " to accept this rank's shared-memory connection"));
-  const ssize_t received = receive_side(side.get(), message, fds, 2);
-  if (received <= 0)
-    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " refused this rank's shared-memory connection (",
-                      received == 0 ? "it closed the socket; see its log for why" : errno_text(errno), ")"),
-                  peer_rank);
-  SideKind kind{};
+  receive("the ack", 2);
   Ack ack;
-  std::string why = check_side_message(message, kind);
+  std::span<const std::byte> body;
+  why = check_side_message(message, kind);
   if (why.empty() && kind != SideKind::ack) why = cat("message kind ", static_cast<int>(kind), " instead of an ack");
-  if (why.empty()) why = decode_ack(message, ack);
+  if (why.empty())
+    why = verify_side_message(message, options_.secret, kShmAckPurpose, {listener_challenge, hello_message}, body);
+  if (why.empty()) why = decode_ack(body, ack);
   if (why.empty() && (ack.listener_rank != peer_rank || ack.dialer_rank != rank()))
     why = cat("an ack from rank ", ack.listener_rank, " to rank ", ack.dialer_rank);
   if (why.empty() && ack.ring_bytes != options_.ring_bytes) why = cat("rings of ", ack.ring_bytes, " bytes");
@@ -388,10 +408,15 @@ void Engine::accept_all() {
     }
     Fd accepted(fd);
     if (failed()) continue;  // closing it tells the dialer at once
+    auto incoming = std::make_unique<Incoming>();
+    // The challenge goes first: the dialer's hello proves the secret over it.
+    if (int error = send_side(fd, encode_challenge(incoming->challenge))) {
+      CHORUS_LOG(debug, rank(), "shm: cannot send a handshake challenge: ", errno_text(error));
+      continue;
+    }
     const uint64_t id = next_handshake_id_++;
     epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
-    auto incoming = std::make_unique<Incoming>();
     incoming->fd = std::move(accepted);
     incoming->give_up_at = Clock::now() + kHandshakeTimeout;
     handshakes_[id] = std::move(incoming);
@@ -446,8 +471,12 @@ void Engine::on_handshake_readable(uint64_t id) {
 
 std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds) {
   Hello& hello = incoming.hello;
-  std::string why = decode_hello(message, hello);
+  std::span<const std::byte> body;
+  // Nothing it claims counts before it proves the secret over our fresh challenge.
+  std::string why = verify_side_message(message, options_.secret, kShmHelloPurpose, {incoming.challenge}, body);
+  if (why.empty()) why = decode_hello(body, hello);
   if (!why.empty()) return why;
+  incoming.hello_message.assign(message.begin(), message.end());
   if (hello.listener_nonce != address_.nonce) return "a hello without this rank's nonce (another job, or a stale one)";
   if (hello.listener_rank != rank()) return cat("a hello for rank ", hello.listener_rank);
   if (hello.dialer_rank <= rank() || hello.dialer_rank >= options_.size)
@@ -470,8 +499,10 @@ std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> mess
   ack.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
   ack.probe_value = probe_value_;
   ack.listener_pulls = incoming.listener_pulls ? 1 : 0;
+  std::vector<std::byte> ack_message = encode_ack(ack);
+  sign_side_message(ack_message, options_.secret, kShmAckPurpose, {incoming.challenge, incoming.hello_message});
   const int passed[2] = {incoming.segment.fd(), doorbell_.get()};
-  if (int error = send_side(incoming.fd.get(), encode_ack(ack), passed))
+  if (int error = send_side(incoming.fd.get(), ack_message, passed))
     return cat("cannot send the ack: ", errno_text(error));
   return "";
 }

@@ -87,6 +87,8 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   struct Incoming {
     Fd fd;
     Clock::time_point give_up_at;
+    Challenge challenge = fresh_challenge();
+    std::vector<std::byte> hello_message;  // as received, proof included: the ack's proof covers it
     bool hello_done = false;
     Credentials credentials;
     Hello hello;

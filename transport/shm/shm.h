@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 
+#include "base/job_secret.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
@@ -31,6 +32,8 @@ struct ShmDeviceOptions {
   std::function<std::string(uint64_t)> describe_signature;
   // Unset: the built-in estimate for memory on one host.
   std::optional<LinkModel> link_model;
+  // What every side-channel handshake proves (side_channel.h).
+  JobSecret secret;
 };
 
 // Creates the listener (an abstract unix socket) and starts the progress

@@ -19,7 +19,8 @@ namespace chorus::transport::shm {
 namespace {
 
 constexpr uint32_t kMagic = 0x44495343;  // "CSID"
-constexpr uint16_t kVersion = 1;
+// 2: the handshake proves the job secret.
+constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 8;
 
 class Writer {
@@ -34,6 +35,10 @@ class Writer {
     return *this;
   }
   std::vector<std::byte> done() { return std::move(bytes_); }
+  Writer& raw(std::span<const std::byte> bytes) {
+    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+    return *this;
+  }
   void text(std::string_view text) {
     bytes_.insert(bytes_.end(), reinterpret_cast<const std::byte*>(text.data()),
                   reinterpret_cast<const std::byte*>(text.data()) + text.size());
@@ -51,6 +56,14 @@ class Reader {
     value = 0;
     for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(message_[offset_ + i]) << (8 * i);
     offset_ += bytes;
+    return true;
+  }
+  template <size_t N>
+  bool raw(std::array<std::byte, N>& out) {
+    if (message_.size() - offset_ < N) return false;
+    std::copy(message_.begin() + static_cast<std::ptrdiff_t>(offset_),
+              message_.begin() + static_cast<std::ptrdiff_t>(offset_ + N), out.begin());
+    offset_ += N;
     return true;
   }
   size_t left() const { return message_.size() - offset_; }
@@ -72,14 +85,43 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
 
 }  // namespace
 
+std::vector<std::byte> encode_challenge(const Challenge& challenge) {
+  Writer out(SideKind::challenge);
+  out.raw(challenge);
+  return out.done();
+}
+
 std::vector<std::byte> encode_hello(const Hello& hello) {
   Writer out(SideKind::hello);
   out.number(hello.listener_nonce, 8)
       .number(static_cast<uint32_t>(hello.dialer_rank), 4)
       .number(static_cast<uint32_t>(hello.listener_rank), 4)
       .number(hello.probe_address, 8)
-      .number(hello.probe_value, 8);
+      .number(hello.probe_value, 8)
+      .raw(hello.dialer_challenge);
   return out.done();
+}
+
+void sign_side_message(std::vector<std::byte>& message, const JobSecret& secret, std::string_view purpose,
+                       std::initializer_list<std::span<const std::byte>> context) {
+  std::vector<std::span<const std::byte>> parts(context);
+  parts.push_back(message);
+  const Proof proof = secret.prove(purpose, parts);
+  message.insert(message.end(), proof.begin(), proof.end());
+}
+
+std::string verify_side_message(std::span<const std::byte> message, const JobSecret& secret,
+                                std::string_view purpose, std::initializer_list<std::span<const std::byte>> context,
+                                std::span<const std::byte>& body) {
+  if (message.size() < kHeaderBytes + kProofBytes) return cat("a message of ", message.size(), " bytes");
+  body = message.first(message.size() - kProofBytes);
+  const std::span<const std::byte> proof = message.last(kProofBytes);
+  std::vector<std::span<const std::byte>> parts(context);
+  parts.push_back(body);
+  if (!secret.verify(proof, purpose, parts))
+    return secret.configured() ? "a proof that does not match this job's secret (CHORUS_SECRET)"
+                               : "a proof that does not match (the peer has a job secret, this rank has none)";
+  return "";
 }
 
 std::vector<std::byte> encode_ack(const Ack& ack) {
@@ -116,7 +158,7 @@ std::string check_side_message(std::span<const std::byte> message, SideKind& kin
   for (size_t i = 0; i < 2; ++i) raw_kind |= static_cast<uint64_t>(message[6 + i]) << (8 * i);
   if (magic != kMagic) return cat("bad magic 0x", std::hex, magic);
   if (version != kVersion) return cat("version ", version, ", this rank speaks ", kVersion);
-  if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::abort))
+  if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::challenge))
     return cat("unknown kind ", raw_kind);
   kind = static_cast<SideKind>(raw_kind);
   return "";
@@ -126,10 +168,17 @@ std::string decode_hello(std::span<const std::byte> message, Hello& hello) {
   Reader in(message);
   uint64_t dialer = 0, listener = 0;
   if (!in.number(hello.listener_nonce, 8) || !in.number(dialer, 4) || !in.number(listener, 4) ||
-      !in.number(hello.probe_address, 8) || !in.number(hello.probe_value, 8) || in.left() != 0)
+      !in.number(hello.probe_address, 8) || !in.number(hello.probe_value, 8) || !in.raw(hello.dialer_challenge) ||
+      in.left() != 0)
     return cat("a hello of ", message.size(), " bytes");
   hello.dialer_rank = static_cast<int32_t>(dialer);
   hello.listener_rank = static_cast<int32_t>(listener);
+  return "";
+}
+
+std::string decode_challenge(std::span<const std::byte> message, Challenge& challenge) {
+  Reader in(message);
+  if (!in.raw(challenge) || in.left() != 0) return cat("a challenge of ", message.size(), " bytes");
   return "";
 }
 

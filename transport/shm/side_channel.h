@@ -10,6 +10,13 @@
 // behind). SO_PEERCRED tells each side the other's pid and uid, which must
 // match what the peer published: a process that merely finds the socket
 // cannot pass for a rank. Every message is checked before it is used.
+//
+// The handshake: the listener sends a fresh challenge on accept; the hello
+// carries the dialer's own challenge and a proof of the job secret over the
+// listener's challenge and the hello (base/job_secret.h); the ack a proof
+// over both challenges, the hello and the ack; the confirm closes it. The
+// segment and the listener's doorbell travel only with the ack, after the
+// dialer proved itself.
 #pragma once
 
 #include <sys/types.h>
@@ -22,11 +29,12 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "base/job_secret.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::shm {
 
-enum class SideKind : uint16_t { hello = 1, ack = 2, confirm = 3, goodbye = 4, abort = 5 };
+enum class SideKind : uint16_t { hello = 1, ack = 2, confirm = 3, goodbye = 4, abort = 5, challenge = 6 };
 
 // Every side message starts with this.
 struct SideHeader {
@@ -41,6 +49,7 @@ struct Hello {            // dialer -> listener, with the dialer's doorbell
   int32_t listener_rank = -1;
   uint64_t probe_address = 0;   // 8 bytes of the dialer the listener may try to read
   uint64_t probe_value = 0;
+  Challenge dialer_challenge{};
 };
 struct Ack {              // listener -> dialer, with the segment and the listener's doorbell
   int32_t listener_rank = -1;
@@ -61,6 +70,7 @@ struct AbortNote {
 
 inline constexpr size_t kMaxSideMessage = 64 * 1024 + 64;
 
+std::vector<std::byte> encode_challenge(const Challenge& challenge);
 std::vector<std::byte> encode_hello(const Hello& hello);
 std::vector<std::byte> encode_ack(const Ack& ack);
 std::vector<std::byte> encode_confirm(const Confirm& confirm);
@@ -72,10 +82,22 @@ std::vector<std::byte> encode_abort(const AbortNote& note);
 std::string check_side_message(std::span<const std::byte> message, SideKind& kind);
 // Decoders for a message check_side_message accepted with that kind; they
 // return why not when the body is malformed.
+std::string decode_challenge(std::span<const std::byte> message, Challenge& challenge);
 std::string decode_hello(std::span<const std::byte> message, Hello& hello);
 std::string decode_ack(std::span<const std::byte> message, Ack& ack);
 std::string decode_confirm(std::span<const std::byte> message, Confirm& confirm);
 std::string decode_abort(std::span<const std::byte> message, AbortNote& note);
+
+// The hello and the ack end in a proof (see above). sign_side_message
+// appends it, made over `context` and the message; verify_side_message checks
+// it and returns the message without it in `body`, or why not.
+inline constexpr std::string_view kShmHelloPurpose = "chorus shm hello";
+inline constexpr std::string_view kShmAckPurpose = "chorus shm ack";
+void sign_side_message(std::vector<std::byte>& message, const JobSecret& secret, std::string_view purpose,
+                       std::initializer_list<std::span<const std::byte>> context);
+std::string verify_side_message(std::span<const std::byte> message, const JobSecret& secret,
+                                std::string_view purpose, std::initializer_list<std::span<const std::byte>> context,
+                                std::span<const std::byte>& body);
 
 // Listens on an abstract name ("\0..."); non-blocking. Throws IoError.
 Fd listen_on(const std::string& abstract_name, int rank);

@@ -151,7 +151,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
 
   // The higher rank dials so every pair is built exactly once, and a rank
   // never waits on a peer that is itself waiting.
-  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, deadline)
+  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, options_.secret, deadline)
                              : wait_for_dialer(peer, stream, deadline);
 
   auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(fd));
@@ -264,11 +264,20 @@ void Engine::accept_all() {
     SocketAddress peer(reinterpret_cast<sockaddr*>(&from), length);
     if (failed()) continue;  // dropping it tells the dialer at once
     set_no_delay(fd);
+    auto incoming = std::make_unique<IncomingHandshake>(std::move(accepted), peer, Clock::now() + kHandshakeTimeout);
+    // The challenge goes first: a dialer proves the secret over it. A fresh
+    // socket's buffer always has room for it.
+    const ChallengeMessage challenge = encode_challenge(incoming->challenge());
+    if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(challenge.size())) {
+      CHORUS_LOG(debug, rank(), "tcp: cannot send a handshake challenge to ", peer.to_string(), ": ",
+                 errno_text(errno));
+      continue;
+    }
     uint64_t id = next_handshake_id_++;
     epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
-    handshakes_[id] = std::make_unique<IncomingHandshake>(std::move(accepted), peer,
-                                                          Clock::now() + kHandshakeTimeout);
+    handshakes_[id] = std::move(incoming);
   }
 }
 
@@ -285,7 +294,8 @@ void Engine::on_handshake_readable(uint64_t id) {
       break;
   }
   Hello hello;
-  std::string why = check_hello(incoming.bytes(), nonce_, rank(), size(), options_.streams, hello);
+  std::string why = check_hello(incoming.bytes(), {nonce_, rank(), size(), options_.streams}, incoming.challenge(),
+                                options_.secret, hello);
   const std::pair<int, int> key{hello.dialer_rank, hello.stream};
   if (why.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -294,7 +304,8 @@ void Engine::on_handshake_readable(uint64_t id) {
       why = cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
   }
   if (!why.empty()) return reject_handshake(id, why);
-  auto ack = encode_ack(rank(), hello.dialer_rank, hello.stream);
+  auto ack = encode_ack(incoming.bytes(), incoming.challenge(), options_.secret, rank(), hello.dialer_rank,
+                        hello.stream);
   // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
   if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
     return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));

@@ -22,7 +22,8 @@ inline uint64_t load_le(const std::byte* in, size_t bytes) {
 
 inline constexpr uint32_t kFrameMagic = 0x46524843;  // "CHRF" on the wire
 // 2: the header carries the tag's group (the Context a message belongs to).
-inline constexpr uint16_t kWireVersion = 2;
+// 3: the handshake proves the job secret (handshake.h).
+inline constexpr uint16_t kWireVersion = 3;
 
 enum class FrameKind : uint16_t {
   data = 1,     // a tagged user message; payload = the message

@@ -17,20 +17,16 @@
 namespace chorus::transport::tcp {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x53484843;  // "CHHS"
-constexpr uint32_t kAckMagic = 0x4b414843;    // "CHAK"
+constexpr uint32_t kChallengeMagic = 0x43484843;  // "CHHC"
+constexpr uint32_t kHelloMagic = 0x53484843;      // "CHHS"
+constexpr uint32_t kAckMagic = 0x4b414843;        // "CHAK"
 constexpr uint8_t kAckAccepted = 1;
 
-std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello) {
-  std::array<std::byte, kHelloBytes> out{};
-  store_le(out.data() + 0, kHelloMagic, 4);
-  store_le(out.data() + 4, kWireVersion, 2);
-  store_le(out.data() + 6, static_cast<uint8_t>(hello.stream), 1);
-  store_le(out.data() + 7, static_cast<uint8_t>(hello.streams), 1);
-  store_le(out.data() + 8, hello.listener_nonce, 8);
-  store_le(out.data() + 16, static_cast<uint32_t>(hello.dialer_rank), 4);
-  store_le(out.data() + 20, static_cast<uint32_t>(hello.listener_rank), 4);
-  return out;
+constexpr std::string_view kHelloPurpose = "chorus tcp hello";
+constexpr std::string_view kAckPurpose = "chorus tcp ack";
+
+std::span<const std::byte> hello_fields(const HelloMessage& hello) {
+  return std::span(hello).first(kHelloFieldBytes);
 }
 
 // Waits until fd is ready for `events` or the deadline passes; false on timeout.
@@ -50,8 +46,9 @@ bool retryable(int error) { return error == ECONNREFUSED || error == ETIMEDOUT |
 
 class Dialer {
  public:
-  Dialer(const ListenerAddress& peer, int my_rank, int stream, int streams, Deadline deadline)
-      : peer_(peer), my_rank_(my_rank), stream_(stream), streams_(streams), deadline_(deadline),
+  Dialer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
+         Deadline deadline)
+      : peer_(peer), my_rank_(my_rank), stream_(stream), streams_(streams), secret_(secret), deadline_(deadline),
         started_(Clock::now()) {}
 
   Fd run() {
@@ -113,54 +110,60 @@ class Dialer {
 
   void exchange_hello(int fd) {
     set_no_delay(fd);
-    auto hello = encode_hello({peer_.nonce, my_rank_, peer_.rank, stream_, streams_});
+    ChallengeMessage challenge_bytes{};
+    receive_exactly(fd, challenge_bytes, "the handshake challenge of");
+    Challenge listener_challenge{};
+    if (std::string why = decode_challenge(challenge_bytes, listener_challenge); !why.empty())
+      throw IoError(cat("rank ", my_rank_, ": ", label(), " sent an invalid handshake challenge (", why,
+                        "): not a chorus rank of this version"),
+                    peer_.rank);
+    Hello hello{peer_.nonce, my_rank_, peer_.rank, stream_, streams_, fresh_challenge()};
+    const HelloMessage hello_bytes = encode_hello(hello, listener_challenge, secret_);
     size_t sent = 0;
-    while (sent < hello.size()) {
-      ssize_t n = ::send(fd, hello.data() + sent, hello.size() - sent, MSG_NOSIGNAL);
+    while (sent < hello_bytes.size()) {
+      ssize_t n = ::send(fd, hello_bytes.data() + sent, hello_bytes.size() - sent, MSG_NOSIGNAL);
       if (n > 0) {
         sent += static_cast<size_t>(n);
       } else if (errno == EAGAIN || errno == EINTR) {
         if (!wait_ready(fd, POLLOUT, deadline_)) timed_out("sending the handshake to");
       } else {
-        throw IoError(cat("rank ", my_rank_, ": handshake with ", label(), " failed: ",
-                          errno_text(errno)),
+        throw IoError(cat("rank ", my_rank_, ": handshake with ", label(), " failed: ", errno_text(errno)),
                       peer_.rank);
       }
     }
-    std::array<std::byte, kAckBytes> ack{};
+    AckMessage ack{};
+    receive_exactly(fd, ack, "the handshake reply of");
+    if (std::string why = check_ack(ack, hello_bytes, listener_challenge, secret_, peer_.rank, my_rank_, stream_);
+        !why.empty())
+      throw IoError(cat("rank ", my_rank_, ": ", label(), " answered the handshake with ", why), peer_.rank);
+  }
+
+  template <size_t N>
+  void receive_exactly(int fd, std::array<std::byte, N>& out, const char* what) {
     size_t received = 0;
-    while (received < ack.size()) {
-      ssize_t n = ::recv(fd, ack.data() + received, ack.size() - received, 0);
+    while (received < out.size()) {
+      ssize_t n = ::recv(fd, out.data() + received, out.size() - received, 0);
       if (n > 0) {
         received += static_cast<size_t>(n);
       } else if (n == 0) {
-        throw IoError(cat("rank ", my_rank_, ": ", label(),
-                          " closed the connection during the handshake (it rejected our hello: "
-                          "is the address from another job or a stale run?)"),
+        throw IoError(cat("rank ", my_rank_, ": ", label(), " closed the connection during the handshake (it ",
+                          "rejected our hello: a different job secret (CHORUS_SECRET), or an address from ",
+                          "another job or a stale run? its log says why)"),
                       peer_.rank);
       } else if (errno == EAGAIN || errno == EINTR) {
-        if (!wait_ready(fd, POLLIN, deadline_)) timed_out("waiting for the handshake reply of");
+        if (!wait_ready(fd, POLLIN, deadline_)) timed_out(cat("waiting for ", what).c_str());
       } else {
-        throw IoError(cat("rank ", my_rank_, ": handshake with ", label(), " failed: ",
-                          errno_text(errno)),
+        throw IoError(cat("rank ", my_rank_, ": handshake with ", label(), " failed: ", errno_text(errno)),
                       peer_.rank);
       }
     }
-    bool valid = load_le(ack.data(), 4) == kAckMagic && load_le(ack.data() + 4, 2) == kWireVersion &&
-                 load_le(ack.data() + 6, 1) == kAckAccepted &&
-                 static_cast<int>(load_le(ack.data() + 7, 1)) == stream_ &&
-                 static_cast<int>(load_le(ack.data() + 8, 4)) == peer_.rank &&
-                 static_cast<int>(load_le(ack.data() + 12, 4)) == my_rank_;
-    if (!valid)
-      throw IoError(cat("rank ", my_rank_, ": ", label(),
-                        " answered the handshake with an invalid reply (not a chorus peer of this job?)"),
-                    peer_.rank);
   }
 
   const ListenerAddress& peer_;
   int my_rank_;
   int stream_;
   int streams_;
+  const JobSecret& secret_;
   Deadline deadline_;
   Clock::time_point started_;
   int last_error_ = 0;
@@ -168,30 +171,68 @@ class Dialer {
 
 }  // namespace
 
-std::string check_hello(const std::array<std::byte, kHelloBytes>& bytes, uint64_t my_nonce,
-                        int my_rank, int size, int my_streams, Hello& hello) {
+ChallengeMessage encode_challenge(const Challenge& challenge) {
+  ChallengeMessage out{};
+  store_le(out.data() + 0, kChallengeMagic, 4);
+  store_le(out.data() + 4, kWireVersion, 2);
+  std::copy(challenge.begin(), challenge.end(), out.begin() + 8);
+  return out;
+}
+
+std::string decode_challenge(const ChallengeMessage& bytes, Challenge& challenge) {
+  if (load_le(bytes.data(), 4) != kChallengeMagic) return "bad magic";
+  if (load_le(bytes.data() + 4, 2) != kWireVersion) return cat("wire version ", load_le(bytes.data() + 4, 2));
+  std::copy(bytes.begin() + 8, bytes.end(), challenge.begin());
+  return "";
+}
+
+HelloMessage encode_hello(const Hello& hello, const Challenge& listener_challenge, const JobSecret& secret) {
+  HelloMessage out{};
+  store_le(out.data() + 0, kHelloMagic, 4);
+  store_le(out.data() + 4, kWireVersion, 2);
+  store_le(out.data() + 6, static_cast<uint8_t>(hello.stream), 1);
+  store_le(out.data() + 7, static_cast<uint8_t>(hello.streams), 1);
+  store_le(out.data() + 8, hello.listener_nonce, 8);
+  store_le(out.data() + 16, static_cast<uint32_t>(hello.dialer_rank), 4);
+  store_le(out.data() + 20, static_cast<uint32_t>(hello.listener_rank), 4);
+  std::copy(hello.dialer_challenge.begin(), hello.dialer_challenge.end(), out.begin() + 24);
+  const Proof proof = secret.prove(kHelloPurpose, {listener_challenge, hello_fields(out)});
+  std::copy(proof.begin(), proof.end(), out.begin() + kHelloFieldBytes);
+  return out;
+}
+
+std::string check_hello(const HelloMessage& bytes, const HelloExpectations& expected, const Challenge& my_challenge,
+                        const JobSecret& secret, Hello& hello) {
   if (load_le(bytes.data(), 4) != kHelloMagic) return "not a chorus hello (bad magic)";
   if (load_le(bytes.data() + 4, 2) != kWireVersion)
     return cat("unsupported wire version ", load_le(bytes.data() + 4, 2));
+  // Nothing it claims counts before it proves the secret over our fresh challenge.
+  if (!secret.verify(std::span(bytes).subspan(kHelloFieldBytes), kHelloPurpose, {my_challenge, hello_fields(bytes)}))
+    return secret.configured() ? "its proof does not match this job's secret (CHORUS_SECRET)"
+                               : "its proof does not match (it has a job secret, this rank has none)";
   hello.stream = static_cast<int>(load_le(bytes.data() + 6, 1));
   hello.streams = static_cast<int>(load_le(bytes.data() + 7, 1));
   hello.listener_nonce = load_le(bytes.data() + 8, 8);
   hello.dialer_rank = static_cast<int>(static_cast<int32_t>(load_le(bytes.data() + 16, 4)));
   hello.listener_rank = static_cast<int>(static_cast<int32_t>(load_le(bytes.data() + 20, 4)));
-  if (hello.listener_nonce != my_nonce)
+  std::copy(bytes.begin() + 24, bytes.begin() + 24 + kChallengeBytes, hello.dialer_challenge.begin());
+  if (hello.listener_nonce != expected.nonce)
     return "wrong nonce (a stale address from another run or another job)";
-  if (hello.listener_rank != my_rank) return cat("it expected to reach rank ", hello.listener_rank);
-  if (hello.dialer_rank <= my_rank || hello.dialer_rank >= size)
-    return cat("dialer rank ", hello.dialer_rank, " is not a higher rank of this job of size ", size);
-  if (hello.streams != my_streams)
-    return cat("dialer rank ", hello.dialer_rank, " uses ", hello.streams, " streams per peer, rank ", my_rank,
-               " uses ", my_streams);
-  if (hello.stream >= my_streams) return cat("stream ", hello.stream, " of ", my_streams, " does not exist");
+  if (hello.listener_rank != expected.rank) return cat("it expected to reach rank ", hello.listener_rank);
+  if (hello.dialer_rank <= expected.rank || hello.dialer_rank >= expected.size)
+    return cat("dialer rank ", hello.dialer_rank, " is not a higher rank of this job of size ", expected.size);
+  if (hello.streams != expected.streams)
+    return cat("dialer rank ", hello.dialer_rank, " uses ", hello.streams, " streams per peer, rank ", expected.rank,
+               " uses ", expected.streams);
+  if (hello.stream >= expected.streams)
+    return cat("stream ", hello.stream, " of ", expected.streams, " does not exist");
   return "";
 }
 
-std::array<std::byte, kAckBytes> encode_ack(int listener_rank, int dialer_rank, int stream) {
-  std::array<std::byte, kAckBytes> out{};
+namespace {
+
+std::array<std::byte, kAckFieldBytes> ack_fields(int listener_rank, int dialer_rank, int stream) {
+  std::array<std::byte, kAckFieldBytes> out{};
   store_le(out.data() + 0, kAckMagic, 4);
   store_le(out.data() + 4, kWireVersion, 2);
   store_le(out.data() + 6, kAckAccepted, 1);
@@ -201,8 +242,31 @@ std::array<std::byte, kAckBytes> encode_ack(int listener_rank, int dialer_rank, 
   return out;
 }
 
-Fd dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, Deadline deadline) {
-  return Dialer(peer, my_rank, stream, streams, deadline).run();
+}  // namespace
+
+AckMessage encode_ack(const HelloMessage& hello, const Challenge& listener_challenge, const JobSecret& secret,
+                      int listener_rank, int dialer_rank, int stream) {
+  const auto fields = ack_fields(listener_rank, dialer_rank, stream);
+  const Proof proof = secret.prove(kAckPurpose, {listener_challenge, hello, fields});
+  AckMessage out{};
+  std::copy(fields.begin(), fields.end(), out.begin());
+  std::copy(proof.begin(), proof.end(), out.begin() + kAckFieldBytes);
+  return out;
+}
+
+std::string check_ack(const AckMessage& ack, const HelloMessage& hello, const Challenge& listener_challenge,
+                      const JobSecret& secret, int listener_rank, int dialer_rank, int stream) {
+  const auto fields = ack_fields(listener_rank, dialer_rank, stream);
+  if (!std::equal(fields.begin(), fields.end(), ack.begin()))
+    return "an invalid reply (not a chorus peer of this job and version?)";
+  if (!secret.verify(std::span(ack).subspan(kAckFieldBytes), kAckPurpose, {listener_challenge, hello, fields}))
+    return "a proof that does not match this job's secret (is CHORUS_SECRET the same on every rank?)";
+  return "";
+}
+
+Fd dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
+             Deadline deadline) {
+  return Dialer(peer, my_rank, stream, streams, secret, deadline).run();
 }
 
 IncomingHandshake::Status IncomingHandshake::read_available() {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "base/job_secret.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::tcp {
@@ -28,6 +29,9 @@ struct TcpDeviceOptions {
   // Connections per peer (Device::connect's `stream`). Published in the
   // address: a peer created with another count is refused at connect.
   int streams = 1;
+  // What every connection proves it knows before it carries a frame
+  // (handshake.h). Not configured: the proofs are made with an empty key.
+  JobSecret secret;
 };
 
 // Creates the listening socket and starts the progress thread. Throws
