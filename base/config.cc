@@ -50,6 +50,9 @@ constexpr size_t kShortSecretBytes = 16;
 // A secret file is a key, not a document.
 constexpr size_t kMaxSecretFileBytes = 4096;
 
+
+}  // namespace
+
 JobSecret secret_from_environment() {
   std::optional<std::string> text = variable("CHORUS_SECRET");
   std::optional<std::string> file = variable("CHORUS_SECRET_FILE");
@@ -75,8 +78,6 @@ JobSecret secret_from_environment() {
                " random bytes (chorus-run makes 32)");
   return JobSecret(std::move(*text));
 }
-
-}  // namespace
 
 Config Config::from_environment() {
   Config config;

@@ -48,6 +48,10 @@ struct Config {
   static Config from_environment();
 };
 
+// CHORUS_SECRET or CHORUS_SECRET_FILE alone (what Config::from_environment
+// puts in `secret`), for tools that need nothing else: chorus-store, chorus-run.
+JobSecret secret_from_environment();
+
 // CHORUS_LOG's raw text (empty when unset), read once per process by the
 // logger, which runs before any connect and parses it itself.
 std::string log_setting_from_environment();

@@ -1,6 +1,7 @@
 // chorus-store: a standalone TcpStoreServer, for jobs whose rendezvous should
 // not live inside rank 0 (CHORUS_STORE=tcp://host:port pointing here).
-// Serves until SIGINT or SIGTERM.
+// Serves until SIGINT or SIGTERM. Clients must prove the job secret given
+// in CHORUS_SECRET or CHORUS_SECRET_FILE (the same the ranks get).
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store.h"
@@ -29,7 +31,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
-    chorus::TcpStoreServer server(host, port);
+    chorus::TcpStoreServerOptions options;
+    options.host = host;
+    options.port = port;
+    options.secret = chorus::secret_from_environment();
+    if (!options.secret.configured())
+      std::cerr << "chorus-store: no CHORUS_SECRET or CHORUS_SECRET_FILE: any client that reaches this port may "
+                   "read and write the job's keys"
+                << std::endl;
+    chorus::TcpStoreServer server(options);
     std::string shown = host.empty() ? "*" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
     // Launchers wait for this line (std::endl flushes it) before starting ranks.
     std::cout << "chorus-store listening on " << shown << ":" << server.port() << std::endl;

@@ -45,9 +45,12 @@ std::filesystem::path make_temporary_directory() {
 
 }  // namespace
 
-LaunchStore::LaunchStore(const std::string& choice) {
+LaunchStore::LaunchStore(const std::string& choice, const JobSecret& secret) {
   if (choice == "tcp") {
-    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+    TcpStoreServerOptions options;
+    options.host = "127.0.0.1";
+    options.secret = secret;
+    server_ = std::make_unique<TcpStoreServer>(options);
     url_ = cat("tcp://127.0.0.1:", server_->port());
   } else if (choice == "embedded") {
     url_ = cat("tcp://127.0.0.1:", free_loopback_port());

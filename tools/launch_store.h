@@ -15,7 +15,8 @@ namespace chorus::tools {
 class LaunchStore {
  public:
   // Throws InvalidArgument for an unknown choice, IoError when the store cannot be set up.
-  explicit LaunchStore(const std::string& choice);
+  // The store the launcher serves itself ("tcp") demands `secret` of every client.
+  LaunchStore(const std::string& choice, const JobSecret& secret);
   ~LaunchStore();
   LaunchStore(const LaunchStore&) = delete;
   LaunchStore& operator=(const LaunchStore&) = delete;

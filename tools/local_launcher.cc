@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <poll.h>
+#include <iomanip>
 #include <random>
 #include <string>
 #include <sys/prctl.h>
@@ -20,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/error.h"
+#include "base/job_secret.h"
 #include "base/log.h"
 #include "tools/launch_store.h"
 #include "tools/rank_output.h"
@@ -87,6 +90,15 @@ class SignalWatch {
   std::array<struct sigaction, kWatchedSignals.size()> previous_{};
 };
 
+// 32 random bytes as hex: the secret of a job whose launcher was given none.
+std::string random_secret() {
+  const Challenge first = fresh_challenge(), second = fresh_challenge();
+  std::string text;
+  for (const auto& half : {first, second})
+    for (std::byte b : half) text += cat(std::hex, std::setw(2), std::setfill('0'), std::to_integer<unsigned>(b));
+  return text;
+}
+
 std::string random_job_id() {
   std::random_device device;
   return cat("local-", getpid(), "-", std::hex, device());
@@ -111,8 +123,10 @@ const char* signal_name(int signal_number) {
 
 // The parent's environment without any CHORUS_* the launcher sets itself
 // (a launcher started under another launcher must not leak its rank).
+// generated_secret: CHORUS_SECRET for the ranks when the launcher made one
+// (else they inherit the launcher's CHORUS_SECRET or CHORUS_SECRET_FILE).
 std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id,
-                                          const std::string& host_id) {
+                                          const std::string& host_id, const std::string& generated_secret) {
   std::vector<std::string> variables;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view text(*entry);
@@ -127,6 +141,7 @@ std::vector<std::string> rank_environment(int rank, int size, const std::string&
   variables.push_back("CHORUS_STORE=" + store);
   variables.push_back("CHORUS_JOB_ID=" + job_id);
   if (!host_id.empty()) variables.push_back("CHORUS_HOST_ID=" + host_id);
+  if (!generated_secret.empty()) variables.push_back("CHORUS_SECRET=" + generated_secret);
   return variables;
 }
 
@@ -337,9 +352,16 @@ LaunchResult launch_local(const LaunchOptions& options) {
                                             : std::string("no program to launch");
     return result;
   }
+  // Every job is authenticated: the caller's secret if it gave one, else a fresh one.
   std::unique_ptr<LaunchStore> store;
+  std::string generated_secret;
   try {
-    store = std::make_unique<LaunchStore>(options.store);
+    JobSecret secret = secret_from_environment();
+    if (!secret.configured()) {
+      generated_secret = random_secret();
+      secret = JobSecret(generated_secret);
+    }
+    store = std::make_unique<LaunchStore>(options.store, secret);
   } catch (const Error& error) {
     result.exit_code = 2;
     result.description = error.what();
@@ -362,7 +384,8 @@ LaunchResult launch_local(const LaunchOptions& options) {
   for (int rank = 0; rank < options.ranks; ++rank) {
     // Everything the child needs is built before fork (see exec_rank).
     std::vector<std::string> environment =
-        rank_environment(rank, options.ranks, store->url(), job_id, host_ids[static_cast<size_t>(rank)]);
+        rank_environment(rank, options.ranks, store->url(), job_id, host_ids[static_cast<size_t>(rank)],
+                         generated_secret);
     std::vector<char*> envp;
     for (auto& variable : environment) envp.push_back(variable.data());
     envp.push_back(nullptr);
