@@ -45,18 +45,35 @@ std::optional<ListeningEndpoint> tcp_listener(std::span<const std::byte> address
   return endpoint;
 }
 
+// Reads exactly out.size() bytes within two seconds; false if they do not come.
+bool receive_within(int fd, std::span<std::byte> out) {
+  timeval two_seconds{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds));
+  size_t received = 0;
+  while (received < out.size()) {
+    const ssize_t n = ::recv(fd, out.data() + received, out.size() - received, 0);
+    if (n <= 0) return false;
+    received += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // The hello of transport/tcp/handshake.cc, stream 0 of 1.
-void tcp_hello(int fd, std::span<const std::byte> address, int owner, int dialer, bool right_nonce) {
+Challenge tcp_hello(int fd, std::span<const std::byte> address, int owner, const Forgery& forgery) {
   const tcp::ListenerAddress listener = tcp::decode_address(address, -1, owner);
-  std::vector<std::byte> hello(tcp::kHelloBytes);
-  tcp::store_le(hello.data() + 0, 0x53484843, 4);  // "CHHS"
-  tcp::store_le(hello.data() + 4, tcp::kWireVersion, 2);
-  tcp::store_le(hello.data() + 6, 0, 1);
-  tcp::store_le(hello.data() + 7, 1, 1);
-  tcp::store_le(hello.data() + 8, right_nonce ? listener.nonce : listener.nonce ^ 1, 8);
-  tcp::store_le(hello.data() + 16, static_cast<uint32_t>(dialer), 4);
-  tcp::store_le(hello.data() + 20, static_cast<uint32_t>(owner), 4);
-  send_ignoring_errors(fd, hello);
+  tcp::ChallengeMessage challenge_bytes{};
+  Challenge challenge{};
+  if (!receive_within(fd, challenge_bytes) || !tcp::decode_challenge(challenge_bytes, challenge).empty())
+    return challenge;
+  tcp::Hello hello;
+  hello.listener_nonce = forgery.right_nonce ? listener.nonce : listener.nonce ^ 1;
+  hello.dialer_rank = forgery.dialer;
+  hello.listener_rank = owner;
+  hello.stream = 0;
+  hello.streams = 1;
+  hello.dialer_challenge = fresh_challenge();
+  send_ignoring_errors(fd, tcp::encode_hello(hello, forgery.replayed_challenge.value_or(challenge), forgery.secret));
+  return challenge;
 }
 
 // ---------------------------------------------------------------- shm: an abstract unix socket
@@ -78,20 +95,31 @@ std::optional<ListeningEndpoint> shm_listener(std::span<const std::byte> address
 // The hello of transport/shm/device.cc with a doorbell of our own; when
 // the listener answers with its ack, the confirm too (a duplicate of a
 // connected rank is refused only then).
-void shm_hello(int fd, std::span<const std::byte> address, int owner, int dialer, bool right_nonce) {
+Challenge shm_hello(int fd, std::span<const std::byte> address, int owner, const Forgery& forgery) {
   const shm::ShmAddress listener = shm::decode_address(address, -1, owner);
-  shm::Hello hello;
-  hello.listener_nonce = right_nonce ? listener.nonce : listener.nonce ^ 1;
-  hello.dialer_rank = dialer;
-  hello.listener_rank = owner;
-  const Fd doorbell(::eventfd(0, EFD_CLOEXEC));
-  const int passed = doorbell.get();
-  if (shm::send_side(fd, shm::encode_hello(hello), std::span<const int>(&passed, 1)) != 0) return;
-  if (!shm::wait_readable(fd, Deadline::after(std::chrono::seconds(2)))) return;
   std::vector<std::byte> message;
   std::vector<Fd> fds;
-  if (shm::receive_side(fd, message, fds, 2) <= 0) return;
+  Challenge challenge{};
+  shm::SideKind kind{};
+  if (!shm::wait_readable(fd, Deadline::after(std::chrono::seconds(2))) ||
+      shm::receive_side(fd, message, fds, 0) <= 0 || !shm::check_side_message(message, kind).empty() ||
+      kind != shm::SideKind::challenge || !shm::decode_challenge(message, challenge).empty())
+    return challenge;
+  shm::Hello hello;
+  hello.listener_nonce = forgery.right_nonce ? listener.nonce : listener.nonce ^ 1;
+  hello.dialer_rank = forgery.dialer;
+  hello.listener_rank = owner;
+  hello.dialer_challenge = fresh_challenge();
+  std::vector<std::byte> hello_message = shm::encode_hello(hello);
+  shm::sign_side_message(hello_message, forgery.secret, shm::kShmHelloPurpose,
+                         {forgery.replayed_challenge.value_or(challenge)});
+  const Fd doorbell(::eventfd(0, EFD_CLOEXEC));
+  const int passed = doorbell.get();
+  if (shm::send_side(fd, hello_message, std::span<const int>(&passed, 1)) != 0) return challenge;
+  if (!shm::wait_readable(fd, Deadline::after(std::chrono::seconds(2)))) return challenge;
+  if (shm::receive_side(fd, message, fds, 2) <= 0) return challenge;
   shm::send_side(fd, shm::encode_confirm({}));
+  return challenge;
 }
 
 const StrangerHooks hooks[] = {

@@ -11,20 +11,31 @@
 #include <span>
 #include <string_view>
 
+#include "base/job_secret.h"
 #include "test/integration/hostile_peer.h"
 
 namespace chorus::transport::testing {
+
+// What a stranger's hello claims and proves.
+struct Forgery {
+  int dialer = 1;
+  bool right_nonce = true;   // the nonce of the published address, else another
+  JobSecret secret;          // the secret its proof is made with
+  // Prove over this challenge (one recorded on another connection: a
+  // replay) instead of the one the listener just sent.
+  std::optional<Challenge> replayed_challenge;
+};
 
 struct StrangerHooks {
   std::string_view transport;
   // Where the device of rank `owner`, which published `address`, accepts
   // connections; nullopt when it accepts none.
   std::optional<integration::ListeningEndpoint> (*listener)(std::span<const std::byte> address, int owner);
-  // Sends, on `fd` (connected to that listener), the handshake a rank
-  // `dialer` of the job would start with: with the published nonce when
-  // `right_nonce`, else with another. Goes as far as the listener lets it
-  // without blocking for long; errors are ignored (the listener may hang up).
-  void (*hello)(int fd, std::span<const std::byte> address, int owner, int dialer, bool right_nonce);
+  // On `fd` (connected to that listener), reads the listener's challenge and
+  // sends the handshake a rank of the job would, as `forgery` says. Goes as
+  // far as the listener lets it without blocking for long; errors are
+  // ignored (the listener may hang up). Returns the listener's challenge.
+  Challenge (*hello)(int fd, std::span<const std::byte> address, int owner, const Forgery& forgery);
 };
 
 // Null when the transport has no entry.

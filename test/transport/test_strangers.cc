@@ -35,15 +35,19 @@ void exchange_all(TestMesh& mesh, uint64_t round) {
   for (size_t i = 0; i < incoming.size(); ++i) CHECK(incoming[i]->holds(seeds[i]));
 }
 
-TEST_CASE("transport: garbage and foreign hellos on the listener are dropped; real peers still connect",
+TEST_CASE("transport: garbage, foreign, forged and replayed hellos on the listener are dropped; real peers still "
+          "connect",
           "[transport]") {
   FOR_EACH_TRANSPORT(transport);
   const StrangerHooks* hooks = stranger_hooks(transport);
   INFO("test/transport/strangers.cc needs an entry for the transport");
   REQUIRE(hooks);
   constexpr int kRanks = 3;
+  const JobSecret secret("the conformance suite's job secret");
+  DeviceOptions options;
+  options.config.secret = secret;
   TestMesh mesh;
-  mesh.devices = make_devices(transport, kRanks);
+  mesh.devices = make_devices(transport, kRanks, options);
   // Rank 0 is dialed by every other rank.
   const auto address = mesh.device(0).address();
   const auto endpoint = hooks->listener ? hooks->listener(address, 0) : std::nullopt;
@@ -63,15 +67,27 @@ TEST_CASE("transport: garbage and foreign hellos on the listener are dropped; re
   for (auto& word : words) word = random();
   REQUIRE(::send(noise, words.data(), words.size() * 8, MSG_NOSIGNAL) == 128);
 
-  const int wrong_nonce = connect_stranger(*endpoint);
-  REQUIRE(wrong_nonce >= 0);
-  open.push_back(wrong_nonce);
-  hooks->hello(wrong_nonce, address, 0, 1, false);
-
-  const int outside_job = connect_stranger(*endpoint);
-  REQUIRE(outside_job >= 0);
-  open.push_back(outside_job);
-  hooks->hello(outside_job, address, 0, 9, true);
+  // Each stranger below gets every other field right: only its flaw should turn it away.
+  auto stranger = [&](Forgery forgery) {
+    const int fd = connect_stranger(*endpoint);
+    REQUIRE(fd >= 0);
+    open.push_back(fd);
+    hooks->hello(fd, address, 0, forgery);
+    return fd;
+  };
+  const int wrong_nonce = stranger({.dialer = 1, .right_nonce = false, .secret = secret, .replayed_challenge = {}});
+  const int outside_job = stranger({.dialer = 9, .right_nonce = true, .secret = secret, .replayed_challenge = {}});
+  const int forged = stranger({.dialer = 1, .right_nonce = true, .secret = JobSecret("a guessed secret"), .replayed_challenge = {}});
+  const int no_secret = stranger({.dialer = 2, .right_nonce = true, .secret = JobSecret(), .replayed_challenge = {}});
+  // A replay: a hello proven (with the real secret) over the challenge of
+  // another connection, as one recorded off the wire would be.
+  const int recorded = connect_stranger(*endpoint);
+  REQUIRE(recorded >= 0);
+  open.push_back(recorded);
+  const Challenge old_challenge = hooks->hello(recorded, address, 0, {.dialer = 2, .right_nonce = false,
+                                                                      .secret = JobSecret("x"), .replayed_challenge = {}});
+  const int replayed = stranger({.dialer = 2, .right_nonce = true, .secret = secret,
+                                 .replayed_challenge = old_challenge});
 
   const int silent = connect_stranger(*endpoint);  // says nothing; must not block anyone
   REQUIRE(silent >= 0);
@@ -91,12 +107,12 @@ TEST_CASE("transport: garbage and foreign hellos on the listener are dropped; re
   CHECK(closed_by_listener(noise, limit));
   CHECK(closed_by_listener(wrong_nonce, limit));
   CHECK(closed_by_listener(outside_job, limit));
+  CHECK(closed_by_listener(forged, limit));
+  CHECK(closed_by_listener(no_secret, limit));
+  CHECK(closed_by_listener(replayed, limit));
 
-  // A hello for a rank that is already connected is a duplicate, even with the right nonce.
-  const int duplicate = connect_stranger(*endpoint);
-  REQUIRE(duplicate >= 0);
-  open.push_back(duplicate);
-  hooks->hello(duplicate, address, 0, 1, true);
+  // A hello for a rank that is already connected is a duplicate, even with the right nonce and secret.
+  const int duplicate = stranger({.dialer = 1, .right_nonce = true, .secret = secret, .replayed_challenge = {}});
   CHECK(closed_by_listener(duplicate, limit));
 
   // None of it disturbed the job.
