@@ -103,6 +103,12 @@ Config Config::from_environment() {
   }
   if (auto text = variable("CHORUS_LINK_MODEL")) config.link_model = *text;
   config.secret = secret_from_environment();
+  if (auto text = variable("CHORUS_MAX_UNEXPECTED_BYTES")) {
+    const std::optional<size_t> bytes = integer<size_t>(*text);
+    if (!bytes || *bytes == 0)
+      throw InvalidArgument(cat("CHORUS_MAX_UNEXPECTED_BYTES='", *text, "' is not a number of bytes (1 or more)"));
+    config.max_unexpected_bytes = *bytes;
+  }
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
   if (auto text = variable("CHORUS_SHM_SINGLE_COPY")) {
     if (*text != "0" && *text != "1")

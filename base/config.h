@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +43,10 @@ struct Config {
   // (one trailing newline dropped): what every connection of the job proves
   // it knows (base/job_secret.h). Not configured: the job is unauthenticated.
   JobSecret secret;
+  // CHORUS_MAX_UNEXPECTED_BYTES: bytes of messages that arrived before their
+  // receive was posted that a rank buffers per peer connection; a peer past
+  // it fails the job with an error naming it. Default 1 GiB.
+  size_t max_unexpected_bytes = size_t{1} << 30;
 
   // Reads and validates the variables above. Throws InvalidArgument naming
   // the variable and its value when one is malformed.

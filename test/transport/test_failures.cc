@@ -433,5 +433,40 @@ TEST_CASE("transport: bad ranks and addresses are InvalidArgument", "[transport]
   REQUIRE_FALSE(device->failure());
 }
 
+
+TEST_CASE("transport: messages nobody receives are buffered up to the limit, then fail the receiver naming the peer",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  DeviceOptions options = default_options();
+  options.config.max_unexpected_bytes = 100000;
+  TestMesh mesh = make_mesh(transport, 2, Waiting::asleep, options);
+  Requests requests;
+  // Below the shared-memory pull threshold, so every transport buffers these eagerly.
+  const auto outgoing = pattern(3, 40000);
+  // Two fit; received, they free the room for two more.
+  for (uint64_t round = 0; round < 2; ++round) {
+    for (uint64_t i = 0; i < 2; ++i) mesh.pair(0, 1).post_send(requests.add(), {0x700 + i, 4}, outgoing);
+    std::this_thread::sleep_for(50ms);
+    for (uint64_t i = 0; i < 2; ++i) {
+      ReceiveBuffer incoming(40000);
+      Request& recv = requests.add();
+      mesh.pair(1, 0).post_recv(recv, {0x700 + i, 4}, incoming.data());
+      wait_ok(recv);
+      CHECK(incoming.holds(3));
+    }
+  }
+  REQUIRE_FALSE(mesh.device(1).failure());
+  // Three do not.
+  for (uint64_t i = 0; i < 3; ++i) mesh.pair(0, 1).post_send(requests.add(), {0x800 + i, 4}, outgoing);
+  REQUIRE(failure_within(mesh.device(1), 5s));
+  try {
+    std::rethrow_exception(mesh.device(1).failure());
+  } catch (const IoError& error) {
+    CHECK_THAT(error.what(), StartsWith("rank 1: ") && Contains("peer rank 0"));
+    CHECK_THAT(error.what(), Contains("100000 bytes (CHORUS_MAX_UNEXPECTED_BYTES)"));
+    CHECK(error.peer_rank() == 0);
+  }
+}
+
 }  // namespace
 }  // namespace chorus::transport::testing

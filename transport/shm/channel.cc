@@ -291,8 +291,18 @@ void Channel::on_message(const RingReader::Record& record) {
       incoming_request_ = found->request;
       incoming_target_ = found->buffer.data();
       posted_.erase(found);
+    } else if (header.total > owner_.max_unexpected_bytes() - unexpected_bytes_) {
+      return fail_later(std::make_exception_ptr(IoError(
+          cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", header.total, " bytes (",
+              describe_tag(tag.group, tag.value), ") that no receive was posted for, with ", unexpected_bytes_,
+              " bytes of such messages from it buffered already: more than the limit of ",
+              owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
+              "send this much, or raise the limit"),
+          peer_rank_)));
     } else {
       Unexpected& message = add_unexpected(tag, header.total);
+      message.counted = true;
+      unexpected_bytes_ += header.total;
       incoming_unexpected_ = &message;
       incoming_target_ = nullptr;
     }
@@ -402,10 +412,11 @@ Channel::Unexpected& Channel::add_unexpected(const Tag& tag, uint64_t total) {
 void Channel::recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message) {
   std::unique_ptr<Unexpected> done = std::move(*message);
   unexpected_.erase(message);
+  if (done->counted) unexpected_bytes_ -= done->total;
   // Kept for the next one, with its buffer, unless the buffer is large.
   if (spare_unexpected_.size() >= 16 || done->payload.capacity() > (size_t{1} << 20)) return;
   done->payload.clear();
-  done->complete = done->pull = false;
+  done->complete = done->pull = done->counted = false;
   done->waiting = {};
   spare_unexpected_.push_back(std::move(done));
 }
@@ -653,6 +664,7 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
     for (const auto& message : unexpected_)
       if (message->waiting.request) doomed.push_back(message->waiting.request);
     unexpected_.clear();
+    unexpected_bytes_ = 0;
     for (const Pull& pull : pulls_) doomed.push_back(pull.request);
     pulls_.clear();
     pulls_waiting_.store(0, std::memory_order_relaxed);

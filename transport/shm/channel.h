@@ -55,6 +55,8 @@ class ChannelOwner {
   // A post left work that only progress finishes (a pull to run, a send
   // still queued): the device's thread takes it up unless a caller polls.
   virtual void work_pending() = 0;
+  // Bytes of eager messages nobody posted a receive for that one channel may buffer.
+  virtual size_t max_unexpected_bytes() const = 0;
 
  protected:
   ~ChannelOwner() = default;
@@ -130,11 +132,13 @@ class Channel {
     std::vector<std::byte> payload;  // eager: grows as records arrive, never beyond what arrived
     bool complete = false;
     bool pull = false;               // pull: only the offer arrived
+    bool counted = false;            // eager: its total counts in unexpected_bytes_
     uint64_t address = 0;
     uint32_t slot = 0;
     uint64_t generation = 0;
     PostedRecv waiting;              // a receive posted while it was still arriving
   };
+  size_t unexpected_bytes_ = 0;  // totals of the counted unexpected_ (under mutex_)
   struct Pull {
     Request* request = nullptr;
     std::span<std::byte> destination;

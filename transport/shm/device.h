@@ -69,6 +69,7 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
 
   // ChannelOwner
   int rank() const override { return options_.rank; }
+  size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }

@@ -34,6 +34,9 @@ struct ShmDeviceOptions {
   std::optional<LinkModel> link_model;
   // What every side-channel handshake proves (side_channel.h).
   JobSecret secret;
+  // Bytes of eager messages no receive was posted for that one channel
+  // buffers at most (offers to pull cost nothing and do not count).
+  size_t max_unexpected_bytes = size_t{1} << 30;
 };
 
 // Creates the listener (an abstract unix socket) and starts the progress

@@ -65,6 +65,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void set_write_interest(Connection& connection, bool writable) override;
   void stop_watching(Connection& connection) override;
   std::string describe_signature(uint64_t signature) const override;
+  size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
 
  private:
   void run();

@@ -200,14 +200,15 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
                                   [](const auto& m) { return m->waiting.request == nullptr; });
       if (message != queue.end()) {
         UnexpectedMessage& arrived = **message;
-        if (arrived.payload.size() != data.size() || arrived.tag.signature != tag.signature) {
-          error = mismatch_error(arrived.tag, arrived.payload.size(), tag, data.size());
+        if (arrived.bytes != data.size() || arrived.tag.signature != tag.signature) {
+          error = mismatch_error(arrived.tag, arrived.bytes, tag, data.size());
         } else if (!arrived.complete) {
           arrived.waiting = {&request, tag, data};
           receives_waiting_.fetch_add(1, std::memory_order_relaxed);
           return;
         } else {
           if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+          unexpected_bytes_ -= arrived.bytes;
           queue.erase(message);
           if (queue.empty()) unexpected_.erase(found);
           request.complete();
@@ -277,7 +278,8 @@ bool Connection::read_available() {
     int count = 0;
     size_t direct = 0;
     if (in_payload_ && payload_remaining_ > 0) {
-      direct = std::min(payload_remaining_, kMaxIovBytes);
+      direct = std::min(writable_now(), kMaxIovBytes);
+      if (!reading_.load(std::memory_order_relaxed)) return true;
       iov[count++] = {payload_target_, direct};
     }
     iov[count++] = {staging_.data(), staging_.size()};
@@ -314,7 +316,8 @@ void Connection::consume(const std::byte* data, size_t length) {
       std::memcpy(header_bytes_.data() + header_received_, data, taken);
       header_received_ += taken;
     } else {
-      taken = std::min(length, payload_remaining_);
+      taken = std::min(length, writable_now());
+      if (!reading_.load(std::memory_order_relaxed)) return;
       std::memcpy(payload_target_, data, taken);
       payload_target_ += taken;
       payload_remaining_ -= taken;
@@ -328,6 +331,30 @@ void Connection::consume(const std::byte* data, size_t length) {
       finish_payload();
     }
   }
+}
+
+size_t Connection::writable_now() {
+  if (sink_ != Sink::unexpected) return payload_remaining_;
+  // Grown in steps that double, from 64 KiB: a length a peer announced costs
+  // memory only as its bytes arrive.
+  constexpr size_t kFirstStepBytes = size_t{64} << 10;
+  std::vector<std::byte>& payload = receiving_unexpected_->payload;
+  const size_t written = frame_.payload_bytes - payload_remaining_;
+  if (written == payload.size() && payload_remaining_ > 0) {
+    try {
+      payload.resize(std::min<size_t>(frame_.payload_bytes, std::max(kFirstStepBytes, 2 * payload.size())));
+    } catch (const std::bad_alloc&) {
+      abort_after_read(std::make_exception_ptr(IoError(
+                           cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
+                               frame_.payload_bytes, " bytes (", describe_tag(frame_.tag_group, frame_.tag_value),
+                               ") from ", peer_label_, ": out of memory after ", written, " bytes"),
+                           peer_rank_)),
+                       LogLevel::warn);
+      return 0;
+    }
+    payload_target_ = payload.data() + written;
+  }
+  return payload.size() - written;
 }
 
 void Connection::on_header() {
@@ -367,20 +394,21 @@ void Connection::begin_data_payload() {
       found->second.pop_front();
       if (found->second.empty()) posted_.erase(found);
       receiving_request_ = match.request;
+    } else if (frame_.payload_bytes > owner_.max_unexpected_bytes() - unexpected_bytes_) {
+      error = std::make_exception_ptr(IoError(
+          cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", frame_.payload_bytes, " bytes (",
+              describe_tag(frame_.tag_group, frame_.tag_value), ") that no receive was posted for, with ",
+              unexpected_bytes_, " bytes of such messages from it buffered already: more than the limit of ",
+              owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
+              "send this much, or raise the limit"),
+          peer_rank_));
     } else {
-      try {
-        auto message = std::make_unique<UnexpectedMessage>();
-        message->tag = frame_tag();
-        message->payload.resize(frame_.payload_bytes);
-        receiving_unexpected_ = message.get();
-        unexpected_[TagKey(message->tag)].push_back(std::move(message));
-      } catch (const std::exception&) {
-        error = std::make_exception_ptr(IoError(
-            cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
-                frame_.payload_bytes, " bytes (", describe_tag(frame_.tag_group, frame_.tag_value), ") from ", peer_label_,
-                ": out of memory"),
-            peer_rank_));
-      }
+      auto message = std::make_unique<UnexpectedMessage>();
+      message->tag = frame_tag();
+      message->bytes = frame_.payload_bytes;
+      unexpected_bytes_ += message->bytes;
+      receiving_unexpected_ = message.get();
+      unexpected_[TagKey(message->tag)].push_back(std::move(message));
     }
   }
   if (error) return abort_after_read(error, LogLevel::warn);
@@ -394,7 +422,7 @@ void Connection::begin_data_payload() {
     payload_target_ = match.buffer.data();
   } else {
     sink_ = Sink::unexpected;
-    payload_target_ = receiving_unexpected_->payload.data();
+    payload_target_ = nullptr;  // writable_now() allocates as bytes come
   }
   if (payload_remaining_ == 0) finish_payload();
 }
@@ -423,6 +451,7 @@ void Connection::finish_payload() {
       if (!waiting) return;
       if (!message->payload.empty())
         std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
+      unexpected_bytes_ -= message->bytes;
       const TagKey key(message->tag);
       auto& queue = unexpected_[key];
       queue.erase(std::find_if(queue.begin(), queue.end(),
@@ -544,6 +573,7 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
       for (auto& message : queue)
         if (message->waiting.request) doomed.push_back(message->waiting.request);
     unexpected_.clear();
+    unexpected_bytes_ = 0;
     if (receiving_request_) doomed.push_back(std::exchange(receiving_request_, nullptr));
     receiving_unexpected_ = nullptr;
   }

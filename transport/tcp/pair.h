@@ -44,6 +44,8 @@ class ConnectionOwner {
   virtual void set_write_interest(Connection& connection, bool writable) = 0;
   virtual void stop_watching(Connection& connection) = 0;
   virtual std::string describe_signature(uint64_t signature) const = 0;
+  // Bytes of messages nobody posted a receive for that one connection may buffer.
+  virtual size_t max_unexpected_bytes() const = 0;
 
  protected:
   ~ConnectionOwner() = default;
@@ -116,7 +118,8 @@ class Connection {
   // A data frame that arrived before its receive was posted.
   struct UnexpectedMessage {
     Tag tag;
-    std::vector<std::byte> payload;
+    size_t bytes = 0;                // the length its header announced
+    std::vector<std::byte> payload;  // grows with the bytes that really arrive, up to `bytes`
     bool complete = false;
     PostedRecv waiting;  // a receive posted while the payload was still arriving
   };
@@ -137,6 +140,9 @@ class Connection {
   // Releases reader_, then aborts the device with the recorded error, if any.
   void release_reader(std::unique_lock<std::mutex>& reader);
   void consume(const std::byte* data, size_t length);
+  // Bytes the payload being received may take at payload_target_ now; grows
+  // an unexpected message's buffer when it is full (0 once reading stopped).
+  size_t writable_now();
   void on_header();
   void begin_data_payload();
   void finish_payload();
@@ -161,6 +167,7 @@ class Connection {
   std::deque<OutgoingFrame> send_queue_;
   std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
   std::unordered_map<TagKey, std::deque<std::unique_ptr<UnexpectedMessage>>, TagKeyHash> unexpected_;
+  size_t unexpected_bytes_ = 0;  // announced bytes of unexpected_, against owner_.max_unexpected_bytes()
   bool write_interest_ = false;
   bool failed_ = false;          // fail_everything ran
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it

@@ -32,6 +32,9 @@ struct TcpDeviceOptions {
   // What every connection proves it knows before it carries a frame
   // (handshake.h). Not configured: the proofs are made with an empty key.
   JobSecret secret;
+  // Bytes of messages no receive was posted for that one connection buffers
+  // at most; past it the device fails with an error naming the peer.
+  size_t max_unexpected_bytes = size_t{1} << 30;
 };
 
 // Creates the listening socket and starts the progress thread. Throws
