@@ -19,6 +19,9 @@ namespace chorus::algorithms {
 
 namespace {
 
+// How long a rank that timed out waits for its peers to answer a liveness probe.
+constexpr std::chrono::milliseconds kLivenessGrace{1000};
+
 std::string describe_call(const Call& call) {
   if (call.collective == Collective::barrier) return cat(call.size, " ranks");
   std::string text = call.variable() ? cat("variable counts, ", call.total_count(), " total ", to_string(call.type))
@@ -261,7 +264,19 @@ class PlanRun {
     }
     throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
                            to_string(call_.collective), " #", sequence_, " (", describe_call(call_),
-                           "): waiting for ", waiting));
+                           "): waiting for ", waiting, liveness_report()));
+  }
+
+  // Who is alive: a frozen rank stalls its neighbours too, and they time out
+  // waiting on each other; only a probe tells the frozen one from the rest.
+  std::string liveness_report() {
+    const std::vector<int> silent = mesh_.unresponsive_peers(kLivenessGrace);
+    if (silent.empty()) return "; every other rank answers a liveness probe (is one of them not making this call?)";
+    std::string ranks;
+    for (int peer : silent) ranks += cat(ranks.empty() ? "" : ", ", peer);
+    return cat("; rank", silent.size() > 1 ? "s " : " ", ranks, silent.size() > 1 ? " do" : " does",
+               " not answer a liveness probe within ", kLivenessGrace.count(),
+               " ms: stopped (SIGSTOP, a debugger) or stuck, and the likely cause");
   }
 
   const Communicator& communicator_;

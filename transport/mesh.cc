@@ -1,6 +1,8 @@
 // The Mesh: links by peer, and failure and progress over every Device.
 #include "transport/mesh.h"
 
+#include <thread>
+
 #include <algorithm>
 
 #include "base/error.h"
@@ -106,6 +108,24 @@ void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
   // not wait for another transport's thread.
   for (const auto& device : devices_)
     if (device.get() != source) device->abort_async(reason);
+}
+
+std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {
+  const uint64_t probe = last_probe_.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::vector<int> silent;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || !connected(peer)) continue;
+    pair(peer).send_liveness_probe(probe);
+    silent.push_back(peer);
+  }
+  const Deadline deadline = Deadline::after(grace);
+  while (!silent.empty()) {
+    progress();  // answers may be ours to read while this thread polls
+    std::erase_if(silent, [&](int peer) { return pair(peer).liveness_answered(probe); });
+    if (silent.empty() || deadline.expired()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return silent;
 }
 
 }  // namespace chorus::transport

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -66,6 +67,13 @@ class Mesh {
   // Whether failure() is not null, without a lock (checked before every call).
   bool failed() const;
 
+  // The connected peers that do not answer a liveness probe within `grace`
+  // (Pair::send_liveness_probe): stopped or stuck processes. A rank that
+  // timed out asks before it reports, so its error (and the abort every
+  // other rank adopts) names the rank that froze, not only the live
+  // neighbour it happened to wait on. Returns as soon as every peer answered.
+  std::vector<int> unresponsive_peers(std::chrono::milliseconds grace);
+
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
   const Link& link_of(int peer) const;
@@ -77,6 +85,7 @@ class Mesh {
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> last_probe_{0};
 };
 
 }  // namespace chorus::transport

@@ -133,6 +133,15 @@ class Pair {
   // A message of another length fails with MismatchError.
   virtual void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) = 0;
 
+  // Liveness. The peer's progress (its transport thread, or a caller
+  // polling) answers a probe whatever its application is doing, so a probe
+  // left unanswered for long means a process that is stopped (SIGSTOP, a
+  // debugger) or whose progress is stuck, not merely busy. Probes are
+  // numbered upwards; answered(n) covers every probe up to n. Never blocks,
+  // never throws: a broken connection just leaves the probe unanswered.
+  virtual void send_liveness_probe(uint64_t probe) = 0;
+  virtual bool liveness_answered(uint64_t probe) const = 0;
+
   // Host memory, the common case.
   void post_send(Request& request, Tag tag, std::span<const std::byte> data) {
     post_send(request, tag, data, Memory::host());

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +38,8 @@ void report(const Parts&... parts) {
   (std::cout << ... << parts);
   std::cout << std::endl;
 }
+
+std::string cat_rank(int rank) { return "rank " + std::to_string(rank); }
 
 bool names_rank(const std::string& text, int rank) {
   return std::regex_search(text, std::regex("rank " + std::to_string(rank) + "([^0-9]|$)"));
@@ -171,49 +175,64 @@ TEST_CASE("a rank killed with SIGKILL makes every survivor fail naming it", "[pr
   CHECK(left.empty());
 }
 
-TEST_CASE("a rank frozen with SIGSTOP makes the others time out, and fails itself once resumed", "[processes]") {
+// CHORUS_TEST_TRIALS repeats the trials below with a fresh victim and
+// moment each time (default 1; the recorded runs in the issue notes use 20).
+int trials() {
+  const char* text = std::getenv("CHORUS_TEST_TRIALS");
+  return text && *text ? std::max(1, std::atoi(text)) : 1;
+}
+
+TEST_CASE("a rank frozen with SIGSTOP is named by every survivor, and fails itself once resumed", "[processes]") {
   const int64_t timeout_ms = 2000;
-  const int frozen = 1;
-  RankJob job({3, StoreKind::tcp, {"loop", "--timeout-ms", std::to_string(timeout_ms), "--max-seconds", "90"}});
-  require_job(job, job.wait_until([&] { return all_printed(job, "READY"); }, 60s), "not every rank got READY");
-  keep_running(job, 300ms);
+  std::mt19937 random(std::random_device{}());
+  for (int trial = 0; trial < trials(); ++trial) {
+    RankJob job({4, StoreKind::tcp, {"loop", "--timeout-ms", std::to_string(timeout_ms), "--max-seconds", "90"}});
+    require_job(job, job.wait_until([&] { return all_printed(job, "READY"); }, 60s), "not every rank got READY");
+    const int frozen = static_cast<int>(random() % 4);
+    keep_running(job, std::chrono::milliseconds(100 + random() % 400));
 
-  const int64_t stopped_at = driver_monotonic_ms();
-  job.signal(frozen, SIGSTOP);
-  const bool survivors_done =
-      job.wait_until([&] { return job.exited(0) && job.exited(2); }, std::chrono::milliseconds(timeout_ms + 15000));
-  INFO(job.transcript());
-  REQUIRE(survivors_done);
-  for (int rank : {0, 2}) {
-    auto result = job.result(rank);
-    REQUIRE(result.has_value());
-    const std::string status = field(*result, "status");
-    const std::string what = field(*result, "what");
-    const int64_t noticed_after = field_number(*result, "error_at_ms") - stopped_at;
-    report("SIGSTOP of rank ", frozen, ": rank ", rank, " raised ", status, " ", noticed_after,
-           " ms after the stop: ", what);
-    INFO("rank " << rank << ": " << what);
-    CHECK((status == "TimeoutError" || status == "Aborted" || status == "IoError"));
-    // Either it names the frozen rank or says what it waited for.
-    CHECK((names_rank(what, frozen) || what.find("tim") != std::string::npos));
-    CHECK(noticed_after >= 0);
-    CHECK(noticed_after <= timeout_ms + 2000);
-    CHECK(job.exit_status(rank) == 0);
-  }
+    const int64_t stopped_at = driver_monotonic_ms();
+    job.signal(frozen, SIGSTOP);
+    const bool survivors_done = job.wait_until(
+        [&] {
+          for (int rank = 0; rank < job.size(); ++rank)
+            if (rank != frozen && !job.exited(rank)) return false;
+          return true;
+        },
+        std::chrono::milliseconds(timeout_ms + 15000));
+    INFO(job.transcript());
+    REQUIRE(survivors_done);
+    for (int rank = 0; rank < job.size(); ++rank) {
+      if (rank == frozen) continue;
+      auto result = job.result(rank);
+      REQUIRE(result.has_value());
+      const std::string status = field(*result, "status");
+      const std::string what = field(*result, "what");
+      const int64_t noticed_after = field_number(*result, "error_at_ms") - stopped_at;
+      report("SIGSTOP trial ", trial, " of rank ", frozen, ": rank ", rank, " raised ", status, " ", noticed_after,
+             " ms after the stop: ", what);
+      INFO("trial " << trial << ", rank " << rank << ": " << what);
+      CHECK((status == "TimeoutError" || status == "Aborted"));
+      // Named as the one that does not answer, whichever neighbour this rank waited on.
+      CHECK_THAT(what, Catch::Contains(cat_rank(frozen) + " does not answer a liveness probe"));
+      CHECK(noticed_after >= 0);
+      CHECK(noticed_after <= timeout_ms + 2000);
+      CHECK(job.exit_status(rank) == 0);
+    }
 
-  // Resumed, the frozen rank finds its peers gone or its deadline passed.
-  const int64_t resumed_at = driver_monotonic_ms();
-  job.signal(frozen, SIGCONT);
-  const bool frozen_done = job.wait_for_exit(frozen, std::chrono::milliseconds(timeout_ms + 8000));
-  INFO(job.transcript());
-  CHECK(frozen_done);
-  if (frozen_done) {
-    auto result = job.result(frozen);
-    REQUIRE(result.has_value());
-    report("SIGSTOP: rank ", frozen, " after SIGCONT raised ", field(*result, "status"), " ",
-           driver_monotonic_ms() - resumed_at, " ms after resuming: ", field(*result, "what"));
-    CHECK(field(*result, "status") != "ok");
-    CHECK(job.exit_status(frozen) == 0);
+    // Resumed, the frozen rank finds its peers gone or its deadline passed.
+    const int64_t resumed_at = driver_monotonic_ms();
+    job.signal(frozen, SIGCONT);
+    const bool frozen_done = job.wait_for_exit(frozen, std::chrono::milliseconds(timeout_ms + 8000));
+    CHECK(frozen_done);
+    if (frozen_done) {
+      auto result = job.result(frozen);
+      REQUIRE(result.has_value());
+      report("SIGSTOP trial ", trial, ": rank ", frozen, " after SIGCONT raised ", field(*result, "status"), " ",
+             driver_monotonic_ms() - resumed_at, " ms after resuming: ", field(*result, "what"));
+      CHECK(field(*result, "status") != "ok");
+      CHECK(job.exit_status(frozen) == 0);
+    }
   }
 }
 

@@ -574,6 +574,16 @@ bool Channel::on_side_readable() {
       why = decode_abort(message, note);
       if (why.empty())
         fail_later(adopt_abort(note.error_class, note.blamed_rank, note.text, owner_.rank(), peer_rank_));
+    } else if (why.empty() && (kind == SideKind::probe || kind == SideKind::probe_answer)) {
+      uint64_t probe = 0;
+      why = decode_probe(message, probe);
+      if (why.empty() && kind == SideKind::probe) {
+        send_side(side_.get(), encode_probe(SideKind::probe_answer, probe));
+      } else if (why.empty()) {
+        uint64_t known = answered_probe_.load(std::memory_order_relaxed);
+        while (probe > known && !answered_probe_.compare_exchange_weak(known, probe, std::memory_order_acq_rel)) {
+        }
+      }
     } else if (why.empty()) {
       why = cat("a handshake message after the handshake");
     }
@@ -675,6 +685,15 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
   }
   for (Request* request : doomed) request->fail(error);
   if (tell_peer) send_side(side_.get(), abort_message);
+}
+
+void Channel::send_probe(uint64_t probe) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_ || peer_said_goodbye_ || we_said_goodbye_) return;
+  }
+  // A full socket buffer or a dead peer leaves the probe unanswered, which is the answer.
+  send_side(side_.get(), encode_probe(SideKind::probe, probe));
 }
 
 void Channel::send_goodbye() {

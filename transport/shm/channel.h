@@ -110,6 +110,9 @@ class Channel {
   // Orderly close.
   size_t pending_requests();
   void send_goodbye();
+  // Liveness over the side channel (Pair::send_liveness_probe); answered by the peer's progress thread.
+  void send_probe(uint64_t probe);
+  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
 
  private:
   struct Outgoing {
@@ -211,6 +214,7 @@ class Channel {
   std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks
   bool failed_ = false;
   bool peer_said_goodbye_ = false;
+  std::atomic<uint64_t> answered_probe_{0};
   std::atomic<bool> peer_gone_{false};  // peer_said_goodbye_, for post_send without mutex_
   bool we_said_goodbye_ = false;
   std::atomic<size_t> receives_waiting_{0};
@@ -247,6 +251,8 @@ class ShmPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  void send_liveness_probe(uint64_t probe) override { channel_.send_probe(probe); }
+  bool liveness_answered(uint64_t probe) const override { return channel_.probe_answered(probe); }
 
  private:
   std::shared_ptr<void> keep_alive_;

@@ -143,6 +143,18 @@ std::vector<std::byte> encode_confirm(const Confirm& confirm) {
 
 std::vector<std::byte> encode_goodbye() { return Writer(SideKind::goodbye).done(); }
 
+std::vector<std::byte> encode_probe(SideKind kind, uint64_t probe) {
+  Writer out(kind);
+  out.number(probe, 8);
+  return out.done();
+}
+
+std::string decode_probe(std::span<const std::byte> message, uint64_t& probe) {
+  Reader in(message);
+  if (!in.number(probe, 8) || in.left() != 0) return cat("a probe of ", message.size(), " bytes");
+  return "";
+}
+
 std::vector<std::byte> encode_abort(const AbortNote& note) {
   Writer out(SideKind::abort);
   out.number(note.error_class, 8).number(note.blamed_rank, 8);
@@ -158,7 +170,7 @@ std::string check_side_message(std::span<const std::byte> message, SideKind& kin
   for (size_t i = 0; i < 2; ++i) raw_kind |= static_cast<uint64_t>(message[6 + i]) << (8 * i);
   if (magic != kMagic) return cat("bad magic 0x", std::hex, magic);
   if (version != kVersion) return cat("version ", version, ", this rank speaks ", kVersion);
-  if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::challenge))
+  if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::probe_answer))
     return cat("unknown kind ", raw_kind);
   kind = static_cast<SideKind>(raw_kind);
   return "";

@@ -29,6 +29,8 @@ enum class FrameKind : uint16_t {
   data = 1,     // a tagged user message; payload = the message
   abort = 2,    // the sender's device aborted; payload = the error text, tag = its class
   goodbye = 3,  // the sender is closing its context normally; no payload
+  probe = 4,    // "are you alive?" tag_value = the probe's number; no payload
+  probe_answer = 5,  // the receiving side's progress answers a probe; tag_value echoed
 };
 
 struct FrameHeader {
@@ -69,7 +71,8 @@ inline FrameHeader decode_header(const std::byte* in) {
 }
 
 inline bool is_known_kind(FrameKind kind) {
-  return kind == FrameKind::data || kind == FrameKind::abort || kind == FrameKind::goodbye;
+  return kind == FrameKind::data || kind == FrameKind::abort || kind == FrameKind::goodbye ||
+         kind == FrameKind::probe || kind == FrameKind::probe_answer;
 }
 
 

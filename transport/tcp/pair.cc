@@ -379,6 +379,21 @@ void Connection::on_header() {
       if (frame_.payload_bytes != 0)
         return corrupt(cat("a goodbye frame with ", frame_.payload_bytes, " payload bytes"));
       return on_goodbye();
+    case FrameKind::probe: {
+      if (frame_.payload_bytes != 0) return corrupt(cat("a probe frame with ", frame_.payload_bytes, " payload bytes"));
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failed_ && !we_said_goodbye_ && fd_.valid()) queue_control_locked(FrameKind::probe_answer, frame_.tag_value);
+      return;
+    }
+    case FrameKind::probe_answer: {
+      if (frame_.payload_bytes != 0)
+        return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
+      uint64_t known = answered_probe_.load(std::memory_order_relaxed);
+      while (frame_.tag_value > known &&
+             !answered_probe_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
+      }
+      return;
+    }
   }
 }
 
@@ -615,6 +630,20 @@ void Connection::send_goodbye() {
     return;
   }
   update_write_interest_locked();
+}
+
+void Connection::queue_control_locked(FrameKind kind, uint64_t tag_value) {
+  OutgoingFrame& frame = send_queue_.emplace_back();
+  frame.header = encode_header({.kind = kind, .tag_value = tag_value});
+  if (send_queue_.size() > 1 || write_broken_) return;  // goes out behind what is queued
+  if (flush_locked() == 0) update_write_interest_locked();
+  // A write error is the reader's to report: it sees the end of the stream.
+}
+
+void Connection::send_probe(uint64_t probe) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_ || peer_said_goodbye_ || we_said_goodbye_ || !fd_.valid()) return;
+  queue_control_locked(FrameKind::probe, probe);
 }
 
 bool Connection::send_queue_empty() {

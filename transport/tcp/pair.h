@@ -96,6 +96,9 @@ class Connection {
   // Orderly close (device destructor).
   size_t pending_requests();
   void send_goodbye();
+  // Liveness (Pair::send_liveness_probe): a probe frame out, and whether its answer came back.
+  void send_probe(uint64_t probe);
+  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
   bool send_queue_empty();
   // After the progress thread stopped: half-close, drop what the peer still
   // sent (closing with unread bytes would reset the connection), close.
@@ -147,6 +150,8 @@ class Connection {
   void begin_data_payload();
   void finish_payload();
   void on_goodbye();
+  // Queues a frame without payload (probes and their answers). Holds mutex_.
+  void queue_control_locked(FrameKind kind, uint64_t tag_value);
   void on_end_of_stream(int error);
   void corrupt(const std::string& what);
   Tag frame_tag() const { return {frame_.tag_value, frame_.tag_signature, frame_.tag_group}; }
@@ -182,6 +187,7 @@ class Connection {
   LogLevel abort_after_read_level_ = LogLevel::warn;
   std::atomic<bool> reading_{true};
   std::atomic<bool> parked_{false};
+  std::atomic<uint64_t> answered_probe_{0};
   EpollInterest epoll_interest_;
   bool in_payload_ = false;
   EncodedHeader header_bytes_{};
@@ -208,6 +214,8 @@ class TcpPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  void send_liveness_probe(uint64_t probe) override { connection_.send_probe(probe); }
+  bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
 
  private:
   std::shared_ptr<void> keep_alive_;
