@@ -8,6 +8,7 @@
 #include "chorus/connect.h"
 #include "chorus/context.h"
 #include "chorus/features.h"
+#include "chorus/shrink.h"
 #include "chorus/work.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/file_store.h"

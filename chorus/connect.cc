@@ -56,7 +56,10 @@ Config read_config(const ConnectOptions& options, int rank) {
   return config;
 }
 
-std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions& options, const Config& config) {
+}  // namespace
+
+std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const ConnectOptions& options,
+                                              const Config& config, uint32_t generation) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
 
@@ -97,8 +100,9 @@ std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions
   std::iota(everyone.begin(), everyone.end(), 0);
   algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, *topology,
                                         std::move(communicator_settings));
-  auto context = detail::ContextAccess::make(
-      std::make_unique<detail::ContextState>(std::move(communicator), topology, options.timeout));
+  auto state = std::make_unique<detail::ContextState>(std::move(communicator), topology, options.timeout);
+  state->origin = detail::ContextState::Origin{bootstrap.store(), options, config, generation};
+  auto context = detail::ContextAccess::make(std::move(state));
   CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",
              context->local_rank(), " of ", context->local_size(), " on host ", connected.host_names[static_cast<size_t>(rank)]);
   const algorithms::CostModel& model = detail::communicator_of(*context).cost_model();
@@ -108,14 +112,12 @@ std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions
   return context;
 }
 
-}  // namespace
-
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
   if (size < 1 || rank < 0 || rank >= size)
     throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
-  return connect_with(bootstrap, options, read_config(options, rank));
+  return detail::connect_with(bootstrap, options, read_config(options, rank), 0);
 }
 
 std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
@@ -128,7 +130,7 @@ std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
   OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout, config.secret);
   StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
-  std::shared_ptr<Context> context = connect_with(bootstrap, options, config);
+  std::shared_ptr<Context> context = detail::connect_with(bootstrap, options, config, 0);
   if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
   return context;
 }

@@ -8,11 +8,16 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "algorithms/communicator.h"
+#include "base/config.h"
 #include "base/topology.h"
+#include "chorus/connect.h"
 #include "chorus/context.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/store.h"
 #include "chorus/work_queue.h"
 
 namespace chorus::detail {
@@ -35,6 +40,17 @@ struct ContextState {
   std::shared_ptr<const Topology> mesh_topology;
   std::chrono::milliseconds timeout;
   uint32_t sequence = 0;
+  // How a Context made by connect was made, for shrink (chorus/shrink.h): the
+  // job's store (null over MPI), the options and configuration, and which
+  // generation of the job it is (0 first, then one more per shrink). Unset
+  // on Contexts made by split.
+  struct Origin {
+    std::shared_ptr<Store> store;
+    ConnectOptions options;
+    Config config;
+    uint32_t generation = 0;
+  };
+  std::optional<Origin> origin;
   std::once_flag work_queue_once;
   std::unique_ptr<WorkQueue> work_queue_;
 };
@@ -45,6 +61,10 @@ struct ContextAccess {
   }
   static ContextState& state(const Context& context) { return *context.state_; }
 };
+
+// connect() once the configuration is read; shrink connects the survivors with it.
+std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions& options, const Config& config,
+                                      uint32_t generation);
 
 inline ContextState& state_of(const Context& context) { return ContextAccess::state(context); }
 inline const algorithms::Communicator& communicator_of(const Context& context) {

@@ -22,6 +22,9 @@ class Bootstrap {
   // Returns every rank's blob, indexed by rank (mine included).
   virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
   virtual void barrier() = 0;
+  // The store the ranks meet at, if they meet at one (null over MPI): where
+  // the survivors of a failed job agree to carry on (chorus/shrink.h).
+  virtual std::shared_ptr<Store> store() const { return nullptr; }
 };
 
 // Bootstrap over any Store. Writes O(1) keys per rank per round and reads them
@@ -34,6 +37,7 @@ class StoreBootstrap : public Bootstrap {
   int size() const override { return size_; }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
   void barrier() override;
+  std::shared_ptr<Store> store() const override { return store_; }
 
  private:
   std::shared_ptr<Store> store_;

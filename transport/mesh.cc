@@ -82,11 +82,31 @@ void Mesh::end_waiting() {
   for (const auto& device : devices_) device->end_waiting();
 }
 
+void Mesh::note_failure_locked(std::exception_ptr reason) {
+  if (!failure_) {
+    failure_ = reason;
+    try {
+      std::rethrow_exception(reason);
+    } catch (const IoError& error) {
+      const int blamed = error.peer_rank();
+      if (blamed >= 0 && blamed < size_ && blamed != rank_ &&
+          std::find(suspects_.begin(), suspects_.end(), blamed) == suspects_.end())
+        suspects_.push_back(blamed);
+    } catch (...) {
+    }
+  }
+  failed_.store(true, std::memory_order_release);
+}
+
+std::vector<int> Mesh::suspects() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return suspects_;
+}
+
 void Mesh::abort(std::exception_ptr reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) failure_ = reason;
-    failed_.store(true, std::memory_order_release);
+    note_failure_locked(reason);
   }
   for (const auto& device : devices_) device->abort(reason);
 }
@@ -101,8 +121,7 @@ std::exception_ptr Mesh::failure() const {
 void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) failure_ = reason;
-    failed_.store(true, std::memory_order_release);
+    note_failure_locked(reason);
   }
   // Asynchronously: this may be a transport's own progress thread, which must
   // not wait for another transport's thread.
@@ -125,6 +144,9 @@ std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {
     if (silent.empty() || deadline.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int peer : silent)
+    if (std::find(suspects_.begin(), suspects_.end(), peer) == suspects_.end()) suspects_.push_back(peer);
   return silent;
 }
 

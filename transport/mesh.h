@@ -74,8 +74,14 @@ class Mesh {
   // neighbour it happened to wait on. Returns as soon as every peer answered.
   std::vector<int> unresponsive_peers(std::chrono::milliseconds grace);
 
+  // Peers this rank has seen die or freeze: those a probe found silent and
+  // the one an IoError failure of this Mesh blamed. What shrink (chorus/
+  // shrink.h) tells the other survivors, so they need not wait for them.
+  std::vector<int> suspects() const;
+
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
+  void note_failure_locked(std::exception_ptr reason);
   const Link& link_of(int peer) const;
 
   int rank_;
@@ -86,6 +92,7 @@ class Mesh {
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> last_probe_{0};
+  std::vector<int> suspects_;  // under mutex_
 };
 
 }  // namespace chorus::transport

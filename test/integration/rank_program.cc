@@ -42,12 +42,13 @@ struct Arguments {
   bool big = false;              // correctness: add one allreduce of more than 64 MiB
   std::string stop_file;         // hostile: loop until this file exists (on any rank)
   int max_seconds = 60;          // loops: give up (and fail) after this long
+  int after = 100;               // shrink: checked allreduces among the survivors
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "rank_program: %s\nusage: rank_program correctness|loop|hostile|mismatch_count|mismatch_collective "
-               "[--timeout-ms N] [--variant NAME] [--big] [--stop-file PATH] [--max-seconds N]\n",
+               "rank_program: %s\nusage: rank_program correctness|loop|hostile|shrink|mismatch_count|mismatch_collective "
+               "[--timeout-ms N] [--variant NAME] [--big] [--stop-file PATH] [--max-seconds N] [--after N]\n",
                why);
   std::exit(2);
 }
@@ -67,6 +68,7 @@ Arguments parse_arguments(int argc, char** argv) {
     else if (flag == "--big") arguments.big = true;
     else if (flag == "--stop-file") arguments.stop_file = value();
     else if (flag == "--max-seconds") arguments.max_seconds = std::stoi(value());
+    else if (flag == "--after") arguments.after = std::stoi(value());
     else usage("unknown flag");
   }
   return arguments;
@@ -154,6 +156,71 @@ int run_loop(Context& context, const Arguments& arguments, bool expect_error) {
   }
   print_result(context.rank(), "ok", cat_fields("iterations=", iterations + 1), "");
   return expect_error ? 1 : 0;
+}
+
+// ---- shrink ----------------------------------------------------------------
+
+// Checked allreduces until one fails (a rank was killed or stopped), then
+// chorus::shrink and --after checked allreduces among the survivors. A rank
+// the survivors left behind reports status=excluded.
+int run_shrink(Context& context, const Arguments& arguments) {
+  const int rank = context.rank();
+  std::vector<float> data(size_t{1} << 18);
+  const int64_t give_up_at = monotonic_ms() + int64_t{arguments.max_seconds} * 1000;
+  std::string failure;
+  std::string failure_text;
+  try {
+    for (int64_t iteration = 0;; ++iteration) {
+      if (monotonic_ms() > give_up_at) {
+        print_result(rank, "no_error", cat_fields("iterations=", iteration), "the loop ran out of time");
+        return 1;
+      }
+      fill_loop_pattern(data, rank, iteration);
+      chorus::allreduce(context, std::span<float>(data), ReduceOp::sum);
+      if (std::string wrong = check_loop_pattern(data, context.size(), iteration); !wrong.empty()) {
+        print_result(rank, "wrong_result", "phase=before", wrong);
+        return 1;
+      }
+      if (iteration == 0) {
+        std::printf("READY rank=%d\n", rank);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const chorus::Error& error) {
+    failure = error_class(error);
+    failure_text = error.what();
+  }
+  const int64_t failed_at = monotonic_ms();
+  std::shared_ptr<Context> survivors;
+  try {
+    survivors = chorus::shrink(context);
+  } catch (const chorus::Aborted& error) {
+    print_result(rank, "excluded", cat_fields("phase=shrink failure=", failure), error.what());
+    return 0;
+  } catch (const chorus::Error& error) {
+    print_result(rank, error_class(error), cat_fields("phase=shrink failure=", failure), error.what());
+    return 1;
+  }
+  const int64_t shrunk_at = monotonic_ms();
+  try {
+    for (int64_t iteration = 0; iteration < arguments.after; ++iteration) {
+      fill_loop_pattern(data, survivors->rank(), iteration);
+      chorus::allreduce(*survivors, std::span<float>(data), ReduceOp::sum);
+      if (std::string wrong = check_loop_pattern(data, survivors->size(), iteration); !wrong.empty()) {
+        print_result(rank, "wrong_result", "phase=after", wrong);
+        return 1;
+      }
+    }
+  } catch (const chorus::Error& error) {
+    print_result(rank, error_class(error), "phase=after", error.what());
+    return 1;
+  }
+  print_result(rank, "ok",
+               cat_fields("failure=", failure, " new_rank=", survivors->rank(), " new_size=", survivors->size(),
+                          " after=", arguments.after, " shrink_ms=", shrunk_at - failed_at, " failed_at_ms=",
+                          failed_at),
+               failure_text);
+  return 0;
 }
 
 // ---- mismatches -----------------------------------------------------------
@@ -254,6 +321,7 @@ int main(int argc, char** argv) {
       if (arguments.stop_file.empty()) usage("hostile needs --stop-file");
       return run_loop(*context, arguments, /*expect_error=*/false);
     }
+    if (arguments.scenario == "shrink") return run_shrink(*context, arguments);
     if (arguments.scenario == "mismatch_count" || arguments.scenario == "mismatch_collective")
       return run_mismatch(*context, arguments);
     usage("unknown scenario");

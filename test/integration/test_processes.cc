@@ -236,6 +236,71 @@ TEST_CASE("a rank frozen with SIGSTOP is named by every survivor, and fails itse
   }
 }
 
+TEST_CASE("the survivors of a SIGKILLed or SIGSTOPped rank shrink to a new job and carry on bit-exactly",
+          "[processes][shrink]") {
+  const int64_t timeout_ms = 3000;
+  std::mt19937 random(std::random_device{}());
+  for (int trial = 0; trial < trials(); ++trial) {
+    for (int signal : {SIGKILL, SIGSTOP}) {
+      const char* name = signal == SIGKILL ? "SIGKILL" : "SIGSTOP";
+      // The file store outlives every rank (rank 0's embedded store would not).
+      RankJob job({4, StoreKind::file, {"shrink", "--timeout-ms", std::to_string(timeout_ms), "--max-seconds", "60"}});
+      require_job(job, job.wait_until([&] { return all_printed(job, "READY"); }, 60s), "not every rank got READY");
+      const int victim = static_cast<int>(random() % 4);
+      keep_running(job, std::chrono::milliseconds(random() % 500));
+      const int64_t signalled_at = driver_monotonic_ms();
+      job.signal(victim, signal);
+      const bool survivors_done = job.wait_until(
+          [&] {
+            for (int rank = 0; rank < job.size(); ++rank)
+              if (rank != victim && !job.exited(rank)) return false;
+            return true;
+          },
+          std::chrono::milliseconds(2 * timeout_ms + 20000));
+      INFO(job.transcript());
+      REQUIRE(survivors_done);
+      std::set<int> new_ranks;
+      for (int rank = 0; rank < job.size(); ++rank) {
+        if (rank == victim) continue;
+        auto result = job.result(rank);
+        REQUIRE(result.has_value());
+        INFO(name << " trial " << trial << " of rank " << victim << ": rank " << rank << ": " << field(*result, "what"));
+        report("shrink after ", name, " of rank ", victim, ": rank ", rank, " ", field(*result, "status"),
+               " (failed with ", field(*result, "failure"), " ", field_number(*result, "failed_at_ms") - signalled_at,
+               " ms after the signal, shrank in ", field(*result, "shrink_ms"), " ms) -> rank ",
+               field(*result, "new_rank"), " of ", field(*result, "new_size"), ", ", field(*result, "after"),
+               " checked allreduces");
+        CHECK(field(*result, "status") == "ok");
+        // The error that ended the old job named the victim, in time.
+        if (signal == SIGKILL) CHECK(names_rank(field(*result, "what"), victim));
+        else CHECK_THAT(field(*result, "what"), Catch::Contains(cat_rank(victim) + " does not answer"));
+        CHECK(field_number(*result, "failed_at_ms") - signalled_at <= timeout_ms + 2000);
+        CHECK(field(*result, "new_size") == "3");
+        CHECK(field(*result, "after") == "100");
+        // Renumbered in the old order: the old rank minus the dead ranks below it.
+        CHECK(field_number(*result, "new_rank") == rank - (victim < rank ? 1 : 0));
+        new_ranks.insert(static_cast<int>(field_number(*result, "new_rank")));
+        CHECK(job.exit_status(rank) == 0);
+      }
+      CHECK(new_ranks.size() == 3);
+      if (signal == SIGSTOP) {
+        // Woken, the stopped rank gets an error, not a seat.
+        job.signal(victim, SIGCONT);
+        const bool done = job.wait_for_exit(victim, std::chrono::milliseconds(2 * timeout_ms + 10000));
+        CHECK(done);
+        if (done) {
+          auto result = job.result(victim);
+          REQUIRE(result.has_value());
+          report("shrink: the stopped rank ", victim, " after SIGCONT: ", field(*result, "status"), ": ",
+                 field(*result, "what"));
+          CHECK(field(*result, "status") == "excluded");
+          CHECK(job.exit_status(victim) == 0);
+        }
+      }
+    }
+  }
+}
+
 // Runs a job where ranks disagree about one collective; every rank must fail
 // in time with its buffers' guard bytes and input intact (the rank program
 // exits 0 only then).
