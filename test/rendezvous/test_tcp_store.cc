@@ -3,16 +3,19 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
+#include <optional>
 #include <cstring>
 #include <random>
 #include <thread>
 
 #include "base/error.h"
 #include "rendezvous/store.h"
+#include "rendezvous/store_url.h"
 #include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous_test_helpers.h"
@@ -451,4 +454,50 @@ TEST_CASE("TcpStoreServer refuses values past its byte limit and frees what remo
   REQUIRE(store.remove("a"));
   store.set("b", std::vector<std::byte>(995));
   REQUIRE_THROWS_AS(store.add("counter", 1), chorus::InvalidArgument);
+}
+
+namespace {
+
+// An IPv4 address of this machine other than loopback, if it has one.
+std::optional<in_addr> non_loopback_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<in_addr> found;
+  for (ifaddrs* entry = list; entry != nullptr && !found; entry = entry->ifa_next) {
+    if (!entry->ifa_addr || entry->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr address = reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr;
+    if ((ntohl(address.s_addr) >> 24) != 127) found = address;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+bool accepts_connections(in_addr address, uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(port);
+  target.sin_addr = address;
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+}  // namespace
+
+TEST_CASE("rank 0's embedded store listens only on the address its URL names", "[tcp_store]") {
+  const uint16_t port = free_port();
+  const chorus::JobSecret secret("the embedded store's job secret");
+  chorus::OpenedStore opened = chorus::open_store("tcp://127.0.0.1:" + std::to_string(port), 0, "bind-job", 2s, secret);
+  REQUIRE(opened.keep_alive);  // rank 0 hosts it
+  opened.store->set("k", bytes("v"));
+  in_addr loopback{};
+  loopback.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(accepts_connections(loopback, port));
+  const std::optional<in_addr> other = non_loopback_address();
+  if (!other) {
+    WARN("this machine has no address but loopback: the other half of the check cannot run");
+    return;
+  }
+  CHECK_FALSE(accepts_connections(*other, port));
 }
