@@ -24,6 +24,14 @@ class IoError : public Error {
   int peer_rank_;
 };
 
+// The peer's process is gone: its connection ended or was reset without a
+// goodbye or an abort (killed, crashed, or exited without closing its
+// Context). Other ranks learn it as the same error, naming the same peer.
+class PeerLostError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 class TimeoutError : public Error { public: using Error::Error; };
 class InvalidArgument : public Error { public: using Error::Error; };
 // Ranks disagree on the collective, its size, type, op or root.

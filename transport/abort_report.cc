@@ -1,13 +1,17 @@
 // Errors to abort reports and back.
 #include "transport/abort_report.h"
 
+#include <limits>
+
 #include "base/error.h"
 #include "base/log.h"
 
 namespace chorus::transport {
 namespace {
 
-enum class ErrorClass : uint64_t { other = 0, io = 1, timeout = 2, invalid_argument = 3, mismatch = 4, aborted = 5 };
+enum class ErrorClass : uint64_t {
+  other = 0, io = 1, timeout = 2, invalid_argument = 3, mismatch = 4, aborted = 5, peer_lost = 6,
+};
 
 constexpr uint64_t kNoBlamedRank = ~uint64_t{0};
 
@@ -19,6 +23,10 @@ AbortReport report_abort(std::exception_ptr error) {
   report.text = "unknown error";
   try {
     if (error) std::rethrow_exception(error);
+  } catch (const PeerLostError& e) {
+    kind = ErrorClass::peer_lost;
+    if (e.peer_rank() >= 0) report.blamed_rank = static_cast<uint64_t>(e.peer_rank());
+    report.text = e.what();
   } catch (const IoError& e) {
     kind = ErrorClass::io;
     if (e.peer_rank() >= 0) report.blamed_rank = static_cast<uint64_t>(e.peer_rank());
@@ -52,6 +60,13 @@ std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::
       int blamed = blamed_rank == kNoBlamedRank ? peer_rank : static_cast<int>(blamed_rank);
       if (blamed == my_rank) blamed = peer_rank;  // we cannot be our own dead peer
       return std::make_exception_ptr(IoError(message, blamed));
+    }
+    case ErrorClass::peer_lost: {
+      // Only a rank named by the report: the relaying peer is alive (it sent this).
+      if (blamed_rank > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
+          static_cast<int>(blamed_rank) == my_rank)
+        return std::make_exception_ptr(IoError(message, peer_rank));
+      return std::make_exception_ptr(PeerLostError(message, static_cast<int>(blamed_rank)));
     }
     case ErrorClass::timeout: return std::make_exception_ptr(TimeoutError(message));
     case ErrorClass::invalid_argument: return std::make_exception_ptr(InvalidArgument(message));

@@ -87,7 +87,7 @@ void Mesh::note_failure_locked(std::exception_ptr reason) {
     failure_ = reason;
     try {
       std::rethrow_exception(reason);
-    } catch (const IoError& error) {
+    } catch (const PeerLostError& error) {  // evidence of death, not a consequence of it
       const int blamed = error.peer_rank();
       if (blamed >= 0 && blamed < size_ && blamed != rank_ &&
           std::find(suspects_.begin(), suspects_.end(), blamed) == suspects_.end())

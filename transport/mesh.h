@@ -75,7 +75,7 @@ class Mesh {
   std::vector<int> unresponsive_peers(std::chrono::milliseconds grace);
 
   // Peers this rank has seen die or freeze: those a probe found silent and
-  // the one an IoError failure of this Mesh blamed. What shrink (chorus/
+  // the one a PeerLostError ending this Mesh named (its own or relayed). What shrink (chorus/
   // shrink.h) tells the other survivors, so they need not wait for them.
   std::vector<int> suspects() const;
 

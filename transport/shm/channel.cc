@@ -547,7 +547,7 @@ bool Channel::on_side_readable() {
       }
       if (expected || owner_.shutting_down()) return true;
       const std::string how = received < 0 ? errno_text(errno) : "end of stream";
-      fail_later(std::make_exception_ptr(IoError(
+      fail_later(std::make_exception_ptr(PeerLostError(
           cat("rank ", owner_.rank(), ": connection to ", peer_label_, " closed by the peer (", how,
               ": its process exited or was killed without closing its context)"),
           peer_rank_)));

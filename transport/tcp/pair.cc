@@ -143,11 +143,11 @@ std::exception_ptr Connection::write_error(int error) {
     const OutgoingFrame& frame = send_queue_.front();
     sending = cat(" while sending ", describe_tag(frame.tag.group, frame.tag.value), " (", frame.payload.size(), " bytes)");
   }
-  bool closed = error == EPIPE || error == ECONNRESET;
-  return std::make_exception_ptr(IoError(
-      cat("rank ", owner_.rank(), ": connection to ", peer_label_,
-          closed ? " closed by the peer (" : " failed (", errno_text(error), ")", sending),
-      peer_rank_));
+  const std::string message = cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+                                  error == EPIPE || error == ECONNRESET ? " closed by the peer (" : " failed (",
+                                  errno_text(error), ")", sending);
+  if (error == EPIPE || error == ECONNRESET) return std::make_exception_ptr(PeerLostError(message, peer_rank_));
+  return std::make_exception_ptr(IoError(message, peer_rank_));
 }
 
 bool Connection::leave_reset_to_reader_locked(int error) {
@@ -511,10 +511,9 @@ void Connection::on_end_of_stream(int error) {
     return;
   }
   std::string how = error ? errno_text(error) : "end of stream";
-  abort_after_read(std::make_exception_ptr(IoError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
-                                                       " closed by the peer (", how, " ",
-                                                       receiving_text(), ")"),
-                                                   peer_rank_)),
+  abort_after_read(std::make_exception_ptr(PeerLostError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+                                                             " closed by the peer (", how, " ", receiving_text(), ")"),
+                                                         peer_rank_)),
                    LogLevel::warn);
 }
 
