@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ struct SoakOptions {
   int batch = 4;
   bool keep_going = false;
   bool trace = false;
+  // Flip a byte of each rank's first result from this collective on.
+  std::optional<uint64_t> inject_wrong;
 };
 
 std::string human_bytes(double bytes) {
@@ -97,6 +100,9 @@ class Tally {
   }
   void wrong() { ++values_[wrong_at]; }
   uint64_t wrong_count() const { return values_[wrong_at]; }
+  void injected(bool caught) { ++values_[caught ? caught_at : missed_at]; }
+  uint64_t caught_count() const { return values_[caught_at]; }
+  uint64_t missed_count() const { return values_[missed_at]; }
 
   void sum_over_ranks(Context& context) {
     allreduce(context, std::span<uint64_t>(values_), ReduceOp::sum);
@@ -159,7 +165,9 @@ class Tally {
   static constexpr size_t types_at = bytes_at + kind_count;
   static constexpr size_t flags_at = types_at + type_count;
   static constexpr size_t wrong_at = flags_at + flag_count;
-  static constexpr size_t autos_at = wrong_at + 1;
+  static constexpr size_t caught_at = wrong_at + 1;  // --inject-wrong
+  static constexpr size_t missed_at = caught_at + 1;
+  static constexpr size_t autos_at = missed_at + 1;
   static constexpr size_t algorithms_at = autos_at + collectives;
   static size_t size() { return algorithms_at + algorithms::all_algorithms().size(); }
 
@@ -187,6 +195,7 @@ struct Pending {
   std::string where;  // which group it ran on, for reports
   int index = 0;        // in its step
   uint64_t number = 0;  // collectives before it
+  bool injected = false;
   std::unique_ptr<verify::CheckedCall> checked;
   // sendrecv
   std::vector<std::byte> outgoing, sent, incoming, expected;
@@ -233,6 +242,12 @@ struct Pending {
 
   void wait() {
     for (Work& work : works) work.wait();
+  }
+
+  // The bytes check() compares (empty where this rank gets no result).
+  std::span<std::byte> result() {
+    if (operation.kind != Kind::sendrecv) return checked->result_bytes();
+    return {incoming.data(), expected.size()};
   }
 
   std::string check() const {
@@ -311,7 +326,15 @@ class Soak {
                     static_cast<unsigned long long>(tally_.calls()), static_cast<unsigned long long>(generated));
       std::fflush(stdout);
     }
-    return wrong == 0 && tally_.calls() == generated ? 0 : 1;
+    bool ok = wrong == 0 && tally_.calls() == generated;
+    if (options_.inject_wrong) {
+      if (rank == 0)
+        std::printf("chorus-soak: --inject-wrong: %llu flipped bytes caught, %llu missed\n",
+                    static_cast<unsigned long long>(tally_.caught_count()),
+                    static_cast<unsigned long long>(tally_.missed_count()));
+      ok = ok && tally_.missed_count() == 0 && tally_.caught_count() > 0;
+    }
+    return ok ? 0 : 1;
   }
 
  private:
@@ -415,14 +438,30 @@ class Soak {
         report("error", step, *item, cat(describe(item->operation), ": threw ", error.what()));
         return false;
       }
+      maybe_inject(*item);
       const std::string failure = item->check();
-      if (!failure.empty()) {
+      if (item->injected) {
+        tally_.injected(!failure.empty());
+        if (failure.empty()) report("MISSED", step, *item, "the byte flipped by --inject-wrong went unnoticed");
+        else report("caught the wrong byte --inject-wrong flipped", step, *item, failure);
+        if (failure.empty()) ok = false;
+      } else if (!failure.empty()) {
         tally_.wrong();
         report("WRONG RESULT", step, *item, failure);
         ok = false;
       }
     }
     return ok;
+  }
+
+  // --inject-wrong: corrupts one byte of this rank's first non-empty result
+  // from that collective on, after the call and before the check.
+  void maybe_inject(Pending& item) {
+    if (injected_ || !options_.inject_wrong || item.number < *options_.inject_wrong) return;
+    const std::span<std::byte> result = item.result();
+    if (result.empty()) return;
+    result[result.size() / 2] ^= std::byte{0x10};
+    item.injected = injected_ = true;
   }
 
   void report(const char* what, uint64_t step, const Pending& item, const std::string& detail) {
@@ -446,6 +485,7 @@ class Soak {
   uint64_t splits_ = 0;
   uint64_t control_ = 0;
   uint64_t report_every_ = 0;
+  bool injected_ = false;
   Tally tally_;
   Clock::time_point start_;
 };
@@ -484,6 +524,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   app.add_flag("--keep-going", options.keep_going, "Count wrong results and go on instead of exiting at the first");
   app.add_flag("--trace", options.trace, "Print every call before it is issued (every rank)");
+  app.add_option("--inject-wrong", options.inject_wrong,
+                 "Test the checking: every rank flips a byte of its first result from this collective on; the run "
+                 "passes only if every flipped byte is reported and nothing else is wrong");
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<Context> context;

@@ -355,6 +355,11 @@ CheckedCall::~CheckedCall() = default;
 
 const Case& CheckedCall::test() const { return state_->test; }
 
+std::span<std::byte> CheckedCall::result_bytes() {
+  if (state_->expected.empty()) return {};
+  return {state_->result, state_->expected.size()};
+}
+
 Work CheckedCall::issue(Context& context) {
   State& s = *state_;
   return s.test.typed ? invoke_typed(context, s.test, s.in, s.in_elements, s.out, s.out_elements, s.whole)
