@@ -4,51 +4,18 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "verify/reference_data.h"
 
 namespace chorus::bench {
 namespace {
 
-// Every generated value is a small integer, so every type holds it exactly
-// and sums, products, min and max of them are exact whatever the order.
-int64_t input_value(ReduceOp op, int rank, int size, size_t index) {
-  switch (op) {
-    case ReduceOp::sum: return static_cast<int64_t>(index % 5) + rank % 3;
-    case ReduceOp::prod: return (rank < 3 && (index + static_cast<size_t>(rank)) % 2 == 0) ? 2 : 1;
-    case ReduceOp::min:
-    case ReduceOp::max: return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13) % 29);
-    // Rank 0 adds `size`, so the average is exactly (index % 5) + 1.
-    case ReduceOp::avg: return static_cast<int64_t>(index % 5) + (rank == 0 ? size : 0);
-    case ReduceOp::band:
-    case ReduceOp::bor:
-    case ReduceOp::bxor: return static_cast<int64_t>((index * 31 + static_cast<size_t>(rank) * 17) & 0x7f);
-  }
-  return 0;
-}
-
-int64_t reduced_value(ReduceOp op, int size, size_t index) {
-  int64_t result = input_value(op, 0, size, index);
-  for (int rank = 1; rank < size; ++rank) {
-    int64_t value = input_value(op, rank, size, index);
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg: result += value; break;
-      case ReduceOp::prod: result *= value; break;
-      case ReduceOp::min: result = value < result ? value : result; break;
-      case ReduceOp::max: result = value > result ? value : result; break;
-      case ReduceOp::band: result &= value; break;
-      case ReduceOp::bor: result |= value; break;
-      case ReduceOp::bxor: result ^= value; break;
-    }
-  }
-  if (op == ReduceOp::avg) result /= size;
-  return result;
-}
-
-// Data that is only moved: differs between ranks and along the buffer, so a
-// block landing in the wrong place is caught.
-int64_t moved_value(int rank, size_t index) {
-  return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13 + 3) % 101);
-}
+// The value patterns of verify/reference_data.h: small integers, so every
+// type holds them exactly and sums, products, min and max of them are exact
+// whatever the order; moved data differs between ranks and along the buffer,
+// so a block landing in the wrong place is caught.
+using verify::moved_input;
+using verify::reduced_value;
+using verify::reduction_input;
 
 template <class T>
 T to_element(int64_t value) {
@@ -158,13 +125,13 @@ void fill_input(Operation operation, DataType type, ReduceOp op, int rank, int s
       case Operation::allreduce:
       case Operation::reduce:
       case Operation::reduce_scatter:
-        fill<T>(data, elements, [&](size_t i) { return input_value(op, rank, size, i); });
+        fill<T>(data, elements, [&](size_t i) { return reduction_input(op, rank, size, i); });
         break;
       case Operation::broadcast:
         // Non-roots start from a pattern the broadcast must overwrite.
-        fill<T>(data, elements, [&](size_t i) { return rank == root ? moved_value(root, i) : int64_t{-1}; });
+        fill<T>(data, elements, [&](size_t i) { return rank == root ? moved_input(root, i) : int64_t{-1}; });
         break;
-      default: fill<T>(data, elements, [&](size_t i) { return moved_value(rank, i); }); break;
+      default: fill<T>(data, elements, [&](size_t i) { return moved_input(rank, i); }); break;
     }
     return 0;
   });
@@ -182,20 +149,20 @@ size_t count_wrong(Operation operation, DataType type, ReduceOp op, int rank, in
         return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, i); });
       case Operation::reduce_scatter:
         return compare<T>(output, count, [&](size_t i) { return reduced_value(op, size, own * count + i); });
-      case Operation::broadcast: return compare<T>(output, count, [&](size_t i) { return moved_value(root, i); });
+      case Operation::broadcast: return compare<T>(output, count, [&](size_t i) { return moved_input(root, i); });
       case Operation::gather:
         if (rank != root) return 0;
         [[fallthrough]];
       case Operation::allgather:
         // Block r came from rank r's input.
         return compare<T>(output, count * static_cast<size_t>(size),
-                          [&](size_t i) { return moved_value(static_cast<int>(i / count), i % count); });
+                          [&](size_t i) { return moved_input(static_cast<int>(i / count), i % count); });
       case Operation::scatter:
-        return compare<T>(output, count, [&](size_t i) { return moved_value(root, own * count + i); });
+        return compare<T>(output, count, [&](size_t i) { return moved_input(root, own * count + i); });
       case Operation::alltoall:
         // Block p came from rank p's block number `rank`.
         return compare<T>(output, count * static_cast<size_t>(size),
-                          [&](size_t i) { return moved_value(static_cast<int>(i / count), own * count + i % count); });
+                          [&](size_t i) { return moved_input(static_cast<int>(i / count), own * count + i % count); });
       case Operation::barrier: return 0;
     }
     return 0;

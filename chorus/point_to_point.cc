@@ -47,7 +47,10 @@ struct Message {
     call.collective = Collective::send;
     call.count = count;
     call.type = type;
-    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call), group};
+    // A send finishes once the transport holds the data, received or not:
+    // eager, so a blocking send never waits for the peer's recv.
+    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call), group,
+            direction == Direction::send};
   }
   std::string describe(int rank) const {
     return cat("rank ", rank, ": ", name(), " of ", count, " ", to_string(type),

@@ -52,6 +52,12 @@ struct Tag {
   uint64_t value = 0;
   uint64_t signature = 0;
   uint64_t group = 0;
+  // Sends only; neither matched nor sent. The send must finish without
+  // waiting for the peer to post its receive (a point-to-point send, which
+  // the API promises finishes once the transport holds the data). A
+  // transport whose large sends otherwise wait for the receiver (shm's
+  // single-copy pulls) moves such a message through its own buffers.
+  bool eager = false;
 };
 
 // What receives match on, as a hash-map key.

@@ -6,10 +6,16 @@
 #include "algorithms/registry.h"
 #include "base/log.h"
 #include "base/topology.h"
-#include "test/collectives/collective_cases.h"
+#include "verify/collective_cases.h"
 
 namespace chorus::collective_test {
 namespace {
+
+using verify::algorithm_support;
+using verify::Case;
+using verify::describe;
+using verify::run_case;
+using verify::Support;
 
 using algorithms::Algorithm;
 using algorithms::Collective;
@@ -163,28 +169,6 @@ std::vector<Case> cases_for(const Algorithm& algorithm, int rank, int size) {
   return list.cases();
 }
 
-// The algorithm must answer the same for every rank's view of the call, or
-// some ranks would run it and others not.
-enum class Support { all, none, some };
-
-Support support_of(const Algorithm& algorithm, const Case& test,
-                   const std::shared_ptr<const Topology>& topology) {
-  int supported = 0;
-  for (int rank = 0; rank < test.call.size; ++rank) {
-    Case of_rank = test;
-    of_rank.call.rank = rank;
-    if (!of_rank.call.send_counts.empty()) of_rank.call.send_counts = {1};
-    algorithms::Call call = library_call(of_rank);
-    call.topology = topology;
-    // The algorithm layer runs an in-place reduce_scatter out of place into
-    // a block buffer (see run.cc), so that is what the algorithm must serve.
-    if (call.collective == Collective::reduce_scatter) call.in_place = false;
-    supported += algorithm.supports(call) ? 1 : 0;
-  }
-  if (supported == test.call.size) return Support::all;
-  return supported == 0 ? Support::none : Support::some;
-}
-
 }  // namespace
 
 MatrixOutcome run_matrix(Context& context) {
@@ -216,7 +200,7 @@ MatrixOutcome run_matrix(Context& context) {
       if (as_auto) {
         test.algorithm = "auto";
       } else {
-        const Support support = support_of(*algorithm, test, topology);
+        const Support support = algorithm_support(*algorithm, test, topology);
         if (support == Support::some) {
           outcome.failure = cat(describe(test), ": supported on some ranks but not on others");
           return outcome;

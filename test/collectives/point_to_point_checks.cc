@@ -73,6 +73,27 @@ std::string async_ring(Context& context) {
   return expect_message(incoming, tag, left, "async ring");
 }
 
+// Everyone sends to its right neighbour with a blocking send, then
+// receives from its left: send must finish before the peer posts its recv
+// (point_to_point.h), also for messages shm would otherwise copy with a
+// single-copy pull (from 64 KiB), which waits for the receive, and for
+// messages larger than its 1 MiB ring. Found by chorus-soak: this ring
+// timed out over shared memory.
+std::string blocking_ring(Context& context) {
+  const int right = (context.rank() + 1) % context.size();
+  const int left = (context.rank() + context.size() - 1) % context.size();
+  uint32_t tag = 20;
+  for (size_t count : {size_t{12289}, size_t{300007}}) {
+    std::vector<int64_t> outgoing = message(tag, context.rank(), count);
+    std::vector<int64_t> incoming(count);
+    send(context, std::span(outgoing), right, tag);
+    recv(context, std::span(incoming), left, tag);
+    if (auto failure = expect_message(incoming, tag, left, "blocking ring"); !failure.empty()) return failure;
+    ++tag;
+  }
+  return "";
+}
+
 // Rank 1 sends tags 1, 2, 3; rank 0 receives 3, then 1, then 2. Then rank 0
 // sends two messages with one tag; rank 1 must get them in order.
 std::string tag_order(Context& context) {
@@ -144,7 +165,8 @@ std::string check_point_to_point(Context& context, size_t& checks) {
   if (context.size() < 2) return "";
   using Check = std::string (*)(Context&);
   const std::pair<const char*, Check> all[] = {
-      {"ping-pong", ping_pong}, {"async ring", async_ring}, {"tag order", tag_order}, {"interleaved", interleaved}};
+      {"ping-pong", ping_pong},     {"async ring", async_ring},   {"blocking ring", blocking_ring},
+      {"tag order", tag_order},     {"interleaved", interleaved}};
   for (auto [name, check] : all) {
     std::string failure;
     try {

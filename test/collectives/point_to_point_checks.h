@@ -1,6 +1,7 @@
 // Point-to-point send/recv on a healthy Context: ping-pong, a ring of async
-// exchanges, tags received out of order, FIFO within one tag, messages
-// interleaved with collectives, and polling an async receive.
+// exchanges, a ring of blocking sends before receives (large messages too),
+// tags received out of order, FIFO within one tag, messages interleaved
+// with collectives, and polling an async receive.
 #pragma once
 
 #include <cstddef>

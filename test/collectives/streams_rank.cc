@@ -21,12 +21,12 @@
 
 #include "algorithms/striping.h"
 #include "base/log.h"
-#include "test/collectives/collective_cases.h"
+#include "verify/collective_cases.h"
 
 namespace {
 
 using namespace chorus;
-using namespace chorus::collective_test;
+using namespace chorus::verify;
 using algorithms::Collective;
 using Clock = std::chrono::steady_clock;
 

@@ -88,6 +88,36 @@ TEST_CASE("transport: messages of 0 B to 256 MiB arrive intact, receive posted b
   REQUIRE_FALSE(mesh.device(1).failure());
 }
 
+TEST_CASE("transport: an eager send finishes before its receive is posted, whatever its size", "[transport]") {
+  // Point-to-point sends are eager (Tag::eager): chorus::send promises to
+  // finish once the transport holds the data, so a ring of blocking sends
+  // before receives cannot deadlock. shm's single-copy pulls (from 64 KiB)
+  // would wait for the receive; above its 1 MiB ring the receiver's thread
+  // drains the ring into its own buffer.
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;  // outlives the mesh
+  TestMesh mesh = make_mesh(transport, 2);
+  uint64_t value = 500;
+  for (size_t size : {size_t{64} << 10, size_t{100000}, (size_t{1} << 20) + 1, size_t{4} << 20}) {
+    INFO("message of " << size << " bytes");
+    const auto outgoing = pattern(value, size);
+    Tag tag{value, 3};
+    tag.eager = true;
+    Request& send = requests.add();
+    mesh.pair(0, 1).post_send(send, tag, outgoing);
+    wait_ok(send, 10s);
+    ReceiveBuffer incoming(size);
+    Request& recv = requests.add();
+    mesh.pair(1, 0).post_recv(recv, {value, 3}, incoming.data());
+    wait_ok(recv);
+    CHECK(first_mismatch(incoming.data(), value) == size);
+    CHECK(incoming.guard_intact());
+    ++value;
+  }
+  REQUIRE_FALSE(mesh.device(0).failure());
+  REQUIRE_FALSE(mesh.device(1).failure());
+}
+
 TEST_CASE("transport: a receive posted while its message is still arriving", "[transport]") {
   FOR_EACH_TRANSPORT(transport);
   Requests requests;  // outlives the mesh

@@ -79,7 +79,8 @@ void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> da
     if (peer_gone_.load(std::memory_order_acquire)) {
       error = closed_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)));
     } else {
-      const bool pull = peer_pulls_ && data.size() >= pull_threshold_;
+      // An eager send (point to point) must not wait for the receive a pull waits for.
+      const bool pull = peer_pulls_ && !tag.eager && data.size() >= pull_threshold_;
       send_queue_.push_back({&request, tag, data, 0, false, pull});
       outgoing_waiting_.fetch_add(1, std::memory_order_relaxed);
       doorbell = flush_locked();

@@ -1,10 +1,10 @@
-#include "test/collectives/reference_data.h"
+#include "verify/reference_data.h"
 
 #include <cstring>
 
 #include "base/half.h"
 
-namespace chorus::collective_test {
+namespace chorus::verify {
 namespace {
 
 void store(DataType type, std::byte* base, size_t index, int64_t value) {
@@ -28,23 +28,7 @@ bool reduces(Collective collective) {
          collective == Collective::reduce_scatter;
 }
 
-int64_t reduced_value(const Call& call, size_t index) {
-  int64_t result = input_value(call, 0, index);
-  for (int rank = 1; rank < call.size; ++rank) {
-    const int64_t value = input_value(call, rank, index);
-    switch (call.op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg: result += value; break;
-      case ReduceOp::prod: result *= value; break;
-      case ReduceOp::min: result = value < result ? value : result; break;
-      case ReduceOp::max: result = value > result ? value : result; break;
-      case ReduceOp::band: result &= value; break;
-      case ReduceOp::bor: result |= value; break;
-      case ReduceOp::bxor: result ^= value; break;
-    }
-  }
-  return call.op == ReduceOp::avg ? result / call.size : result;
-}
+int64_t reduced_value_of(const Call& call, size_t index) { return reduced_value(call.op, call.size, index); }
 
 size_t sum(const std::vector<size_t>& counts, size_t first, size_t last) {
   size_t total = 0;
@@ -66,20 +50,45 @@ size_t alltoallv_count(int from, int to, size_t scale) {
   return static_cast<size_t>((from + 2 * to) % 3) * (scale + 1);
 }
 
-int64_t input_value(const Call& call, int rank, size_t index) {
-  if (!reduces(call.collective)) return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13 + 3) % 101);
-  switch (call.op) {
+int64_t reduction_input(ReduceOp op, int rank, int size, size_t index) {
+  switch (op) {
     case ReduceOp::sum: return static_cast<int64_t>(index % 5) + rank % 3;
     case ReduceOp::prod: return (rank < 3 && (index + static_cast<size_t>(rank)) % 2 == 0) ? 2 : 1;
     case ReduceOp::min:
     case ReduceOp::max: return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13) % 29);
-    // Rank 0 adds `size`, so the average is exactly (index % 5) + 1.
-    case ReduceOp::avg: return static_cast<int64_t>(index % 5) + (rank == 0 ? call.size : 0);
+    case ReduceOp::avg: return static_cast<int64_t>(index % 5) + (rank == 0 ? size : 0);
     case ReduceOp::band:
     case ReduceOp::bor:
     case ReduceOp::bxor: return static_cast<int64_t>((index * 31 + static_cast<size_t>(rank) * 17) & 0x7f);
   }
   return 0;
+}
+
+int64_t reduced_value(ReduceOp op, int size, size_t index) {
+  int64_t result = reduction_input(op, 0, size, index);
+  for (int rank = 1; rank < size; ++rank) {
+    const int64_t value = reduction_input(op, rank, size, index);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: result += value; break;
+      case ReduceOp::prod: result *= value; break;
+      case ReduceOp::min: result = value < result ? value : result; break;
+      case ReduceOp::max: result = value > result ? value : result; break;
+      case ReduceOp::band: result &= value; break;
+      case ReduceOp::bor: result |= value; break;
+      case ReduceOp::bxor: result ^= value; break;
+    }
+  }
+  return op == ReduceOp::avg ? result / size : result;
+}
+
+int64_t moved_input(int rank, size_t index) {
+  return static_cast<int64_t>((index * 7 + static_cast<size_t>(rank) * 13 + 3) % 101);
+}
+
+int64_t input_value(const Call& call, int rank, size_t index, size_t salt) {
+  if (!reduces(call.collective)) return moved_input(rank, index + salt);
+  return reduction_input(call.op, rank, call.size, index + salt);
 }
 
 size_t input_elements(const Call& call) {
@@ -125,18 +134,18 @@ size_t output_elements(const Call& call) {
   return 0;
 }
 
-std::vector<std::byte> input_bytes_of(const Call& call, int rank) {
+std::vector<std::byte> input_bytes_of(const Call& call, int rank, size_t salt) {
   Call of_rank = call;
   of_rank.rank = rank;
   const size_t elements = input_elements(of_rank);
   std::vector<std::byte> bytes(elements * call.element_bytes());
   if (call.collective == Collective::broadcast && rank == call.root) bytes.resize(call.bytes());
   const size_t filled = bytes.size() / call.element_bytes();
-  for (size_t i = 0; i < filled; ++i) store(call.type, bytes.data(), i, input_value(call, rank, i));
+  for (size_t i = 0; i < filled; ++i) store(call.type, bytes.data(), i, input_value(call, rank, i, salt));
   return bytes;
 }
 
-std::vector<std::byte> expected_output(const Call& call) {
+std::vector<std::byte> expected_output(const Call& call, size_t salt) {
   const size_t elements = output_elements(call);
   std::vector<std::byte> bytes(elements * call.element_bytes());
   std::byte* out = bytes.data();
@@ -144,16 +153,16 @@ std::vector<std::byte> expected_output(const Call& call) {
   switch (call.collective) {
     case Collective::allreduce:
     case Collective::reduce:
-      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, reduced_value(call, i));
+      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, reduced_value_of(call, i + salt));
       break;
     case Collective::reduce_scatter: {
       const size_t offset = call.block_offset(call.rank);
-      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, reduced_value(call, offset + i));
+      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, reduced_value_of(call, offset + i + salt));
       break;
     }
     case Collective::broadcast:
     case Collective::recv:
-      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, input_value(call, call.root, i));
+      for (size_t i = 0; i < elements; ++i) store(call.type, out, i, input_value(call, call.root, i, salt));
       break;
     case Collective::allgather:
     case Collective::gather:
@@ -161,12 +170,12 @@ std::vector<std::byte> expected_output(const Call& call) {
       for (int from = 0; from < call.size; ++from) {
         const size_t offset = call.block_offset(from);
         for (size_t j = 0; j < call.block_count(from); ++j)
-          store(call.type, out, offset + j, input_value(call, from, j));
+          store(call.type, out, offset + j, input_value(call, from, j, salt));
       }
       break;
     case Collective::scatter: {
       const size_t offset = call.block_offset(call.rank);
-      for (size_t j = 0; j < elements; ++j) store(call.type, out, j, input_value(call, call.root, offset + j));
+      for (size_t j = 0; j < elements; ++j) store(call.type, out, j, input_value(call, call.root, offset + j, salt));
       break;
     }
     case Collective::alltoall: {
@@ -174,7 +183,7 @@ std::vector<std::byte> expected_output(const Call& call) {
       for (int from = 0; from < call.size; ++from) {
         const std::vector<size_t> sent = send_counts_of(call, from);
         const size_t offset = sum(sent, 0, rank_index);
-        for (size_t j = 0; j < sent[rank_index]; ++j) store(call.type, out, at++, input_value(call, from, offset + j));
+        for (size_t j = 0; j < sent[rank_index]; ++j) store(call.type, out, at++, input_value(call, from, offset + j, salt));
       }
       break;
     }
@@ -191,4 +200,33 @@ size_t first_difference(DataType type, const std::vector<std::byte>& expected, c
   return expected.size() / element;
 }
 
-}  // namespace chorus::collective_test
+std::string element_text(DataType type, const std::byte* element) {
+  auto load = [&](auto value) {
+    std::memcpy(&value, element, sizeof(value));
+    return value;
+  };
+  std::string value;
+  switch (type) {
+    case DataType::int8: value = std::to_string(load(int8_t{})); break;
+    case DataType::uint8: value = std::to_string(load(uint8_t{})); break;
+    case DataType::int32: value = std::to_string(load(int32_t{})); break;
+    case DataType::uint32: value = std::to_string(load(uint32_t{})); break;
+    case DataType::int64: value = std::to_string(load(int64_t{})); break;
+    case DataType::uint64: value = std::to_string(load(uint64_t{})); break;
+    case DataType::float16: value = std::to_string(to_float(load(float16_t{}))); break;
+    case DataType::bfloat16: value = std::to_string(to_float(load(bfloat16_t{}))); break;
+    case DataType::float32: value = std::to_string(load(float{})); break;
+    case DataType::float64: value = std::to_string(load(double{})); break;
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex = "0x";
+  // Most significant byte first (x86 is little-endian).
+  for (size_t i = element_size(type); i-- > 0;) {
+    const auto byte = static_cast<unsigned>(element[i]);
+    hex += digits[byte >> 4];
+    hex += digits[byte & 0xf];
+  }
+  return value + " (" + hex + ")";
+}
+
+}  // namespace chorus::verify

@@ -1,4 +1,4 @@
-#include "test/collectives/collective_cases.h"
+#include "verify/collective_cases.h"
 
 #include <cstring>
 #include <span>
@@ -7,9 +7,9 @@
 #include "chorus/collectives.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "test/collectives/reference_data.h"
+#include "verify/reference_data.h"
 
-namespace chorus::collective_test {
+namespace chorus::verify {
 namespace {
 
 // Bytes after every buffer that no collective may write.
@@ -241,95 +241,161 @@ std::string describe(const Case& test) {
   if (call.in_place) text += " in place";
   if (test.async) text += " async";
   if (test.typed) text += " typed";
+  if (test.salt != 0) text += cat(" salt ", test.salt);
   return text;
 }
 
-std::string run_case(Context& context, const Case& test) {
-  const Call& call = test.call;
+Support algorithm_support(const algorithms::Algorithm& algorithm, const Case& test,
+                          const std::shared_ptr<const Topology>& topology) {
+  int supported = 0;
+  for (int rank = 0; rank < test.call.size; ++rank) {
+    Case of_rank = test;
+    of_rank.call.rank = rank;
+    if (!of_rank.call.send_counts.empty()) of_rank.call.send_counts = {1};
+    algorithms::Call call = library_call(of_rank);
+    call.topology = topology;
+    // The algorithm layer runs an in-place reduce_scatter out of place into
+    // a block buffer (see run.cc), so that is what the algorithm must serve.
+    if (call.collective == Collective::reduce_scatter) call.in_place = false;
+    supported += algorithm.supports(call) ? 1 : 0;
+  }
+  if (supported == test.call.size) return Support::all;
+  return supported == 0 ? Support::none : Support::some;
+}
+
+struct CheckedCall::State {
+  Case test;
+  std::vector<std::byte> expected;
+  std::vector<std::byte> own_input;
+  Buffer input;
+  Buffer output;
+  const void* in = nullptr;
+  void* out = nullptr;
+  // Where the result is read back and which buffer's guard to check.
+  std::byte* result = nullptr;
+  Buffer* written = nullptr;
+  size_t in_elements = 0;
+  size_t out_elements = 0;
+  float* whole = nullptr;
+
+  explicit State(const Case& c)
+      : test(c),
+        expected(expected_output(c.call, c.salt)),
+        own_input(input_bytes_of(c.call, c.call.rank, c.salt)),
+        input(own_input),
+        output(expected.size()) {}
+};
+
+CheckedCall::CheckedCall(const Case& test) : state_(std::make_unique<State>(test)) {
+  State& s = *state_;
+  const Call& call = s.test.call;
   const size_t element = call.element_bytes();
   const bool root = call.rank == call.root;
-  const std::vector<std::byte> expected = expected_output(call);
-  const std::vector<std::byte> own_input = input_bytes_of(call, call.rank);
-
-  Buffer input(own_input);
-  Buffer output(expected.size());
-  const void* in = input.data();
-  void* out = output.data();
-  // Where the result is read back and which buffer's guard to check.
-  std::byte* result = output.data();
-  Buffer* written = &output;
-  size_t in_elements = own_input.size() / element;
-  size_t out_elements = expected.size() / element;
-  float* whole = nullptr;
+  Buffer& input = s.input;
+  Buffer& output = s.output;
+  s.in = input.data();
+  s.out = output.data();
+  s.result = output.data();
+  s.written = &output;
+  s.in_elements = s.own_input.size() / element;
+  s.out_elements = s.expected.size() / element;
 
   const size_t own_offset_bytes = call.block_offset(call.rank) * element;
   switch (call.collective) {
     case Collective::allreduce:
       if (call.in_place) {
-        out = input.data();
-        result = input.data();
-        written = &input;
+        s.out = input.data();
+        s.result = input.data();
+        s.written = &input;
       }
       break;
     case Collective::broadcast:
       if (root) {
-        out = input.data();
-        result = input.data();
-        written = &input;
+        s.out = input.data();
+        s.result = input.data();
+        s.written = &input;
       }
       break;
     case Collective::reduce:
       if (rooted_in_place(call)) {
-        out = input.data();
-        result = input.data();
-        written = &input;
+        s.out = input.data();
+        s.result = input.data();
+        s.written = &input;
       }
       break;
     case Collective::reduce_scatter:
       if (call.in_place) {
-        whole = reinterpret_cast<float*>(input.bytes.data());
-        out = input.bytes.data() + own_offset_bytes;
-        result = input.bytes.data() + own_offset_bytes;
-        written = &input;
+        s.whole = reinterpret_cast<float*>(input.bytes.data());
+        s.out = input.bytes.data() + own_offset_bytes;
+        s.result = input.bytes.data() + own_offset_bytes;
+        s.written = &input;
       }
       break;
     case Collective::allgather:
     case Collective::gather:
       if (call.collective == Collective::allgather ? call.in_place : rooted_in_place(call)) {
-        if (!own_input.empty()) std::memcpy(output.bytes.data() + own_offset_bytes, own_input.data(), own_input.size());
-        whole = reinterpret_cast<float*>(output.bytes.data());
-        in = output.bytes.data() + own_offset_bytes;
+        if (!s.own_input.empty())
+          std::memcpy(output.bytes.data() + own_offset_bytes, s.own_input.data(), s.own_input.size());
+        s.whole = reinterpret_cast<float*>(output.bytes.data());
+        s.in = output.bytes.data() + own_offset_bytes;
       }
       break;
     case Collective::scatter:
       if (rooted_in_place(call)) {
-        out = input.bytes.data() + own_offset_bytes;
-        result = input.bytes.data() + own_offset_bytes;
-        written = &input;
+        s.out = input.bytes.data() + own_offset_bytes;
+        s.result = input.bytes.data() + own_offset_bytes;
+        s.written = &input;
       }
       break;
     default: break;
   }
+}
 
-  try {
-    Work work = test.typed ? invoke_typed(context, test, in, in_elements, out, out_elements, whole)
-                           : invoke_raw(context, test, in, out);
-    if (work.valid()) work.wait();
-  } catch (const std::exception& error) {
-    return cat(describe(test), ": threw ", error.what());
-  }
+CheckedCall::~CheckedCall() = default;
 
-  if (!expected.empty()) {
-    const size_t index = first_difference(call.type, expected, result);
-    if (index * element < expected.size())
-      return cat(describe(test), ": output element ", index, " of ", expected.size() / element, " is wrong");
+const Case& CheckedCall::test() const { return state_->test; }
+
+std::span<std::byte> CheckedCall::result_bytes() {
+  if (state_->expected.empty()) return {};
+  return {state_->result, state_->expected.size()};
+}
+
+Work CheckedCall::issue(Context& context) {
+  State& s = *state_;
+  return s.test.typed ? invoke_typed(context, s.test, s.in, s.in_elements, s.out, s.out_elements, s.whole)
+                      : invoke_raw(context, s.test, s.in, s.out);
+}
+
+std::string CheckedCall::check() const {
+  const State& s = *state_;
+  const Case& test = s.test;
+  const Call& call = test.call;
+  const size_t element = call.element_bytes();
+  if (!s.expected.empty()) {
+    const size_t index = first_difference(call.type, s.expected, s.result);
+    if (index * element < s.expected.size())
+      return cat(describe(test), ": output element ", index, " of ", s.expected.size() / element, " is ",
+                 element_text(call.type, s.result + index * element), ", expected ",
+                 element_text(call.type, s.expected.data() + index * element));
   }
-  if (!written->guard_intact()) return cat(describe(test), ": wrote past the end of its buffer");
-  if (written != &input && !input.guard_intact()) return cat(describe(test), ": wrote past the end of the input");
-  const bool input_is_const = written != &input && !(call.collective == Collective::broadcast);
-  if (input_is_const && !own_input.empty() && std::memcmp(input.bytes.data(), own_input.data(), own_input.size()) != 0)
+  if (!s.written->guard_intact()) return cat(describe(test), ": wrote past the end of its buffer");
+  if (s.written != &s.input && !s.input.guard_intact()) return cat(describe(test), ": wrote past the end of the input");
+  const bool input_is_const = s.written != &s.input && !(call.collective == Collective::broadcast);
+  if (input_is_const && !s.own_input.empty() &&
+      std::memcmp(s.input.bytes.data(), s.own_input.data(), s.own_input.size()) != 0)
     return cat(describe(test), ": modified its input");
   return "";
 }
 
-}  // namespace chorus::collective_test
+std::string run_case(Context& context, const Case& test) {
+  CheckedCall checked(test);
+  try {
+    Work work = checked.issue(context);
+    if (work.valid()) work.wait();
+  } catch (const std::exception& error) {
+    return cat(describe(test), ": threw ", error.what());
+  }
+  return checked.check();
+}
+
+}  // namespace chorus::verify
