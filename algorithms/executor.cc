@@ -269,6 +269,8 @@ class PlanRun {
 
   // Who is alive: a frozen rank stalls its neighbours too, and they time out
   // waiting on each other; only a probe tells the frozen one from the rest.
+  // A probe travels behind the data on its connection, so a peer behind a
+  // link that is down or too slow (a trickle) does not answer either.
   std::string liveness_report() {
     const std::vector<int> silent = mesh_.unresponsive_peers(kLivenessGrace);
     if (silent.empty()) return "; every other rank answers a liveness probe (is one of them not making this call?)";
@@ -276,7 +278,7 @@ class PlanRun {
     for (int peer : silent) ranks += cat(ranks.empty() ? "" : ", ", peer);
     return cat("; rank", silent.size() > 1 ? "s " : " ", ranks, silent.size() > 1 ? " do" : " does",
                " not answer a liveness probe within ", kLivenessGrace.count(),
-               " ms: stopped (SIGSTOP, a debugger) or stuck, and the likely cause");
+               " ms: stopped (SIGSTOP, a debugger), stuck or cut off by the network, and the likely cause");
   }
 
   const Communicator& communicator_;

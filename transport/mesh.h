@@ -68,7 +68,8 @@ class Mesh {
   bool failed() const;
 
   // The connected peers that do not answer a liveness probe within `grace`
-  // (Pair::send_liveness_probe): stopped or stuck processes. A rank that
+  // (Pair::send_liveness_probe): stopped or stuck processes, or peers the
+  // network no longer reaches (a link down or shaped to a trickle). A rank that
   // timed out asks before it reports, so its error (and the abort every
   // other rank adopts) names the rank that froze, not only the live
   // neighbour it happened to wait on. Returns as soon as every peer answered.
