@@ -28,6 +28,9 @@ constexpr size_t kMaxIovecs = 64;
 // Bytes read from one connection per readiness event before the progress
 // thread looks at the others, so one streaming peer cannot starve the rest.
 constexpr size_t kReadBudgetBytes = 16 * 1024 * 1024;
+// The first piece of an unexpected message's buffer; each later one is as
+// large as all before it, so a message of n bytes takes O(log n) pieces.
+constexpr size_t kFirstUnexpectedPiece = 64 * 1024;
 
 std::string hex(uint64_t value) {
   std::ostringstream out;
@@ -200,14 +203,14 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
                                   [](const auto& m) { return m->waiting.request == nullptr; });
       if (message != queue.end()) {
         UnexpectedMessage& arrived = **message;
-        if (arrived.payload.size() != data.size() || arrived.tag.signature != tag.signature) {
-          error = mismatch_error(arrived.tag, arrived.payload.size(), tag, data.size());
+        if (arrived.bytes != data.size() || arrived.tag.signature != tag.signature) {
+          error = mismatch_error(arrived.tag, arrived.bytes, tag, data.size());
         } else if (!arrived.complete) {
           arrived.waiting = {&request, tag, data};
           receives_waiting_.fetch_add(1, std::memory_order_relaxed);
           return;
         } else {
-          if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+          arrived.copy_to(data.data());
           queue.erase(message);
           if (queue.empty()) unexpected_.erase(found);
           request.complete();
@@ -277,7 +280,8 @@ bool Connection::read_available() {
     int count = 0;
     size_t direct = 0;
     if (in_payload_ && payload_remaining_ > 0) {
-      direct = std::min(payload_remaining_, kMaxIovBytes);
+      if (!make_payload_room()) return true;
+      direct = std::min(payload_room_, kMaxIovBytes);
       iov[count++] = {payload_target_, direct};
     }
     iov[count++] = {staging_.data(), staging_.size()};
@@ -297,6 +301,7 @@ bool Connection::read_available() {
     size_t landed = std::min(total, direct);
     if (landed > 0) {
       payload_target_ += landed;
+      payload_room_ -= landed;
       payload_remaining_ -= landed;
       if (payload_remaining_ == 0) finish_payload();
     }
@@ -314,9 +319,11 @@ void Connection::consume(const std::byte* data, size_t length) {
       std::memcpy(header_bytes_.data() + header_received_, data, taken);
       header_received_ += taken;
     } else {
-      taken = std::min(length, payload_remaining_);
+      if (!make_payload_room()) return;
+      taken = std::min(length, payload_room_);
       std::memcpy(payload_target_, data, taken);
       payload_target_ += taken;
+      payload_room_ -= taken;
       payload_remaining_ -= taken;
     }
     data += taken;
@@ -327,6 +334,35 @@ void Connection::consume(const std::byte* data, size_t length) {
     } else if (in_payload_ && payload_remaining_ == 0) {
       finish_payload();
     }
+  }
+}
+
+bool Connection::make_payload_room() {
+  if (payload_room_ > 0 || payload_remaining_ == 0 || sink_ != Sink::unexpected) return true;
+  // Only an unexpected message runs out of room before its end: its next piece.
+  const size_t arrived = frame_.payload_bytes - payload_remaining_;
+  const size_t size = std::min(payload_remaining_, std::max(kFirstUnexpectedPiece, arrived));
+  try {
+    std::unique_ptr<std::byte[]> piece(new std::byte[size]);  // uninitialized: the bytes come next
+    receiving_unexpected_->pieces.emplace_back(std::move(piece), size);
+  } catch (const std::bad_alloc&) {
+    abort_after_read(std::make_exception_ptr(IoError(
+                         cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ", frame_.payload_bytes,
+                             " bytes (", describe_tag(frame_.tag_group, frame_.tag_value), ") from ", peer_label_,
+                             ": out of memory after ", arrived, " bytes"),
+                         peer_rank_)),
+                     LogLevel::warn);
+    return false;
+  }
+  payload_target_ = receiving_unexpected_->pieces.back().first.get();
+  payload_room_ = size;
+  return true;
+}
+
+void Connection::UnexpectedMessage::copy_to(std::byte* out) const {
+  for (const auto& [piece, size] : pieces) {
+    std::memcpy(out, piece.get(), size);
+    out += size;
   }
 }
 
@@ -345,6 +381,7 @@ void Connection::on_header() {
       sink_ = Sink::abort_text;
       payload_target_ = abort_text_.data();
       payload_remaining_ = frame_.payload_bytes;
+      payload_room_ = payload_remaining_;
       in_payload_ = true;
       if (payload_remaining_ == 0) finish_payload();
       return;
@@ -371,7 +408,7 @@ void Connection::begin_data_payload() {
       try {
         auto message = std::make_unique<UnexpectedMessage>();
         message->tag = frame_tag();
-        message->payload.resize(frame_.payload_bytes);
+        message->bytes = frame_.payload_bytes;  // its pieces come with its bytes (make_payload_room)
         receiving_unexpected_ = message.get();
         unexpected_[TagKey(message->tag)].push_back(std::move(message));
       } catch (const std::exception&) {
@@ -392,9 +429,11 @@ void Connection::begin_data_payload() {
       return abort_after_read(mismatch_error(frame_tag(), frame_.payload_bytes, match.tag, match.buffer.size()),
                               LogLevel::warn);
     payload_target_ = match.buffer.data();
+    payload_room_ = payload_remaining_;
   } else {
     sink_ = Sink::unexpected;
-    payload_target_ = receiving_unexpected_->payload.data();
+    payload_target_ = nullptr;
+    payload_room_ = 0;
   }
   if (payload_remaining_ == 0) finish_payload();
 }
@@ -421,8 +460,7 @@ void Connection::finish_payload() {
       message->complete = true;
       Request* waiting = message->waiting.request;
       if (!waiting) return;
-      if (!message->payload.empty())
-        std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
+      message->copy_to(message->waiting.buffer.data());
       const TagKey key(message->tag);
       auto& queue = unexpected_[key];
       queue.erase(std::find_if(queue.begin(), queue.end(),

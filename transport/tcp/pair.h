@@ -116,9 +116,14 @@ class Connection {
   // A data frame that arrived before its receive was posted.
   struct UnexpectedMessage {
     Tag tag;
-    std::vector<std::byte> payload;
+    size_t bytes = 0;  // the length its frame announced
+    // What has arrived, in pieces allocated as the bytes come (each one full
+    // but the last): a frame announcing a huge message costs this rank
+    // nothing until the peer really sends it.
+    std::vector<std::pair<std::unique_ptr<std::byte[]>, size_t>> pieces;
     bool complete = false;
     PostedRecv waiting;  // a receive posted while the payload was still arriving
+    void copy_to(std::byte* out) const;
   };
   enum class Sink { user_buffer, unexpected, abort_text };
 
@@ -137,6 +142,9 @@ class Connection {
   // Releases reader_, then aborts the device with the recorded error, if any.
   void release_reader(std::unique_lock<std::mutex>& reader);
   void consume(const std::byte* data, size_t length);
+  // Room for the payload's next bytes at payload_target_: an unexpected
+  // message gets its next piece here. False (the read stops) without memory.
+  bool make_payload_room();
   void on_header();
   void begin_data_payload();
   void finish_payload();
@@ -183,6 +191,7 @@ class Connection {
   Sink sink_ = Sink::user_buffer;
   std::byte* payload_target_ = nullptr;
   size_t payload_remaining_ = 0;
+  size_t payload_room_ = 0;  // bytes payload_target_ takes before make_payload_room must run
   Request* receiving_request_ = nullptr;          // posted receive being filled in place
   UnexpectedMessage* receiving_unexpected_ = nullptr;
   std::vector<std::byte> abort_text_;
