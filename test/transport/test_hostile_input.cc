@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "base/error.h"
+#include "transport/abort_report.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/pair.h"
 
@@ -140,6 +142,31 @@ TEST_CASE("tcp: an unexpected message arriving in many pieces lands whole", "[ho
   test.connection->post_recv(early_request, early, early_buffer);
   REQUIRE(early_request.state() == Request::State::done);
   CHECK(early_buffer == first);
+}
+
+// fuzz/abort_report found this: the rank a peer's abort report blames was
+// cast to int as it came, so 2^32 - 1 became -1 ("no single peer") and
+// other values any rank at all, even negative ones.
+TEST_CASE("an abort report blaming a rank no int holds blames the peer that sent it", "[hostile_input]") {
+  for (uint64_t blamed : {uint64_t{0xffffffff}, uint64_t{1} << 32, (uint64_t{1} << 32) + 2, uint64_t{INT_MAX} + 1}) {
+    const std::exception_ptr error = adopt_abort(1, blamed, "gone", 0, 3);
+    try {
+      std::rethrow_exception(error);
+    } catch (const IoError& io) {
+      CHECK(io.peer_rank() == 3);
+    }
+  }
+  // A rank that fits is kept; this rank itself is never blamed.
+  try {
+    std::rethrow_exception(adopt_abort(1, 2, "gone", 0, 3));
+  } catch (const IoError& io) {
+    CHECK(io.peer_rank() == 2);
+  }
+  try {
+    std::rethrow_exception(adopt_abort(1, 0, "gone", 0, 3));
+  } catch (const IoError& io) {
+    CHECK(io.peer_rank() == 3);
+  }
 }
 
 }  // namespace
