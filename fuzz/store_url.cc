@@ -19,11 +19,12 @@ bool same(const StoreUrl& a, const StoreUrl& b) {
 }
 
 // The URL that names `url`; empty when its host cannot be written so that
-// it reads back (a host holding both ':' and ']' came from an unbracketed URL).
+// it reads back: one holding '[' or ']' ("tcp://[[h]:1" has the host "[h",
+// "tcp://h]:1" the host "h]"), which no resolver takes either.
 std::string canonical(const StoreUrl& url) {
   if (url.scheme == "file") return "file://" + url.path;
   const bool colon = url.host.find(':') != std::string::npos;
-  if (colon && url.host.find(']') != std::string::npos) return "";
+  if (url.host.find_first_of("[]") != std::string::npos) return "";
   std::string host = colon ? "[" + url.host + "]" : url.host;
   if (url.scheme == "tcp") return cat("tcp://", host, ":", url.port);
   std::string text = "redis://";

@@ -51,7 +51,7 @@ using Bytes = std::vector<std::byte>;
 
 Bytes bytes_of(std::string_view text) {
   Bytes out(text.size());
-  std::memcpy(out.data(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(out.data(), text.data(), text.size());
   return out;
 }
 
