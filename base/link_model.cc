@@ -14,12 +14,15 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+// From 1e-12 to 1e12: scaled to seconds (alpha_us * 1e-6, 1 / (gbps * 1e9)),
+// any of those stays positive and finite, where a denormal would become 0
+// or infinity.
 double positive_number(std::string_view key, std::string_view value) {
   const std::string text(value);
   char* end = nullptr;
   const double number = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !(number > 0) || number > 1e12)
-    throw InvalidArgument(cat("link model: ", key, " must be a positive number, got '", value, "'"));
+  if (text.empty() || end != text.c_str() + text.size() || !(number >= 1e-12) || number > 1e12)
+    throw InvalidArgument(cat("link model: ", key, " must be a positive number (1e-12 to 1e12), got '", value, "'"));
   return number;
 }
 

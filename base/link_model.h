@@ -24,7 +24,7 @@ struct LinkModel {
 enum class LinkLevel { local, remote };
 
 // Applies "alpha_us=...,gbps=..." on top of `base`. Throws InvalidArgument
-// for unknown keys, bad numbers or non-positive values.
+// for unknown keys, bad numbers or values outside 1e-12 to 1e12.
 LinkModel parse_link_model(std::string_view text, LinkModel base);
 
 // Applies the parts of an override text (syntax above) that concern `level`

@@ -17,12 +17,19 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CHORUS_X86_16BIT_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace chorus::x86 {
 
 inline bool cpu_has_avx2_and_f16c() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29) itself: clang 14's
+  // __builtin_cpu_supports does not know "f16c" (the fuzz build uses clang).
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2");
+  }();
   return supported;
 }
 

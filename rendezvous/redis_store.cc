@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "rendezvous/redis_connection.h"
+#include "rendezvous/redis_replies.h"
 #include "rendezvous/store_common.h"
 
 namespace chorus {
@@ -41,14 +42,6 @@ std::string as_string(std::span<const std::byte> value) {
   return std::string(reinterpret_cast<const char*>(value.data()), value.size());
 }
 
-std::vector<std::byte> as_bytes(const redisReply& reply) {
-  std::vector<std::byte> value(reply.len);
-  std::copy_n(reinterpret_cast<const std::byte*>(reply.str), reply.len, value.data());
-  return value;
-}
-
-std::string reply_text(const redisReply& reply) { return std::string(reply.str, reply.len); }
-
 // Redis glob patterns treat * ? [ ] \ specially; a namespace is matched literally.
 std::string glob_escape(const std::string& text) {
   std::string escaped;
@@ -72,21 +65,6 @@ struct RedisStore::Impl {
 
   const std::string& name() const { return connection.name(); }
   std::string full_key(const std::string& key) const { return options.key_namespace + "/" + key; }
-
-  // Anything but the expected reply type: an error reply or a key of another
-  // type under our namespace, i.e. something else writes there.
-  [[noreturn]] void unexpected(const redisReply& reply, const std::string& what, const std::string& key) const {
-    std::string got = reply.type == REDIS_REPLY_ERROR ? "error '" + reply_text(reply) + "'"
-                                                      : cat("a reply of type ", reply.type);
-    throw IoError(cat(name(), ": ", what, " of key '", key, "' got ", got));
-  }
-
-  // The value, or nullopt for a missing key.
-  std::optional<std::vector<std::byte>> value_of(const redisReply& reply, const std::string& key) const {
-    if (reply.type == REDIS_REPLY_NIL) return std::nullopt;
-    if (reply.type != REDIS_REPLY_STRING) unexpected(reply, "GET", key);
-    return as_bytes(reply);
-  }
 
   std::string ttl_text() const { return std::to_string(options.key_ttl.count()); }
 };
@@ -113,7 +91,7 @@ void RedisStore::set(const std::string& key, std::span<const std::byte> value) {
     command.push_back(impl_->ttl_text());
   }
   auto replies = impl_->connection.round_trip({command}, Resend::safe);
-  if (replies[0]->type != REDIS_REPLY_STATUS) impl_->unexpected(*replies[0], "SET", key);
+  redis_detail::check_set(*replies[0], impl_->name(), key);
 }
 
 std::vector<std::byte> RedisStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -122,7 +100,7 @@ std::vector<std::byte> RedisStore::get(const std::string& key, std::chrono::mill
   Backoff backoff;
   while (true) {
     auto replies = impl_->connection.round_trip({command}, Resend::safe, deadline);
-    if (auto value = impl_->value_of(*replies[0], key)) return std::move(*value);
+    if (auto value = redis_detail::get_value(*replies[0], impl_->name(), key)) return std::move(*value);
     if (deadline.expired()) store_detail::throw_key_timeout(impl_->name(), {key}, timeout);
     backoff.sleep(deadline);
   }
@@ -139,15 +117,17 @@ std::vector<std::vector<std::byte>> RedisStore::get_many(const std::vector<std::
   Backoff backoff;
   while (true) {
     Command command{"MGET"};
-    for (size_t i : pending) command.push_back(impl_->full_key(keys[i]));
+    std::vector<std::string> asked;
+    for (size_t i : pending) {
+      command.push_back(impl_->full_key(keys[i]));
+      asked.push_back(keys[i]);
+    }
     auto replies = impl_->connection.round_trip({command}, Resend::safe, deadline);
-    const redisReply& reply = *replies[0];
-    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != pending.size())
-      impl_->unexpected(reply, "MGET", keys[pending[0]]);
+    auto got = redis_detail::mget_values(*replies[0], impl_->name(), asked);
     std::vector<size_t> still_missing;
     for (size_t j = 0; j < pending.size(); ++j) {
-      if (auto value = impl_->value_of(*reply.element[j], keys[pending[j]])) {
-        values[pending[j]] = std::move(*value);
+      if (got[j]) {
+        values[pending[j]] = std::move(*got[j]);
       } else {
         still_missing.push_back(pending[j]);
       }
@@ -177,8 +157,7 @@ void RedisStore::wait(const std::vector<std::string>& keys, std::chrono::millise
     auto replies = impl_->connection.round_trip(commands, Resend::safe, deadline);
     std::vector<size_t> still_missing;
     for (size_t j = 0; j < pending.size(); ++j) {
-      if (replies[j]->type != REDIS_REPLY_INTEGER) impl_->unexpected(*replies[j], "EXISTS", keys[pending[j]]);
-      if (replies[j]->integer == 0) still_missing.push_back(pending[j]);
+      if (!redis_detail::exists(*replies[j], impl_->name(), keys[pending[j]])) still_missing.push_back(pending[j]);
     }
     pending = std::move(still_missing);
     if (pending.empty()) return;
@@ -196,20 +175,14 @@ int64_t RedisStore::add(const std::string& key, int64_t delta) {
   if (impl_->options.key_ttl.count() > 0) commands.push_back({"PEXPIRE", impl_->full_key(key), impl_->ttl_text()});
   // Not resent after a drop mid-flight: the first INCRBY may have counted.
   auto replies = impl_->connection.round_trip(commands, Resend::unsafe);
-  const redisReply& sum = *replies[0];
-  if (sum.type == REDIS_REPLY_ERROR) {
-    // "value is not an integer" or "increment or decrement would overflow":
-    // the caller's mistake, worded like the other stores' add().
-    throw InvalidArgument(cat(impl_->name(), ": add of ", delta, " to key '", key, "' refused: ", reply_text(sum)));
-  }
-  if (sum.type != REDIS_REPLY_INTEGER) impl_->unexpected(sum, "INCRBY", key);
-  return sum.integer;
+  // An error ("value is not an integer", "increment or decrement would
+  // overflow") is the caller's mistake, worded like the other stores' add().
+  return redis_detail::incrby_result(*replies[0], impl_->name(), key, delta);
 }
 
 bool RedisStore::remove(const std::string& key) {
   auto replies = impl_->connection.round_trip({{"DEL", impl_->full_key(key)}}, Resend::safe);
-  if (replies[0]->type != REDIS_REPLY_INTEGER) impl_->unexpected(*replies[0], "DEL", key);
-  return replies[0]->integer > 0;
+  return redis_detail::deleted(*replies[0], impl_->name(), key) > 0;
 }
 
 size_t RedisStore::remove_namespace() {
@@ -219,19 +192,13 @@ size_t RedisStore::remove_namespace() {
   // SCAN walks the keyspace in slices without blocking the server (KEYS would).
   do {
     auto replies = impl_->connection.round_trip({{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}}, Resend::safe);
-    const redisReply& page = *replies[0];
-    if (page.type != REDIS_REPLY_ARRAY || page.elements != 2 || page.element[0]->type != REDIS_REPLY_STRING ||
-        page.element[1]->type != REDIS_REPLY_ARRAY) {
-      impl_->unexpected(page, "SCAN", pattern);
-    }
-    cursor = reply_text(*page.element[0]);
-    const redisReply& keys = *page.element[1];
-    if (keys.elements == 0) continue;
+    redis_detail::ScanPage page = redis_detail::scan_page(*replies[0], impl_->name(), pattern);
+    cursor = std::move(page.cursor);
+    if (page.keys.empty()) continue;
     Command del{"DEL"};
-    for (size_t i = 0; i < keys.elements; ++i) del.push_back(reply_text(*keys.element[i]));
+    for (std::string& key : page.keys) del.push_back(std::move(key));
     auto deleted = impl_->connection.round_trip({del}, Resend::safe);
-    if (deleted[0]->type != REDIS_REPLY_INTEGER) impl_->unexpected(*deleted[0], "DEL", del[1]);
-    removed += static_cast<size_t>(deleted[0]->integer);
+    removed += redis_detail::deleted(*deleted[0], impl_->name(), del[1]);
   } while (cursor != "0");
   CHORUS_LOG(debug, -1, impl_->name(), ": removed ", removed, " keys under '", impl_->options.key_namespace, "/'");
   return removed;

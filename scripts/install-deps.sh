@@ -9,7 +9,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 # libgloo-dev: the real Gloo, for the side-by-side drivers in benchmarks/peers.
 # openssh-client: Open MPI's launcher insists on finding an rsh agent even
-# for ranks on this host.
+# for ranks on this host. clang-14, libclang-rt-14-dev (libFuzzer and the
+# sanitizers' runtimes) and llvm-14 (llvm-symbolizer, for readable reports):
+# the fuzz harnesses (scripts/fuzz.sh).
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
@@ -17,4 +19,5 @@ apt-get install -y --no-install-recommends \
   libibverbs-dev librdmacm-dev libhiredis-dev \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps \
-  libgloo-dev
+  libgloo-dev \
+  clang-14 libclang-rt-14-dev llvm-14

@@ -1,6 +1,7 @@
 // Errors to abort reports and back.
 #include "transport/abort_report.h"
 
+#include <climits>
 #include <limits>
 
 #include "base/error.h"
@@ -57,7 +58,11 @@ std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::
   std::string message = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", text);
   switch (static_cast<ErrorClass>(error_class)) {
     case ErrorClass::io: {
-      int blamed = blamed_rank == kNoBlamedRank ? peer_rank : static_cast<int>(blamed_rank);
+      // A rank no int holds is no rank (cast, it would read as -1, "nobody",
+      // or as any other rank): the peer that sent it is to blame then.
+      int blamed = blamed_rank == kNoBlamedRank || blamed_rank > static_cast<uint64_t>(INT_MAX)
+                       ? peer_rank
+                       : static_cast<int>(blamed_rank);
       if (blamed == my_rank) blamed = peer_rank;  // we cannot be our own dead peer
       return std::make_exception_ptr(IoError(message, blamed));
     }

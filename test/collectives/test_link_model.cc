@@ -3,6 +3,7 @@
 // failing connect on a malformed value.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -56,6 +57,12 @@ TEST_CASE("CHORUS_LINK_MODEL syntax", "[link_model]") {
   CHECK_THROWS_WITH(parse_link_model("gbps=fast", base), Catch::Contains("'fast'"));
   CHECK_THROWS_WITH(parse_link_model("gbps", base), Catch::Contains("key=value"));
   CHECK_THROWS_AS(parse_link_model("gbps=0", base), InvalidArgument);
+  // fuzz/launch_env found these: positive, but 0 s and infinite s/byte once scaled.
+  CHECK_THROWS_WITH(parse_link_model("alpha_us=1e-320", base), Catch::Contains("positive number"));
+  CHECK_THROWS_WITH(parse_link_model("gbps=5e-324", base), Catch::Contains("positive number"));
+  const LinkModel smallest = parse_link_model("alpha_us=1e-12,gbps=1e-12", base);
+  CHECK(smallest.alpha_seconds > 0);
+  CHECK(std::isfinite(smallest.beta_seconds_per_byte));
 }
 
 TEST_CASE("link model overrides apply per level", "[link_model]") {

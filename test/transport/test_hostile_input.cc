@@ -1,0 +1,174 @@
+// Regression tests for what the fuzz harnesses (fuzz/, docs/fuzzing.md)
+// found in the transports' handling of bytes from a peer. Each drives the
+// code the harness found it in, the way the harness did.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "transport/abort_report.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/pair.h"
+
+namespace chorus::transport {
+namespace {
+
+// A TCP connection's device, reduced to recording the first failure.
+class RecordingOwner final : public tcp::ConnectionOwner {
+ public:
+  int rank() const override { return 0; }
+  bool failed() const override { return failure_ != nullptr; }
+  std::exception_ptr failure() const override { return failure_; }
+  void abort(std::exception_ptr reason, LogLevel) override {
+    if (!failure_) failure_ = std::move(reason);
+  }
+  bool shutting_down() const override { return false; }
+  void set_write_interest(tcp::Connection&, bool) override {}
+  void stop_watching(tcp::Connection&) override {}
+  std::string describe_signature(uint64_t signature) const override { return cat("signature ", signature); }
+  size_t max_unexpected_bytes() const override { return size_t{1} << 30; }
+
+  std::exception_ptr failure_;
+};
+
+// A real Connection reading one end of a socketpair; the test is the peer.
+struct ConnectionUnderTest {
+  RecordingOwner owner;
+  Fd peer;
+  std::unique_ptr<tcp::Connection> connection;
+
+  ConnectionUnderTest() {
+    int ends[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends) == 0);
+    peer = Fd(ends[1]);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connection = std::make_unique<tcp::Connection>(
+        owner, 1, 0, tcp::SocketAddress(reinterpret_cast<sockaddr*>(&address), sizeof(address)), Fd(ends[0]));
+  }
+  ~ConnectionUnderTest() {
+    connection->fail_everything(std::make_exception_ptr(Aborted("test over")), {}, Clock::now());
+    connection->close_socket();
+  }
+
+  // Writes everything, letting the connection read whenever the socket is full.
+  void send(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(peer.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        bytes = bytes.subspan(static_cast<size_t>(n));
+      } else {
+        REQUIRE((n < 0 && errno == EAGAIN));
+        REQUIRE_FALSE(owner.failed());
+        connection->on_readable();
+      }
+    }
+  }
+  void send_data_header(Tag tag, uint64_t payload_bytes) {
+    tcp::FrameHeader header;
+    header.kind = tcp::FrameKind::data;
+    header.tag_value = tag.value;
+    header.tag_signature = tag.signature;
+    header.tag_group = tag.group;
+    header.payload_bytes = payload_bytes;
+    send(tcp::encode_header(header));
+  }
+};
+
+std::vector<std::byte> pattern(size_t size) {
+  std::vector<std::byte> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>(i * 7 + (i >> 11));
+  return bytes;
+}
+
+// fuzz/tcp_frames found this: a data frame for which no receive was posted
+// made the connection allocate (and zero) the whole announced payload at
+// once, so a peer announcing 4 GB cost 4 GB before sending a byte (and 1 TB
+// failed the connection for want of memory).
+TEST_CASE("tcp: a frame announcing a huge unexpected message costs only the bytes that arrive",
+          "[hostile_input]") {
+  ConnectionUnderTest test;
+  const Tag tag{7, 100, 0};
+  test.send_data_header(tag, uint64_t{1} << 40);
+  const std::vector<std::byte> start = pattern(1000);
+  test.send(start);
+  test.connection->on_readable();
+  CHECK_FALSE(test.owner.failed());
+
+  // A receive of another length is a mismatch, named with the announced length.
+  CompletionSignal signal;
+  Request request;
+  request.attach(&signal);
+  std::vector<std::byte> buffer(1000);
+  test.connection->post_recv(request, tag, buffer);
+  REQUIRE(test.owner.failed());
+  CHECK_THROWS_AS(std::rethrow_exception(test.owner.failure()), MismatchError);
+  CHECK_THROWS_WITH(std::rethrow_exception(test.owner.failure()), Catch::Matchers::Contains("1099511627776 bytes"));
+}
+
+TEST_CASE("tcp: an unexpected message arriving in many pieces lands whole", "[hostile_input]") {
+  ConnectionUnderTest test;
+  CompletionSignal signal;
+  const Tag early{1, 5, 9}, late{2, 5, 9};
+  // Over several pieces of the unexpected buffer, read as it arrives.
+  const std::vector<std::byte> first = pattern((size_t{3} << 20) + 13);
+  test.send_data_header(early, first.size());
+  test.send(first);
+  // The second one's receive is posted while its payload is still arriving.
+  const std::vector<std::byte> second = pattern((size_t{1} << 20) + 5);
+  test.send_data_header(late, second.size());
+  test.send(std::span(second).first(100000));
+  test.connection->on_readable();
+  Request late_request;
+  late_request.attach(&signal);
+  std::vector<std::byte> late_buffer(second.size());
+  test.connection->post_recv(late_request, late, late_buffer);
+  test.send(std::span(second).subspan(100000));
+  test.connection->on_readable();
+  REQUIRE_FALSE(test.owner.failed());
+  REQUIRE(late_request.state() == Request::State::done);
+  CHECK(late_buffer == second);
+
+  Request early_request;
+  early_request.attach(&signal);
+  std::vector<std::byte> early_buffer(first.size());
+  test.connection->post_recv(early_request, early, early_buffer);
+  REQUIRE(early_request.state() == Request::State::done);
+  CHECK(early_buffer == first);
+}
+
+// fuzz/abort_report found this: the rank a peer's abort report blames was
+// cast to int as it came, so 2^32 - 1 became -1 ("no single peer") and
+// other values any rank at all, even negative ones.
+TEST_CASE("an abort report blaming a rank no int holds blames the peer that sent it", "[hostile_input]") {
+  for (uint64_t blamed : {uint64_t{0xffffffff}, uint64_t{1} << 32, (uint64_t{1} << 32) + 2, uint64_t{INT_MAX} + 1}) {
+    const std::exception_ptr error = adopt_abort(1, blamed, "gone", 0, 3);
+    try {
+      std::rethrow_exception(error);
+    } catch (const IoError& io) {
+      CHECK(io.peer_rank() == 3);
+    }
+  }
+  // A rank that fits is kept; this rank itself is never blamed.
+  try {
+    std::rethrow_exception(adopt_abort(1, 2, "gone", 0, 3));
+  } catch (const IoError& io) {
+    CHECK(io.peer_rank() == 2);
+  }
+  try {
+    std::rethrow_exception(adopt_abort(1, 0, "gone", 0, 3));
+  } catch (const IoError& io) {
+    CHECK(io.peer_rank() == 3);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::transport
