@@ -488,6 +488,18 @@ bool Channel::run_pulls() {
 
 std::exception_ptr Channel::finish_pull(Pull& pull) {
   const size_t total = pull.destination.size();
+  // A withdrawn offer means the sender aborted, and its reason (or, if it
+  // died, the end of the side channel) is on its way: that is what this rank
+  // should report, not the withdrawal. Left pending (copied stays short of
+  // total) until it comes, or the grace passes.
+  constexpr auto kReasonGrace = std::chrono::seconds(1);
+  if (pull.withdrawn_at != Clock::time_point{}) {
+    if (Clock::now() - pull.withdrawn_at < kReasonGrace) return nullptr;
+    return std::make_exception_ptr(
+        IoError(cat("rank ", owner_.rank(), ": ", peer_label_, " withdrew a message of ", total,
+                    " bytes while this rank was copying it (it aborted, and its reason did not follow)"),
+                peer_rank_));
+  }
   while (pull.copied < total) {
     if (owner_.failed()) return nullptr;
     const size_t chunk = std::min(kPullChunk, total - pull.copied);
@@ -506,11 +518,10 @@ std::exception_ptr Channel::finish_pull(Pull& pull) {
   }
   // Dekker with the sender withdrawing its offer: copy, fence, check.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (peer_slots_[pull.slot].load(std::memory_order_acquire) != pull.generation)
-    return std::make_exception_ptr(
-        IoError(cat("rank ", owner_.rank(), ": ", peer_label_, " withdrew a message of ", total,
-                    " bytes while this rank was copying it (it aborted)"),
-                peer_rank_));
+  if (peer_slots_[pull.slot].load(std::memory_order_acquire) != pull.generation) {
+    pull.copied = 0;
+    pull.withdrawn_at = Clock::now();
+  }
   return nullptr;
 }
 

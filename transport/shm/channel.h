@@ -149,6 +149,8 @@ class Channel {
     uint32_t slot = 0;
     uint64_t generation = 0;
     size_t copied = 0;
+    // When the sender was seen withdrawing the offer (it aborted); zero before.
+    Clock::time_point withdrawn_at{};
   };
 
   // Sending (send_mutex_ held).
