@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The TCP abort frame, read by hand.
   const std::vector<std::byte> frame = tcp::encode_abort_frame(adopted);
   FUZZ_CHECK(frame.size() == 40 + report.text.size(), "an abort frame of the wrong length");
-  FUZZ_CHECK(field(frame, 0, 4) == 0x46524843 && field(frame, 4, 2) == 2 && field(frame, 6, 2) == 2,
+  FUZZ_CHECK(field(frame, 0, 4) == 0x46524843 && field(frame, 4, 2) == transport::tcp::kWireVersion &&
+                 field(frame, 6, 2) == 2,
              "an abort frame's header is not one");
   FUZZ_CHECK(field(frame, 8, 8) == report.error_class && field(frame, 16, 8) == report.blamed_rank &&
                  field(frame, 24, 8) == report.text.size(),

@@ -26,7 +26,7 @@ template <size_t N>
 std::array<std::byte, N> take(ByteReader& in) {
   std::array<std::byte, N> out{};
   auto part = in.bytes(N);
-  std::memcpy(out.data(), part.data(), part.size());
+  if (!part.empty()) std::memcpy(out.data(), part.data(), part.size());
   return out;
 }
 

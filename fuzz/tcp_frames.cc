@@ -257,7 +257,7 @@ class Script {
     FUZZ_CHECK(wire.size() == kFrameHeaderBytes + size, cat("a send of ", size, " bytes put ", wire.size(),
                                                             " bytes on the wire"));
     FUZZ_CHECK(field(wire, 0, 4) == 0x46524843, "the frame's magic is not CHRF");
-    FUZZ_CHECK(field(wire, 4, 2) == 2, "the frame's wire version is not 2");
+    FUZZ_CHECK(field(wire, 4, 2) == kWireVersion, "the frame's wire version is not this build's");
     FUZZ_CHECK(field(wire, 6, 2) == 1, "a send is not a data frame");
     FUZZ_CHECK(field(wire, 8, 8) == tag.value && field(wire, 16, 8) == tag.signature &&
                    field(wire, 24, 8) == size && field(wire, 32, 8) == tag.group,
