@@ -17,6 +17,7 @@
 
 #include "fuzz/fuzz_common.h"
 #include "transport/abort_report.h"
+#include "transport/tcp/frame.h"
 #include "transport/shm/side_channel.h"
 #include "transport/tcp/abort_frame.h"
 
@@ -32,6 +33,7 @@ const char* expected_kind(uint64_t error_class) {
     case 2: return "TimeoutError";
     case 3: return "InvalidArgument";
     case 4: return "MismatchError";
+    case 6: return "IoError";  // PeerLostError, an IoError
     default: return "Aborted";
   }
 }

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/tcp/frame.h"
+#include "transport/tcp/handshake.h"
 #include "transport/tcp/pair.h"
 
 namespace chorus::transport {
@@ -170,6 +171,24 @@ TEST_CASE("an abort report blaming a rank no int holds blames the peer that sent
   } catch (const IoError& io) {
     CHECK(io.peer_rank() == 3);
   }
+}
+
+}  // namespace
+}  // namespace chorus::transport
+
+namespace chorus::transport {
+namespace {
+
+// fuzz/handshake found this: the TCP handshake's challenge message accepted
+// any bytes where its padding is, so two different messages meant the same.
+TEST_CASE("tcp: a handshake challenge with nonzero padding is refused", "[hostile_input]") {
+  const Challenge challenge = fresh_challenge();
+  tcp::ChallengeMessage message = tcp::encode_challenge(challenge);
+  Challenge decoded{};
+  REQUIRE(tcp::decode_challenge(message, decoded).empty());
+  CHECK(decoded == challenge);
+  message[6] = std::byte{1};
+  CHECK_FALSE(tcp::decode_challenge(message, decoded).empty());
 }
 
 }  // namespace

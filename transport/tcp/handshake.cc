@@ -182,6 +182,7 @@ ChallengeMessage encode_challenge(const Challenge& challenge) {
 std::string decode_challenge(const ChallengeMessage& bytes, Challenge& challenge) {
   if (load_le(bytes.data(), 4) != kChallengeMagic) return "bad magic";
   if (load_le(bytes.data() + 4, 2) != kWireVersion) return cat("wire version ", load_le(bytes.data() + 4, 2));
+  if (load_le(bytes.data() + 6, 2) != 0) return "nonzero padding";
   std::copy(bytes.begin() + 8, bytes.end(), challenge.begin());
   return "";
 }
