@@ -176,6 +176,7 @@ class FakeServer {
         size_t sent = 0;
         while (sent < reply.size()) {
           ssize_t n = ::send(peer.fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+          if (n < 0 && errno == EINTR) continue;  // libFuzzer's timer (SIGALRM)
           if (n <= 0) break;
           sent += static_cast<size_t>(n);
         }

@@ -83,6 +83,15 @@ std::optional<int64_t> counter(const Bytes& value) {
   return static_cast<int64_t>(number);
 }
 
+// poll(), again when a signal interrupts it (libFuzzer's timer sends SIGALRM).
+int poll_one(int fd, short events, int timeout_ms) {
+  pollfd entry{fd, events, 0};
+  while (true) {
+    const int ready = ::poll(&entry, 1, timeout_ms);
+    if (ready >= 0 || errno != EINTR) return ready;
+  }
+}
+
 class Client {
  public:
   explicit Client(uint16_t port) {
@@ -91,8 +100,16 @@ class Client {
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0)
-      fuzz_fail(cat("cannot connect to the server: ", std::strerror(errno)));
+    int result = fd_ < 0 ? -1 : ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    if (result != 0 && errno == EINTR) {
+      // The connection goes on in the background: wait for it.
+      int error = 0;
+      socklen_t length = sizeof(error);
+      if (poll_one(fd_, POLLOUT, kWaitMs) == 1 && ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) == 0)
+        result = error == 0 ? 0 : -1;
+      errno = error;
+    }
+    if (result != 0) fuzz_fail(cat("cannot connect to the server: ", std::strerror(errno)));
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     // Hang up with a reset: thousands of connections must not sit in TIME_WAIT.
@@ -128,8 +145,7 @@ class Client {
   // Exactly `count` bytes within the wait; false at the end of the stream.
   bool receive(std::byte* out, size_t count, const char* what) {
     while (count > 0) {
-      pollfd entry{fd_, POLLIN, 0};
-      int ready = ::poll(&entry, 1, kWaitMs);
+      const int ready = poll_one(fd_, POLLIN, kWaitMs);
       if (ready == 0) fuzz_fail(cat("no ", what, " from the server within ", kWaitMs, " ms"));
       ssize_t n = ::recv(fd_, out, count, 0);
       if (n < 0 && errno == EINTR) continue;
@@ -163,9 +179,11 @@ class Client {
   // The server closed this connection (a clean end or a reset).
   void expect_closed() {
     std::byte byte;
-    pollfd entry{fd_, POLLIN, 0};
-    FUZZ_CHECK(::poll(&entry, 1, kWaitMs) == 1, "the server did not close a connection it had to drop");
-    ssize_t n = ::recv(fd_, &byte, 1, 0);
+    FUZZ_CHECK(poll_one(fd_, POLLIN, kWaitMs) == 1, "the server did not close a connection it had to drop");
+    ssize_t n;
+    do {
+      n = ::recv(fd_, &byte, 1, 0);
+    } while (n < 0 && errno == EINTR);
     FUZZ_CHECK(n == 0 || (n < 0 && errno == ECONNRESET), "bytes after the last reply of a dropped connection");
   }
 
