@@ -11,12 +11,13 @@ fi
 # openssh-client: Open MPI's launcher insists on finding an rsh agent even
 # for ranks on this host. clang-14, libclang-rt-14-dev (libFuzzer and the
 # sanitizers' runtimes) and llvm-14 (llvm-symbolizer, for readable reports):
-# the fuzz harnesses (scripts/fuzz.sh).
+# the fuzz harnesses (scripts/fuzz.sh). libssl-dev: libcrypto's HMAC for the
+# job secret's proofs (base/job_secret.h).
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
   catch2 libcli11-dev nlohmann-json3-dev \
-  libibverbs-dev librdmacm-dev libhiredis-dev \
+  libibverbs-dev librdmacm-dev libhiredis-dev libssl-dev \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps \
   libgloo-dev \
