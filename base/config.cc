@@ -79,6 +79,21 @@ JobSecret secret_from_environment() {
   return JobSecret(std::move(*text));
 }
 
+std::shared_ptr<const TlsContext> tls_from_environment() {
+  TlsFiles files;
+  files.certificate = variable("CHORUS_TLS_CERT").value_or("");
+  files.key = variable("CHORUS_TLS_KEY").value_or("");
+  files.authority = variable("CHORUS_TLS_CA").value_or("");
+  const int set = !files.certificate.empty() + !files.key.empty() + !files.authority.empty();
+  if (set == 0) return nullptr;
+  if (set != 3)
+    throw InvalidArgument(cat("TLS needs CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA together; missing:",
+                              files.certificate.empty() ? " CHORUS_TLS_CERT" : "",
+                              files.key.empty() ? " CHORUS_TLS_KEY" : "",
+                              files.authority.empty() ? " CHORUS_TLS_CA" : ""));
+  return TlsContext::load(files);
+}
+
 Config Config::from_environment() {
   Config config;
   if (auto text = variable("CHORUS_TRANSPORT")) {
@@ -103,6 +118,7 @@ Config Config::from_environment() {
   }
   if (auto text = variable("CHORUS_LINK_MODEL")) config.link_model = *text;
   config.secret = secret_from_environment();
+  config.tls = tls_from_environment();
   if (auto text = variable("CHORUS_MAX_UNEXPECTED_BYTES")) {
     const std::optional<size_t> bytes = integer<size_t>(*text);
     if (!bytes || *bytes == 0)

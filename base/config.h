@@ -10,12 +10,14 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/job_secret.h"
+#include "base/tls.h"
 
 namespace chorus {
 
@@ -43,6 +45,10 @@ struct Config {
   // (one trailing newline dropped): what every connection of the job proves
   // it knows (base/job_secret.h). Not configured: the job is unauthenticated.
   JobSecret secret;
+  // CHORUS_TLS_CERT, CHORUS_TLS_KEY, CHORUS_TLS_CA (all or none): TLS on
+  // every TCP pair and TcpStore connection (base/tls.h), loaded and checked
+  // at connect. Null: no TLS.
+  std::shared_ptr<const TlsContext> tls;
   // CHORUS_MAX_UNEXPECTED_BYTES: bytes of messages that arrived before their
   // receive was posted that a rank buffers per peer connection; a peer past
   // it fails the job with an error naming it. Default 1 GiB.
@@ -56,6 +62,11 @@ struct Config {
 // CHORUS_SECRET or CHORUS_SECRET_FILE alone (what Config::from_environment
 // puts in `secret`), for tools that need nothing else: chorus-store, chorus-run.
 JobSecret secret_from_environment();
+
+// CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA loaded (what
+// Config::from_environment puts in `tls`); null when none is set. Throws
+// InvalidArgument when only some are set or a file is unusable.
+std::shared_ptr<const TlsContext> tls_from_environment();
 
 // CHORUS_LOG's raw text (empty when unset), read once per process by the
 // logger, which runs before any connect and parses it itself.

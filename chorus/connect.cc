@@ -128,7 +128,7 @@ std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
   const int size = launch.size;
   const Config config = read_config(options, rank);
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout, config.secret);
+  OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout, config.secret, config.tls);
   StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
   std::shared_ptr<Context> context = detail::connect_with(bootstrap, options, config, 0);
   if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);

@@ -118,12 +118,13 @@ void store_exchange(ByteReader& in, const JobSecret& secret, const Challenge& ch
   std::string why;
   if (which == 0) {
     Challenge decoded{};
+    bool tls = false;
     FUZZ_CHECK(run_expecting_chorus_errors("decode_server_challenge", [&] {
-                 why = tcp_store::decode_server_challenge(message, decoded);
+                 why = tcp_store::decode_server_challenge(message, decoded, &tls);
                }).empty(),
                "decode_server_challenge threw");
     if (why.empty())
-      FUZZ_CHECK(same(message, tcp_store::encode_server_challenge(decoded)), "a greeting does not encode back");
+      FUZZ_CHECK(same(message, tcp_store::encode_server_challenge(decoded, tls)), "a greeting does not encode back");
   } else if (which == 1) {
     FUZZ_CHECK(run_expecting_chorus_errors("check_client_proof", [&] {
                  why = tcp_store::check_client_proof(message, challenge, secret);

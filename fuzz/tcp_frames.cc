@@ -114,7 +114,7 @@ class Script {
     address.sin_port = htons(4242);
     connection_ = std::make_unique<Connection>(owner_, 1, 0,
                                                SocketAddress(reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-                                               Fd(ends[0]));
+                                               AdmittedSocket{Fd(ends[0]), nullptr});
   }
 
   void run(ByteReader& in) {

@@ -91,7 +91,7 @@ StoreUrl parse_store_url(std::string_view url) {
 }
 
 OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, std::chrono::milliseconds timeout,
-                       const JobSecret& secret) {
+                       const JobSecret& secret, std::shared_ptr<const TlsContext> tls) {
   StoreUrl url = parse_store_url(url_text);
   OpenedStore opened;
   if ((url.scheme == "file" || url.scheme == "redis") && job_id.empty()) {
@@ -125,6 +125,7 @@ OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, 
         server_options.host = url.host;
         server_options.port = url.port;
         server_options.secret = secret;
+        server_options.tls = tls;
         auto server = std::make_shared<TcpStoreServer>(server_options);
         CHORUS_LOG(info, rank, "hosting the rendezvous store on port ", server->port());
         opened.keep_alive = server;
@@ -136,7 +137,7 @@ OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, 
       }
     }
     opened.store =
-        std::make_shared<PrefixStore>(job_namespace, std::make_shared<TcpStore>(url.host, url.port, timeout, secret));
+        std::make_shared<PrefixStore>(job_namespace, std::make_shared<TcpStore>(url.host, url.port, timeout, secret, tls));
   }
   return opened;
 }

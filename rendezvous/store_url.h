@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "base/job_secret.h"
+#include "base/tls.h"
 #include "rendezvous/store.h"
 
 namespace chorus {
@@ -39,6 +40,6 @@ struct OpenedStore {
 // rank 0's server listens on the URL's host only (tcp://127.0.0.1:... stays
 // on loopback) and, like every client, proves `secret` on every connection.
 OpenedStore open_store(std::string_view url, int rank, std::string job_id, std::chrono::milliseconds timeout,
-                       const JobSecret& secret = {});
+                       const JobSecret& secret = {}, std::shared_ptr<const TlsContext> tls = nullptr);
 
 }  // namespace chorus

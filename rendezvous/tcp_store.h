@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/job_secret.h"
+#include "base/tls.h"
 #include "rendezvous/store.h"
 
 namespace chorus {
@@ -18,6 +19,8 @@ struct TcpStoreServerOptions {
   uint16_t port = 0;  // 0 picks a free port
   // Every client proves it before its first request (tcp_store_protocol.h).
   JobSecret secret;
+  // TLS on every connection once it proved the secret (base/tls.h); null: none.
+  std::shared_ptr<const TlsContext> tls;
   // Bytes of keys and values the server holds at most; a set or add past it
   // is refused with an error naming the limit.
   size_t max_stored_bytes = size_t{1} << 30;
@@ -45,9 +48,10 @@ class TcpStoreServer {
 class TcpStore : public Store {
  public:
   // Every connection proves `secret` to the server, and the server proves
-  // it back, before the first request.
+  // it back, before the first request; with `tls`, a TLS handshake follows
+  // and the requests travel inside it.
   TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout,
-           JobSecret secret = {});
+           JobSecret secret = {}, std::shared_ptr<const TlsContext> tls = nullptr);
   ~TcpStore() override;
   void set(const std::string& key, std::span<const std::byte> value) override;
   std::vector<std::byte> get(const std::string& key, std::chrono::milliseconds timeout) override;

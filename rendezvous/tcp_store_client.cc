@@ -31,7 +31,7 @@ using tcp_store::IoResult;
 using tcp_store::IoStatus;
 using tcp_store::Op;
 using tcp_store::Status;
-using tcp_store::UniqueFd;
+using tcp_store::Link;
 
 namespace {
 
@@ -65,91 +65,115 @@ struct TcpStore::Impl {
   uint16_t port;
   std::chrono::milliseconds connect_timeout;
   JobSecret secret;
+  std::shared_ptr<const TlsContext> tls;
   std::string where;
   std::mutex idle_mutex;
-  std::vector<UniqueFd> idle;
+  std::vector<Link> idle;
 
-  UniqueFd take_idle();
-  void give_back(UniqueFd fd);
-  UniqueFd connect_with_retry(Deadline deadline, std::string& error);
+  Link take_idle();
+  void give_back(Link link);
+  Link connect_with_retry(Deadline deadline, std::string& error);
   // The challenge-response of tcp_store_protocol.h on a fresh connection.
   // Returns false (error set) when the connection broke; throws IoError when
   // a proof does not match, which no retry can fix.
-  bool authenticate(int fd, Deadline deadline, std::string& error);
-  IoResult read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply);
+  bool authenticate(Link& link, Deadline deadline, std::string& error);
+  // With TLS: the client's handshake, after authentication. Throws IoError
+  // when it fails (a certificate problem no retry fixes).
+  void start_tls(Link& link, Deadline deadline);
+  IoResult read_reply(Link& link, Deadline deadline, size_t max_items, Reply& reply);
   Reply call(const Call& call);
-  Reply cancel(UniqueFd fd, const Call& call);
+  Reply cancel(Link link, const Call& call);
   void check(const Reply& reply, size_t items, const Call& call);
 };
 
 TcpStore::TcpStore(const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout,
-                   JobSecret secret)
+                   JobSecret secret, std::shared_ptr<const TlsContext> tls)
     : impl_(std::make_unique<Impl>()) {
   impl_->host = host;
   impl_->port = port;
   impl_->connect_timeout = connect_timeout;
   impl_->secret = std::move(secret);
+  impl_->tls = std::move(tls);
   impl_->where = tcp_store::host_port(host, port);
   std::string error;
-  UniqueFd fd = impl_->connect_with_retry(store_detail::deadline_after(connect_timeout), error);
-  if (!fd) {
+  Link link = impl_->connect_with_retry(store_detail::deadline_after(connect_timeout), error);
+  if (!link) {
     throw IoError(cat("TcpStore: cannot connect to store server ", impl_->where, " within ",
                       connect_timeout.count(), " ms: ", error));
   }
-  impl_->give_back(std::move(fd));
+  impl_->give_back(std::move(link));
 }
 
 TcpStore::~TcpStore() = default;
 
-UniqueFd TcpStore::Impl::take_idle() {
+Link TcpStore::Impl::take_idle() {
   std::lock_guard lock(idle_mutex);
   while (!idle.empty()) {
-    UniqueFd fd = std::move(idle.back());
+    Link link = std::move(idle.back());
     idle.pop_back();
     // A server that restarted closed this connection while it sat idle; finding
     // out now, before sending, is what lets even an add be retried safely.
-    if (!tcp_store::idle_connection_is_dead(fd.get())) return fd;
+    if (!tcp_store::idle_connection_is_dead(link.fd.get())) return link;
   }
   return {};
 }
 
-void TcpStore::Impl::give_back(UniqueFd fd) {
+void TcpStore::Impl::give_back(Link link) {
   std::lock_guard lock(idle_mutex);
-  idle.push_back(std::move(fd));
+  idle.push_back(std::move(link));
 }
 
-UniqueFd TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& error) {
+Link TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& error) {
   // The server may start after its clients (rank 0 still starting up), so
   // "connection refused" means "not yet" until the deadline.
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
-    UniqueFd fd = tcp_store::connect_once(host, port, deadline, error);
-    if (fd && authenticate(fd.get(), at_least(deadline, kIoGrace), error)) return fd;
-    fd = UniqueFd();
-    if (deadline.expired()) return fd;
+    Link link{tcp_store::connect_once(host, port, deadline, error), nullptr};
+    if (link && authenticate(link, at_least(deadline, kIoGrace), error)) {
+      if (tls) start_tls(link, at_least(deadline, kIoGrace));
+      return link;
+    }
+    link = Link{};
+    if (deadline.expired()) return link;
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining() + std::chrono::milliseconds(1)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
 }
 
-bool TcpStore::Impl::authenticate(int fd, Deadline deadline, std::string& error) {
+void TcpStore::Impl::start_tls(Link& link, Deadline deadline) {
+  link.tls = std::make_unique<TlsSession>(*tls, link.fd.get(), TlsRole::client);
+  std::string why = link.tls->handshake_until(deadline);
+  if (why.empty()) why = link.tls->await_confirmation(deadline);
+  if (!why.empty())
+    throw IoError(cat("TcpStore: the TLS handshake with store server ", where, " failed: ", why,
+                      " (CHORUS_TLS_CERT='", tls->files().certificate, "', CHORUS_TLS_CA='", tls->files().authority,
+                      "': are the store's and this rank's certificates from the same CA?)"));
+}
+
+bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, std::string& error) {
   std::vector<std::byte> greeting(tcp_store::kServerChallengeBytes);
-  IoResult result = tcp_store::receive_exact(fd, greeting, deadline);
+  IoResult result = tcp_store::receive_exact(link, greeting, deadline);
   if (result.status != IoStatus::ok) {
     error = "no greeting from the server (" + result.error + "); is a chorus store listening there?";
     return false;
   }
   Challenge server_challenge{};
-  if (std::string why = tcp_store::decode_server_challenge(greeting, server_challenge); !why.empty())
+  bool server_uses_tls = false;
+  if (std::string why = tcp_store::decode_server_challenge(greeting, server_challenge, &server_uses_tls); !why.empty())
     throw IoError(cat("TcpStore: ", where, " is not a chorus store of this version: ", why));
+  if (server_uses_tls != (tls != nullptr))
+    throw IoError(cat("TcpStore: store server ", where, server_uses_tls ? " uses TLS but this process does not"
+                                                                         : " does not use TLS but this process does",
+                      ": set CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA for the store and every rank, or for "
+                      "none"));
   const std::vector<std::byte> proof = tcp_store::encode_client_proof(server_challenge, fresh_challenge(), secret);
-  result = tcp_store::send_all(fd, proof, deadline);
+  result = tcp_store::send_all(link, proof, deadline);
   if (result.status != IoStatus::ok) {
     error = "the connection broke during authentication (" + result.error + ")";
     return false;
   }
   std::vector<std::byte> answer(tcp_store::kServerProofBytes);
-  result = tcp_store::receive_exact(fd, answer, deadline);
+  result = tcp_store::receive_exact(link, answer, deadline);
   if (result.status == IoStatus::closed)
     throw IoError(cat("TcpStore: store server ", where, " refused this client's proof of the job secret (is "
                       "CHORUS_SECRET the same for the store and every rank? the server's log names this client)"));
@@ -162,9 +186,9 @@ bool TcpStore::Impl::authenticate(int fd, Deadline deadline, std::string& error)
   return true;
 }
 
-IoResult TcpStore::Impl::read_reply(int fd, Deadline deadline, size_t max_items, Reply& reply) {
+IoResult TcpStore::Impl::read_reply(Link& link, Deadline deadline, size_t max_items, Reply& reply) {
   std::byte header[tcp_store::kReplyHeaderBytes];
-  IoResult result = tcp_store::receive_exact(fd, header, deadline);
+  IoResult result = tcp_store::receive_exact(link, header, deadline);
   if (result.status != IoStatus::ok) return result;
   uint32_t magic = tcp_store::get_u32(header);
   auto status = std::to_integer<uint8_t>(header[4]);
@@ -177,14 +201,14 @@ IoResult TcpStore::Impl::read_reply(int fd, Deadline deadline, size_t max_items,
   reply.items.assign(count, {});
   for (auto& item : reply.items) {
     std::byte length_bytes[8];
-    result = tcp_store::receive_exact(fd, length_bytes, deadline);
+    result = tcp_store::receive_exact(link, length_bytes, deadline);
     if (result.status != IoStatus::ok) return result;
     uint64_t length = tcp_store::get_u64(length_bytes);
     if (length > tcp_store::kMaxValueBytes) {
       throw IoError(cat("TcpStore: ", where, " sent an invalid reply (an item of ", length, " bytes)"));
     }
     item.resize(length);
-    result = tcp_store::receive_exact(fd, item, deadline);
+    result = tcp_store::receive_exact(link, item, deadline);
     if (result.status != IoStatus::ok) return result;
   }
   return result;
@@ -201,26 +225,26 @@ Reply TcpStore::Impl::call(const Call& call) {
                        ") and could not complete it within ", call.timeout.count(), " ms"));
   };
   while (true) {
-    UniqueFd fd = take_idle();
-    if (!fd) {
+    Link link = take_idle();
+    if (!link) {
       std::string error;
-      fd = connect_with_retry(deadline, error);
-      if (!fd) {
+      link = connect_with_retry(deadline, error);
+      if (!link) {
         throw IoError(cat("TcpStore: cannot reach store server ", where, " for ", call.what, " within ",
                           call.timeout.count(), " ms: ", error, lost.empty() ? "" : " (connection lost: " + lost + ")"));
       }
     }
-    IoResult sent = tcp_store::send_all(fd.get(), request, at_least(deadline, kIoGrace));
+    IoResult sent = tcp_store::send_all(link, request, at_least(deadline, kIoGrace));
     if (sent.status == IoStatus::ok) {
       Reply reply;
       Deadline reply_deadline = call.parks ? deadline : at_least(deadline, kIoGrace);
-      IoResult got = read_reply(fd.get(), reply_deadline, max_items, reply);
+      IoResult got = read_reply(link, reply_deadline, max_items, reply);
       if (got.status == IoStatus::ok) {
-        give_back(std::move(fd));
+        give_back(std::move(link));
         return reply;
       }
       if (got.status == IoStatus::timed_out) {
-        if (call.parks) return cancel(std::move(fd), call);
+        if (call.parks) return cancel(std::move(link), call);
         throw TimeoutError(cat("TcpStore: store server ", where, " did not answer ", call.what, " within ",
                                call.timeout.count(), " ms"));
       }
@@ -240,14 +264,14 @@ Reply TcpStore::Impl::call(const Call& call) {
   }
 }
 
-Reply TcpStore::Impl::cancel(UniqueFd fd, const Call& call) {
+Reply TcpStore::Impl::cancel(Link link, const Call& call) {
   std::string store = cat("TcpStore ", where);
   Deadline grace = Deadline::after(kIoGrace);
   std::vector<std::byte> frame = tcp_store::encode_request(Op::cancel, {}, {});
   Reply reply;
-  if (tcp_store::send_all(fd.get(), frame, grace).status == IoStatus::ok &&
-      read_reply(fd.get(), grace, std::max<size_t>(call.keys.size(), 1), reply).status == IoStatus::ok) {
-    give_back(std::move(fd));
+  if (tcp_store::send_all(link, frame, grace).status == IoStatus::ok &&
+      read_reply(link, grace, std::max<size_t>(call.keys.size(), 1), reply).status == IoStatus::ok) {
+    give_back(std::move(link));
     if (reply.status != Status::timed_out) return reply;  // answered just as we gave up: use it
     std::vector<std::string> missing;
     for (const auto& item : reply.items) missing.emplace_back(reinterpret_cast<const char*>(item.data()), item.size());

@@ -183,20 +183,24 @@ std::string mismatch(const JobSecret& secret, const char* who) {
 
 }  // namespace
 
-std::vector<std::byte> encode_server_challenge(const Challenge& challenge) {
+std::vector<std::byte> encode_server_challenge(const Challenge& challenge, bool tls) {
   std::vector<std::byte> out;
   put_u32(out, kAuthMagic);
-  out.push_back(static_cast<std::byte>(kAuthVersion & 0xff));
-  out.push_back(static_cast<std::byte>(kAuthVersion >> 8));
+  out.push_back(static_cast<std::byte>(kAuthVersion));
+  out.push_back(static_cast<std::byte>(tls ? 1 : 0));
   out.insert(out.end(), challenge.begin(), challenge.end());
   return out;
 }
 
-std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge) {
+std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge, bool* tls) {
   if (bytes.size() != kServerChallengeBytes) return cat("a greeting of ", bytes.size(), " bytes");
   if (get_u32(bytes.data()) != kAuthMagic) return "not a chorus store greeting (bad magic)";
-  const unsigned version = std::to_integer<unsigned>(bytes[4]) | std::to_integer<unsigned>(bytes[5]) << 8;
-  if (version != kAuthVersion) return cat("store protocol version ", version, ", this side speaks ", kAuthVersion);
+  const unsigned version = std::to_integer<unsigned>(bytes[4]);
+  if (version != kAuthVersion)
+    return cat("store protocol version ", version, ", this side speaks ", unsigned{kAuthVersion});
+  const unsigned flags = std::to_integer<unsigned>(bytes[5]);
+  if (flags > 1) return cat("unknown greeting flags 0x", std::hex, flags);
+  if (tls) *tls = flags == 1;
   std::copy(bytes.begin() + 6, bytes.end(), challenge.begin());
   return "";
 }

@@ -40,14 +40,20 @@ inline constexpr size_t kMaxTotalKeyBytes = size_t{64} << 20;
 inline constexpr size_t kReplyHeaderBytes = 9;
 
 inline constexpr uint32_t kAuthMagic = 0x41534843;  // "CHSA"
-inline constexpr uint16_t kAuthVersion = 1;
+// Version 2: the greeting's sixth byte says whether TLS follows the exchange.
+inline constexpr uint8_t kAuthVersion = 2;
 inline constexpr size_t kServerChallengeBytes = 6 + kChallengeBytes;
 inline constexpr size_t kClientProofBytes = 4 + kChallengeBytes + kProofBytes;
 inline constexpr size_t kServerProofBytes = 4 + kProofBytes;
 
-std::vector<std::byte> encode_server_challenge(const Challenge& challenge);
+// The greeting: magic u32 | version u8 | flags u8 (bit 0: a TLS handshake
+// follows the exchange) | challenge. The flag lets a client without TLS (or
+// with it, against a server without) fail at once with the reason, instead
+// of seeing its requests dropped; it decides nothing on its own: each side
+// speaks TLS only if its own configuration says so.
+std::vector<std::byte> encode_server_challenge(const Challenge& challenge, bool tls = false);
 // Why the bytes are not a server challenge (empty when they are).
-std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge);
+std::string decode_server_challenge(std::span<const std::byte> bytes, Challenge& challenge, bool* tls = nullptr);
 std::vector<std::byte> encode_client_proof(const Challenge& server_challenge, const Challenge& client_challenge,
                                            const JobSecret& secret);
 // Why the client's message does not prove the secret over this challenge (empty when it does).

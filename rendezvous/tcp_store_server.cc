@@ -46,6 +46,11 @@ struct Parked {
 
 struct Connection {
   UniqueFd fd;
+  // With TLS: made once the client proved the secret; until its handshake
+  // is done (tls_handshaking) nothing is read as a request.
+  std::unique_ptr<TlsSession> tls;
+  bool tls_handshaking = false;
+  bool tls_wants_write = false;
   std::string peer;
   bool authenticated = false;
   Challenge challenge{};
@@ -56,7 +61,11 @@ struct Connection {
   std::optional<Parked> parked;
   bool dead = false;
 
-  bool has_pending_output() const { return out_sent < out.size(); }
+  bool has_pending_output() const {
+    return out_sent < out.size() || (tls && !tls_handshaking && tls->unsent_output());
+  }
+  // Whether the client has not yet proven the secret or finished TLS.
+  bool admitting() const { return !authenticated || tls_handshaking; }
 };
 
 struct WaiterRef {
@@ -73,6 +82,7 @@ struct TcpStoreServer::Impl {
   uint16_t port = 0;
   std::string where;
   JobSecret secret;
+  std::shared_ptr<const TlsContext> tls;
   size_t max_stored_bytes = 0;
   size_t stored_bytes = 0;  // keys and values held
   std::thread thread;
@@ -99,6 +109,7 @@ struct TcpStoreServer::Impl {
   std::string store_value(const std::string& key, std::vector<std::byte> value);
   void accept_all();
   void read_from(uint64_t id, Connection& c);
+  void continue_tls(uint64_t id, Connection& c);
   void process_input(uint64_t id, Connection& c);
   void handle(uint64_t id, Connection& c, tcp_store::Request& request);
   void reply(uint64_t id, Connection& c, Status status, const std::vector<std::span<const std::byte>>& items);
@@ -127,6 +138,7 @@ TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options) : impl_(std
   impl_->port = tcp_store::local_port(impl_->listener.get());
   impl_->where = tcp_store::host_port(options.host, impl_->port);
   impl_->secret = options.secret;
+  impl_->tls = options.tls;
   impl_->max_stored_bytes = options.max_stored_bytes;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -166,7 +178,8 @@ bool TcpStoreServer::Impl::serve_once() {
   polled.push_back({wake_read.get(), POLLIN, 0});
   polled.push_back({listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
   for (auto& [id, c] : connections) {
-    polled.push_back({c.fd.get(), static_cast<short>(c.has_pending_output() ? POLLOUT : POLLIN), 0});
+    const bool wants_write = c.has_pending_output() || (c.tls_handshaking && c.tls_wants_write);
+    polled.push_back({c.fd.get(), static_cast<short>(wants_write ? POLLOUT : POLLIN), 0});
     polled_ids.push_back(id);
   }
   int count = ::poll(polled.data(), polled.size(), poll_timeout_ms(accepting));
@@ -185,6 +198,8 @@ bool TcpStoreServer::Impl::serve_once() {
     Connection& c = found->second;
     if (c.has_pending_output()) {
       flush(id, c);
+    } else if (c.tls_handshaking) {
+      continue_tls(id, c);
     } else {
       read_from(id, c);
     }
@@ -203,7 +218,7 @@ bool TcpStoreServer::Impl::serve_once() {
 int TcpStoreServer::Impl::poll_timeout_ms(bool accepting) {
   auto earliest = accepting ? Clock::time_point::max() : accept_paused_until;
   for (const auto& [id, c] : connections)
-    if (!c.authenticated) earliest = std::min(earliest, c.give_up_at);
+    if (c.admitting()) earliest = std::min(earliest, c.give_up_at);
   if (earliest == Clock::time_point::max()) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
@@ -212,8 +227,11 @@ int TcpStoreServer::Impl::poll_timeout_ms(bool accepting) {
 void TcpStoreServer::Impl::expire_unauthenticated() {
   const auto now = Clock::now();
   for (auto& [id, c] : connections)
-    if (!c.dead && !c.authenticated && c.give_up_at <= now)
-      drop(id, c, cat("refused: no proof of the job secret within ", kAuthTimeout.count(), " s"), true);
+    if (!c.dead && c.admitting() && c.give_up_at <= now)
+      drop(id, c,
+           cat("refused: no proof of the job secret", tls ? " and TLS handshake" : "", " within ",
+               kAuthTimeout.count(), " s"),
+           true);
 }
 
 bool TcpStoreServer::Impl::authenticate(uint64_t id, Connection& c) {
@@ -234,7 +252,16 @@ bool TcpStoreServer::Impl::authenticate(uint64_t id, Connection& c) {
   c.out.insert(c.out.end(), answer.begin(), answer.end());
   CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": ", c.peer, " proved the job secret");
   flush(id, c);
-  return !c.dead;
+  if (c.dead || !tls) return !c.dead;
+  // The client waits for our answer before it starts TLS: anything it sent
+  // meanwhile is not a TLS client's.
+  if (!c.in.empty()) {
+    drop(id, c, "refused: it sent requests in the clear to a store that uses TLS", true);
+    return false;
+  }
+  c.tls = std::make_unique<TlsSession>(*tls, c.fd.get(), TlsRole::server);
+  c.tls_handshaking = true;
+  return false;  // no request before the handshake is done
 }
 
 std::string TcpStoreServer::Impl::store_value(const std::string& key, std::vector<std::byte> value) {
@@ -268,10 +295,28 @@ void TcpStoreServer::Impl::accept_all() {
     c.peer = tcp_store::peer_name(fd);
     c.challenge = fresh_challenge();
     c.give_up_at = Clock::now() + kAuthTimeout;
-    c.out = tcp_store::encode_server_challenge(c.challenge);
+    c.out = tcp_store::encode_server_challenge(c.challenge, tls != nullptr);
     CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": connection from ", c.peer);
     const uint64_t id = next_connection++;
     flush(id, connections.emplace(id, std::move(c)).first->second);
+  }
+}
+
+void TcpStoreServer::Impl::continue_tls(uint64_t id, Connection& c) {
+  switch (c.tls->handshake()) {
+    case TlsSession::Step::done:
+      c.tls_handshaking = false;
+      if (!c.tls->send_confirmation()) return drop(id, c, "cannot confirm the TLS handshake", false);
+      CHORUS_LOG(trace, -1, "TcpStoreServer ", where, ": TLS with ", c.peer, " is up");
+      return;
+    case TlsSession::Step::failed:
+      return drop(id, c, "refused: " + c.tls->error(), true);
+    case TlsSession::Step::want_read:
+      c.tls_wants_write = false;
+      return;
+    case TlsSession::Step::want_write:
+      c.tls_wants_write = true;
+      return;
   }
 }
 
@@ -280,8 +325,9 @@ void TcpStoreServer::Impl::read_from(uint64_t id, Connection& c) {
   // kept per connection: thousands of idle ranks must not cost a chunk each.
   scratch.resize(kReadChunkBytes);
   size_t budget = kReadBudgetBytes;
-  while (budget > 0) {
-    ssize_t n = ::recv(c.fd.get(), scratch.data(), scratch.size(), 0);
+  // Bytes TLS already decrypted are announced by no readiness: take them all.
+  while (budget > 0 || (c.tls && c.tls->buffered_input())) {
+    ssize_t n = c.tls ? c.tls->read(scratch.data(), scratch.size()) : ::recv(c.fd.get(), scratch.data(), scratch.size(), 0);
     if (n > 0) {
       try {
         c.in.insert(c.in.end(), scratch.begin(), scratch.begin() + n);
@@ -298,7 +344,7 @@ void TcpStoreServer::Impl::read_from(uint64_t id, Connection& c) {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    drop(id, c, tcp_store::errno_text(errno), false);
+    drop(id, c, errno == EPROTO && c.tls ? c.tls->error() : tcp_store::errno_text(errno), errno == EPROTO);
     return;
   }
   process_input(id, c);
@@ -430,14 +476,24 @@ void TcpStoreServer::Impl::reply(uint64_t id, Connection& c, Status status,
 
 void TcpStoreServer::Impl::flush(uint64_t id, Connection& c) {
   while (c.has_pending_output()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+    ssize_t n;
+    if (!c.tls || c.tls_handshaking) {
+      // In the clear: everything before TLS is up (the challenge, the proof).
+      n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+    } else if (c.out_sent < c.out.size()) {
+      n = c.tls->write(c.out.data() + c.out_sent, c.out.size() - c.out_sent);
+    } else {
+      n = -1;
+      errno = c.tls->flush();  // a sealed record the socket did not take yet
+      if (errno == 0) continue;
+    }
     if (n > 0) {
       c.out_sent += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    drop(id, c, cat("send failed: ", tcp_store::errno_text(errno)), false);
+    drop(id, c, cat("send failed: ", errno == EPROTO && c.tls ? c.tls->error() : tcp_store::errno_text(errno)), false);
     return;
   }
   c.out.clear();
@@ -465,6 +521,7 @@ void TcpStoreServer::Impl::drop(uint64_t id, Connection& c, const std::string& r
   unregister(id, c);
   c.parked.reset();
   c.dead = true;
+  c.tls.reset();  // before the socket it uses
   c.fd.reset();
   c.in.clear();
   c.out.clear();

@@ -127,10 +127,30 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
   return {};
 }
 
-IoResult send_all(int fd, std::span<const std::byte> bytes, Deadline deadline) {
+namespace {
+
+IoResult failed(Link& link, int error) {
+  if (error == EPROTO && link.tls) return {IoStatus::closed, link.tls->error()};
+  return {IoStatus::closed, errno_text(error)};
+}
+
+}  // namespace
+
+IoResult send_all(Link& link, std::span<const std::byte> bytes, Deadline deadline) {
+  const int fd = link.fd.get();
   size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+  while (done < bytes.size() || (link.tls && link.tls->unsent_output())) {
+    ssize_t n;
+    if (!link.tls) {
+      n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    } else if (done < bytes.size()) {
+      n = link.tls->write(bytes.data() + done, bytes.size() - done);
+    } else {
+      // TLS kept back a sealed record the socket did not take.
+      n = -1;
+      errno = link.tls->flush();
+      if (errno == 0) continue;
+    }
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -140,15 +160,17 @@ IoResult send_all(int fd, std::span<const std::byte> bytes, Deadline deadline) {
       if (!wait_for(fd, POLLOUT, deadline)) return {IoStatus::timed_out, "send timed out"};
       continue;
     }
-    return {IoStatus::closed, errno_text(errno)};
+    return failed(link, errno);
   }
   return {};
 }
 
-IoResult receive_exact(int fd, std::span<std::byte> bytes, Deadline deadline) {
+IoResult receive_exact(Link& link, std::span<std::byte> bytes, Deadline deadline) {
+  const int fd = link.fd.get();
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    ssize_t n = link.tls ? link.tls->read(bytes.data() + done, bytes.size() - done)
+                         : ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -159,7 +181,7 @@ IoResult receive_exact(int fd, std::span<std::byte> bytes, Deadline deadline) {
       if (!wait_for(fd, POLLIN, deadline)) return {IoStatus::timed_out, "receive timed out"};
       continue;
     }
-    return {IoStatus::closed, errno_text(errno)};
+    return failed(link, errno);
   }
   return {};
 }

@@ -6,10 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "base/deadline.h"
+#include "base/tls.h"
 
 namespace chorus::tcp_store {
 
@@ -29,6 +31,14 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// A client's connection: the socket and, when the job uses TLS, its session
+// (declared after the socket, so it goes first).
+struct Link {
+  UniqueFd fd;
+  std::unique_ptr<TlsSession> tls;
+  explicit operator bool() const { return static_cast<bool>(fd); }
+};
+
 std::string errno_text(int error);
 // "host:port", with brackets around IPv6 literals.
 std::string host_port(const std::string& host, uint16_t port);
@@ -46,8 +56,9 @@ struct IoResult {
   IoStatus status = IoStatus::ok;
   std::string error;  // for closed: "closed by the server", "Connection reset by peer", ...
 };
-IoResult send_all(int fd, std::span<const std::byte> bytes, Deadline deadline);
-IoResult receive_exact(int fd, std::span<std::byte> bytes, Deadline deadline);
+// Through the link's TLS session once it has one.
+IoResult send_all(Link& link, std::span<const std::byte> bytes, Deadline deadline);
+IoResult receive_exact(Link& link, std::span<std::byte> bytes, Deadline deadline);
 
 // True if an idle connection has been closed (or sent something unasked).
 bool idle_connection_is_dead(int fd);

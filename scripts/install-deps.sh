@@ -12,12 +12,13 @@ fi
 # for ranks on this host. clang-14, libclang-rt-14-dev (libFuzzer and the
 # sanitizers' runtimes) and llvm-14 (llvm-symbolizer, for readable reports):
 # the fuzz harnesses (scripts/fuzz.sh). libssl-dev: libcrypto's HMAC for the
-# job secret's proofs (base/job_secret.h).
+# job secret's proofs (base/job_secret.h) and libssl for optional TLS
+# (base/tls.h); openssl: the program that makes the TLS tests' certificates.
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
   catch2 libcli11-dev nlohmann-json3-dev \
-  libibverbs-dev librdmacm-dev libhiredis-dev libssl-dev \
+  libibverbs-dev librdmacm-dev libhiredis-dev libssl-dev openssl \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps \
   libgloo-dev \

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     options.host = host;
     options.port = port;
     options.secret = chorus::secret_from_environment();
+    options.tls = chorus::tls_from_environment();
     if (!options.secret.configured())
       std::cerr << "chorus-store: no CHORUS_SECRET or CHORUS_SECRET_FILE: any client that reaches this port may "
                    "read and write the job's keys"

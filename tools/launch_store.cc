@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "rendezvous/tcp_store.h"
@@ -50,6 +51,8 @@ LaunchStore::LaunchStore(const std::string& choice, const JobSecret& secret) {
     TcpStoreServerOptions options;
     options.host = "127.0.0.1";
     options.secret = secret;
+    // The ranks inherit CHORUS_TLS_*: the store they reach must speak as they do.
+    options.tls = tls_from_environment();
     server_ = std::make_unique<TcpStoreServer>(options);
     url_ = cat("tcp://127.0.0.1:", server_->port());
   } else if (choice == "embedded") {

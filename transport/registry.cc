@@ -21,6 +21,7 @@ std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
   tcp_options.streams = options.streams;
   tcp_options.describe_signature = options.describe_signature;
   tcp_options.secret = options.config.secret;
+  tcp_options.tls = options.config.tls;
   tcp_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
   return tcp::create_device(tcp_options);
 }

@@ -53,7 +53,8 @@ struct ConnectionUnderTest {
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connection = std::make_unique<tcp::Connection>(
-        owner, 1, 0, tcp::SocketAddress(reinterpret_cast<sockaddr*>(&address), sizeof(address)), Fd(ends[0]));
+        owner, 1, 0, tcp::SocketAddress(reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+        tcp::AdmittedSocket{Fd(ends[0]), nullptr});
   }
   ~ConnectionUnderTest() {
     connection->fail_everything(std::make_exception_ptr(Aborted("test over")), {}, Clock::now());

@@ -12,7 +12,7 @@
 namespace chorus::transport::tcp {
 namespace {
 
-// Layout: magic u32 | version u16 | family u8 (4/6) | pad u8 | port u16 |
+// Layout: magic u32 | version u16 | family u8 (4/6) | flags u8 (bit 0: TLS) | port u16 |
 // pad u16 | ip 16 bytes | scope id u32 | rank u32 | streams u32 | nonce u64   (= 48 bytes)
 constexpr uint32_t kAddressMagic = 0x41484354;  // "TCHA"
 constexpr size_t kAddressBytes = 48;
@@ -38,6 +38,7 @@ std::vector<std::byte> encode_address(const ListenerAddress& address) {
   store_le(out + 32, static_cast<uint32_t>(address.rank), 4);
   store_le(out + 36, static_cast<uint32_t>(address.streams), 4);
   store_le(out + 40, address.nonce, 8);
+  out[7] = address.tls ? std::byte{1} : std::byte{0};
   return blob;
 }
 
@@ -73,6 +74,8 @@ ListenerAddress decode_address(std::span<const std::byte> blob, int my_rank, int
   address.rank = static_cast<int>(load_le(in + 32, 4));
   address.streams = static_cast<int>(load_le(in + 36, 4));
   address.nonce = load_le(in + 40, 8);
+  if ((in[7] & ~std::byte{1}) != std::byte{0}) throw invalid("unknown flags");
+  address.tls = in[7] == std::byte{1};
   if (address.rank != peer_rank)
     throw InvalidArgument(cat("rank ", my_rank, ": the address given for peer rank ", peer_rank,
                               " belongs to rank ", address.rank, " (",

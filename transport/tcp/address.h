@@ -1,6 +1,6 @@
 // The address blob a TCP device publishes through the bootstrap: where it
 // listens, the random nonce a dialer must present, the owner's rank and its
-// number of connections per peer.
+// number of connections per peer, and whether it uses TLS.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,9 @@ struct ListenerAddress {
   int rank = -1;
   // Connections the owner keeps per peer (TcpDeviceOptions::streams).
   int streams = 1;
+  // Whether the owner speaks TLS after the handshake (base/tls.h): every
+  // rank must agree, which connect checks before dialing.
+  bool tls = false;
 };
 
 std::vector<std::byte> encode_address(const ListenerAddress& address);

@@ -105,7 +105,7 @@ void Engine::start() {
 }
 
 std::vector<std::byte> Engine::address() const {
-  return encode_address({listen_address_, nonce_, rank(), options_.streams});
+  return encode_address({listen_address_, nonce_, rank(), options_.streams, options_.tls != nullptr});
 }
 
 
@@ -135,6 +135,11 @@ void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) 
                               options_.streams == 1 ? " stream" : " streams", " per peer but peer rank ",
                               peer_rank, " uses ", peer.streams,
                               ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
+  const bool tls = options_.tls != nullptr;
+  if (peer.tls != tls)
+    throw InvalidArgument(cat("rank ", rank(), tls ? " uses TLS" : " does not use TLS", " but peer rank ", peer_rank,
+                              peer.tls ? " does" : " does not",
+                              ": set CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA on every rank or on none"));
 }
 
 std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
@@ -151,10 +156,11 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
 
   // The higher rank dials so every pair is built exactly once, and a rank
   // never waits on a peer that is itself waiting.
-  Fd fd = rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, options_.secret, deadline)
-                             : wait_for_dialer(peer, stream, deadline);
+  AdmittedSocket admitted =
+      rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, options_.secret, options_.tls.get(), deadline)
+                         : wait_for_dialer(peer, stream, deadline);
 
-  auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(fd));
+  auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(admitted));
   Connection& added = *connection;
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure_) std::rethrow_exception(failure_);
@@ -171,17 +177,23 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   return std::make_unique<TcpPair>(shared_from_this(), added);
 }
 
-Fd Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
+AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
   auto started = Clock::now();
   const std::pair<int, int> key{peer.rank, stream};
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!failure_ && !admitted_.count(key) && !deadline.expired()) {
+  while (!failure_ && !admitted_.count(key) && !tls_refused_.count(key) && !deadline.expired()) {
     // Bounded waits: a far-away or never deadline must not overflow the clock.
     auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
                           std::chrono::milliseconds(60'000));
     changed_.wait_for(lock, slice);
   }
   if (failure_) std::rethrow_exception(failure_);
+  if (auto refused = tls_refused_.find(key); refused != tls_refused_.end() && !admitted_.count(key))
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer.rank, " (", peer.socket.to_string(),
+                      stream > 0 ? cat(", stream ", stream) : std::string(), ") proved the job secret but its ",
+                      "TLS handshake failed: ", refused->second, " (CHORUS_TLS_CA='", options_.tls->files().authority,
+                      "': did the same CA issue its certificate?)"),
+                  peer.rank);
   auto found = admitted_.find(key);
   if (found == admitted_.end()) {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
@@ -190,9 +202,9 @@ Fd Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline dea
                            stream > 0 ? cat(", stream ", stream) : std::string(),
                            ") to connect to this rank (has it started and called connect?)"));
   }
-  Fd fd = std::move(found->second);
+  AdmittedSocket admitted = std::move(found->second);
   admitted_.erase(found);
-  return fd;
+  return admitted;
 }
 
 // ---------------------------------------------------------------- progress thread
@@ -285,6 +297,7 @@ void Engine::on_handshake_readable(uint64_t id) {
   auto found = handshakes_.find(id);
   if (found == handshakes_.end()) return;
   IncomingHandshake& incoming = *found->second;
+  if (incoming.tls_started()) return continue_tls(id, incoming);
   switch (incoming.read_available()) {
     case IncomingHandshake::Status::waiting:
       return;
@@ -296,27 +309,59 @@ void Engine::on_handshake_readable(uint64_t id) {
   Hello hello;
   std::string why = check_hello(incoming.bytes(), {nonce_, rank(), size(), options_.streams}, incoming.challenge(),
                                 options_.secret, hello);
-  const std::pair<int, int> key{hello.dialer_rank, hello.stream};
-  if (why.empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (failure_) why = "this rank has aborted";
-    else if (admitted_.count(key) || by_link_[link(hello.dialer_rank, hello.stream)].load())
-      why = cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
-  }
+  if (why.empty()) why = admission_conflict(hello);
   if (!why.empty()) return reject_handshake(id, why);
   auto ack = encode_ack(incoming.bytes(), incoming.challenge(), options_.secret, rank(), hello.dialer_rank,
                         hello.stream);
   // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
   if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
     return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));
+  incoming.set_accepted(hello);
+  if (options_.tls) return continue_tls(id, incoming);
+  admit(id);
+}
+
+void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
+  uint32_t interest = EPOLLIN;
+  switch (incoming.continue_tls(*options_.tls)) {
+    case TlsSession::Step::done:
+      return admit(id);
+    case TlsSession::Step::failed:
+      return reject_handshake(id, incoming.failure());
+    case TlsSession::Step::want_write:
+      interest = EPOLLOUT;
+      break;
+    case TlsSession::Step::want_read:
+      break;
+  }
+  epoll_event event{interest, {.u64 = token(TokenKind::handshake, id)}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
+    reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
+}
+
+std::string Engine::admission_conflict(const Hello& hello) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return "this rank has aborted";
+  if (admitted_.count({hello.dialer_rank, hello.stream}) || by_link_[link(hello.dialer_rank, hello.stream)].load())
+    return cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
+  return "";
+}
+
+void Engine::admit(uint64_t id) {
+  IncomingHandshake& incoming = *handshakes_.at(id);
+  const Hello& hello = incoming.accepted();
+  // Checked again: another connection may have claimed the link while TLS ran.
+  if (std::string why = admission_conflict(hello); !why.empty()) return reject_handshake(id, why);
+  if (options_.tls && !incoming.send_tls_confirmation())
+    return reject_handshake(id, cat("cannot confirm the TLS handshake: ", errno_text(errno)));
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
   CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
-             incoming.from().to_string());
+             incoming.from().to_string(), options_.tls ? " (TLS)" : "");
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    admitted_[key] = incoming.release();
+    admitted_[{hello.dialer_rank, hello.stream}] = incoming.release();
   }
-  handshakes_.erase(found);
+  handshakes_.erase(id);
   changed_.notify_all();
 }
 
@@ -325,6 +370,12 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
   if (found == handshakes_.end()) return;
   CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
              " on ", listen_address_.to_string(), ": ", why);
+  if (found->second->tls_started()) {
+    const Hello& hello = found->second->accepted();
+    std::lock_guard<std::mutex> lock(mutex_);
+    tls_refused_[{hello.dialer_rank, hello.stream}] = why;
+    changed_.notify_all();
+  }
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
   handshakes_.erase(found);
 }
@@ -335,7 +386,8 @@ void Engine::expire_handshakes() {
   for (const auto& [id, incoming] : handshakes_)
     if (incoming->give_up_at() <= now) expired.push_back(id);
   for (uint64_t id : expired)
-    reject_handshake(id, cat("no complete hello within ", kHandshakeTimeout.count(), " s"));
+    reject_handshake(id, cat("no complete ", options_.tls ? "hello and TLS handshake" : "hello", " within ",
+                             kHandshakeTimeout.count(), " s"));
 }
 
 int Engine::next_timeout_ms() const {

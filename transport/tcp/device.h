@@ -72,6 +72,11 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void dispatch(uint64_t token, uint32_t events);
   void accept_all();
   void on_handshake_readable(uint64_t id);
+  void continue_tls(uint64_t id, IncomingHandshake& incoming);
+  // Why a proven hello may not take its link (empty when it may).
+  std::string admission_conflict(const Hello& hello);
+  // Hands a handshake that is done to wait_for_dialer.
+  void admit(uint64_t id);
   void reject_handshake(uint64_t id, const std::string& why);
   void expire_handshakes();
   int next_timeout_ms() const;
@@ -83,7 +88,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool park_if_polled(Connection& connection);
   void park_locked(Connection& connection);
   void update_epoll_locked(Connection& connection);
-  Fd wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline);
+  AdmittedSocket wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline);
   // Index of (peer, stream) in by_link_; also the epoll token's value.
   size_t link(int peer, int stream) const {
     return static_cast<size_t>(peer) * static_cast<size_t>(options_.streams) + static_cast<size_t>(stream);
@@ -114,7 +119,10 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool cleanup_done_ = false;
   std::vector<std::byte> abort_frame_;
   // Dialers that passed the handshake by (peer, stream), waiting for this rank's connect().
-  std::map<std::pair<int, int>, Fd> admitted_;
+  std::map<std::pair<int, int>, AdmittedSocket> admitted_;
+  // Dialers that proved the job secret but whose TLS handshake failed, and
+  // why: wait_for_dialer reports it at once instead of timing out.
+  std::map<std::pair<int, int>, std::string> tls_refused_;
   std::vector<std::unique_ptr<Connection>> connections_;
   // By peer rank: whether the peer listens on this host's own address.
   std::unique_ptr<std::atomic<bool>[]> peer_on_host_;

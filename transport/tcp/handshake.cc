@@ -47,17 +47,19 @@ bool retryable(int error) { return error == ECONNREFUSED || error == ETIMEDOUT |
 class Dialer {
  public:
   Dialer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
-         Deadline deadline)
-      : peer_(peer), my_rank_(my_rank), stream_(stream), streams_(streams), secret_(secret), deadline_(deadline),
-        started_(Clock::now()) {}
+         const TlsContext* tls, Deadline deadline)
+      : peer_(peer), my_rank_(my_rank), stream_(stream), streams_(streams), secret_(secret), tls_(tls),
+        deadline_(deadline), started_(Clock::now()) {}
 
-  Fd run() {
+  AdmittedSocket run() {
     auto backoff = std::chrono::milliseconds(5);
     while (true) {
       Fd fd = attempt_connect();
       if (fd.valid()) {
         exchange_hello(fd.get());
-        return fd;
+        AdmittedSocket admitted{std::move(fd), nullptr};
+        if (tls_) start_tls(admitted);
+        return admitted;
       }
       if (!retryable(last_error_))
         throw IoError(cat("rank ", my_rank_, ": cannot connect to ", label(), ": ",
@@ -138,6 +140,19 @@ class Dialer {
       throw IoError(cat("rank ", my_rank_, ": ", label(), " answered the handshake with ", why), peer_.rank);
   }
 
+  void start_tls(AdmittedSocket& admitted) {
+    admitted.tls = std::make_unique<TlsSession>(*tls_, admitted.fd.get(), TlsRole::client);
+    std::string why = admitted.tls->handshake_until(deadline_);
+    if (why.empty()) why = admitted.tls->await_confirmation(deadline_);
+    if (!why.empty()) {
+      if (deadline_.expired()) timed_out("in the TLS handshake with");
+      throw IoError(cat("rank ", my_rank_, ": the TLS handshake with ", label(), " failed: ", why,
+                        " (CHORUS_TLS_CERT='", tls_->files().certificate, "', CHORUS_TLS_CA='",
+                        tls_->files().authority, "': are both from the CA every rank uses?)"),
+                    peer_.rank);
+    }
+  }
+
   template <size_t N>
   void receive_exactly(int fd, std::array<std::byte, N>& out, const char* what) {
     size_t received = 0;
@@ -164,6 +179,7 @@ class Dialer {
   int stream_;
   int streams_;
   const JobSecret& secret_;
+  const TlsContext* tls_;
   Deadline deadline_;
   Clock::time_point started_;
   int last_error_ = 0;
@@ -265,9 +281,16 @@ std::string check_ack(const AckMessage& ack, const HelloMessage& hello, const Ch
   return "";
 }
 
-Fd dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
-             Deadline deadline) {
-  return Dialer(peer, my_rank, stream, streams, secret, deadline).run();
+AdmittedSocket dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
+                         const TlsContext* tls, Deadline deadline) {
+  return Dialer(peer, my_rank, stream, streams, secret, tls, deadline).run();
+}
+
+TlsSession::Step IncomingHandshake::continue_tls(const TlsContext& tls) {
+  if (!tls_) tls_ = std::make_unique<TlsSession>(tls, fd_.get(), TlsRole::server);
+  const TlsSession::Step step = tls_->handshake();
+  if (step == TlsSession::Step::failed) failure_ = tls_->error();
+  return step;
 }
 
 IncomingHandshake::Status IncomingHandshake::read_available() {

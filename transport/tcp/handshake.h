@@ -9,7 +9,9 @@
 // field and the fields before admitting; the dialer checks the ack's proof
 // in turn, so both sides know the other holds the job secret
 // (base/job_secret.h) and a recorded handshake replays on no other
-// connection. Only then does the socket carry frames, so a stray or hostile
+// connection. With TLS (base/tls.h) a TLS handshake follows on the same
+// socket, the dialer as client, and frames travel inside it; the
+// listener admits the socket only once that handshake is done too. Only then does the socket carry frames, so a stray or hostile
 // connection never reaches user memory. The stream says which of the
 // connections between the two ranks this one is.
 #pragma once
@@ -17,10 +19,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/deadline.h"
 #include "base/job_secret.h"
+#include "base/tls.h"
 #include "transport/tcp/address.h"
 #include "transport/tcp/socket.h"
 
@@ -72,11 +76,12 @@ std::string check_ack(const AckMessage& ack, const HelloMessage& hello, const Ch
 
 // Dialer side, blocking on the caller's thread: connects (retrying refused and
 // timed-out attempts with a short backoff until the deadline), reads the
-// challenge, sends the hello for `stream` of `streams` and checks the ack.
-// Returns a non-blocking, TCP_NODELAY socket. Throws TimeoutError or IoError
-// naming the peer rank and address.
-Fd dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
-             Deadline deadline);
+// challenge, sends the hello for `stream` of `streams`, checks the ack, and
+// with `tls` runs the TLS handshake as the client. Returns a non-blocking,
+// TCP_NODELAY socket. Throws TimeoutError or IoError naming the peer rank
+// and address.
+AdmittedSocket dial_peer(const ListenerAddress& peer, int my_rank, int stream, int streams, const JobSecret& secret,
+                         const TlsContext* tls, Deadline deadline);
 
 // Listener side: an accepted socket that was sent its challenge and whose
 // hello is still arriving. The progress thread feeds it on readiness so a
@@ -89,13 +94,22 @@ class IncomingHandshake {
   enum class Status { waiting, received, failed };
   // Reads what has arrived. On failed, failure() says why.
   Status read_available();
+  // After the ack went out, with TLS: one step of the server's TLS handshake.
+  // TlsSession::Step::failed leaves why in failure().
+  TlsSession::Step continue_tls(const TlsContext& tls);
+  bool tls_started() const { return tls_ != nullptr; }
+  // Once the TLS handshake is done (TlsSession::send_confirmation).
+  bool send_tls_confirmation() { return tls_ && tls_->send_confirmation(); }
+  // The hello the listener accepted (kept while TLS runs).
+  void set_accepted(const Hello& hello) { accepted_ = hello; }
+  const Hello& accepted() const { return accepted_; }
   const HelloMessage& bytes() const { return bytes_; }
   const Challenge& challenge() const { return challenge_; }
   const std::string& failure() const { return failure_; }
   const SocketAddress& from() const { return from_; }
   Clock::time_point give_up_at() const { return give_up_at_; }
   int fd() const { return fd_.get(); }
-  Fd release() { return std::move(fd_); }
+  AdmittedSocket release() { return {std::move(fd_), std::move(tls_)}; }
 
  private:
   Fd fd_;
@@ -105,6 +119,8 @@ class IncomingHandshake {
   HelloMessage bytes_{};
   size_t received_ = 0;
   std::string failure_;
+  Hello accepted_;
+  std::unique_ptr<TlsSession> tls_;  // declared after fd_: destroyed before the socket closes
 };
 
 }  // namespace chorus::transport::tcp

@@ -28,6 +28,8 @@ constexpr size_t kMaxIovecs = 64;
 // Bytes read from one connection per readiness event before the progress
 // thread looks at the others, so one streaming peer cannot starve the rest.
 constexpr size_t kReadBudgetBytes = 16 * 1024 * 1024;
+// TlsSession::write takes at most one record of plaintext.
+constexpr size_t kTlsRecordBytes = 16 * 1024;
 
 std::string hex(uint64_t value) {
   std::ostringstream out;
@@ -37,14 +39,16 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-Connection::Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address, Fd fd)
+Connection::Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address,
+                       AdmittedSocket socket)
     : owner_(owner),
       peer_rank_(peer_rank),
       stream_(stream),
       peer_address_(peer_address),
       peer_label_(cat("peer rank ", peer_rank, " (", peer_address.to_string(),
                       stream > 0 ? cat(", stream ", stream) : std::string(), ")")),
-      fd_(std::move(fd)),
+      fd_(std::move(socket.fd)),
+      tls_(std::move(socket.tls)),
       staging_(kStagingBytes) {}
 
 // ---------------------------------------------------------------- sending
@@ -90,6 +94,7 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
 }
 
 int Connection::flush_locked() {
+  if (tls_) return flush_tls_locked();
   while (!send_queue_.empty()) {
     iovec iov[kMaxIovecs];
     size_t count = 0;
@@ -120,21 +125,83 @@ int Connection::flush_locked() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       return errno;
     }
-    size_t left = static_cast<size_t>(sent);
-    while (!send_queue_.empty()) {
-      OutgoingFrame& frame = send_queue_.front();
-      size_t frame_left = kFrameHeaderBytes + frame.payload.size() - frame.written;
-      size_t taken = std::min(left, frame_left);
-      frame.written += taken;
-      left -= taken;
-      if (taken < frame_left) break;
-      Request* done = frame.request;
-      send_queue_.pop_front();
-      if (done) done->complete();
-    }
+    advance_send_queue_locked(static_cast<size_t>(sent));
     if (static_cast<size_t>(sent) < offered) return 0;  // the socket is full
   }
   return 0;
+}
+
+int Connection::flush_tls_locked() {
+  if (int error = tls_->flush(); error != 0) return error == EAGAIN ? 0 : error;
+  while (!send_queue_.empty()) {
+    OutgoingFrame& frame = send_queue_.front();
+    const std::byte* data;
+    size_t bytes;
+    if (frame.written < kFrameHeaderBytes) {
+      const size_t header_left = kFrameHeaderBytes - frame.written;
+      const size_t payload_part = std::min(frame.payload.size(), kTlsRecordBytes - header_left);
+      tls_record_.resize(header_left + payload_part);
+      std::memcpy(tls_record_.data(), frame.header.data() + frame.written, header_left);
+      if (payload_part > 0) std::memcpy(tls_record_.data() + header_left, frame.payload.data(), payload_part);
+      data = tls_record_.data();
+      bytes = tls_record_.size();
+    } else {
+      const size_t payload_offset = frame.written - kFrameHeaderBytes;
+      data = frame.payload.data() + payload_offset;
+      bytes = frame.payload.size() - payload_offset;
+    }
+    const ssize_t sent = tls_->write(data, bytes);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return 0;
+      if (errno == EPROTO) CHORUS_LOG(warn, owner_.rank(), "tcp: ", peer_label_, ": ", tls_->error());
+      return errno;
+    }
+    advance_send_queue_locked(static_cast<size_t>(sent));
+  }
+  return 0;
+}
+
+void Connection::advance_send_queue_locked(size_t sent) {
+  size_t left = sent;
+  while (!send_queue_.empty()) {
+    OutgoingFrame& frame = send_queue_.front();
+    size_t frame_left = kFrameHeaderBytes + frame.payload.size() - frame.written;
+    size_t taken = std::min(left, frame_left);
+    frame.written += taken;
+    left -= taken;
+    if (taken < frame_left) break;
+    Request* done = frame.request;
+    send_queue_.pop_front();
+    if (done) done->complete();
+  }
+}
+
+ssize_t Connection::read_some(iovec* iov, int count) {
+  if (!tls_) return ::readv(fd_.get(), iov, count);
+  // OpenSSL decrypts into each buffer in turn (the payload lands in place).
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) {
+    auto* at = static_cast<std::byte*>(iov[i].iov_base);
+    size_t filled = 0;
+    while (filled < iov[i].iov_len) {
+      const ssize_t n = tls_->read(at + filled, iov[i].iov_len - filled);
+      if (n > 0) {
+        filled += static_cast<size_t>(n);
+        continue;
+      }
+      if (total + filled > 0 && (n == 0 || errno == EAGAIN)) return static_cast<ssize_t>(total + filled);
+      if (n < 0 && errno == EPROTO) CHORUS_LOG(warn, owner_.rank(), "tcp: ", peer_label_, ": ", tls_->error());
+      return n;
+    }
+    total += filled;
+  }
+  return static_cast<ssize_t>(total);
+}
+
+ssize_t Connection::write_some(const std::byte* data, size_t bytes) {
+  if (tls_) return tls_->write(data, bytes);
+  return ::send(fd_.get(), data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 std::exception_ptr Connection::write_error(int error) {
@@ -161,7 +228,7 @@ bool Connection::leave_reset_to_reader_locked(int error) {
 }
 
 void Connection::update_write_interest_locked() {
-  bool want = !send_queue_.empty();
+  bool want = !send_queue_.empty() || (tls_ && tls_->unsent_output());
   if (want == write_interest_) return;
   owner_.set_write_interest(*this, want);
   write_interest_ = want;
@@ -273,7 +340,9 @@ void Connection::release_reader(std::unique_lock<std::mutex>& reader) {
 bool Connection::read_available() {
   bool consumed = false;
   size_t budget = kReadBudgetBytes;
-  while (reading_.load(std::memory_order_relaxed) && budget > 0) {
+  // Bytes TLS already decrypted are announced by no readiness event: a budget
+  // that runs out leaves none of them behind.
+  while (reading_.load(std::memory_order_relaxed) && (budget > 0 || (tls_ && tls_->buffered_input()))) {
     iovec iov[2];
     int count = 0;
     size_t direct = 0;
@@ -283,7 +352,7 @@ bool Connection::read_available() {
       iov[count++] = {payload_target_, direct};
     }
     iov[count++] = {staging_.data(), staging_.size()};
-    ssize_t received = ::readv(fd_.get(), iov, count);
+    ssize_t received = read_some(iov, count);
     if (received == 0) {
       on_end_of_stream(0);
       return true;
@@ -595,14 +664,20 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
   if (send_abort) {
     size_t sent = 0;
     while (sent < abort_frame.size()) {
-      ssize_t n = ::send(fd_.get(), abort_frame.data() + sent, abort_frame.size() - sent,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t n = write_some(abort_frame.data() + sent, abort_frame.size() - sent);
       if (n > 0) {
         sent += static_cast<size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count();
+      if (left <= 0) break;
+      pollfd entry{fd_.get(), POLLOUT, 0};
+      ::poll(&entry, 1, static_cast<int>(left));
+    }
+    // TLS may still hold the sealed record the socket did not take.
+    while (tls_ && sent == abort_frame.size() && tls_->flush() == EAGAIN) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count();
       if (left <= 0) break;
       pollfd entry{fd_.get(), POLLOUT, 0};
@@ -647,13 +722,14 @@ void Connection::send_probe(uint64_t probe) {
 
 bool Connection::send_queue_empty() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return failed_ || send_queue_.empty();
+  return failed_ || (send_queue_.empty() && !(tls_ && tls_->unsent_output()));
 }
 
 void Connection::close_socket() {
   std::lock_guard<std::mutex> reader(reader_);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!fd_.valid()) return;
+  if (tls_) tls_->close_notify();
   ::shutdown(fd_.get(), SHUT_WR);
   for (size_t drained = 0; drained < 4 * kStagingBytes;) {
     ssize_t n = ::recv(fd_.get(), staging_.data(), staging_.size(), MSG_DONTWAIT);

@@ -12,6 +12,8 @@
 // after letting go.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -53,7 +55,7 @@ class ConnectionOwner {
 
 class Connection {
  public:
-  Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address, Fd fd);
+  Connection(ConnectionOwner& owner, int peer_rank, int stream, SocketAddress peer_address, AdmittedSocket socket);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -130,6 +132,14 @@ class Connection {
 
   // Writes queued frames until done or the socket is full; 0 or an errno. Holds mutex_.
   int flush_locked();
+  // The same through TLS: one record at a time, a frame's header sealed with
+  // the start of its payload so a small message is one record.
+  int flush_tls_locked();
+  // Moves the queue past `sent` bytes, completing the sends that are whole.
+  void advance_send_queue_locked(size_t sent);
+  // recv/readv and send on the socket or through TLS: bytes, 0 at the end, or -1 and errno.
+  ssize_t read_some(iovec* iov, int count);
+  ssize_t write_some(const std::byte* data, size_t bytes);
   std::exception_ptr write_error(int error);
   // A reset seen while writing may be racing an abort frame the peer sent
   // before it went away; the reader sees both in order, so it reports.
@@ -167,6 +177,9 @@ class Connection {
   const SocketAddress peer_address_;
   const std::string peer_label_;
   Fd fd_;
+  // After fd_, so the session goes before the socket closes. Null without TLS.
+  std::unique_ptr<TlsSession> tls_;
+  std::vector<std::byte> tls_record_;  // flush_tls_locked's header + payload start (mutex_)
 
   std::mutex mutex_;
   std::deque<OutgoingFrame> send_queue_;

@@ -7,9 +7,11 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "base/tls.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::tcp {
@@ -35,6 +37,13 @@ class SocketAddress {
   socklen_t length_ = 0;
 };
 
+
+// A socket that passed the connection handshake (handshake.h), and its TLS
+// session when the job uses TLS.
+struct AdmittedSocket {
+  Fd fd;
+  std::unique_ptr<TlsSession> tls;
+};
 
 // The local address to bind and publish (port 0). `rank` only labels errors.
 // interface wins over hostname (the registry fills interface from

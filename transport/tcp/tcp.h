@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/job_secret.h"
+#include "base/tls.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::tcp {
@@ -32,6 +33,8 @@ struct TcpDeviceOptions {
   // What every connection proves it knows before it carries a frame
   // (handshake.h). Not configured: the proofs are made with an empty key.
   JobSecret secret;
+  // TLS on every connection after the handshake (base/tls.h); null: none.
+  std::shared_ptr<const TlsContext> tls;
   // Bytes of messages no receive was posted for that one connection buffers
   // at most; past it the device fails with an error naming the peer.
   size_t max_unexpected_bytes = size_t{1} << 30;

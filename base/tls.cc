@@ -1,0 +1,317 @@
+// TLS contexts and sessions on OpenSSL 3 (tls.h).
+#include "base/tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus {
+namespace {
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// The most plaintext one TLS record carries: write() takes at most this, so
+// a record kept back for the socket is one bounded copy.
+constexpr size_t kRecordBytes = 16 * 1024;
+
+void initialize_openssl() {
+  // Like job_secret.cc: no openssl.cnf, whose contents a library must not inherit.
+  static const bool initialized = OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
+  if (!initialized) throw IoError("OpenSSL's libssl failed to initialize");
+}
+
+// OpenSSL's queued reasons, most specific last, as one line.
+std::string drain_errors() {
+  std::string text;
+  while (unsigned long code = ERR_get_error()) {
+    const char* reason = ERR_reason_error_string(code);
+    if (!text.empty()) text += "; ";
+    if (reason) {
+      text += reason;
+    } else {
+      char number[48];
+      std::snprintf(number, sizeof(number), "OpenSSL error 0x%lx", code);
+      text += number;
+    }
+  }
+  return text;
+}
+
+// A socket BIO of our own: OpenSSL's writes with write(2), which raises
+// SIGPIPE on a socket the peer closed, and a library must not touch the
+// process's signal dispositions. This one sends with MSG_NOSIGNAL.
+int bio_write(BIO* bio, const char* data, size_t bytes, size_t* written) {
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  BIO_clear_retry_flags(bio);
+  ssize_t n;
+  do n = ::send(fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
+    return 0;
+  }
+  *written = static_cast<size_t>(n);
+  return 1;
+}
+
+int bio_read(BIO* bio, char* data, size_t bytes, size_t* read) {
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  BIO_clear_retry_flags(bio);
+  ssize_t n;
+  do n = ::recv(fd, data, bytes, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(bio);
+    return 0;
+  }
+  if (n == 0) errno = 0;  // the end of the stream, not an error
+  *read = static_cast<size_t>(n);
+  return n > 0 ? 1 : 0;
+}
+
+long bio_control(BIO*, int command, long, void*) {
+  // Writes go straight to the socket: there is nothing to flush.
+  return command == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+BIO_METHOD* socket_method() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "chorus socket");
+    if (!made || !BIO_meth_set_write_ex(made, bio_write) || !BIO_meth_set_read_ex(made, bio_read) ||
+        !BIO_meth_set_ctrl(made, bio_control))
+      throw IoError("OpenSSL: cannot create a socket BIO method");
+    return made;
+  }();
+  return method;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- context
+
+std::shared_ptr<const TlsContext> TlsContext::load(const TlsFiles& files) {
+  initialize_openssl();
+  if (files.certificate.empty() || files.key.empty() || files.authority.empty())
+    throw InvalidArgument("TLS needs CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA all set");
+  ERR_clear_error();
+  SSL_CTX* context = SSL_CTX_new(TLS_method());
+  if (!context) throw IoError(cat("OpenSSL: cannot create a TLS context: ", drain_errors()));
+  std::shared_ptr<const TlsContext> loaded(new TlsContext(context, files));
+  auto refuse = [&](const char* variable, const std::string& file, const char* what) {
+    return InvalidArgument(cat(variable, "='", file, "' ", what, ": ", drain_errors()));
+  };
+  if (SSL_CTX_use_certificate_chain_file(context, files.certificate.c_str()) != 1)
+    throw refuse("CHORUS_TLS_CERT", files.certificate, "is not a readable PEM certificate chain");
+  if (SSL_CTX_use_PrivateKey_file(context, files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    // OpenSSL compares the key with the certificate as it loads it.
+    const bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+    throw refuse("CHORUS_TLS_KEY", files.key,
+                 mismatch ? cat("does not match CHORUS_TLS_CERT='", files.certificate, "'").c_str()
+                          : "is not a readable PEM private key");
+  }
+  if (SSL_CTX_check_private_key(context) != 1)
+    throw refuse("CHORUS_TLS_KEY", files.key, cat("does not match CHORUS_TLS_CERT='", files.certificate, "'").c_str());
+  if (SSL_CTX_load_verify_file(context, files.authority.c_str()) != 1)
+    throw refuse("CHORUS_TLS_CA", files.authority, "holds no readable PEM certificate");
+  SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION);
+  SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  // Connections live as long as the job: nothing to resume.
+  SSL_CTX_set_num_tickets(context, 0);
+  SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+  // Our frames say where a stream ends (a goodbye frame); an end without
+  // close_notify is a lost peer, which the protocol above reports
+  // (TlsSession::read returns 0 for it).
+  // One record per write(), retried from the session's own copy (tls.h).
+  SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return loaded;
+}
+
+TlsContext::~TlsContext() { SSL_CTX_free(context_); }
+
+// ---------------------------------------------------------------- session
+
+TlsSession::TlsSession(const TlsContext& context, int fd, TlsRole role) : fd_(fd) {
+  ERR_clear_error();
+  ssl_ = SSL_new(context.native());
+  BIO* bio = ssl_ ? BIO_new(socket_method()) : nullptr;
+  if (!bio) {
+    SSL_free(ssl_);
+    throw IoError(cat("OpenSSL: cannot create a TLS session: ", drain_errors()));
+  }
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+  BIO_set_init(bio, 1);
+  SSL_set_bio(ssl_, bio, bio);
+  if (role == TlsRole::client) SSL_set_connect_state(ssl_);
+  else SSL_set_accept_state(ssl_);
+}
+
+TlsSession::~TlsSession() { SSL_free(ssl_); }
+
+int TlsSession::fail(int ssl_result, const char* doing) {
+  const int saved_errno = errno;
+  const int code = SSL_get_error(ssl_, ssl_result);
+  switch (code) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+      return EAGAIN;
+    case SSL_ERROR_SYSCALL:
+      ERR_clear_error();
+      error_ = cat("TLS ", doing, ": ", saved_errno != 0 ? errno_text(saved_errno) : "the connection closed");
+      return saved_errno != 0 ? saved_errno : EPIPE;
+    case SSL_ERROR_ZERO_RETURN:
+      error_ = cat("TLS ", doing, ": the peer closed the session");
+      return EPIPE;
+    default: {
+      std::string reasons = drain_errors();
+      const long verify = SSL_get_verify_result(ssl_);
+      if (verify != X509_V_OK)
+        reasons += cat(reasons.empty() ? "" : " (", "the peer's certificate: ",
+                       X509_verify_cert_error_string(verify), reasons.empty() ? "" : ")");
+      error_ = cat("TLS ", doing, ": ", reasons.empty() ? "protocol error" : reasons);
+      return EPROTO;
+    }
+  }
+}
+
+TlsSession::Step TlsSession::handshake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ERR_clear_error();
+  const int result = SSL_do_handshake(ssl_);
+  if (result == 1) return Step::done;
+  const int code = SSL_get_error(ssl_, result);
+  if (code == SSL_ERROR_WANT_READ) return Step::want_read;
+  if (code == SSL_ERROR_WANT_WRITE) return Step::want_write;
+  fail(result, "handshake");
+  return Step::failed;
+}
+
+std::string TlsSession::handshake_until(Deadline deadline) {
+  while (true) {
+    const Step step = handshake();
+    if (step == Step::done) return {};
+    if (step == Step::failed) return error();
+    if (deadline.expired()) return "no TLS handshake before the deadline";
+    pollfd entry{fd_, static_cast<short>(step == Step::want_read ? POLLIN : POLLOUT), 0};
+    const auto wait = std::min<long long>(deadline.remaining().count() + 1, 60'000);
+    if (::poll(&entry, 1, static_cast<int>(wait)) < 0 && errno != EINTR)
+      return cat("TLS handshake: poll: ", errno_text(errno));
+  }
+}
+
+namespace {
+constexpr char kConfirmation[8] = {'c', 'h', 'o', 'r', 'u', 's', 'o', 'k'};
+}  // namespace
+
+bool TlsSession::send_confirmation() {
+  return write(kConfirmation, sizeof(kConfirmation)) == sizeof(kConfirmation) && !unsent_output();
+}
+
+std::string TlsSession::await_confirmation(Deadline deadline) {
+  char received[sizeof(kConfirmation)];
+  size_t got = 0;
+  while (got < sizeof(received)) {
+    const ssize_t n = read(received + got, sizeof(received) - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return "the peer closed the connection after the TLS handshake (it refused this side's certificate?)";
+    if (errno != EAGAIN && errno != EINTR) return error().empty() ? errno_text(errno) : error();
+    if (deadline.expired()) return "no TLS confirmation before the deadline";
+    pollfd entry{fd_, POLLIN, 0};
+    const auto wait = std::min<long long>(deadline.remaining().count() + 1, 60'000);
+    if (::poll(&entry, 1, static_cast<int>(wait)) < 0 && errno != EINTR)
+      return cat("TLS confirmation: poll: ", errno_text(errno));
+  }
+  if (std::memcmp(received, kConfirmation, sizeof(received)) != 0) return "an invalid TLS confirmation";
+  return "";
+}
+
+ssize_t TlsSession::read(void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ERR_clear_error();
+  size_t got = 0;
+  if (SSL_read_ex(ssl_, data, std::min<size_t>(bytes, INT_MAX), &got) == 1) return static_cast<ssize_t>(got);
+  const int saved_errno = errno;
+  const int code = SSL_get_error(ssl_, 0);
+  // The socket's end without close_notify comes as a "system call" error
+  // with no errno (our BIO answers no BIO_CTRL_EOF): the end of the stream.
+  if (code == SSL_ERROR_ZERO_RETURN || (code == SSL_ERROR_SYSCALL && saved_errno == 0)) return 0;
+  errno = saved_errno;
+  errno = fail(0, "read");
+  return -1;
+}
+
+int TlsSession::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return flush_locked();
+}
+
+int TlsSession::flush_locked() {
+  while (!unsent_.empty()) {
+    ERR_clear_error();
+    size_t written = 0;
+    if (SSL_write_ex(ssl_, unsent_.data(), unsent_.size(), &written) != 1) return fail(0, "write");
+    unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(written));
+  }
+  return 0;
+}
+
+ssize_t TlsSession::write(const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (int error = flush_locked(); error != 0) {
+    errno = error;
+    return -1;
+  }
+  const size_t chunk = std::min(bytes, kRecordBytes);
+  ERR_clear_error();
+  size_t written = 0;
+  if (SSL_write_ex(ssl_, data, chunk, &written) == 1) return static_cast<ssize_t>(written);
+  const int error = fail(0, "write");
+  if (error == EAGAIN) {
+    // OpenSSL sealed the record and must be offered the same bytes again.
+    const auto* bytes_in = static_cast<const std::byte*>(data);
+    unsent_.assign(bytes_in, bytes_in + chunk);
+    return static_cast<ssize_t>(chunk);
+  }
+  errno = error;
+  return -1;
+}
+
+bool TlsSession::unsent_output() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !unsent_.empty();
+}
+
+bool TlsSession::buffered_input() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return SSL_pending(ssl_) > 0;
+}
+
+void TlsSession::close_notify() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!SSL_is_init_finished(ssl_) || !unsent_.empty()) return;
+  ERR_clear_error();
+  SSL_shutdown(ssl_);
+  ERR_clear_error();
+}
+
+std::string TlsSession::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+}  // namespace chorus
