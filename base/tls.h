@@ -101,7 +101,8 @@ class TlsSession {
   // Sends a record kept back by write; 0 when none is left, else an errno (EAGAIN: still full).
   int flush();
   bool unsent_output() const;
-  // Decrypted bytes already read off the socket: readiness will not announce them.
+  // Bytes already read off the socket (decrypted or not): readiness will not
+  // announce them, so a reader must take them before it waits again.
   bool buffered_input() const;
   // Sends close_notify if the socket takes it now; never waits.
   void close_notify();

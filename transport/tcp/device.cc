@@ -162,17 +162,22 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
 
   auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(admitted));
   Connection& added = *connection;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_) std::rethrow_exception(failure_);
-  // Registered under the mutex so an abort's cleanup sees either none or all of it.
-  by_link_[link(peer_rank, stream)].store(&added);
-  connections_.push_back(std::move(connection));
-  epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, link(peer_rank, stream))}};
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
-    throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
-                  peer_rank);
-  if (on_this_host(peer.socket, listen_address_))
-    peer_on_host_[static_cast<size_t>(peer_rank)].store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) std::rethrow_exception(failure_);
+    // Registered under the mutex so an abort's cleanup sees either none or all of it.
+    by_link_[link(peer_rank, stream)].store(&added);
+    connections_.push_back(std::move(connection));
+    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, link(peer_rank, stream))}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+      throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
+                    peer_rank);
+    if (on_this_host(peer.socket, listen_address_))
+      peer_on_host_[static_cast<size_t>(peer_rank)].store(true, std::memory_order_relaxed);
+  }
+  // TLS may have read frames along with the handshake's last message; no
+  // readiness event will announce those.
+  added.read_buffered_input();
   CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
   return std::make_unique<TcpPair>(shared_from_this(), added);
 }

@@ -72,6 +72,10 @@ class Connection {
 
   // Progress thread.
   void on_readable();
+  // Reads what TLS holds already read off the socket, if anything (after connect).
+  void read_buffered_input() {
+    if (tls_ && tls_->buffered_input()) on_readable();
+  }
   // Any waiting thread: reads what has already arrived if this pair has a
   // receive pending (or the progress thread parked it: then the polling
   // callers are its only readers) and no other thread is reading it.
