@@ -23,9 +23,10 @@ namespace {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// The most plaintext one TLS record carries: write() takes at most this, so
-// a record kept back for the socket is one bounded copy.
-constexpr size_t kRecordBytes = 16 * 1024;
+// Plaintext one write() seals at most (eight 16 KiB records, one send()).
+constexpr size_t kWriteChunkBytes = 128 * 1024;
+// Sealed bytes the socket has not taken yet past which write() takes no more.
+constexpr size_t kSealedHighWaterBytes = 256 * 1024;
 // What one read from the socket may take with read-ahead: several records.
 constexpr size_t kReadAheadBytes = 128 * 1024;
 
@@ -52,25 +53,34 @@ std::string drain_errors() {
   return text;
 }
 
-// A socket BIO of our own: OpenSSL's writes with write(2), which raises
-// SIGPIPE on a socket the peer closed, and a library must not touch the
-// process's signal dispositions. This one sends with MSG_NOSIGNAL.
+}  // namespace
+
+// What the session's BIO works on: reads come from the socket; writes are
+// sealed records collected here, which the session sends itself, many
+// records per send() (OpenSSL's socket BIO makes one write(2) per 16 KiB
+// record, and with write(2) a closed socket raises SIGPIPE, which a library
+// must not do to its process).
+struct TlsSession::Wire {
+  int fd;
+  std::vector<std::byte> sealed;
+  size_t sent = 0;     // of sealed
+  int send_error = 0;  // sticky once the socket failed
+  size_t pending() const { return sealed.size() - sent; }
+};
+
+namespace {
+
 int bio_write(BIO* bio, const char* data, size_t bytes, size_t* written) {
-  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  auto& wire = *static_cast<TlsSession::Wire*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
-  ssize_t n;
-  do n = ::send(fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
-    return 0;
-  }
-  *written = static_cast<size_t>(n);
+  const auto* from = reinterpret_cast<const std::byte*>(data);
+  wire.sealed.insert(wire.sealed.end(), from, from + bytes);
+  *written = bytes;
   return 1;
 }
 
 int bio_read(BIO* bio, char* data, size_t bytes, size_t* read) {
-  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  const int fd = static_cast<TlsSession::Wire*>(BIO_get_data(bio))->fd;
   BIO_clear_retry_flags(bio);
   ssize_t n;
   do n = ::recv(fd, data, bytes, MSG_DONTWAIT);
@@ -85,7 +95,7 @@ int bio_read(BIO* bio, char* data, size_t bytes, size_t* read) {
 }
 
 long bio_control(BIO*, int command, long, void*) {
-  // Writes go straight to the socket: there is nothing to flush.
+  // The session sends what was sealed itself, after each call into OpenSSL.
   return command == BIO_CTRL_FLUSH ? 1 : 0;
 }
 
@@ -141,8 +151,6 @@ std::shared_ptr<const TlsContext> TlsContext::load(const TlsFiles& files) {
   // back are what buffered_input() reports.
   SSL_CTX_set_read_ahead(context, 1);
   SSL_CTX_set_default_read_buffer_len(context, kReadAheadBytes);
-  // One record per write(), retried from the session's own copy (tls.h).
-  SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   return loaded;
 }
 
@@ -150,7 +158,8 @@ TlsContext::~TlsContext() { SSL_CTX_free(context_); }
 
 // ---------------------------------------------------------------- session
 
-TlsSession::TlsSession(const TlsContext& context, int fd, TlsRole role) : fd_(fd) {
+TlsSession::TlsSession(const TlsContext& context, int fd, TlsRole role) : wire_(std::make_unique<Wire>()), fd_(fd) {
+  wire_->fd = fd;
   ERR_clear_error();
   ssl_ = SSL_new(context.native());
   BIO* bio = ssl_ ? BIO_new(socket_method()) : nullptr;
@@ -158,7 +167,7 @@ TlsSession::TlsSession(const TlsContext& context, int fd, TlsRole role) : fd_(fd
     SSL_free(ssl_);
     throw IoError(cat("OpenSSL: cannot create a TLS session: ", drain_errors()));
   }
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+  BIO_set_data(bio, wire_.get());
   BIO_set_init(bio, 1);
   SSL_set_bio(ssl_, bio, bio);
   if (role == TlsRole::client) SSL_set_connect_state(ssl_);
@@ -166,6 +175,26 @@ TlsSession::TlsSession(const TlsContext& context, int fd, TlsRole role) : fd_(fd
 }
 
 TlsSession::~TlsSession() { SSL_free(ssl_); }
+
+int TlsSession::send_sealed_locked() {
+  Wire& wire = *wire_;
+  if (wire.send_error != 0) return wire.send_error;
+  while (wire.pending() > 0) {
+    const ssize_t n = ::send(wire.fd, wire.sealed.data() + wire.sent, wire.pending(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      wire.sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return EAGAIN;
+    wire.send_error = n < 0 ? errno : EPIPE;
+    error_ = cat("TLS write: ", errno_text(wire.send_error));
+    return wire.send_error;
+  }
+  wire.sealed.clear();  // keeps its capacity for the next records
+  wire.sent = 0;
+  return 0;
+}
 
 int TlsSession::fail(int ssl_result, const char* doing) {
   const int saved_errno = errno;
@@ -195,14 +224,23 @@ int TlsSession::fail(int ssl_result, const char* doing) {
 
 TlsSession::Step TlsSession::handshake() {
   std::lock_guard<std::mutex> lock(mutex_);
+  int sending = send_sealed_locked();
+  if (sending == EAGAIN) return Step::want_write;
+  if (sending != 0) return Step::failed;
   ERR_clear_error();
   const int result = SSL_do_handshake(ssl_);
-  if (result == 1) return Step::done;
-  const int code = SSL_get_error(ssl_, result);
-  if (code == SSL_ERROR_WANT_READ) return Step::want_read;
-  if (code == SSL_ERROR_WANT_WRITE) return Step::want_write;
-  fail(result, "handshake");
-  return Step::failed;
+  const int code = result == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, result);
+  Step step = Step::failed;
+  if (result == 1) step = Step::done;
+  else if (code == SSL_ERROR_WANT_READ) step = Step::want_read;
+  else if (code == SSL_ERROR_WANT_WRITE) step = Step::want_write;
+  else fail(result, "handshake");
+  // What it sealed (its next flight, or the alert that says why it failed) goes out now.
+  sending = send_sealed_locked();
+  if (step == Step::failed) return step;
+  if (sending == EAGAIN) return Step::want_write;
+  if (sending != 0) return Step::failed;
+  return step;
 }
 
 std::string TlsSession::handshake_until(Deadline deadline) {
@@ -251,8 +289,11 @@ ssize_t TlsSession::read(void* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   ERR_clear_error();
   size_t got = 0;
-  if (SSL_read_ex(ssl_, data, std::min<size_t>(bytes, INT_MAX), &got) == 1) return static_cast<ssize_t>(got);
+  const int result = SSL_read_ex(ssl_, data, std::min<size_t>(bytes, INT_MAX), &got);
   const int saved_errno = errno;
+  // Reading may seal something to send (an alert); it goes out best-effort.
+  if (wire_->pending() > 0) send_sealed_locked();
+  if (result == 1) return static_cast<ssize_t>(got);
   const int code = SSL_get_error(ssl_, 0);
   // The socket's end without close_notify comes as a "system call" error
   // with no errno (our BIO answers no BIO_CTRL_EOF): the end of the stream.
@@ -264,43 +305,36 @@ ssize_t TlsSession::read(void* data, size_t bytes) {
 
 int TlsSession::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return flush_locked();
-}
-
-int TlsSession::flush_locked() {
-  while (!unsent_.empty()) {
-    ERR_clear_error();
-    size_t written = 0;
-    if (SSL_write_ex(ssl_, unsent_.data(), unsent_.size(), &written) != 1) return fail(0, "write");
-    unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(written));
-  }
-  return 0;
+  return send_sealed_locked();
 }
 
 ssize_t TlsSession::write(const void* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (int error = flush_locked(); error != 0) {
-    errno = error;
+  const int sending = send_sealed_locked();
+  if (sending != 0 && sending != EAGAIN) {
+    errno = sending;
     return -1;
   }
-  const size_t chunk = std::min(bytes, kRecordBytes);
+  if (wire_->pending() >= kSealedHighWaterBytes) {
+    errno = EAGAIN;
+    return -1;
+  }
+  const size_t chunk = std::min(bytes, kWriteChunkBytes);
   ERR_clear_error();
   size_t written = 0;
-  if (SSL_write_ex(ssl_, data, chunk, &written) == 1) return static_cast<ssize_t>(written);
-  const int error = fail(0, "write");
-  if (error == EAGAIN) {
-    // OpenSSL sealed the record and must be offered the same bytes again.
-    const auto* bytes_in = static_cast<const std::byte*>(data);
-    unsent_.assign(bytes_in, bytes_in + chunk);
-    return static_cast<ssize_t>(chunk);
+  // The BIO never refuses a record, so this seals the whole chunk or fails for good.
+  if (SSL_write_ex(ssl_, data, chunk, &written) != 1) {
+    errno = fail(0, "write");
+    return -1;
   }
-  errno = error;
-  return -1;
+  // A socket error here shows at the next call, or at flush().
+  send_sealed_locked();
+  return static_cast<ssize_t>(written);
 }
 
 bool TlsSession::unsent_output() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !unsent_.empty();
+  return wire_->pending() > 0;
 }
 
 bool TlsSession::buffered_input() const {
@@ -311,10 +345,11 @@ bool TlsSession::buffered_input() const {
 
 void TlsSession::close_notify() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!SSL_is_init_finished(ssl_) || !unsent_.empty()) return;
+  if (!SSL_is_init_finished(ssl_) || wire_->send_error != 0) return;
   ERR_clear_error();
   SSL_shutdown(ssl_);
   ERR_clear_error();
+  send_sealed_locked();
 }
 
 std::string TlsSession::error() const {

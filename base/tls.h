@@ -94,11 +94,12 @@ class TlsSession {
   // one: the protocol above tells an orderly end from a lost peer); -1 with
   // errno EAGAIN, a socket error, or EPROTO for a TLS error (error() says which).
   ssize_t read(void* data, size_t bytes);
-  // Takes at most one record's worth (16 KiB). When the socket is full after
-  // OpenSSL sealed the record, the bytes still count as taken: the session
-  // keeps a copy and sends it before anything else (unsent_output()).
+  // Seals up to 128 KiB into records and sends what the socket takes; the
+  // rest waits in the session (unsent_output()) and goes out first on the
+  // next call. The bytes count as taken once sealed. EAGAIN when 256 KiB of
+  // sealed records are still waiting for the socket.
   ssize_t write(const void* data, size_t bytes);
-  // Sends a record kept back by write; 0 when none is left, else an errno (EAGAIN: still full).
+  // Sends sealed records still waiting; 0 when none is left, else an errno (EAGAIN: the socket is full).
   int flush();
   bool unsent_output() const;
   // Bytes already read off the socket (decrypted or not): readiness will not
@@ -110,11 +111,17 @@ class TlsSession {
 
  private:
   int fail(int ssl_result, const char* doing);  // sets error_, returns an errno
-  int flush_locked();
+  // 0 once every sealed byte went out; EAGAIN, or the socket's errno (sticky).
+  int send_sealed_locked();
+
+ public:
+  struct Wire;  // the socket and the sealed records not sent yet (tls.cc)
+
+ private:
   mutable std::mutex mutex_;
+  std::unique_ptr<Wire> wire_;
   SSL* ssl_ = nullptr;
   int fd_;
-  std::vector<std::byte> unsent_;  // a sealed record the socket did not take yet
   std::string error_;
 };
 

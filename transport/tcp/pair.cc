@@ -28,7 +28,8 @@ constexpr size_t kMaxIovecs = 64;
 // Bytes read from one connection per readiness event before the progress
 // thread looks at the others, so one streaming peer cannot starve the rest.
 constexpr size_t kReadBudgetBytes = 16 * 1024 * 1024;
-// TlsSession::write takes at most one record of plaintext.
+// A frame's header goes into one TLS record with up to this much of its
+// payload (one record's worth), so a small message is one record.
 constexpr size_t kTlsRecordBytes = 16 * 1024;
 
 std::string hex(uint64_t value) {
