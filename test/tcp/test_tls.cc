@@ -40,7 +40,7 @@ struct TwoRanks {
   std::array<Outcome, 2> outcomes;
 
   TwoRanks(std::shared_ptr<const TlsContext> tls0, std::shared_ptr<const TlsContext> tls1,
-           std::chrono::milliseconds timeout = 20s) {
+           std::chrono::milliseconds timeout = 20s, bool with_secret = true) {
     std::array<std::shared_ptr<const TlsContext>, 2> contexts{tls0, tls1};
     for (int rank = 0; rank < 2; ++rank) {
       tcp::TcpDeviceOptions options;
@@ -48,6 +48,9 @@ struct TwoRanks {
       options.size = 2;
       options.hostname = "127.0.0.1";
       options.tls = contexts[static_cast<size_t>(rank)];
+      // What makes a refused dialer's TLS failure the peer's own (not a
+      // stranger's claim), so the listener reports it at once.
+      if (with_secret) options.secret = JobSecret("the job secret of the TLS tests!");
       devices[static_cast<size_t>(rank)] = tcp::create_device(options);
     }
     std::array<std::thread, 2> threads;
@@ -127,6 +130,17 @@ TEST_CASE("tls: a certificate the job's CA did not issue is refused on both side
   }
   if (foreign_certificate) REQUIRE_THAT(ranks.outcomes[0].error, Catch::Contains("certificate verify failed"));
   else REQUIRE_THAT(ranks.outcomes[1].error, Catch::Contains("certificate verify failed"));
+}
+
+TEST_CASE("tls: without a job secret a refused dialer only explains the listener's timeout", "[tls]") {
+  // Anyone could pass the handshake claiming to be rank 1 and then fail TLS
+  // on purpose: without a secret that must not fail rank 0's connect early.
+  TwoRanks ranks(tls("rank", "ca"), tls("foreign", "ca"), 1500ms, false);
+  REQUIRE_THAT(ranks.outcomes[1].error, Catch::Contains("TLS handshake"));
+  const Outcome& listener = ranks.outcomes[0];
+  INFO(listener.error);
+  REQUIRE_THAT(listener.error, Catch::Contains("timed out") && Catch::Contains("certificate verify failed"));
+  REQUIRE(listener.seconds > 1.4);
 }
 
 TEST_CASE("tls: unusable files are clear errors naming the variable and the file", "[tls]") {

@@ -186,18 +186,26 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
   auto started = Clock::now();
   const std::pair<int, int> key{peer.rank, stream};
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!failure_ && !admitted_.count(key) && !tls_refused_.count(key) && !deadline.expired()) {
+  // Without a job secret anyone can pass the handshake claiming to be the
+  // peer, so its failed TLS only explains a timeout; with one, it was the peer.
+  const bool trust_refusals = options_.secret.configured();
+  while (!failure_ && !admitted_.count(key) && !(trust_refusals && tls_refused_.count(key)) && !deadline.expired()) {
     // Bounded waits: a far-away or never deadline must not overflow the clock.
     auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
                           std::chrono::milliseconds(60'000));
     changed_.wait_for(lock, slice);
   }
   if (failure_) std::rethrow_exception(failure_);
-  if (auto refused = tls_refused_.find(key); refused != tls_refused_.end() && !admitted_.count(key))
+  auto refused = tls_refused_.find(key);
+  const std::string tls_failure =
+      refused == tls_refused_.end()
+          ? std::string()
+          : cat("TLS handshake failed: ", refused->second, " (CHORUS_TLS_CA='", options_.tls->files().authority,
+                "': did the same CA issue its certificate?)");
+  if (trust_refusals && !tls_failure.empty() && !admitted_.count(key))
     throw IoError(cat("rank ", rank(), ": peer rank ", peer.rank, " (", peer.socket.to_string(),
                       stream > 0 ? cat(", stream ", stream) : std::string(), ") proved the job secret but its ",
-                      "TLS handshake failed: ", refused->second, " (CHORUS_TLS_CA='", options_.tls->files().authority,
-                      "': did the same CA issue its certificate?)"),
+                      tls_failure),
                   peer.rank);
   auto found = admitted_.find(key);
   if (found == admitted_.end()) {
@@ -205,7 +213,10 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
     throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
                            peer.rank, " (", peer.socket.to_string(),
                            stream > 0 ? cat(", stream ", stream) : std::string(),
-                           ") to connect to this rank (has it started and called connect?)"));
+                           ") to connect to this rank (",
+                           tls_failure.empty() ? "has it started and called connect?"
+                                               : "a dialer claiming to be it failed: " + tls_failure,
+                           ")"));
   }
   AdmittedSocket admitted = std::move(found->second);
   admitted_.erase(found);
