@@ -124,11 +124,16 @@ std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
   // Which launcher started us (CHORUS_*, torchrun, Open MPI, PMI, Slurm): see launch_env.h.
   const LaunchEnv launch = detect_launch_env(process_environment());
   CHORUS_LOG(info, launch.rank, "launch environment: ", describe(launch));
-  const int rank = launch.rank;
-  const int size = launch.size;
+  return connect_to_store(launch.store, launch.rank, launch.size, launch.job_id, options);
+}
+
+std::shared_ptr<Context> connect_to_store(std::string_view store_url, int rank, int size, const std::string& job_id,
+                                          const ConnectOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
   const Config config = read_config(options, rank);
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  OpenedStore opened = open_store(launch.store, rank, launch.job_id, options.timeout, config.secret, config.tls);
+  OpenedStore opened = open_store(store_url, rank, job_id, options.timeout, config.secret, config.tls);
   StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
   std::shared_ptr<Context> context = detail::connect_with(bootstrap, options, config, 0);
   if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);

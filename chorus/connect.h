@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chorus/context.h"
@@ -56,5 +57,14 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
 // With tcp://, rank 0 hosts the store in-process (or uses a standalone
 // chorus-store already serving that port).
 std::shared_ptr<Context> connect_from_env(const ConnectOptions& options = {});
+
+// connect_from_env with the rendezvous named by the caller instead of a
+// launcher's variables (a framework that knows its rank and size): the
+// store URL (as CHORUS_STORE), this rank, the job size and a job id (as
+// CHORUS_JOB_ID; empty only with tcp://). The other CHORUS_* variables still
+// apply. Several Contexts of one job may meet at one store under different
+// job ids.
+std::shared_ptr<Context> connect_to_store(std::string_view store_url, int rank, int size, const std::string& job_id,
+                                          const ConnectOptions& options = {});
 
 }  // namespace chorus

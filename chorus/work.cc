@@ -1,5 +1,8 @@
 #include "chorus/work.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "base/error.h"
 #include "chorus/work_queue.h"
 
@@ -73,6 +76,30 @@ void Work::wait() {
   std::unique_lock<std::mutex> lock(state_->mutex);
   state_->finished_cv.wait(lock, [&] { return state_->finished; });
   if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::wait_for(std::chrono::milliseconds timeout) {
+  if (!state_) throw InvalidArgument("Work::wait_for on an empty Work (no collective was issued)");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (state_->drive) {
+    // Point-to-point work finishes only when a caller drives its request, and
+    // the transport that completes it does not signal finished_cv: poll.
+    constexpr auto poll_interval = std::chrono::microseconds(50);
+    for (;;) {
+      state_->drive(false);
+      {
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        if (state_->finished) break;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return false;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(deadline - now, poll_interval));
+    }
+  }
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  if (!state_->finished_cv.wait_until(lock, deadline, [&] { return state_->finished; })) return false;
+  if (state_->error) std::rethrow_exception(state_->error);
+  return true;
 }
 
 bool Work::test() const {

@@ -2,6 +2,7 @@
 // order they were issued.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <memory>
 
@@ -16,6 +17,9 @@ class Work {
   explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
   // Blocks until done; rethrows the collective's error.
   void wait();
+  // Waits at most `timeout`: true once done (rethrowing the collective's
+  // error, as wait), false if it is still running then.
+  bool wait_for(std::chrono::milliseconds timeout);
   // True once finished (successfully or not); never blocks.
   bool test() const;
   // The error the collective finished with, or null (also while running).
