@@ -1,0 +1,224 @@
+// The C API's contexts: connecting (from the environment or a named store),
+// what a context knows about its group, split, shrink, abort.
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chorus/c_api.h"
+#include "chorus/connect.h"
+#include "chorus/shrink.h"
+
+namespace chorus::c_api {
+namespace {
+
+// The first version of chorus_connect_options: every field through reserved.
+constexpr size_t connect_options_v1_size = offsetof(chorus_connect_options, reserved) + sizeof(int32_t);
+
+// "shm, tcp" as CHORUS_TRANSPORT reads it: items trimmed, empty ones dropped.
+std::vector<std::string> transport_list(std::string_view text) {
+  std::vector<std::string> items;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) items.emplace_back(item);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return items;
+}
+
+std::string text_or_empty(const char* text) { return text != nullptr ? std::string(text) : std::string(); }
+
+// `who` starts every message ("rank 3: chorus_context_create: ").
+ConnectOptions connect_options_from(const chorus_connect_options* given, const std::string& who) {
+  chorus_connect_options defaults;
+  chorus_connect_options_init(&defaults);
+  chorus_connect_options c = defaults;
+  try {
+    c = versioned_options(given, defaults, connect_options_v1_size, "chorus_connect_options");
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(who + error.what());
+  }
+  ConnectOptions options;
+  if (c.timeout_ms < 0 || c.timeout_ms > longest_timeout_ms)
+    throw InvalidArgument(cat(who, "chorus_connect_options.timeout_ms is ", c.timeout_ms,
+                              " (expected a positive timeout up to a year, or 0 for the default)"));
+  if (c.timeout_ms > 0) options.timeout = std::chrono::milliseconds(c.timeout_ms);
+  if (c.transports != nullptr) {
+    options.transports = transport_list(c.transports);
+    if (options.transports.empty())
+      throw InvalidArgument(cat(who, "chorus_connect_options.transports '", c.transports,
+                                "' names no transport (e.g. \"shm,tcp\"; null for the default)"));
+  }
+  options.interface = text_or_empty(c.network_interface);
+  options.hostname = text_or_empty(c.hostname);
+  options.host_id = text_or_empty(c.host_id);
+  options.link_model = text_or_empty(c.link_model);
+  options.secret = text_or_empty(c.secret);
+  if (c.poll_time_us / 1000 > longest_timeout_ms)
+    throw InvalidArgument(cat(who, "chorus_connect_options.poll_time_us is ", c.poll_time_us, " (more than a year)"));
+  if (c.poll_time_us >= 0) options.poll_time = std::chrono::microseconds(c.poll_time_us);
+  // Out-of-range stream counts are left to connect(), which names both the value and the range.
+  if (c.streams != 0) options.streams = c.streams;
+  if (c.reserved != 0)
+    throw InvalidArgument(cat(who, "chorus_connect_options.reserved is ", c.reserved, " (must be 0)"));
+  return options;
+}
+
+// Hands out a new handle for a connected Context. The handle is allocated
+// before connecting: a connect that succeeded on every rank must not be
+// followed by a local out-of-memory that leaves the other ranks connected
+// to nobody.
+template <class Connect>
+void create(chorus_context** out, const char* function, Connect&& connect) {
+  chorus_context*& result = output(out, nullptr, function, "chorus_context*");
+  result = nullptr;
+  auto handle = std::make_unique<chorus_context>();
+  handle->context = connect();
+  result = handle.release();
+}
+
+// A query of a context that cannot fail once its arguments are good.
+template <class Value, class Get>
+chorus_status query(const chorus_context* handle, Value* out, const char* function, const char* name, Get&& get) {
+  return guarded([&] {
+    const Context& context = context_of(handle, function);
+    output(out, &context, function, name) = get(context);
+  });
+}
+
+}  // namespace
+}  // namespace chorus::c_api
+
+using namespace chorus;
+using c_api::context_of;
+using c_api::guarded;
+using c_api::output;
+
+extern "C" {
+
+chorus_status chorus_context_create_from_env(const chorus_connect_options* options, chorus_context** context) {
+  return guarded([&] {
+    constexpr const char* function = "chorus_context_create_from_env";
+    c_api::create(context, function, [&] {
+      return connect_from_env(c_api::connect_options_from(options, cat(function, ": ")));
+    });
+  });
+}
+
+chorus_status chorus_context_create(const char* store_url, const char* job_id, int rank, int size,
+                                    const chorus_connect_options* options, chorus_context** context) {
+  return guarded([&] {
+    constexpr const char* function = "chorus_context_create";
+    const std::string who = cat("rank ", rank, ": ", function, ": ");
+    c_api::create(context, function, [&] {
+      if (store_url == nullptr) throw InvalidArgument(who + "got a null store_url");
+      return connect_to_store(store_url, rank, size, c_api::text_or_empty(job_id),
+                              c_api::connect_options_from(options, who));
+    });
+  });
+}
+
+chorus_status chorus_context_destroy(chorus_context* context) {
+  return guarded([&] { delete context; });
+}
+
+chorus_status chorus_context_rank(const chorus_context* context, int* rank) {
+  return c_api::query(context, rank, "chorus_context_rank", "rank", [](const Context& c) { return c.rank(); });
+}
+
+chorus_status chorus_context_size(const chorus_context* context, int* size) {
+  return c_api::query(context, size, "chorus_context_size", "size", [](const Context& c) { return c.size(); });
+}
+
+chorus_status chorus_context_hosts(const chorus_context* context, int* hosts) {
+  return c_api::query(context, hosts, "chorus_context_hosts", "hosts", [](const Context& c) { return c.hosts(); });
+}
+
+chorus_status chorus_context_host_of(const chorus_context* context, int rank, int* host) {
+  return c_api::query(context, host, "chorus_context_host_of", "host",
+                      [rank](const Context& c) { return c.host_of(rank); });
+}
+
+chorus_status chorus_context_local_rank(const chorus_context* context, int* local_rank) {
+  return c_api::query(context, local_rank, "chorus_context_local_rank", "local_rank",
+                      [](const Context& c) { return c.local_rank(); });
+}
+
+chorus_status chorus_context_local_size(const chorus_context* context, int* local_size) {
+  return c_api::query(context, local_size, "chorus_context_local_size", "local_size",
+                      [](const Context& c) { return c.local_size(); });
+}
+
+chorus_status chorus_context_link_to(const chorus_context* context, int peer, char* transport, size_t capacity,
+                                     int* streams) {
+  return guarded([&] {
+    constexpr const char* function = "chorus_context_link_to";
+    const Context& c = context_of(context, function);
+    char* name = &output(transport, &c, function, "transport");
+    const PeerLink link = c.link_to(peer);
+    if (link.transport.size() + 1 > capacity)
+      throw InvalidArgument(cat("rank ", c.rank(), ": ", function, ": the transport name '", link.transport,
+                                "' needs ", link.transport.size() + 1, " bytes but transport holds ", capacity));
+    link.transport.copy(name, link.transport.size());
+    name[link.transport.size()] = '\0';
+    if (streams != nullptr) *streams = link.streams;
+  });
+}
+
+chorus_status chorus_context_timeout(const chorus_context* context, int64_t* timeout_ms) {
+  return c_api::query(context, timeout_ms, "chorus_context_timeout", "timeout_ms",
+                      [](const Context& c) { return static_cast<int64_t>(c.timeout().count()); });
+}
+
+chorus_status chorus_context_set_timeout(chorus_context* context, int64_t timeout_ms) {
+  return guarded([&] {
+    Context& c = context_of(context, "chorus_context_set_timeout");
+    if (timeout_ms <= 0 || timeout_ms > c_api::longest_timeout_ms)
+      throw InvalidArgument(cat("rank ", c.rank(), ": chorus_context_set_timeout: timeout_ms ", timeout_ms,
+                                " is not a positive timeout up to a year"));
+    c.set_timeout(std::chrono::milliseconds(timeout_ms));
+  });
+}
+
+chorus_status chorus_context_split(chorus_context* context, int color, int key, chorus_context** child) {
+  return guarded([&] {
+    const c_api::CollectiveCall call(context, "chorus_context_split", "split", nullptr);
+    if (child == nullptr) call.reject("got a null chorus_context** (where the child context goes)");
+    chorus_context*& result = *child;
+    result = nullptr;
+    auto handle = std::make_unique<chorus_context>();
+    handle->context = call.context().split(color, key);
+    if (handle->context != nullptr) result = handle.release();
+  });
+}
+
+chorus_status chorus_context_shrink(const chorus_context* context, int64_t join_window_ms,
+                                    chorus_context** survivors) {
+  return guarded([&] {
+    constexpr const char* function = "chorus_context_shrink";
+    const Context& c = context_of(context, function);
+    if (join_window_ms < 0 || join_window_ms > c_api::longest_timeout_ms)
+      throw InvalidArgument(cat("rank ", c.rank(), ": ", function, ": join_window_ms ", join_window_ms,
+                                " is not a time up to a year (0: the context's timeout)"));
+    ShrinkOptions options;
+    options.join_window = std::chrono::milliseconds(join_window_ms);
+    c_api::create(survivors, function, [&] { return shrink(c, options); });
+  });
+}
+
+chorus_status chorus_context_abort(chorus_context* context, const char* reason) {
+  return guarded([&] {
+    Context& c = context_of(context, "chorus_context_abort");
+    if (reason != nullptr) c.abort(reason);
+    else c.abort();
+  });
+}
+
+chorus_status chorus_context_check(const chorus_context* context) {
+  return guarded([&] { context_of(context, "chorus_context_check").throw_if_failed(); });
+}
+
+}  // extern "C"
