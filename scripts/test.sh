@@ -26,12 +26,23 @@ for header in $(cd "$prefix/include/chorus" && find . -name '*.h' | sed 's#^\./#
   echo "#include <$header>" | g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -x c++ - \
     $(pkg-config --cflags "$package")
 done
-echo "installed headers: each compiles on its own"
+# The C API's header is C as well: C99, pedantic, nothing but stddef.h/stdint.h.
+echo '#include <chorus/chorus_c.h>' | gcc -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -x c - \
+  $(pkg-config --cflags chorus)
+echo "installed headers: each compiles on its own (chorus_c.h as C99 too)"
 consumer="$PWD/build/consumer"
 g++ -std=c++20 -Wall -Wextra -Werror test/consumer/main.cc -o "$consumer" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
 LD_LIBRARY_PATH="$prefix/lib" "$consumer"
 echo "installed-library consumer: passed"
+
+# The C API from plain C, built with gcc against the installed library and
+# run as 4 ranks by the installed chorus-run (test/capi/c_program.c).
+c_program="$PWD/build/c_program"
+gcc -std=c99 -Wall -Wextra -Werror -pedantic test/capi/c_program.c -o "$c_program" \
+  $(pkg-config --cflags --libs chorus)
+LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 4 -- "$c_program"
+echo "installed-library C program: passed"
 
 # The README's example, exactly as printed, built against the installed copy
 # and run as 3 ranks by the installed chorus-run.
