@@ -1,7 +1,7 @@
 /* A plain C program on the C API (chorus/chorus_c.h), run as a real job
- * under chorus-run (4 ranks in the tests): every collective blocking and
- * asynchronous, point-to-point, split and the context queries, each result
- * checked bit-exactly; then the error cases (bad arguments, a count that
+ * under chorus-run (4 ranks in the tests; 3 to 10 work): every collective
+ * blocking and asynchronous, point-to-point, split and the context queries,
+ * each result checked bit-exactly; then the error cases (bad arguments, a count that
  * differs across ranks, abort, a rank that dies and the survivors' shrink),
  * checking the status codes and that every message names the rank.
  *
@@ -39,10 +39,10 @@ static void check_ok(chorus_status status, const char* call, int line) {
 }
 #define CHECK_OK(call) check_ok((call), #call, __LINE__)
 
-#define CHECK(condition)                                   \
-  do {                                                     \
+#define CHECK(condition)                                      \
+  do {                                                        \
     if (!(condition)) fail(__LINE__, "failed: %s", #condition); \
-    ++checks;                                              \
+    ++checks;                                                 \
   } while (0)
 
 /* The call must fail with `expected`, and the message hold every word of
@@ -60,7 +60,8 @@ static void check_fails(chorus_status status, chorus_status expected, const char
   va_end(parts);
   ++checks;
 }
-#define CHECK_FAILS(call, expected, ...) check_fails((call), (expected), #call, __LINE__, __VA_ARGS__, (const char*)NULL)
+#define CHECK_FAILS(call, expected, ...) \
+  check_fails((call), (expected), #call, __LINE__, __VA_ARGS__, (const char*)NULL)
 
 /* "rank 2" for this rank, for messages. */
 static char rank_words[32];
@@ -167,7 +168,7 @@ static void finish(chorus_work* work, int line) {
   CHECK_OK(chorus_work_free(work));
 }
 
-/* Runs `call` blocking (async == 0) or async; both forms take the same arguments. */
+/* Calls `name` blocking (async == 0) or its _async form; both take the same arguments. */
 #define RUN(async, name, ...)                                    \
   do {                                                           \
     if (async) {                                                 \
@@ -666,7 +667,8 @@ static chorus_status mismatched_count(void) {
   if (status != CHORUS_MISMATCH && status != CHORUS_INVALID_ARGUMENT && status != CHORUS_ABORTED &&
       status != CHORUS_IO_ERROR)
     fail(__LINE__, "a count that differs across ranks gave %s: %s", chorus_status_name(status), chorus_last_error());
-  if (strstr(chorus_last_error(), "rank ") == NULL) fail(__LINE__, "the mismatch names no rank: %s", chorus_last_error());
+  if (strstr(chorus_last_error(), "rank ") == NULL)
+    fail(__LINE__, "the mismatch names no rank: %s", chorus_last_error());
   printf("c_program: rank %d: mismatched count: %s: %s\n", my_rank, chorus_status_name(status), chorus_last_error());
   ++checks;
   free(data);
@@ -724,7 +726,8 @@ static void check_peer_lost_and_shrink(void) {
   snprintf(victim_words, sizeof victim_words, "rank %d", victim);
   status = chorus_allreduce(context, data, data, 16, CHORUS_FLOAT32, CHORUS_SUM, NULL);
   if (status != CHORUS_PEER_LOST)
-    fail(__LINE__, "a dead peer gave %s, expected CHORUS_PEER_LOST: %s", chorus_status_name(status), chorus_last_error());
+    fail(__LINE__, "a dead peer gave %s, expected CHORUS_PEER_LOST: %s", chorus_status_name(status),
+         chorus_last_error());
   if (strstr(chorus_last_error(), victim_words) == NULL || chorus_last_error_peer() != victim)
     fail(__LINE__, "the error does not name rank %d (peer %d): %s", victim, chorus_last_error_peer(),
          chorus_last_error());
