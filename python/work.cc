@@ -27,7 +27,14 @@ PyWork::~PyWork() {
 }
 
 void PyWork::release_if_finished(bool finished) {
-  if (finished) views_.clear();
+  if (!finished) return;
+  views_.clear();
+  // A finished Work no longer needs its Context; holding it would keep the
+  // connections open after Context.close() for as long as Python keeps the Work.
+  if (context_) {
+    py::gil_scoped_release released;
+    context_.reset();
+  }
 }
 
 bool PyWork::wait(const py::object& timeout) {
@@ -65,8 +72,10 @@ py::object PyWork::exception() {
 }
 
 py::object PyWork::result(const py::object& timeout) {
-  if (!wait(timeout))
-    throw py::reinterpret_borrow<py::object>(PyExc_TimeoutError)(py::str("Work.result: the call is still running"));
+  if (!wait(timeout)) {
+    PyErr_SetString(PyExc_TimeoutError, "Work.result: the call is still running");
+    throw py::error_already_set();
+  }
   return result_;
 }
 
