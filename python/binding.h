@@ -135,8 +135,8 @@ py::tuple gathered_shape(const BufferView& input, int size);
 
 // Registers name and name_async from one implementation taking `async` first.
 template <class... Args, class... Extra>
-void def_blocking_and_async(py::class_<PyContext>& context, const char* name, py::object (*call)(bool, PyContext&, Args...),
-                            const char* doc, const Extra&... extra) {
+void def_blocking_and_async(py::class_<PyContext>& context, const char* name,
+                            py::object (*call)(bool, PyContext&, Args...), const char* doc, const Extra&... extra) {
   context.def(
       name, [call](PyContext& self, Args... args) { return call(false, self, args...); }, extra..., doc);
   const std::string async_name = std::string(name) + "_async";

@@ -99,6 +99,19 @@ with fresh("wait-timeout") as ctx:
     if rank == 0:
         check(np.array_equal(work.result(), np.full(4, size, np.int32)), "the late allreduce's result")
 
+# A peer that is alive but does not join: chorus.TimeoutError (also the builtin) within the
+# per-call timeout, saying what it waited for; the others then fail with chorus errors too.
+with fresh("timeout") as ctx:
+    if rank == 0:
+        started = time.monotonic()
+        error = expect(chorus.TimeoutError, lambda: ctx.allreduce(np.ones(4, np.int32), timeout=0.5), "rank 0")
+        check(isinstance(error, TimeoutError) and time.monotonic() - started < 5, "timed out within the timeout")
+        print(f"rank 0: timeout: {error}", flush=True)
+        expect(chorus.TimeoutError, lambda: ctx.barrier())  # the Context stays finished with that error
+    else:
+        time.sleep(1.5)
+        expect(chorus.Error, lambda: ctx.allreduce(np.ones(4, np.int32)))
+
 # The last rank exits without closing: the survivors' next call raises
 # chorus.PeerLostError naming it, within the timeout, and they shrink.
 ctx = fresh("peer-lost", timeout=10)
