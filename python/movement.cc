@@ -261,13 +261,15 @@ void bind_movement(py::module_&, py::class_<PyContext>& context) {
                          "As allgather with counts[r] elements from rank r; the output is flat.", py::arg("data"),
                          py::arg("counts"), py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "gather", &gather_call,
-                         "As allgather, but only root receives (returns None elsewhere).", py::arg("data"), root,
+                         "As allgather, but only root receives (returns None elsewhere). In place on root: data "
+                         "is a view of root's block of out.", py::arg("data"), root,
                          py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "gatherv", &gatherv_call, "As gather with counts[r] elements from rank r.",
                          py::arg("data"), py::arg("counts"), root, py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "scatter", &scatter_call,
                          "Block r of root's data goes to rank r (into out, else a new array shaped like one "
-                         "block). Other ranks pass out= (data may be None) or data shaped like root's.",
+                         "block). Other ranks pass out= (data may be None) or data shaped like root's. In place on "
+                         "root: out is a view of root's block of data.",
                          py::arg("data"), root, py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "scatterv", &scatterv_call, "As scatter with counts[r] elements for rank r.",
                          py::arg("data"), py::arg("counts"), root, py::kw_only(), out, dtype, timeout, algorithm);

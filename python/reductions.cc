@@ -176,7 +176,8 @@ void bind_reductions(py::module_& module, py::class_<PyContext>& context) {
                          py::arg("data"), op, py::arg("root") = 0, py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "reduce_scatter", &reduce_scatter_call,
                          "data holds size blocks; returns this rank's block reduced over every rank (into out, "
-                         "else a new numpy array shaped like one block).",
+                         "else a new numpy array shaped like one block). In place: out is a view of this rank's "
+                         "block of data.",
                          py::arg("data"), op, py::kw_only(), out, dtype, timeout, algorithm);
   def_blocking_and_async(context, "reduce_scatter_v", &reduce_scatter_v_call,
                          "As reduce_scatter with counts[r] elements in block r.", py::arg("data"),

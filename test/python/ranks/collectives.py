@@ -75,6 +75,11 @@ def reductions(type_name, is_async, count):
     out = np.zeros(count, whole.dtype)
     check(call("reduce_scatter", is_async, whole, out=out, dtype=override) is out and same_bits(out, mine),
           f"reduce_scatter {type_name} out=")
+    # In place: out is this rank's block of the input itself (C++ sees the aliasing pointers).
+    inside = whole.copy()
+    own = inside[rank * count:(rank + 1) * count]
+    check(call("reduce_scatter", is_async, inside, out=own, dtype=override) is own and same_bits(own, mine),
+          f"reduce_scatter {type_name} in place")
 
     counts = [(r % 3) + count // 2 for r in range(size)]
     if size > 1:
@@ -119,7 +124,21 @@ def movement(type_name, is_async, count):
         check(same_bits(result, stacked) if rank == root else result is None, f"gather {type_name} root {root}")
         result = call("gatherv", is_async, pieces[rank], counts, root, dtype=override)
         check(same_bits(result, joined) if rank == root else result is None, f"gatherv {type_name} root {root}")
+        if rank == root:  # in place on root: its input is its own block of the output
+            out = np.zeros_like(stacked)
+            out[root] = blocks[root]
+            check(same_bits(call("gather", is_async, out[root], root, out=out, dtype=override), stacked),
+                  f"gather {type_name} in place root {root}")
+        else:
+            check(call("gather", is_async, blocks[rank], root, dtype=override) is None, "gather: None off root")
         source = stacked if rank == root else None
+        if rank == root:  # in place on root: its output is its own block of the input
+            whole_copy = stacked.copy()
+            check(same_bits(call("scatter", is_async, whole_copy, root, out=whole_copy[root], dtype=override),
+                            blocks[root]), f"scatter {type_name} in place root {root}")
+        else:
+            check(same_bits(call("scatter", is_async, None, root, out=np.zeros_like(blocks[rank]), dtype=override),
+                            blocks[rank]), f"scatter {type_name} beside an in-place root")
         out = np.zeros_like(blocks[rank])
         check(call("scatter", is_async, source, root, out=out, dtype=override) is out and
               same_bits(out, blocks[rank]), f"scatter {type_name} root {root}")
