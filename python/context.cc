@@ -134,12 +134,13 @@ py::class_<PyContext> bind_context(py::module_& module) {
       .def(
           "split",
           [](PyContext& self, int color, const py::object& key) -> py::object {
-            Context& parent = self.get();
-            const int rank_key = key.is_none() ? parent.rank() : key.cast<int>();
+            // A reference of our own: another thread may close `self` while this one waits.
+            const std::shared_ptr<Context> parent = self.shared();
+            const int rank_key = key.is_none() ? parent->rank() : key.cast<int>();
             std::shared_ptr<Context> child;
             {
               py::gil_scoped_release released;
-              child = parent.split(color, rank_key);
+              child = parent->split(color, rank_key);
             }
             if (!child) return py::none();
             return py::cast(wrap(std::move(child)));
@@ -152,11 +153,11 @@ py::class_<PyContext> bind_context(py::module_& module) {
           [](PyContext& self, const py::object& join_window) {
             ShrinkOptions options;
             if (const auto window = milliseconds_of(join_window, "join_window")) options.join_window = *window;
-            const Context& old = self.get();
+            const std::shared_ptr<Context> old = self.shared();
             std::shared_ptr<Context> survivors;
             {
               py::gil_scoped_release released;
-              survivors = shrink(old, options);
+              survivors = shrink(*old, options);
             }
             return wrap(std::move(survivors));
           },
@@ -166,9 +167,9 @@ py::class_<PyContext> bind_context(py::module_& module) {
       .def(
           "abort",
           [](PyContext& self, const std::string& reason) {
-            Context& target = self.get();
+            const std::shared_ptr<Context> target = self.shared();
             py::gil_scoped_release released;
-            target.abort(reason);
+            target->abort(reason);
           },
           py::arg("reason") = "aborted by the application",
           "Fails every pending and later call, here and on every Context sharing its connections, with "

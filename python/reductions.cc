@@ -150,12 +150,12 @@ void bind_reductions(py::module_& module, py::class_<PyContext>& context) {
   module.def(
       "_allreduce_loop_cpp",
       [](PyContext& self, const py::object& data, size_t iterations) {
-        Context& target = self.get();
+        const std::shared_ptr<Context> target = self.shared();
         const BufferView buffer(data, Access::write, "_allreduce_loop_cpp: data", std::nullopt);
         py::gil_scoped_release released;
         const auto start = std::chrono::steady_clock::now();
         for (size_t i = 0; i < iterations; ++i)
-          allreduce(target, buffer.data(), buffer.data(), buffer.count(), buffer.type(), ReduceOp::sum);
+          allreduce(*target, buffer.data(), buffer.data(), buffer.count(), buffer.type(), ReduceOp::sum);
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       },
       py::arg("context"), py::arg("data"), py::arg("iterations"),

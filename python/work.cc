@@ -154,6 +154,8 @@ void bind_work(py::module_& module) {
       .def("wait", &PyWork::wait, py::arg("timeout") = py::none(),
            "Blocks (the GIL released) until done and returns True, raising the call's error; with a timeout "
            "in seconds, returns False if it is still running then.")
+      .def("__repr__",
+           [](PyWork& self) { return std::string("<chorus.Work ") + (self.test() ? "done" : "running") + ">"; })
       .def("test", &PyWork::test, "True once finished (successfully or not); never blocks.")
       .def("done", &PyWork::test, "Same as test().")
       .def("exception", &PyWork::exception, "The error the call finished with, or None (also while running).")

@@ -36,6 +36,8 @@ def test_one_rank(solo):
     assert solo.allreduce(data) is data and np.array_equal(data, np.arange(5, dtype=np.float16))
     assert np.array_equal(solo.allgather(np.arange(3, dtype=np.uint64)), [[0, 1, 2]])
     assert "rank 0 of 1" in repr(solo)
+    work = solo.allreduce_async(np.ones(3, np.int64))
+    assert work.wait() and repr(work) == "<chorus.Work done>" and work.exception() is None
 
 
 def test_aborted(solo):
