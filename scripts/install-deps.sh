@@ -14,6 +14,9 @@ fi
 # the fuzz harnesses (scripts/fuzz.sh). libssl-dev: libcrypto's HMAC for the
 # job secret's proofs (base/job_secret.h) and libssl for optional TLS
 # (base/tls.h); openssl: the program that makes the TLS tests' certificates.
+# pybind11-dev and python3-dev (Python.h): the Python module (python/);
+# python3-numpy and python3-pytest:
+# the outputs it allocates and its test suite (test/python).
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
@@ -22,4 +25,5 @@ apt-get install -y --no-install-recommends \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps \
   libgloo-dev \
-  clang-14 libclang-rt-14-dev llvm-14
+  clang-14 libclang-rt-14-dev llvm-14 \
+  pybind11-dev python3-dev python3-numpy python3-pytest

@@ -52,3 +52,12 @@ g++ -std=c++20 -Wall -Wextra -Werror "$example.cc" -o "$example" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 3 -- "$example"
 echo "README example: passed"
+
+# The Python package as installed, without the build tree: import it, and
+# run the README's Python example as 3 ranks under the installed chorus-run.
+python_dir=$(dirname "$(dirname "$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)")")
+python_example="$PWD/build/readme_example.py"
+sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > "$python_example"
+(cd / && PYTHONPATH="$python_dir" python3 -c "import chorus")
+PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- python3 "$python_example"
+echo "README Python example (installed package): passed"

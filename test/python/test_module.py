@@ -1,0 +1,69 @@
+"""The module on its own, in this process: the exception hierarchy, types,
+and a one-rank Context over a file store."""
+
+import numpy as np
+import pytest
+
+import chorus
+
+
+def test_exception_hierarchy():
+    for name in ("IoError", "PeerLostError", "TimeoutError", "InvalidArgument", "MismatchError", "Aborted"):
+        assert issubclass(getattr(chorus, name), chorus.Error)
+    assert issubclass(chorus.PeerLostError, chorus.IoError)
+    assert issubclass(chorus.IoError, ConnectionError)
+    assert issubclass(chorus.TimeoutError, TimeoutError)
+    assert issubclass(chorus.InvalidArgument, ValueError)
+    assert chorus.Error.peer is None
+    assert chorus.Error.__module__ == "chorus"
+
+
+def test_types_and_ops():
+    assert chorus.bfloat16 == chorus.DataType.bfloat16
+    assert chorus.SUM == chorus.ReduceOp.SUM
+    assert {t.name for t in chorus.DataType.__members__.values()} >= {"float16", "bfloat16", "uint64"}
+
+
+@pytest.fixture
+def solo(tmp_path):
+    with chorus.connect_to_store(f"file://{tmp_path}", 0, 1, "solo", timeout=10) as context:
+        yield context
+
+
+def test_one_rank(solo):
+    assert (solo.rank, solo.size, solo.local_rank, solo.local_size) == (0, 1, 0, 1)
+    data = np.arange(5, dtype=np.float16)
+    assert solo.allreduce(data) is data and np.array_equal(data, np.arange(5, dtype=np.float16))
+    assert np.array_equal(solo.allgather(np.arange(3, dtype=np.uint64)), [[0, 1, 2]])
+    assert "rank 0 of 1" in repr(solo)
+    work = solo.allreduce_async(np.ones(3, np.int64))
+    assert work.wait() and repr(work) == "<chorus.Work done>" and work.exception() is None
+
+
+def test_aborted(solo):
+    solo.abort("stopping on purpose")
+    with pytest.raises(chorus.Aborted, match="stopping on purpose") as caught:
+        solo.allreduce(np.zeros(2, np.int32))
+    assert caught.value.peer is None
+    with pytest.raises(chorus.Aborted):
+        solo.check()
+
+
+def test_invalid_root_on_one_rank(solo):
+    with pytest.raises(chorus.InvalidArgument, match="root"):
+        solo.reduce(np.zeros(2, np.int32), root=1)
+
+
+def test_bad_timeouts(solo):
+    with pytest.raises(ValueError, match="seconds"):
+        solo.allreduce(np.zeros(2, np.int32), timeout=-1)
+    with pytest.raises(ValueError):
+        solo.timeout = None
+
+
+def test_closed(solo):
+    solo.close()
+    solo.close()
+    assert solo.closed and "closed" in repr(solo)
+    with pytest.raises(ValueError, match="closed"):
+        solo.allreduce(np.zeros(2, np.int32))
