@@ -58,6 +58,6 @@ echo "README example: passed"
 python_dir=$(dirname "$(dirname "$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)")")
 python_example="$PWD/build/readme_example.py"
 sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > "$python_example"
-(cd / && PYTHONPATH="$python_dir" python3 -c "import chorus")
-PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- python3 "$python_example"
+(cd / && LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" python3 -c "import chorus")
+LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- python3 "$python_example"
 echo "README Python example (installed package): passed"
