@@ -29,6 +29,9 @@ inline constexpr size_t kProofBytes = 32;
 using Challenge = std::array<std::byte, kChallengeBytes>;
 using Proof = std::array<std::byte, kProofBytes>;
 
+// HMAC-SHA256 (RFC 2104) of `message` under `key`; what every proof is.
+Proof hmac_sha256(std::span<const std::byte> key, std::span<const std::byte> message);
+
 // kChallengeBytes from the operating system's random source. Throws IoError
 // if it has none (never silently weaker).
 Challenge fresh_challenge();
