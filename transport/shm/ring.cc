@@ -125,7 +125,10 @@ bool RingReader::release() {
 
 bool RingReader::request_data_doorbell() {
   control_->consumer_wants_doorbell.store(1, std::memory_order_seq_cst);
-  if (control_->head.load(std::memory_order_seq_cst) == tail_) return false;
+  // The shared tail, not tail_: callers arm from any thread, without the lock
+  // under which another thread may be consuming (ring.h). A stale tail only
+  // reads as records still there, a wake-up too many.
+  if (control_->head.load(std::memory_order_seq_cst) == control_->tail.load(std::memory_order_relaxed)) return false;
   control_->consumer_wants_doorbell.store(0, std::memory_order_relaxed);
   return true;
 }

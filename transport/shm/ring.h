@@ -105,7 +105,9 @@ class RingWriter {
   uint64_t sequence_ = 0;
 };
 
-// The consumer's side. Not thread-safe: its owner serialises readers.
+// The consumer's side. Not thread-safe: its owner serialises readers, but
+// for request_data_doorbell, cancel_data_doorbell and has_records, which read
+// only the shared control block and may run beside a reader in any thread.
 class RingReader {
  public:
   RingReader() = default;
@@ -122,7 +124,8 @@ class RingReader {
   // for a doorbell (the caller rings it).
   bool release();
   // Asks the producer for a doorbell on the next record, then returns
-  // whether one appeared meanwhile (then the caller must not sleep).
+  // whether one appeared meanwhile or is not yet released (then the caller
+  // must not sleep).
   bool request_data_doorbell();
   void cancel_data_doorbell();
   bool empty() const;
