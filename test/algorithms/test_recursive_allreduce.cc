@@ -62,7 +62,7 @@ const Candidate candidates[] = {
 
 }  // namespace
 
-TEST_CASE("recursive allreduces, int32: every op, 1..33 ranks, awkward counts, in and out of place") {
+TEST_CASE("recursive allreduces, int32: every op, 1..33 ranks, awkward counts, in and out of place", "[exhaustive]") {
   for (const Candidate& algorithm : candidates) {
     INFO(algorithm.name);
     for (int size : reduction_rank_counts())
@@ -76,7 +76,7 @@ TEST_CASE("recursive allreduces, int32: every op, 1..33 ranks, awkward counts, i
   }
 }
 
-TEST_CASE("recursive allreduces, float32: arithmetic ops, 1..33 ranks, in and out of place, small segments") {
+TEST_CASE("recursive allreduces, float32: arithmetic ops, 1..33 ranks, in and out of place, small segments", "[exhaustive]") {
   for (const Candidate& algorithm : candidates) {
     INFO(algorithm.name);
     for (int size : reduction_rank_counts())

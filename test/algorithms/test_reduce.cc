@@ -69,7 +69,7 @@ Call reduce_call(int size, size_t count, DataType type, ReduceOp op, int root, b
 
 }  // namespace
 
-TEST_CASE("reduce int32 at every root: 1..33 ranks, awkward counts, in and out of place") {
+TEST_CASE("reduce int32 at every root: 1..33 ranks, awkward counts, in and out of place", "[exhaustive]") {
   for (const Candidate& algorithm : candidates)
     for (int size : reduction_rank_counts())
       for (int root = 0; root < size; ++root)
@@ -80,7 +80,7 @@ TEST_CASE("reduce int32 at every root: 1..33 ranks, awkward counts, in and out o
           }
 }
 
-TEST_CASE("reduce int32 with every op and float32 with arithmetic ops, 1..33 ranks") {
+TEST_CASE("reduce int32 with every op and float32 with arithmetic ops, 1..33 ranks", "[exhaustive]") {
   for (const Candidate& algorithm : candidates)
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))

@@ -69,7 +69,7 @@ Call reduce_scatter_call(int size, size_t count, DataType type, ReduceOp op) {
 
 }  // namespace
 
-TEST_CASE("reduce_scatter int32: every op, 1..33 ranks, awkward block counts") {
+TEST_CASE("reduce_scatter int32: every op, 1..33 ranks, awkward block counts", "[exhaustive]") {
   for (const Candidate& algorithm : candidates)
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
@@ -82,7 +82,7 @@ TEST_CASE("reduce_scatter int32: every op, 1..33 ranks, awkward block counts") {
         }
 }
 
-TEST_CASE("reduce_scatter float32 arithmetic ops, and float16, bfloat16, int8, float64") {
+TEST_CASE("reduce_scatter float32 arithmetic ops, and float16, bfloat16, int8, float64", "[exhaustive]") {
   for (const Candidate& algorithm : candidates) {
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
@@ -96,7 +96,7 @@ TEST_CASE("reduce_scatter float32 arithmetic ops, and float16, bfloat16, int8, f
   }
 }
 
-TEST_CASE("reduce_scatter_v: random per-rank counts with zeros on 1..33 ranks") {
+TEST_CASE("reduce_scatter_v: random per-rank counts with zeros on 1..33 ranks", "[exhaustive]") {
   std::mt19937 random(1234);
   for (const Candidate& algorithm : candidates)
     for (int size : reduction_rank_counts())

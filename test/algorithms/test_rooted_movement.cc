@@ -191,7 +191,7 @@ TEST_CASE("large broadcasts of 3 GiB: plans only, no scratch, each rank sends it
   }
 }
 
-TEST_CASE("gather and scatter: every algorithm, rank counts 1..33, every root, awkward counts, in and out of place") {
+TEST_CASE("gather and scatter: every algorithm, rank counts 1..33, every root, awkward counts, in and out of place", "[exhaustive]") {
   for (Collective collective : {Collective::gather, Collective::scatter}) {
     REQUIRE(algorithms_of(collective).size() == 2);
     for (const Algorithm* algorithm : algorithms_of(collective))

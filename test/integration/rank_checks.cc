@@ -63,7 +63,8 @@ void check_allreduce(Context& context, const char* name, size_t count, ReduceOp 
     return;
   }
   std::vector<T> output(count);
-  std::memset(static_cast<void*>(output.data()), 0xcd, count * sizeof(T));
+  // An empty vector's data() may be null, which memset may not be given even for 0 bytes.
+  if (count != 0) std::memset(static_cast<void*>(output.data()), 0xcd, count * sizeof(T));
   allreduce(context, input.data(), output.data(), count, data_type_of<T>(), op);
   verify(what, output.data(), count, expected);
   verify(what + " changed its input;", input.data(), count, [&](size_t i) { return value(i, context.rank()); });

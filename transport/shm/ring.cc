@@ -22,7 +22,8 @@ RingWriter::RingWriter(RingControl* control, std::byte* data, size_t capacity)
 
 bool RingWriter::fits(size_t payload) const {
   const size_t needed = record_bytes(payload);
-  const uint64_t tail = control_->tail.load(std::memory_order_acquire);
+  // seq_cst: the second half of request_space_doorbell's Dekker (acquire otherwise).
+  const uint64_t tail = control_->tail.load(std::memory_order_seq_cst);
   const size_t used = static_cast<size_t>(head_ - tail);
   const size_t offset = static_cast<size_t>(head_ & (capacity_ - 1));
   const size_t to_end = capacity_ - offset;
@@ -55,17 +56,16 @@ bool RingWriter::try_write(RecordKind kind, RecordHeader header, std::span<const
 bool RingWriter::publish() {
   if (head_ == published_) return false;
   published_ = head_;
-  control_->head.store(head_, std::memory_order_release);
-  // Dekker with the consumer's request_data_doorbell: publish, fence, read its flag.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (control_->consumer_wants_doorbell.load(std::memory_order_relaxed) == 0) return false;
+  // Dekker with the consumer's request_data_doorbell: publish, then read its
+  // flag, both seq_cst (ring.h).
+  control_->head.store(head_, std::memory_order_seq_cst);
+  if (control_->consumer_wants_doorbell.load(std::memory_order_seq_cst) == 0) return false;
   // Only the first publish after the consumer went to sleep rings.
   return control_->consumer_wants_doorbell.exchange(0, std::memory_order_acq_rel) != 0;
 }
 
 bool RingWriter::request_space_doorbell(size_t payload) {
-  control_->producer_wants_doorbell.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  control_->producer_wants_doorbell.store(1, std::memory_order_seq_cst);
   if (!fits(std::min(payload, max_payload_))) return false;
   control_->producer_wants_doorbell.store(0, std::memory_order_relaxed);
   return true;
@@ -117,16 +117,18 @@ bool RingReader::release() {
   tail_ += peeked_bytes_;
   if (peeked_bytes_ > 0) ++sequence_;
   peeked_bytes_ = 0;
-  control_->tail.store(tail_, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (control_->producer_wants_doorbell.load(std::memory_order_relaxed) == 0) return false;
+  // Dekker with the producer's request_space_doorbell (ring.h).
+  control_->tail.store(tail_, std::memory_order_seq_cst);
+  if (control_->producer_wants_doorbell.load(std::memory_order_seq_cst) == 0) return false;
   return control_->producer_wants_doorbell.exchange(0, std::memory_order_acq_rel) != 0;
 }
 
 bool RingReader::request_data_doorbell() {
-  control_->consumer_wants_doorbell.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (control_->head.load(std::memory_order_relaxed) == tail_) return false;
+  control_->consumer_wants_doorbell.store(1, std::memory_order_seq_cst);
+  // The shared tail, not tail_: callers arm from any thread, without the lock
+  // under which another thread may be consuming (ring.h). A stale tail only
+  // reads as records still there, a wake-up too many.
+  if (control_->head.load(std::memory_order_seq_cst) == control_->tail.load(std::memory_order_relaxed)) return false;
   control_->consumer_wants_doorbell.store(0, std::memory_order_relaxed);
   return true;
 }

@@ -15,9 +15,11 @@
 // The two wake-up flags are how a side that is about to sleep asks the other
 // for a doorbell (an eventfd write) when the ring changes: the consumer when
 // it wants new records, the producer when it waits for space. Each side
-// stores its flag, then fences, then looks at the ring once more; the other
-// side publishes, fences, then reads the flag. One of the two always sees
-// the other (Dekker), so no wake-up is lost.
+// stores its flag, then looks at the ring once more; the other side
+// publishes, then reads the flag. All four accesses are seq_cst, so one of
+// the two always sees the other (Dekker) and no wake-up is lost. (No
+// fences: seq_cst operations cost no more, and ThreadSanitizer, which does
+// not model fences, understands them.)
 //
 // The peer's process writes this memory: nothing in it is trusted. The
 // consumer copies each header out before checking it (the peer cannot change
@@ -103,7 +105,9 @@ class RingWriter {
   uint64_t sequence_ = 0;
 };
 
-// The consumer's side. Not thread-safe: its owner serialises readers.
+// The consumer's side. Not thread-safe: its owner serialises readers, but
+// for request_data_doorbell, cancel_data_doorbell and has_records, which read
+// only the shared control block and may run beside a reader in any thread.
 class RingReader {
  public:
   RingReader() = default;
@@ -120,7 +124,8 @@ class RingReader {
   // for a doorbell (the caller rings it).
   bool release();
   // Asks the producer for a doorbell on the next record, then returns
-  // whether one appeared meanwhile (then the caller must not sleep).
+  // whether one appeared meanwhile or is not yet released (then the caller
+  // must not sleep).
   bool request_data_doorbell();
   void cancel_data_doorbell();
   bool empty() const;
