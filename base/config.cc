@@ -31,6 +31,16 @@ std::optional<Integer> integer(std::string_view text) {
   return value;
 }
 
+
+// Secrets shorter than this are accepted (a test may use "s3cret") but
+// logged: an HMAC key is only as strong as it is long.
+constexpr size_t kShortSecretBytes = 16;
+// A secret file is a key, not a document.
+constexpr size_t kMaxSecretFileBytes = 4096;
+
+
+}  // namespace
+
 std::vector<std::string> comma_list(std::string_view text) {
   std::vector<std::string> items;
   while (!text.empty()) {
@@ -43,15 +53,6 @@ std::vector<std::string> comma_list(std::string_view text) {
   }
   return items;
 }
-
-// Secrets shorter than this are accepted (a test may use "s3cret") but
-// logged: an HMAC key is only as strong as it is long.
-constexpr size_t kShortSecretBytes = 16;
-// A secret file is a key, not a document.
-constexpr size_t kMaxSecretFileBytes = 4096;
-
-
-}  // namespace
 
 JobSecret secret_from_environment() {
   std::optional<std::string> text = variable("CHORUS_SECRET");

@@ -68,6 +68,9 @@ JobSecret secret_from_environment();
 // InvalidArgument when only some are set or a file is unusable.
 std::shared_ptr<const TlsContext> tls_from_environment();
 
+// "shm, tcp" as CHORUS_TRANSPORT reads it: items trimmed of spaces, empty ones dropped.
+std::vector<std::string> comma_list(std::string_view text);
+
 // CHORUS_LOG's raw text (empty when unset), read once per process by the
 // logger, which runs before any connect and parses it itself.
 std::string log_setting_from_environment();

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/config.h"
 #include "chorus/c_api.h"
 #include "chorus/connect.h"
 #include "chorus/shrink.h"
@@ -14,20 +15,6 @@ namespace {
 
 // The first version of chorus_connect_options: every field through reserved.
 constexpr size_t connect_options_v1_size = offsetof(chorus_connect_options, reserved) + sizeof(int32_t);
-
-// "shm, tcp" as CHORUS_TRANSPORT reads it: items trimmed, empty ones dropped.
-std::vector<std::string> transport_list(std::string_view text) {
-  std::vector<std::string> items;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    std::string_view item = text.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.empty()) items.emplace_back(item);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-  }
-  return items;
-}
 
 std::string text_or_empty(const char* text) { return text != nullptr ? std::string(text) : std::string(); }
 
@@ -47,7 +34,7 @@ ConnectOptions connect_options_from(const chorus_connect_options* given, const s
                               " (expected a positive timeout up to a year, or 0 for the default)"));
   if (c.timeout_ms > 0) options.timeout = std::chrono::milliseconds(c.timeout_ms);
   if (c.transports != nullptr) {
-    options.transports = transport_list(c.transports);
+    options.transports = comma_list(c.transports);
     if (options.transports.empty())
       throw InvalidArgument(cat(who, "chorus_connect_options.transports '", c.transports,
                                 "' names no transport (e.g. \"shm,tcp\"; null for the default)"));
