@@ -58,6 +58,9 @@ echo "README example: passed"
 python_dir=$(dirname "$(dirname "$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)")")
 python_example="$PWD/build/readme_example.py"
 sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > "$python_example"
-(cd / && LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" python3 -c "import chorus")
-LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- python3 "$python_example"
+# The Python Meson built the module for (Debian's /usr/bin/python3), not
+# whichever python3 comes first on PATH.
+python=$(cat build/python/interpreter)
+(cd / && LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$python" -c "import chorus")
+LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- "$python" "$python_example"
 echo "README Python example (installed package): passed"
