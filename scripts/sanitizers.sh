@@ -2,8 +2,8 @@
 # The test suite under sanitizers (docs/sanitizers.md says what runs, what is
 # left out and why):
 #   build-asan/  AddressSanitizer (with LeakSanitizer) + UndefinedBehaviorSanitizer:
-#                every Meson test but the 3 GiB huge-buffer one, the
-#                algorithms test without its [exhaustive] sweeps
+#                every Meson test, the algorithms test without its
+#                [exhaustive] sweeps
 #   build-tsan/  ThreadSanitizer: the transport and collectives suites (no
 #                [large] message, streams with 2 streams only) and the
 #                executor test
@@ -115,8 +115,8 @@ if [ "$which" != tsan ]; then
   export ASAN_OPTIONS="$asan"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
-  # huge-buffer (suite huge) is left out; algorithms and mpi run apart, below.
-  run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan --no-suite huge --no-suite mpi --no-suite algorithms
+  # algorithms and mpi run apart, below.
+  run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan --no-suite mpi --no-suite algorithms
   # ~[exhaustive]: the simulator's longest sweeps are left out (test/algorithms/meson.build).
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan-algorithms --suite algorithms --test-args '~[exhaustive]'
   # Open MPI's leaks: stacks through its plugins, unloaded before LeakSanitizer
