@@ -1,22 +1,10 @@
-// HMAC-SHA256 over OpenSSL libcrypto's SHA-256; the challenges from the
-// kernel's CSPRNG (getrandom), which costs a system call where OpenSSL's
-// generator costs milliseconds to set up in every process, and every rank is
-// a fresh process that connects once.
-//
-// Why not OpenSSL's HMAC() or EVP_MAC: in OpenSSL 3 those fetch their
-// algorithm from a provider, and the first fetch in a process costs about
-// 1.1 ms here. Every rank paid it at connect, and with 16 ranks on a
-// 2-core host that was about 30 ms of a 55 ms job connect. The SHA256_*
-// functions run the same SHA-256 without a fetch (0.015 ms for the first
-// call); OpenSSL 3 deprecates them but keeps them, so this file alone says
-// OPENSSL_SUPPRESS_DEPRECATED. HMAC itself is RFC 2104's two nested hashes
-// (hmac_sha256 below), checked against RFC 4231's vectors and against
-// OpenSSL's HMAC() in test/core/test_job_secret.cc.
-#define OPENSSL_SUPPRESS_DEPRECATED
+// HMAC-SHA256 (RFC 2104: two nested hashes) over our SHA-256
+// (base/sha256.h says why not libcrypto's); the challenges from the kernel's
+// CSPRNG (getrandom), one system call per challenge. Checked against
+// RFC 4231's vectors and against OpenSSL's HMAC() in
+// test/core/test_job_secret.cc.
 #include "base/job_secret.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -27,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/sha256.h"
 
 namespace chorus {
 namespace {
@@ -58,40 +47,38 @@ JobSecret::JobSecret(std::string key) : key_(std::move(key)) {}
 
 namespace {
 
-// OpenSSL 3 reads its configuration file on first use, which costs each
-// fresh rank process milliseconds; HMAC needs none of it.
-void initialize_crypto_once() {
-  static const bool initialized = OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
-  (void)initialized;
+// Overwrites key material in a way the compiler may not drop as a dead store.
+void wipe(void* data, size_t bytes) {
+  volatile unsigned char* p = static_cast<volatile unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) p[i] = 0;
 }
 
 }  // namespace
 
 Proof hmac_sha256(std::span<const std::byte> key, std::span<const std::byte> message) {
-  initialize_crypto_once();
-  constexpr size_t kBlockBytes = SHA256_CBLOCK;  // 64
-  unsigned char block_key[kBlockBytes] = {};
-  if (key.size() > kBlockBytes)
-    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), block_key);
-  else if (!key.empty())
-    std::memcpy(block_key, key.data(), key.size());
-  unsigned char pad[kBlockBytes];
-  unsigned char inner[SHA256_DIGEST_LENGTH];
-  Proof proof{};
-  SHA256_CTX context;
-  for (size_t i = 0; i < kBlockBytes; ++i) pad[i] = block_key[i] ^ 0x36;
-  SHA256_Init(&context);
-  SHA256_Update(&context, pad, kBlockBytes);
-  SHA256_Update(&context, message.data(), message.size());
-  SHA256_Final(inner, &context);
-  for (size_t i = 0; i < kBlockBytes; ++i) pad[i] = block_key[i] ^ 0x5c;
-  SHA256_Init(&context);
-  SHA256_Update(&context, pad, kBlockBytes);
-  SHA256_Update(&context, inner, sizeof(inner));
-  SHA256_Final(reinterpret_cast<unsigned char*>(proof.data()), &context);
-  OPENSSL_cleanse(block_key, sizeof(block_key));
-  OPENSSL_cleanse(pad, sizeof(pad));
-  OPENSSL_cleanse(&context, sizeof(context));
+  constexpr size_t kBlockBytes = Sha256::kBlockBytes;
+  std::array<std::byte, kBlockBytes> block_key{};
+  if (key.size() > kBlockBytes) {
+    const Sha256::Digest hashed_key = Sha256::of(key);
+    std::memcpy(block_key.data(), hashed_key.data(), hashed_key.size());
+  } else if (!key.empty()) {
+    std::memcpy(block_key.data(), key.data(), key.size());
+  }
+  std::array<std::byte, kBlockBytes> pad;
+  for (size_t i = 0; i < kBlockBytes; ++i) pad[i] = block_key[i] ^ std::byte{0x36};
+  Sha256 inner;
+  inner.update(pad);
+  inner.update(message);
+  const Sha256::Digest inner_digest = inner.finish();
+  for (size_t i = 0; i < kBlockBytes; ++i) pad[i] = block_key[i] ^ std::byte{0x5c};
+  Sha256 outer;
+  outer.update(pad);
+  outer.update(inner_digest);
+  const Sha256::Digest digest = outer.finish();
+  Proof proof;
+  std::memcpy(proof.data(), digest.data(), proof.size());
+  wipe(block_key.data(), block_key.size());
+  wipe(pad.data(), pad.size());
   return proof;
 }
 
@@ -106,7 +93,11 @@ bool JobSecret::verify(std::span<const std::byte> claimed, std::string_view purp
                        std::span<const std::span<const std::byte>> parts) const {
   if (claimed.size() != kProofBytes) return false;
   const Proof expected = prove(purpose, parts);
-  return CRYPTO_memcmp(expected.data(), claimed.data(), kProofBytes) == 0;
+  // Constant time: every byte is compared, whatever the first difference.
+  unsigned char difference = 0;
+  for (size_t i = 0; i < kProofBytes; ++i)
+    difference |= static_cast<unsigned char>(expected[i] ^ claimed[i]);
+  return difference == 0;
 }
 
 }  // namespace chorus

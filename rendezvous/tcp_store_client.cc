@@ -141,7 +141,7 @@ Link TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& error) {
 }
 
 void TcpStore::Impl::start_tls(Link& link, Deadline deadline) {
-  link.tls = std::make_unique<TlsSession>(*tls, link.fd.get(), TlsRole::client);
+  link.tls = tls->open(link.fd.get(), TlsRole::client);
   std::string why = link.tls->handshake_until(deadline);
   if (why.empty()) why = link.tls->await_confirmation(deadline);
   if (!why.empty())

@@ -259,7 +259,7 @@ bool TcpStoreServer::Impl::authenticate(uint64_t id, Connection& c) {
     drop(id, c, "refused: it sent requests in the clear to a store that uses TLS", true);
     return false;
   }
-  c.tls = std::make_unique<TlsSession>(*tls, c.fd.get(), TlsRole::server);
+  c.tls = tls->open(c.fd.get(), TlsRole::server);
   c.tls_handshaking = true;
   return false;  // no request before the handshake is done
 }

@@ -43,6 +43,12 @@ gcc -std=c99 -Wall -Wextra -Werror -pedantic test/capi/c_program.c -o "$c_progra
   $(pkg-config --cflags --libs chorus)
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 4 -- "$c_program"
 echo "installed-library C program: passed"
+# Again with TLS over tcp (chorus-run's store too): the installed libchorus
+# finds its TLS module, libchorus_tls.so, beside itself (base/tls.h).
+tls_dir=$PWD/build/test/tls
+CHORUS_TLS_CERT="$tls_dir/rank.pem" CHORUS_TLS_KEY="$tls_dir/rank.key" CHORUS_TLS_CA="$tls_dir/ca.pem" \
+  CHORUS_TRANSPORT=tcp LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 2 -- "$c_program"
+echo "installed-library C program with TLS: passed"
 
 # The README's example, exactly as printed, built against the installed copy
 # and run as 3 ranks by the installed chorus-run.

@@ -2,9 +2,11 @@
 """Holds libchorus.so to what chorus/exports.map promises: it exports exactly
 the functions chorus_c.h declares, and otherwise only C++ symbols of
 namespace chorus (with their RTTI, vtables and thunks); no std:: template
-code, no symbol of a library linked into it, nothing in namespace gloo.
+code, no symbol of a library linked into it, nothing in namespace gloo. And it does not link OpenSSL, whose libraries
+cost every process a millisecond at exec: that is the TLS module's job
+(base/tls.h), which exports its two entry points and nothing else.
 
-usage: check_exports.py LIBRARY CHORUS_C_HEADER
+usage: check_exports.py LIBRARY CHORUS_C_HEADER TLS_MODULE
 """
 import re
 import subprocess
@@ -38,6 +40,14 @@ def exported(library):
     return list(zip(mangled, demangled))
 
 
+def needed(library):
+    dynamic = subprocess.run(["readelf", "-d", library], check=True, capture_output=True, text=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+
+
+TLS_MODULE_ENTRIES = {"chorus_tls_load_context", "chorus_tls_module_version"}
+
+
 def declared_functions(header):
     text = open(header, encoding="utf-8").read()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
@@ -47,10 +57,10 @@ def declared_functions(header):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
-    library, header = sys.argv[1], sys.argv[2]
+    library, header, tls_module = sys.argv[1], sys.argv[2], sys.argv[3]
     symbols = exported(library)
     declared = declared_functions(header)
     c_symbols = {name for name, _ in symbols if not name.startswith("_Z")}
@@ -68,6 +78,17 @@ def main():
     for prefix in REQUIRED_CXX:
         if not any(demangled.startswith(prefix) for demangled in cxx):
             problems.append(f"the C++ API lost a symbol: nothing exported starts with '{prefix}'")
+    linked = needed(library)
+    for name in linked:
+        if name.startswith(("libssl", "libcrypto")):
+            problems.append(f"{library} links {name}: OpenSSL belongs to the TLS module alone")
+    if not any(name.startswith("libc.so") for name in linked):
+        problems.append(f"readelf found no libc among {library}'s NEEDED {linked}: is the parser still right?")
+    module_symbols = {name for name, _ in exported(tls_module)}
+    if module_symbols != TLS_MODULE_ENTRIES:
+        problems.append(f"{tls_module} exports {sorted(module_symbols)}, not exactly {sorted(TLS_MODULE_ENTRIES)}")
+    if not any(name.startswith("libssl") for name in needed(tls_module)):
+        problems.append(f"{tls_module} does not link libssl")
     if len(declared) < 50:
         problems.append(f"found only {len(declared)} declarations in {header}: is the parser still right?")
     for problem in problems:

@@ -1,6 +1,6 @@
-// The job secret's HMAC-SHA256 (base/job_secret.cc computes it from
-// SHA-256 itself, to skip OpenSSL's provider fetch): RFC 4231's test
-// vectors, and agreement with OpenSSL's own HMAC() for keys and messages of
+// Our SHA-256 (base/sha256.h) and the job secret's HMAC-SHA256 over it:
+// FIPS 180-4's and RFC 4231's test vectors, and agreement with OpenSSL's
+// libcrypto (SHA-256 fed in every split, HMAC()) for keys and messages of
 // every length around the 64-byte block.
 #include <catch2/catch.hpp>
 
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <random>
 #include <string>
+
+#include "base/sha256.h"
 #include <vector>
 
 #include "base/job_secret.h"
@@ -71,5 +73,42 @@ TEST_CASE("hmac_sha256 agrees with OpenSSL's HMAC() at every length around a blo
       INFO("key " << key_bytes << " bytes, message " << message_bytes << " bytes");
       REQUIRE(chorus::hmac_sha256(key, message) == expected);
     }
+  }
+}
+
+namespace {
+
+std::string sha256_hex(std::span<const std::byte> message) { return hex(chorus::Sha256::of(message)); }
+
+}  // namespace
+
+TEST_CASE("Sha256 gives FIPS 180-4's digests", "[job_secret]") {
+  CHECK(sha256_hex(bytes_of("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex(bytes_of("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex(bytes_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::string million(1000000, 'a');
+  CHECK(sha256_hex(bytes_of(million)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("Sha256 agrees with libcrypto whatever the lengths and however the input is split", "[job_secret]") {
+  std::mt19937_64 random(180);
+  for (size_t bytes : {0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 4096}) {
+    std::vector<std::byte> message(bytes);
+    for (auto& b : message) b = static_cast<std::byte>(random());
+    chorus::Sha256::Digest expected{};
+    REQUIRE(EVP_Digest(message.data(), message.size(), reinterpret_cast<unsigned char*>(expected.data()), nullptr,
+                       EVP_sha256(), nullptr) == 1);
+    INFO(bytes << " bytes");
+    REQUIRE(chorus::Sha256::of(message) == expected);
+    // Fed in random pieces, crossing block boundaries anywhere.
+    chorus::Sha256 hash;
+    size_t offset = 0;
+    while (offset < bytes) {
+      const size_t piece = std::min<size_t>(bytes - offset, random() % 150);
+      hash.update(std::span(message).subspan(offset, piece));
+      offset += piece;
+    }
+    REQUIRE(hash.finish() == expected);
   }
 }

@@ -3,7 +3,10 @@
 // are reported. The conformance suite's tcp-tls run covers everything a
 // working TLS connection must carry. The certificates come from
 // test/tls/make_certificates.sh (CHORUS_TEST_TLS_DIR).
+#include <unistd.h>
+
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -175,6 +178,55 @@ TEST_CASE("tls: unusable files are clear errors naming the variable and the file
   ::unsetenv("CHORUS_TLS_KEY");
   ::unsetenv("CHORUS_TLS_CA");
   REQUIRE(tls_from_environment() == nullptr);
+}
+
+// What TlsContext::load says in a fresh process (the module is loaded once
+// per process, so this one's is no use) with CHORUS_TLS_MODULE=`module`:
+// "loaded", or the error. The process is this test program running the
+// hidden case below.
+std::string load_in_fresh_process(const std::string& module) {
+  char self[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  REQUIRE(length > 0);
+  self[length] = '\0';
+  const std::string command = "CHORUS_TLS_MODULE='" + module + "' '" + self + "' '[.tls-module-child]' 2>&1";
+  FILE* child = ::popen(command.c_str(), "r");
+  REQUIRE(child != nullptr);
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), child)) > 0) output.append(buffer, n);
+  REQUIRE(::pclose(child) == 0);
+  const size_t start = output.find("RESULT<");
+  const size_t end = output.find(">RESULT", start);
+  INFO(output);
+  REQUIRE(start != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  return output.substr(start + 7, end - start - 7);
+}
+
+TEST_CASE("tls: (run by load_in_fresh_process) loads the module CHORUS_TLS_MODULE names", "[.tls-module-child]") {
+  std::string result = "loaded";
+  try {
+    TlsContext::load({tls_file("rank.pem"), tls_file("rank.key"), tls_file("ca.pem")});
+  } catch (const IoError& error) {
+    result = error.what();
+  } catch (const std::exception& error) {
+    result = std::string("not an IoError: ") + error.what();
+  }
+  std::printf("RESULT<%s>RESULT\n", result.c_str());
+}
+
+TEST_CASE("tls: a TLS module that cannot be loaded is a clear error naming where it looked", "[tls]") {
+  const char* module = std::getenv("CHORUS_TLS_MODULE");
+  REQUIRE(module != nullptr);
+  REQUIRE(load_in_fresh_process(module) == "loaded");
+  const std::string missing = tls_file("no-such-module.so");
+  const std::string error = load_in_fresh_process(missing);
+  REQUIRE_THAT(error, Catch::Contains("CHORUS_TLS_CERT") && Catch::Contains("libchorus_tls.so") &&
+                          Catch::Contains("CHORUS_TLS_MODULE") && Catch::Contains(missing));
+  // A shared object that is not a chorus TLS module (the C library).
+  REQUIRE_THAT(load_in_fresh_process("libc.so.6"), Catch::Contains("libc.so.6: not a chorus TLS module"));
 }
 
 }  // namespace

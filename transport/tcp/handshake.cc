@@ -141,7 +141,7 @@ class Dialer {
   }
 
   void start_tls(AdmittedSocket& admitted) {
-    admitted.tls = std::make_unique<TlsSession>(*tls_, admitted.fd.get(), TlsRole::client);
+    admitted.tls = tls_->open(admitted.fd.get(), TlsRole::client);
     std::string why = admitted.tls->handshake_until(deadline_);
     if (why.empty()) why = admitted.tls->await_confirmation(deadline_);
     if (!why.empty()) {
@@ -287,7 +287,7 @@ AdmittedSocket dial_peer(const ListenerAddress& peer, int my_rank, int stream, i
 }
 
 TlsSession::Step IncomingHandshake::continue_tls(const TlsContext& tls) {
-  if (!tls_) tls_ = std::make_unique<TlsSession>(tls, fd_.get(), TlsRole::server);
+  if (!tls_) tls_ = tls.open(fd_.get(), TlsRole::server);
   const TlsSession::Step step = tls_->handshake();
   if (step == TlsSession::Step::failed) failure_ = tls_->error();
   return step;
