@@ -126,12 +126,14 @@ if [ "$which" != tsan ]; then
     run_tests build-asan --timeout-multiplier 3 --suite mpi --logbase sanitizers-asan-mpi
   # The Python module's extension is built with ASan; the interpreter is
   # not, so the runtime is preloaded into it (and into every rank it
-  # starts). Leak checking is off there: CPython does not free its own
+  # starts), with libstdc++: ASan looks up the real __cxa_throw as it
+  # starts, and python3 does not link libstdc++, so without it the first
+  # C++ exception stops the process ("CHECK failed ... real___cxa_throw"). Leak checking is off there: CPython does not free its own
   # allocations at exit, and those reports would bury ours. Our code in
   # those processes is still checked for every other error.
   if meson test -C build-asan --no-rebuild --list --suite python > /dev/null 2>&1; then
     ASAN_OPTIONS="$asan:detect_leaks=0" run_tests build-asan --timeout-multiplier 3 --suite python \
-      --logbase sanitizers-asan-python --wrapper "env LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
+      --logbase sanitizers-asan-python --wrapper "env LD_PRELOAD=$(gcc -print-file-name=libasan.so):libstdc++.so.6"
   fi
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
   check_reports build-asan asan
