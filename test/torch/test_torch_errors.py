@@ -1,0 +1,17 @@
+"""Errors of the backend that leave the group usable (a CUDA-less device, an op
+chorus cannot apply to a dtype), and one rank exiting mid-training under DDP."""
+
+from conftest import oks
+
+
+def test_local_errors_leave_the_group_usable(run_job):
+    output = run_job("errors.py", 2)
+    assert len(oks(output, "errors")) == 2, output
+
+
+def test_a_rank_exiting_mid_training_is_named_by_the_others(run_job):
+    output = run_job("ddp.py", 3, "chorus", "50", env={"CHORUS_TEST_EXIT_RANK": "2", "CHORUS_TEST_EXIT_STEP": "10"})
+    survivors = oks(output, "lost")
+    assert len(survivors) == 2, output
+    assert all(" lost OK 2 " in line for line in survivors), output
+    assert "ddp OK" not in output, output
