@@ -120,6 +120,10 @@ at::Tensor Staging::output(const at::Tensor& tensor) {
 }
 
 void Staging::finish() {
+  // The copies back are the collective's writes, not autograd's business:
+  // without this, a leaf that requires grad would refuse them (grad mode is
+  // per thread, and on by default on the Completer's).
+  at::NoGradGuard no_grad;
   for (const std::function<void()>& step : after_) step();
   drop();
 }
