@@ -62,6 +62,12 @@ std::vector<std::byte> TorchStore::get(const std::string& key, std::chrono::mill
 
 void TorchStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   try {
+    // A zero timeout is "look once" to chorus (the bootstrap asks so to name
+    // the ranks missing after a timeout) but "wait forever" to c10d.
+    if (timeout.count() <= 0) {
+      if (!store_->check(keys)) throw TimeoutError(cat("rank ", rank_, ": ", joined(keys), " not in torch's store"));
+      return;
+    }
     store_->wait(keys, timeout);
   } catch (const chorus::Error&) {
     throw;

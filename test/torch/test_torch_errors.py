@@ -15,3 +15,14 @@ def test_a_rank_exiting_mid_training_is_named_by_the_others(run_job):
     assert len(survivors) == 2, output
     assert all(" lost OK 2 " in line for line in survivors), output
     assert "ddp OK" not in output, output
+
+
+def test_a_group_member_that_comes_too_late_is_named(run_job):
+    output = run_job("rendezvous_timeout.py", 2)
+    assert len(oks(output, "late")) == 2, output
+
+
+def test_a_group_member_that_comes_too_late_is_named_under_torchrun(run_torchrun):
+    # torch's TCPStore takes a zero timeout as "forever", chorus as "look once".
+    output = run_torchrun("rendezvous_timeout.py", 2)
+    assert len(oks(output, "late")) == 2, output
