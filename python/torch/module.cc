@@ -38,6 +38,9 @@ PYBIND11_MODULE(_backend, module) {
           "timeout", [](const ChorusProcessGroup& self) { return self.timeout(); },
           "The group's timeout: of connecting and, unless a call gives its own, of every collective.");
 
+  module.def("_drain", &chorus::torch_backend::Completer::drain_all, py::call_guard<py::gil_scoped_release>(),
+             "Waits until every issued call has finished and let go of its tensors (chorus.torch runs it at exit).");
+
   py::class_<LauncherStore, c10d::Store, c10::intrusive_ptr<LauncherStore>>(module, "LauncherStore");
   module.def(
       "launcher_store",

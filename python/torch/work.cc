@@ -2,6 +2,7 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <set>
 #include <utility>
 
 #include "base/error.h"
@@ -118,9 +119,27 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() { return future_; }
 
-Completer::Completer() : thread_([this] { run(); }) {}
+namespace {
+
+// Every live Completer, for drain_all().
+std::mutex registry_mutex;
+std::set<Completer*>& registry() {
+  static auto* completers = new std::set<Completer*>();  // never destroyed: used until exit
+  return *completers;
+}
+
+}  // namespace
+
+Completer::Completer() : thread_([this] { run(); }) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  registry().insert(this);
+}
 
 Completer::~Completer() {
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry().erase(this);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -137,6 +156,17 @@ void Completer::submit(c10::intrusive_ptr<ChorusWork> work) {
   changed_.notify_all();
 }
 
+void Completer::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void Completer::drain_all() {
+  // Holding the registry's lock keeps every Completer alive meanwhile.
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (Completer* completer : registry()) completer->drain();
+}
+
 void Completer::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -144,10 +174,13 @@ void Completer::run() {
     if (queue_.empty()) return;  // stopping, nothing left
     c10::intrusive_ptr<ChorusWork> work = std::move(queue_.front());
     queue_.pop_front();
+    busy_ = true;
     lock.unlock();
     work->finish();
     work.reset();  // the last reference may be ours: drop it outside the lock
     lock.lock();
+    busy_ = false;
+    changed_.notify_all();  // drain() waits for an empty queue and no Work in hand
   }
 }
 

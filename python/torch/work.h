@@ -83,12 +83,22 @@ class Completer {
   Completer(const Completer&) = delete;
   Completer& operator=(const Completer&) = delete;
   void submit(c10::intrusive_ptr<ChorusWork> work);
+  // Returns once every Work submitted so far is finished and released.
+  void drain();
+
+  // drain() on every live Completer. chorus.torch calls it at interpreter
+  // exit (atexit, GIL released): a Completer that dropped the last reference
+  // to a tensor after Python finalized would take the GIL in a dead
+  // interpreter, which ends the thread by unwinding it, through noexcept
+  // frames: std::terminate.
+  static void drain_all();
 
  private:
   void run();
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<c10::intrusive_ptr<ChorusWork>> queue_;
+  bool busy_ = false;  // finishing a Work taken off the queue
   bool stopping_ = false;
   std::thread thread_;
 };

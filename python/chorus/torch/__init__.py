@@ -16,6 +16,7 @@ launcher: any backend (gloo too) then meets there. init_method="chorus://"
 asks for that explicitly.
 """
 
+import atexit
 import importlib
 import inspect
 import os
@@ -23,7 +24,7 @@ import urllib.parse
 
 import torch.distributed as dist
 
-from ._backend import LauncherStore, ProcessGroupChorus, launcher_store
+from ._backend import LauncherStore, ProcessGroupChorus, _drain, launcher_store
 
 __all__ = ["LauncherStore", "ProcessGroupChorus", "launcher_store"]
 
@@ -80,3 +81,6 @@ def _register():
 
 
 _register()
+# Calls still in flight at exit finish (or fail) while Python can still take
+# their tensors back; after finalization it could not (python/torch/work.h).
+atexit.register(_drain)
