@@ -19,3 +19,8 @@ def test_new_group_two_subgroups_and_a_group_timeout(run_job):
 def test_under_torchrun(run_torchrun):
     output = run_torchrun("torchrun_smoke.py", 2)
     assert len(oks(output, "torchrun")) == 2, output
+
+
+def test_chorus_rendezvous_url(run_job):
+    output = run_job("init_method.py", 2)
+    assert len(oks(output, "init_method")) == 2, output

@@ -10,10 +10,10 @@ group's timeout. CPU tensors only for now (CUDA tensors are an error, see
 docs/torch.md).
 
 Under torchrun, torch's env:// rendezvous (MASTER_ADDR, MASTER_PORT, RANK,
-WORLD_SIZE) gives that store. Under chorus-run, which sets CHORUS_RANK,
-CHORUS_SIZE and CHORUS_STORE instead, env:// finds its store at chorus's
-launcher: any backend (gloo too) then meets there. init_method="chorus://"
-asks for that explicitly.
+WORLD_SIZE) gives that store. Where CHORUS_STORE is set and MASTER_ADDR is
+not (chorus-run; mpirun or srun with CHORUS_STORE), env:// takes the store,
+rank and size from chorus's launcher variables instead: any backend (gloo
+too) then meets there. init_method="chorus://" asks for that explicitly.
 """
 
 import atexit
@@ -48,8 +48,10 @@ def _chorus_rendezvous(url, timeout=None, **kwargs):
 
 
 def _under_chorus_launcher():
-    # torchrun's variables win: MASTER_ADDR means torch's own env:// works.
-    return "CHORUS_RANK" in os.environ and "CHORUS_STORE" in os.environ and "MASTER_ADDR" not in os.environ
+    # CHORUS_STORE names the store (chorus-run sets it; under mpirun or srun
+    # the user does, and chorus reads their rank variables). torchrun's
+    # variables win: MASTER_ADDR means torch's own env:// works.
+    return "CHORUS_STORE" in os.environ and "MASTER_ADDR" not in os.environ
 
 
 def _register():
