@@ -1,6 +1,5 @@
 #include "python/torch/process_group.h"
 
-#include <limits>
 #include <utility>
 
 #include "base/error.h"
@@ -47,14 +46,13 @@ CollectiveOptions ChorusProcessGroup::options(std::chrono::milliseconds timeout)
   return options;
 }
 
-int ChorusProcessGroup::root_of(int64_t root, const char* collective) const {
+int ChorusProcessGroup::root_of(int64_t root, const char* collective, const char* what) const {
   if (root < 0 || root >= getSize()) {
-    throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": root ", root,
+    throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": ", what, " ", root,
                               " is not a rank of this group of ", getSize()));
   }
   return static_cast<int>(root);
 }
-
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
@@ -78,6 +76,14 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::barrier(const c10d::BarrierOpt
 
 namespace {
 
+// chorus refuses a message to oneself by finishing the Context; refuse it here first.
+void expect_other(int peer, int rank, const char* call) {
+  if (peer == rank) {
+    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", call, ": the peer is this rank itself; expected ",
+                              "another rank of the group"));
+  }
+}
+
 uint32_t tag_of(int tag, int rank, const char* call) {
   if (tag < 0) throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", call, ": tag ", tag, " is negative"));
   return static_cast<uint32_t>(tag);
@@ -87,7 +93,8 @@ uint32_t tag_of(int tag, int rank, const char* call) {
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::send(std::vector<at::Tensor>& tensors, int destination, int tag) {
   const at::Tensor& tensor = single(tensors, "send", "", getRank());
-  const int peer = root_of(destination, "send");
+  const int peer = root_of(destination, "send", "peer");
+  expect_other(peer, getRank(), "send");
   auto work = make_work(c10d::OpType::SEND, "send", {tensor});
   at::Tensor buffer = work->staging().input(tensor);
   const Elements elements = movement_elements(buffer);
@@ -97,7 +104,8 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::send(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recv(std::vector<at::Tensor>& tensors, int source, int tag) {
   const at::Tensor& tensor = single(tensors, "recv", "", getRank());
-  const int peer = root_of(source, "recv");
+  const int peer = root_of(source, "recv", "peer");
+  expect_other(peer, getRank(), "recv");
   auto work = make_work(c10d::OpType::RECV, "recv", {tensor}, peer);
   at::Tensor buffer = work->staging().output(tensor);
   const Elements elements = movement_elements(buffer);

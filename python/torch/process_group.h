@@ -85,7 +85,8 @@ class ChorusProcessGroup : public BackendBase {
   }
   // The call's options: the group's timeout unless torch passed one.
   CollectiveOptions options(std::chrono::milliseconds timeout) const;
-  int root_of(int64_t root, const char* collective) const;
+  // `root` as a rank of this group (InvalidArgument naming `what`, "root" or "peer", if it is not one).
+  int root_of(int64_t root, const char* collective, const char* what = "root") const;
 
   std::chrono::milliseconds timeout_;
   std::shared_ptr<Context> context_;

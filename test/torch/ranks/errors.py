@@ -55,6 +55,10 @@ expect(ValueError, lambda: dist.all_gather([torch.empty(3), torch.empty(2)], tor
        "2 elements", "expected 3")
 still_usable("lists of the wrong shape")
 
+# A message to oneself (chorus itself would finish the group over it).
+expect(ValueError, lambda: dist.send(torch.ones(2), dst=rank), f"rank {rank}", "this rank itself")
+still_usable("a send to oneself")
+
 # A rank that leaves without a goodbye: the other's next collective names it.
 if rank == 1:
     dist.barrier()
