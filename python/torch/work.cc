@@ -50,19 +50,36 @@ std::exception_ptr with_context(std::exception_ptr error, const std::string& wha
 }
 
 void ChorusWork::finish() {
-  std::lock_guard<std::mutex> finishing(finishing_);
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     if (finished_) return;
   }
+  // Every thread here waits on chorus's Work itself (it takes any number of
+  // waiters): a caller of wait() wakes when the collective is done, not
+  // after the Completer's thread has woken and finished the Work for it.
   std::exception_ptr error;
   try {
     // Invalid only when issuing the collective threw (the caller saw that).
     if (!chorus_work_.valid()) throw Aborted("the collective was never issued");
     chorus_work_.wait();
-    staging_.finish();
   } catch (...) {
     error = with_context(std::current_exception(), what_);
+  }
+  {
+    // The first thread back copies the results and completes the Future.
+    std::unique_lock<std::mutex> lock(state_mutex_);
+    if (finishing_) {
+      finished_cv_.wait(lock, [&] { return finished_; });
+      return;
+    }
+    finishing_ = true;
+  }
+  if (!error) {
+    try {
+      staging_.finish();
+    } catch (...) {
+      error = with_context(std::current_exception(), what_);
+    }
   }
   staging_.drop();
   {

@@ -6,8 +6,11 @@
 // without anybody calling wait(), so each process group has a Completer:
 // one thread that takes its Works in issue order and finishes each (waits
 // for chorus, copies results into non-contiguous or list outputs, marks the
-// Future). wait() finishes the Work itself if it gets there first, so a
-// blocking call never pays the hand-off to that thread.
+// Future). wait() waits on chorus's Work itself, so a blocking call wakes
+// when the collective is done rather than through that thread, and finishes
+// the Work if it gets there first. Futures complete in issue order per
+// group: a recv still waiting for its sender holds back the Futures of later
+// calls (not their wait()).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -52,7 +55,7 @@ class ChorusWork : public TorchWork {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Waits for chorus, runs the staging's after-steps and completes the
-  // Future. Idempotent; the Completer's thread or a waiter.
+  // Future. Idempotent; the Completer's thread and waiters, concurrently.
   void finish();
 
  private:
@@ -63,9 +66,9 @@ class ChorusWork : public TorchWork {
   chorus::Work chorus_work_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 
-  std::mutex finishing_;  // held by the one thread that finishes
   mutable std::mutex state_mutex_;
   std::condition_variable finished_cv_;
+  bool finishing_ = false;  // a thread is copying results and completing the Future
   bool finished_ = false;
   std::exception_ptr error_;
 };
