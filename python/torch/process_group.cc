@@ -1,5 +1,7 @@
 #include "python/torch/process_group.h"
 
+#include <pybind11/pybind11.h>
+
 #include <utility>
 
 #include "base/error.h"
@@ -30,7 +32,17 @@ ChorusProcessGroup::ChorusProcessGroup(const c10::intrusive_ptr<c10d::Store>& st
                                        std::chrono::milliseconds timeout)
     : BackendBase(rank, size), timeout_(timeout), context_(connect_group(store, rank, size, timeout)) {}
 
-ChorusProcessGroup::~ChorusProcessGroup() = default;
+ChorusProcessGroup::~ChorusProcessGroup() {
+  // Python drops the last reference to a group holding the GIL, and the
+  // Completer may need the GIL to let go of a tensor that has a Python
+  // object: joining it with the GIL held would deadlock.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    completer_.stop();
+  } else {
+    completer_.stop();
+  }
+}
 
 c10::intrusive_ptr<ChorusWork> ChorusProcessGroup::make_work(c10d::OpType type, const char* collective,
                                                              std::vector<at::Tensor> outputs,

@@ -157,12 +157,16 @@ Completer::~Completer() {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry().erase(this);
   }
+  stop();
+}
+
+void Completer::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Completer::submit(c10::intrusive_ptr<ChorusWork> work) {

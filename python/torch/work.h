@@ -88,6 +88,9 @@ class Completer {
   void submit(c10::intrusive_ptr<ChorusWork> work);
   // Returns once every Work submitted so far is finished and released.
   void drain();
+  // Finishes what is queued and ends the thread (the destructor's work, for
+  // an owner that must first let go of the GIL). Idempotent.
+  void stop();
 
   // drain() on every live Completer. chorus.torch calls it at interpreter
   // exit (atexit, GIL released): a Completer that dropped the last reference

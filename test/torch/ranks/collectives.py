@@ -2,9 +2,12 @@
 every dtype and whatever the reduction order), checked bit for bit against
 results computed locally from every rank's inputs. Prints "collectives OK <checks>"."""
 
+from datetime import timedelta
+
 import torch
 import torch.distributed as dist
 
+import chorus
 from common import BYTE_ONLY, DTYPES, FLOATS, INTEGERS, Checker, init
 
 rank, size = init()
@@ -192,6 +195,26 @@ for k, (work, future) in enumerate(zip(works, futures)):
     check(work.is_completed(), f"work {k} completed")
     check.equal(tensors[k], torch.full((1000,), float(sum(range(size)) + size * k)), f"async all_reduce {k}")
 check.equal(chained.wait(), torch.full((1000,), 2.0 * (sum(range(size)) + size * 3)), "a callback chained on a future")
+
+# A receive still waiting for its sender holds back neither a later collective's wait() nor the
+# sender's collective: rank 0 posts irecv, then both reduce, then the last rank sends.
+if rank == 0:
+    received = torch.zeros(3)
+    receiving = dist.irecv(received, src=size - 1, tag=11)
+    # wait(timeout) on it gives up with a TimeoutError; the receive itself goes on.
+    try:
+        receiving.wait(timeout=timedelta(milliseconds=300))
+        check(False, "wait(timeout) must time out on a receive nobody sent yet")
+    except chorus.TimeoutError as error:
+        check("recv on rank 0" in str(error) and "300 ms" in str(error), f"the timeout names the call: {error}")
+total = torch.ones(3)
+dist.all_reduce(total)
+check.equal(total, torch.full((3,), float(size)), "all_reduce while a receive is pending")
+if rank == size - 1:
+    dist.send(torch.full((3,), 5.0), dst=0, tag=11)
+if rank == 0:
+    receiving.wait()
+    check.equal(received, torch.full((3,), 5.0), "the pending receive completes after the collective")
 
 dist.destroy_process_group()
 print(f"collectives OK {check.count}", flush=True)
