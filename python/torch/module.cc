@@ -45,8 +45,13 @@ PYBIND11_MODULE(_backend, module) {
   module.def(
       "launcher_store",
       [](std::chrono::duration<double> timeout) {
-        chorus::torch_backend::LaunchedStore launched = chorus::torch_backend::open_launcher_store(
-            std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+        chorus::torch_backend::LaunchedStore launched;
+        {
+          // Reaching the store may take until the timeout (rank 0 not up yet).
+          py::gil_scoped_release release;
+          launched = chorus::torch_backend::open_launcher_store(
+              std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+        }
         return py::make_tuple(launched.store, launched.rank, launched.size);
       },
       py::arg("timeout"),
