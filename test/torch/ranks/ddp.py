@@ -1,4 +1,7 @@
-"""DDP training of a small MLP on synthetic data: `ddp.py <backend> [steps]`.
+"""DDP training of a small MLP on synthetic data: `ddp.py <backend> [steps [hook]]`,
+hook one of "none" (DDP's own allreduce), "fp16" (torch's fp16_compress_hook:
+gradients reduced as float16) or "python" (a comm hook written here, chaining
+the division onto the allreduce's future).
 Every rank prints its loss at every step ("loss <step> <float.hex>") and a
 digest of its parameters at the end ("params <sha256>"): the test compares
 them across backends and across ranks, independently of the backend under
@@ -13,12 +16,14 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from common import Checker, init
 
 backend = sys.argv[1]
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+hook = sys.argv[3] if len(sys.argv) > 3 else "none"
 timeout = 20
 rank, size = init(backend, seconds=timeout)
 check = Checker(rank)
@@ -31,6 +36,19 @@ model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.L
                             torch.nn.Linear(64, 4))
 # Small buckets: several allreduces per step, overlapping the backward pass.
 ddp = DistributedDataParallel(model, bucket_cap_mb=0.01)
+
+
+def mean_hook(state, bucket):
+    future = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+    return future.then(lambda done: done.value()[0].div_(size))
+
+
+if hook == "fp16":
+    ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+elif hook == "python":
+    ddp.register_comm_hook(None, mean_hook)
+else:
+    check(hook == "none", f"unknown hook {hook}")
 optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
 data = torch.Generator().manual_seed(1000 + rank)
 target_map = torch.randn(16, 4, generator=torch.Generator().manual_seed(7))
