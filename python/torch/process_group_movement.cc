@@ -68,6 +68,11 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_allgather_base(at::Tensor& ou
   auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
+  // In place (the input is this rank's block of the output) chorus does
+  // without a copy; any other overlap would finish the group.
+  const bool in_place =
+      static_cast<std::byte*>(out.data_ptr()) + static_cast<size_t>(getRank()) * in.nbytes() == in.data_ptr();
+  if (!in_place && overlaps(in, out)) in = work->staging().input(input.clone());
   const Elements elements = movement_elements(in);
   return issue(work, [&] {
     return allgather_async(*context_, in.data_ptr(), out.data_ptr(), elements.count, elements.type,
@@ -194,6 +199,8 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall_base(at::Tensor& outp
   auto work = make_work(c10d::OpType::ALLTOALL_BASE, "alltoall_single", {output});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
+  // chorus's alltoall is out of place only.
+  if (overlaps(in, out)) in = work->staging().input(input.clone());
   const Elements elements = movement_elements(in);
   scale_counts(send_counts, in, elements);
   scale_counts(recv_counts, in, elements);

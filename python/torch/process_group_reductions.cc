@@ -77,6 +77,11 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_reduce_scatter_base(at::Tenso
   auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
+  // In place (the output is this rank's block of the input) chorus does
+  // without a copy; any other overlap would finish the group.
+  const bool in_place =
+      static_cast<std::byte*>(in.data_ptr()) + static_cast<size_t>(getRank()) * out.nbytes() == out.data_ptr();
+  if (!in_place && overlaps(in, out)) in = work->staging().input(input.clone());
   return issue(work, [&] {
     return reduce_scatter_async(*context_, in.data_ptr(), out.data_ptr(), elements.count, elements.type, op,
                                 options(opts.timeout));

@@ -1,5 +1,6 @@
 #include "python/torch/tensors.h"
 
+#include <cstddef>
 #include <string>
 
 #include "base/error.h"
@@ -98,6 +99,15 @@ void expect_same_layout(const at::Tensor& tensor, const at::Tensor& reference, c
                               " elements of ", c10::toString(tensor.scalar_type()), ", expected ", reference.numel(),
                               " of ", c10::toString(reference.scalar_type()), " (as the input)"));
   }
+}
+
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  const auto* a_begin = static_cast<const std::byte*>(a.data_ptr());
+  const auto* b_begin = static_cast<const std::byte*>(b.data_ptr());
+  const size_t a_bytes = static_cast<size_t>(a.nbytes());
+  const size_t b_bytes = static_cast<size_t>(b.nbytes());
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  return a_begin < b_begin + b_bytes && b_begin < a_begin + a_bytes;
 }
 
 at::Tensor Staging::input(const at::Tensor& tensor) {

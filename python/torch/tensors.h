@@ -41,6 +41,11 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* col
 void expect_same_layout(const at::Tensor& tensor, const at::Tensor& reference, const char* collective,
                         const char* what, int rank);
 
+// Whether the bytes of two (contiguous) tensors overlap. chorus takes
+// overlapping input and output only in a collective's in-place layout and
+// finishes the Context over any other; such inputs are cloned first.
+bool overlaps(const at::Tensor& a, const at::Tensor& b);
+
 // Buffers a call hands chorus, and what to do once it finished. A
 // non-contiguous tensor is copied into a contiguous one for the call and
 // (for outputs) copied back after it: correct for any strides, at the cost

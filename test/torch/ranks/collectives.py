@@ -145,6 +145,24 @@ for dtype in DTYPES + BYTE_ONLY:
     for p in range(size):
         check.equal(outputs[p], block(p, rank, p + 1, dtype), f"all_to_all {dtype} from {p}")
 
+# Aliased buffers: the in-place layouts (this rank's block inside the other buffer), one tensor as
+# both sides of all_to_all_single, and an overlap that is no in-place layout (chorus would refuse it).
+flat = torch.zeros(5 * size)
+flat[rank * 5:(rank + 1) * 5] = moved(rank, 5, torch.float32)
+dist.all_gather_into_tensor(flat, flat[rank * 5:(rank + 1) * 5])
+check.equal(flat, torch.cat([moved(r, 5, torch.float32) for r in range(size)]), "all_gather_into_tensor in place")
+data = inputs(R.SUM, rank, 5 * size, torch.float32)
+dist.reduce_scatter_tensor(data[rank * 5:(rank + 1) * 5], data)
+check.equal(data[rank * 5:(rank + 1) * 5], expected_reduction(R.SUM, 5 * size, torch.float32)[rank * 5:(rank + 1) * 5],
+            "reduce_scatter_tensor in place")
+shared = torch.cat([block(rank, p, 2, torch.int32) for p in range(size)])
+dist.all_to_all_single(shared, shared)
+check.equal(shared, torch.cat([block(p, rank, 2, torch.int32) for p in range(size)]), "all_to_all_single in place")
+flat = torch.zeros(5 * size)
+flat[0:5] = moved(rank, 5, torch.float32)
+dist.all_gather_into_tensor(flat, flat[0:5])  # block 0 of the output: in place on rank 0 only
+check.equal(flat, torch.cat([moved(r, 5, torch.float32) for r in range(size)]), "all_gather_into_tensor overlapping")
+
 # gather and scatter, from and to every root.
 for dtype in DTYPES + BYTE_ONLY:
     for root in range(size):
