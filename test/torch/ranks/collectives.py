@@ -199,6 +199,16 @@ transposed = torch.arange(12, dtype=torch.float64).reshape(3, 4).t()
 dist.broadcast(transposed, src=size - 1)
 check.equal(transposed, torch.arange(12, dtype=torch.float64).reshape(3, 4).t(), "broadcast of a transposed view")
 
+# Empty tensors move nothing and finish.
+empty = torch.zeros(0)
+dist.all_reduce(empty)
+dist.broadcast(empty, src=0)
+dist.all_gather([torch.zeros(0) for _ in range(size)], empty)
+dist.all_gather_into_tensor(torch.zeros(0), empty)
+dist.reduce_scatter_tensor(torch.zeros(0), empty)
+dist.all_to_all_single(torch.zeros(size, 0), torch.zeros(size, 0))
+check(empty.numel() == 0, "empty tensors")
+
 dist.barrier()
 
 # Async calls: several in flight, completed in order, futures with the output tensors.
