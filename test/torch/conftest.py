@@ -7,6 +7,8 @@ assembled in the build directory); by hand:
 """
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +57,23 @@ def run_torchrun():
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
                    "--redirects", "1", "--tee", "1", str(RANKS / script)]
         return _run(command, _environment({}), f"torchrun {script} at {ranks} ranks", timeout)
+    return run
+
+
+@pytest.fixture
+def run_mpirun():
+    def run(script, ranks, timeout=300):
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            pytest.skip("no mpirun (openmpi-bin)")
+        # A free port for the store rank 0 hosts (chorus's tcp://, not torch's).
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = _environment({"CHORUS_STORE": f"tcp://127.0.0.1:{port}"})
+        command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "-x", "PYTHONPATH", "-x",
+                   "CHORUS_STORE", sys.executable, str(RANKS / script)]
+        return _run(command, env, f"mpirun {script} at {ranks} ranks", timeout)
     return run
 
 

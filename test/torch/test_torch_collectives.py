@@ -1,4 +1,5 @@
-"""Every collective, every dtype, bit-exact, at 2 and 3 ranks; async work and futures; new_group; torchrun."""
+"""Every collective, every dtype, bit-exact, at 2 and 3 ranks; async work and futures; new_group; torchrun and
+mpirun as launchers."""
 
 import pytest
 
@@ -24,3 +25,8 @@ def test_under_torchrun(run_torchrun):
 def test_chorus_rendezvous_url(run_job):
     output = run_job("init_method.py", 2)
     assert len(oks(output, "init_method")) == 2, output
+
+
+def test_under_mpirun(run_mpirun):
+    output = run_mpirun("mpirun_smoke.py", 2)
+    assert len(oks(output, "mpirun")) == 2, output
