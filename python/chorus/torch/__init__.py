@@ -21,6 +21,7 @@ import importlib
 import inspect
 import os
 import urllib.parse
+from datetime import timedelta
 
 import torch.distributed as dist
 
@@ -35,7 +36,6 @@ def _create_process_group(store, rank, size, timeout):
 
 def _chorus_rendezvous(url, timeout=None, **kwargs):
     """chorus:// : (store, rank, size) from chorus's launcher variables."""
-    from datetime import timedelta
     store, rank, size = launcher_store(timeout if timeout is not None else timedelta(minutes=30))
     # torch adds the rank and world size it was given to the URL's query.
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
