@@ -17,6 +17,9 @@ fi
 # pybind11-dev and python3-dev (Python.h): the Python module (python/);
 # python3-numpy and python3-pytest:
 # the outputs it allocates and its test suite (test/python).
+# python3-torch (torch 1.13 for Debian's Python) and libtorch-dev (its C++
+# headers: c10d's ProcessGroup and Store): the PyTorch backend chorus.torch
+# (python/torch/) and its tests (test/torch), which also train with Gloo.
 apt-get update
 apt-get install -y --no-install-recommends \
   g++ meson ninja-build pkg-config git ca-certificates \
@@ -26,4 +29,5 @@ apt-get install -y --no-install-recommends \
   iproute2 procps \
   libgloo-dev \
   clang-14 libclang-rt-14-dev llvm-14 \
-  pybind11-dev python3-dev python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-numpy python3-pytest \
+  python3-torch libtorch-dev

@@ -1,0 +1,33 @@
+// The few names that differ between the torch versions chorus.torch is
+// written for. torch 2.0 moved the collectives a backend implements from
+// c10d::ProcessGroup to c10d::Backend (a ProcessGroup now dispatches to one
+// Backend per device type) and made Work a top-level class; upstream 1.13
+// nests it as ProcessGroup::Work, Debian's 1.13 packaging already has
+// c10d/Work.hpp. One source, branches only here.
+#pragma once
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+namespace chorus::torch_backend {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+#if __has_include(<torch/csrc/distributed/c10d/Work.hpp>)
+using TorchWork = c10d::Work;
+#else
+using TorchWork = c10d::ProcessGroup::Work;
+#endif
+
+}  // namespace chorus::torch_backend
