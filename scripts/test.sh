@@ -47,7 +47,7 @@ echo "installed-library C program: passed"
 # finds its TLS module, libchorus_tls.so, beside itself (base/tls.h).
 tls_dir=$PWD/build/test/tls
 CHORUS_TLS_CERT="$tls_dir/rank.pem" CHORUS_TLS_KEY="$tls_dir/rank.key" CHORUS_TLS_CA="$tls_dir/ca.pem" \
-  CHORUS_TRANSPORT=tcp LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 2 -- "$c_program"
+  CHORUS_TRANSPORT=tcp LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/chorus-run" -n 3 -- "$c_program"
 echo "installed-library C program with TLS: passed"
 
 # The README's example, exactly as printed, built against the installed copy
@@ -63,10 +63,22 @@ echo "README example: passed"
 # run the README's Python example as 3 ranks under the installed chorus-run.
 python_dir=$(dirname "$(dirname "$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)")")
 python_example="$PWD/build/readme_example.py"
-sed -n '/^```python$/,/^```$/p' README.md | sed '1d;$d' > "$python_example"
+# readme_block N: the README's Nth python block.
+readme_block() { awk -v want="$1" '/^```python$/ { n++; inside = (n == want); next } /^```$/ { inside = 0 } inside' README.md; }
+readme_block 1 > "$python_example"
 # The Python Meson built the module for (Debian's /usr/bin/python3), not
 # whichever python3 comes first on PATH.
 python=$(cat build/python/interpreter)
 (cd / && LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$python" -c "import chorus")
 LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- "$python" "$python_example"
 echo "README Python example (installed package): passed"
+
+# The README's PyTorch example, where the backend was built (torch found).
+if [ -n "$(find "$python_dir/chorus" -path '*/torch/__init__.py' | head -n 1)" ]; then
+  torch_example="$PWD/build/readme_torch_example.py"
+  readme_block 2 > "$torch_example"
+  LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- "$python" "$torch_example"
+  echo "README PyTorch example (installed package): passed"
+else
+  echo "README PyTorch example: skipped, the backend was not built (no torch)"
+fi
