@@ -22,7 +22,7 @@ fi
 # (python/torch/) and its tests (test/torch), which also train with Gloo.
 apt-get update
 apt-get install -y --no-install-recommends \
-  g++ meson ninja-build pkg-config git ca-certificates \
+  g++ meson ninja-build pkg-config cmake git ca-certificates \
   catch2 libcli11-dev nlohmann-json3-dev \
   libibverbs-dev librdmacm-dev libhiredis-dev libssl-dev openssl \
   libopenmpi-dev openmpi-bin openssh-client redis-server \

@@ -35,6 +35,12 @@ g++ -std=c++20 -Wall -Wextra -Werror test/consumer/main.cc -o "$consumer" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus)
 LD_LIBRARY_PATH="$prefix/lib" "$consumer"
 echo "installed-library consumer: passed"
+# The same program through CMake's find_package(chorus) and chorus::chorus.
+rm -rf build/cmake-consumer
+cmake -S test/consumer -B build/cmake-consumer -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build/cmake-consumer > /dev/null
+LD_LIBRARY_PATH="$prefix/lib" build/cmake-consumer/cmake_consumer
+echo "installed-library consumer through CMake (find_package(chorus)): passed"
 
 # The C API from plain C, built with gcc against the installed library and
 # run as 4 ranks by the installed chorus-run (test/capi/c_program.c).
