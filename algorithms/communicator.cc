@@ -26,6 +26,10 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   }
   if (rank_ < 0) throw InvalidArgument(cat("rank ", mesh_->rank(), " is not a member of its own communicator"));
   topology_ = std::make_shared<const Topology>(mesh_topology.subset(members_));
+  telemetry_ = std::make_shared<Telemetry>(
+      settings_.trace, settings_.trace_steps,
+      group_ == 0 ? cat("rank ", rank_, " of ", size())
+                  : cat("rank ", rank_, " of ", size(), " (split group ", std::hex, group_, ")"));
 
   const LinkModel local = apply_link_model_override(settings_.link_model, LinkLevel::local, settings_.local);
   const LinkModel remote = apply_link_model_override(settings_.link_model, LinkLevel::remote, settings_.remote);

@@ -22,6 +22,7 @@
 #include "algorithms/call.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/plan_cache.h"
+#include "algorithms/telemetry.h"
 #include "base/config.h"
 #include "base/memory.h"
 #include "base/topology.h"
@@ -38,6 +39,10 @@ struct CommunicatorSettings {
   std::string link_model;
   // Parsed CHORUS_ALGO / ConnectOptions overrides.
   std::map<Collective, std::string> algorithm_overrides;
+  // CHORUS_TRACE's file (null: no trace) and CHORUS_TRACE_STEPS. A split
+  // child writes into its parent's file, on a track of its own.
+  std::shared_ptr<TraceFile> trace;
+  bool trace_steps = false;
 };
 
 class Communicator {
@@ -71,6 +76,10 @@ class Communicator {
   std::chrono::microseconds poll_time() const { return settings_.poll_time; }
   // The selections and plans of the calls run so far (plan_cache.h).
   PlanCache& plan_cache() const { return *plan_cache_; }
+  // Counters and trace track of the calls run on this Communicator.
+  Telemetry& telemetry() const { return *telemetry_; }
+  // For what may outlive the Communicator (a Work the caller still holds).
+  const std::shared_ptr<Telemetry>& shared_telemetry() const { return telemetry_; }
   // More of the job's ranks on this rank's host than it has cores to run
   // them: a waiting rank then gives its core away at once.
   bool oversubscribed() const { return oversubscribed_; }
@@ -87,6 +96,7 @@ class Communicator {
   bool striped_ = false;
   bool all_accept_host_ = false;
   std::unique_ptr<PlanCache> plan_cache_;
+  std::shared_ptr<Telemetry> telemetry_;
 };
 
 // The group of a Context split from `parent` by the split collective number

@@ -78,7 +78,8 @@ RunState& thread_run_state() {
 class PlanRun {
  public:
   PlanRun(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-          const void* input, void* output, uint32_t sequence, Deadline deadline, Window window)
+          const void* input, void* output, uint32_t sequence, Deadline deadline, Window window,
+          std::vector<StepTiming>* step_timings)
       : communicator_(communicator),
         mesh_(communicator.mesh()),
         plan_(plan),
@@ -90,7 +91,9 @@ class PlanRun {
         scheduler_(state_.scheduler),
         signal_(state_.signal),
         first_request_(state_.first_request),
-        in_flight_(state_.in_flight) {
+        in_flight_(state_.in_flight),
+        step_timings_(step_timings) {
+    if (step_timings_) step_timings_->assign(plan.size(), StepTiming{});
     scheduler_.reset(plan, graph, window);
     in_flight_.clear();
     first_request_.clear();
@@ -124,7 +127,9 @@ class PlanRun {
       // One local step at a time, so new completions are posted between
       // reductions and the wire never idles behind a long reduce phase.
       if (std::optional<StepId> id = scheduler_.next_local()) {
+        if (step_timings_) (*step_timings_)[*id].start_us = trace_clock_us();
         run_local_step(plan_.step(*id), call_, buffers_);
+        if (step_timings_) (*step_timings_)[*id].end_us = trace_clock_us();
         scheduler_.finish(*id);
         // Parked sockets have no other reader: drain what arrived meanwhile.
         mesh.progress();
@@ -228,6 +233,7 @@ class PlanRun {
       }
       in_flight_[i] = in_flight_.back();
       in_flight_.pop_back();
+      if (step_timings_) (*step_timings_)[id].end_us = trace_clock_us();
       scheduler_.finish(id);
       progressed = true;
     }
@@ -244,6 +250,7 @@ class PlanRun {
     // Tracked before posting so that a post which fails the request at once
     // is seen by the next harvest.
     in_flight_.push_back(id);
+    if (step_timings_) (*step_timings_)[id].start_us = trace_clock_us();
     const size_t length = step.bytes();
     for (size_t piece = 0; piece < requests.size(); ++piece) {
       const Stripe part = stripe(length, requests.size(), piece);
@@ -293,6 +300,7 @@ class PlanRun {
   transport::CompletionSignal& signal_;
   std::vector<size_t>& first_request_;
   std::vector<StepId>& in_flight_;
+  std::vector<StepTiming>* step_timings_;
   transport::Request* requests_ = nullptr;
   PlanBuffers buffers_;
   transport::Tag tag_;
@@ -301,9 +309,10 @@ class PlanRun {
 }  // namespace
 
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window) {
+             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window,
+             std::vector<StepTiming>* step_timings) {
   if (plan.size() == 0) return;
-  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, window);
+  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, window, step_timings);
   try {
     run.run();
   } catch (...) {

@@ -14,6 +14,7 @@
 #include "algorithms/communicator.h"
 #include "algorithms/plan.h"
 #include "algorithms/schedule.h"
+#include "algorithms/telemetry.h"
 #include "base/deadline.h"
 
 namespace chorus::algorithms {
@@ -22,8 +23,11 @@ namespace chorus::algorithms {
 // call.memory. `sequence` numbers the call on the Communicator and goes into
 // every tag. On deadline: TimeoutError naming the oldest pending message; on
 // a transport error: that error. Both after aborting the Mesh.
+// `step_timings`, when given, gets one entry per step of the Plan: when it
+// was posted or started and when it finished (both zero if it never was).
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window = {});
+             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window = {},
+             std::vector<StepTiming>* step_timings = nullptr);
 
 // Convenience for one-off plans (derives the graph itself).
 void execute(const Communicator& communicator, const Plan& plan, const Call& call, const void* input, void* output,

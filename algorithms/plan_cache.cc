@@ -5,6 +5,16 @@
 
 namespace chorus::algorithms {
 
+PreparedPlan::PreparedPlan(Plan built) : plan(std::move(built)), graph(plan) {
+  for (const Step& step : plan.steps()) {
+    if (!step.is_communication()) continue;
+    (step.kind == StepKind::send ? bytes_sent : bytes_received) += step.bytes();
+    peers.push_back(step.peer);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+}
+
 bool PlanCache::Entry::matches(const Call& call, const std::string& algorithm) const {
   // Every field selection or a Plan builder reads: the root of any rooted
   // collective, the per-rank counts of the v variants. rank, size and the

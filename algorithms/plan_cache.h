@@ -24,9 +24,13 @@
 namespace chorus::algorithms {
 
 struct PreparedPlan {
-  explicit PreparedPlan(Plan built) : plan(std::move(built)), graph(plan) {}
+  explicit PreparedPlan(Plan built);
   Plan plan;
   PlanGraph graph;
+  // What one run moves, for the Communicator's counters and trace.
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  std::vector<int> peers;  // ascending, each once
 };
 
 struct CachedChoice {

@@ -1,7 +1,11 @@
 // run_collective: validate, select, build (or reuse) the Plan, execute, finish.
 #include "algorithms/run.h"
 
+#include <algorithm>
+#include <chrono>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "algorithms/executor.h"
@@ -95,19 +99,92 @@ void validate(const Communicator& communicator, const Call& call, const void* in
 
 namespace {
 
+// "shm", or "shm+tcp" when the peers of a Plan are served by several transports.
+std::string transports_of(const Communicator& communicator, const std::vector<int>& peers) {
+  std::vector<std::string> names;
+  for (int peer : peers) {
+    std::string name(communicator.mesh().transport_of(communicator.mesh_rank(peer)));
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
+  }
+  std::string joined;
+  for (const std::string& name : names) joined += (joined.empty() ? "" : "+") + name;
+  return joined.empty() ? "none" : joined;
+}
+
+// One span for the collective on the Communicator's track and, with
+// CHORUS_TRACE_STEPS, one per step, overlapping as they ran.
+void trace_run(const Communicator& communicator, const Call& call, uint32_t sequence, const Algorithm* algorithm,
+               const PreparedPlan* prepared, double start_us, double end_us, const std::vector<StepTiming>& steps,
+               const std::exception_ptr& error) {
+  const Telemetry& telemetry = communicator.telemetry();
+  TraceArgs args = describe_for_trace(call, sequence);
+  args.add("bytes", static_cast<uint64_t>(std::max(input_bytes(call), output_bytes(call))));
+  args.add("algorithm", algorithm ? algorithm->name : std::string_view("none"));
+  if (prepared) {
+    args.add("transport", transports_of(communicator, prepared->peers));
+    args.add("peers", prepared->peers);
+    args.add("sent", prepared->bytes_sent).add("received", prepared->bytes_received);
+  }
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& failure) {
+      args.add("error", failure.what());
+    } catch (...) {
+      args.add("error", "unknown");
+    }
+  }
+  const std::string_view name = to_string(call.collective);
+  telemetry.trace().span(telemetry.track(), name, "collective", start_us, end_us - start_us, args);
+  if (!prepared) return;
+  for (StepId id = 0; id < steps.size(); ++id) {
+    const StepTiming& timing = steps[id];
+    if (timing.start_us == 0 || timing.end_us == 0) continue;
+    const Step& step = prepared->plan.step(id);
+    TraceArgs step_args;
+    step_args.add("step", static_cast<uint64_t>(id)).add("bytes", static_cast<uint64_t>(step.bytes()));
+    if (step.is_communication()) step_args.add("peer", step.peer).add("slot", static_cast<uint64_t>(step.slot));
+    telemetry.trace().overlapping_span(telemetry.track(), describe_step(step), "step",
+                                       cat(telemetry.track(), ".", sequence, ".", id), timing.start_us,
+                                       timing.end_us - timing.start_us, step_args);
+  }
+}
+
 void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
               const std::string& algorithm, uint32_t sequence, Deadline deadline) {
-  validate(communicator, call, input, output);
-  std::optional<CachedChoice> choice = communicator.plan_cache().find(call, algorithm);
-  if (!choice) {
-    const CostModel& model = communicator.cost_model();
-    const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
-    const PlanTuning tuning = plan_tuning(chosen, call, model);
-    choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
-    communicator.plan_cache().add(call, algorithm, *choice);
+  Telemetry& telemetry = communicator.telemetry();
+  const auto started = std::chrono::steady_clock::now();
+  const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
+  // Per thread, as the executor's run state: a traced loop allocates once.
+  thread_local std::vector<StepTiming> step_timings;
+  std::optional<CachedChoice> choice;
+  std::exception_ptr error;
+  try {
+    validate(communicator, call, input, output);
+    choice = communicator.plan_cache().find(call, algorithm);
+    if (!choice) {
+      const CostModel& model = communicator.cost_model();
+      const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
+      const PlanTuning tuning = plan_tuning(chosen, call, model);
+      choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
+      communicator.plan_cache().add(call, algorithm, *choice);
+    }
+    execute(communicator, choice->prepared->plan, choice->prepared->graph, call, input, output, sequence, deadline,
+            {}, telemetry.tracing_steps() ? &step_timings : nullptr);
+    finish_collective(call, output, memory_backend(call.memory));
+  } catch (...) {
+    error = std::current_exception();
   }
-  execute(communicator, choice->prepared->plan, choice->prepared->graph, call, input, output, sequence, deadline);
-  finish_collective(call, output, memory_backend(call.memory));
+  const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
+  telemetry.count_collective(!error, prepared && !error ? prepared->bytes_sent : 0,
+                             prepared && !error ? prepared->bytes_received : 0,
+                             std::chrono::steady_clock::now() - started);
+  if (telemetry.tracing()) {
+    if (!telemetry.tracing_steps()) step_timings.clear();
+    trace_run(communicator, call, sequence, choice ? choice->algorithm : nullptr, prepared, started_us,
+              trace_clock_us(), step_timings, error);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace

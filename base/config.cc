@@ -127,6 +127,12 @@ Config Config::from_environment() {
     config.max_unexpected_bytes = *bytes;
   }
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
+  if (auto text = variable("CHORUS_TRACE")) config.trace = *text;
+  if (auto text = variable("CHORUS_TRACE_STEPS")) {
+    if (*text != "0" && *text != "1")
+      throw InvalidArgument(cat("CHORUS_TRACE_STEPS='", *text, "' must be 0 or 1"));
+    config.trace_steps = *text == "1";
+  }
   if (auto text = variable("CHORUS_SHM_SINGLE_COPY")) {
     if (*text != "0" && *text != "1")
       throw InvalidArgument(cat("CHORUS_SHM_SINGLE_COPY='", *text, "' must be 0 or 1"));

@@ -53,6 +53,11 @@ struct Config {
   // receive was posted that a rank buffers per peer connection; a peer past
   // it fails the job with an error naming it. Default 1 GiB.
   size_t max_unexpected_bytes = size_t{1} << 30;
+  // CHORUS_TRACE: the Chrome trace file of this rank's collectives
+  // (base/trace.h; "{rank}" or ".rank<N>" makes it per rank). Empty: none.
+  std::string trace;
+  // CHORUS_TRACE_STEPS=1: the trace also shows every step of every Plan.
+  bool trace_steps = false;
 
   // Reads and validates the variables above. Throws InvalidArgument naming
   // the variable and its value when one is malformed.

@@ -5,6 +5,7 @@
 //   chorus-bench --ranks 4 --op allreduce --check     # forks 4 local ranks
 //   chorus-bench --ranks 4 --op allgather --algo all  # one table per algorithm, then auto
 //   chorus-bench --ranks 4 --streams 2                # 2 TCP connections per pair of ranks
+//   chorus-bench --ranks 4 --trace /tmp/bench.json    # a Chrome trace per rank (docs/trace.md)
 //   CHORUS_RANK=.. CHORUS_SIZE=.. CHORUS_STORE=.. chorus-bench ...   # under a launcher
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,8 @@ struct BenchOptions {
   int streams = 0;  // 0: CHORUS_STREAMS, else the library default
   std::vector<std::string> transports;  // empty: CHORUS_TRANSPORT, else all
   std::vector<int> fake_hosts;          // with --ranks: ranks per fake host
+  std::string trace;                    // empty: CHORUS_TRACE, else none
+  bool trace_steps = false;
 };
 
 // "shm to 3 peers", "shm to 1 peer, tcp (2 streams) to 2 peers": what serves this rank's peers.
@@ -107,6 +110,8 @@ int run_rank(const BenchOptions& options) {
   connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
   if (options.streams > 0) connect_options.streams = options.streams;
   connect_options.transports = options.transports;
+  connect_options.trace = options.trace;
+  if (options.trace_steps) connect_options.trace_steps = true;
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
   if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
@@ -229,6 +234,10 @@ int main(int argc, char** argv) {
                  "Transports to use, in order of preference, e.g. tcp or shm,tcp (default: CHORUS_TRANSPORT, "
                  "else every transport of the build)")
       ->delimiter(',');
+  app.add_option("--trace", options.trace,
+                 "Write a Chrome trace of every collective, one file per rank: {rank} in the name, else .rank<N> "
+                 "before the extension (default: CHORUS_TRACE, else none; docs/trace.md)");
+  app.add_flag("--trace-steps", options.trace_steps, "With --trace: every step of every collective too");
   std::string fake_hosts_text;
   app.add_option("--fake-hosts", fake_hosts_text,
                  "With --ranks: pretend the ranks run on hosts of these sizes, e.g. 2,2 (CHORUS_HOST_ID per rank: "

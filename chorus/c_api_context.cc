@@ -1,6 +1,8 @@
 // The C API's contexts: connecting (from the environment or a named store),
 // what a context knows about its group, split, shrink, abort.
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,13 @@ ConnectOptions connect_options_from(const chorus_connect_options* given, const s
   options.host_id = text_or_empty(c.host_id);
   options.link_model = text_or_empty(c.link_model);
   options.secret = text_or_empty(c.secret);
+  options.trace = text_or_empty(c.trace);
+  if (c.trace_steps < -1 || c.trace_steps > 1)
+    throw InvalidArgument(cat(who, "chorus_connect_options.trace_steps is ", c.trace_steps,
+                              " (expected 1, 0, or -1 for CHORUS_TRACE_STEPS)"));
+  if (c.trace_steps >= 0) options.trace_steps = c.trace_steps == 1;
+  if (c.reserved2 != 0)
+    throw InvalidArgument(cat(who, "chorus_connect_options.reserved2 is ", c.reserved2, " (must be 0)"));
   if (c.poll_time_us / 1000 > longest_timeout_ms)
     throw InvalidArgument(cat(who, "chorus_connect_options.poll_time_us is ", c.poll_time_us, " (more than a year)"));
   if (c.poll_time_us >= 0) options.poll_time = std::chrono::microseconds(c.poll_time_us);
@@ -167,6 +176,30 @@ chorus_status chorus_context_set_timeout(chorus_context* context, int64_t timeou
       throw InvalidArgument(cat("rank ", c.rank(), ": chorus_context_set_timeout: timeout_ms ", timeout_ms,
                                 " is not a positive timeout up to a year"));
     c.set_timeout(std::chrono::milliseconds(timeout_ms));
+  });
+}
+
+chorus_status chorus_context_statistics(const chorus_context* context, chorus_statistics* statistics) {
+  return guarded([&] {
+    const Context& c = context_of(context, "chorus_context_statistics");
+    chorus_statistics& out = c_api::output(statistics, &c, "chorus_context_statistics", "chorus_statistics");
+    const size_t size = out.struct_size;
+    if (size < offsetof(chorus_statistics, collectives) + sizeof(uint64_t) || size > 4096)
+      throw InvalidArgument(cat("rank ", c.rank(), ": chorus_context_statistics: struct_size is ", size,
+                                ", not the size of any version of chorus_statistics (", sizeof(chorus_statistics),
+                                " here); set it with chorus_statistics_init"));
+    const ContextStatistics counted = c.statistics();
+    chorus_statistics filled;
+    filled.struct_size = size;
+    filled.collectives = counted.collectives;
+    filled.failed_collectives = counted.failed_collectives;
+    filled.messages_sent = counted.messages_sent;
+    filled.messages_received = counted.messages_received;
+    filled.bytes_sent = counted.bytes_sent;
+    filled.bytes_received = counted.bytes_received;
+    filled.time_in_collectives_ns = static_cast<uint64_t>(counted.time_in_collectives.count());
+    filled.time_waiting_ns = static_cast<uint64_t>(counted.time_waiting.count());
+    std::memcpy(statistics, &filled, std::min(size, sizeof(chorus_statistics)));
   });
 }
 

@@ -155,6 +155,10 @@ typedef struct chorus_connect_options {
   int64_t poll_time_us;       /* polling before sleeping; negative: CHORUS_POLL_US, else 200 */
   int32_t streams;            /* TCP connections per peer, 1..16; 0: CHORUS_STREAMS, else 1 */
   int32_t reserved;           /* must be 0 */
+  /* Tracing (docs/trace.md): */
+  const char* trace;          /* Chrome trace file of this rank's calls ("{rank}" for the rank); null: CHORUS_TRACE */
+  int32_t trace_steps;        /* 1: the trace shows every step; 0: no; -1: CHORUS_TRACE_STEPS */
+  int32_t reserved2;          /* must be 0 */
 } chorus_connect_options;
 
 /* Defaults for every field, and struct_size for this header's version. */
@@ -170,6 +174,9 @@ static inline void chorus_connect_options_init(chorus_connect_options* options) 
   options->poll_time_us = -1;
   options->streams = 0;
   options->reserved = 0;
+  options->trace = NULL;
+  options->trace_steps = -1;
+  options->reserved2 = 0;
 }
 
 /* Joins the job its launcher describes in the environment (CHORUS_RANK,
@@ -228,6 +235,35 @@ chorus_status chorus_context_shrink(const chorus_context* context, int64_t join_
 chorus_status chorus_context_abort(chorus_context* context, const char* reason);
 /* CHORUS_OK while the context works; else the error that finished it. */
 chorus_status chorus_context_check(const chorus_context* context);
+
+/* What the context has done since it was made (a split child counts its own
+ * calls). The caller sets struct_size (chorus_statistics_init); a library
+ * that knows fewer fields leaves the rest as the caller set them. */
+typedef struct chorus_statistics {
+  size_t struct_size;
+  uint64_t collectives;          /* finished, successfully or not */
+  uint64_t failed_collectives;
+  uint64_t messages_sent;        /* point-to-point, completed */
+  uint64_t messages_received;
+  uint64_t bytes_sent;           /* by this rank over every transport, collectives and messages */
+  uint64_t bytes_received;
+  uint64_t time_in_collectives_ns; /* from the start of each collective's run to its end */
+  uint64_t time_waiting_ns;      /* callers blocked in blocking calls and chorus_work_wait */
+} chorus_statistics;
+
+static inline void chorus_statistics_init(chorus_statistics* statistics) {
+  statistics->struct_size = sizeof(chorus_statistics);
+  statistics->collectives = 0;
+  statistics->failed_collectives = 0;
+  statistics->messages_sent = 0;
+  statistics->messages_received = 0;
+  statistics->bytes_sent = 0;
+  statistics->bytes_received = 0;
+  statistics->time_in_collectives_ns = 0;
+  statistics->time_waiting_ns = 0;
+}
+
+chorus_status chorus_context_statistics(const chorus_context* context, chorus_statistics* statistics);
 
 /* ---- options of one call ------------------------------------------------- */
 

@@ -128,6 +128,13 @@ Work issue(Context& context, const Call& described, const void* input, void* out
   std::string algorithm = options.algorithm;
   const algorithms::Communicator& communicator = state.communicator;
   if (!async) {
+    // The caller waits for the whole call, queue included.
+    const auto started = std::chrono::steady_clock::now();
+    struct CountWaiting {
+      algorithms::Telemetry& telemetry;
+      std::chrono::steady_clock::time_point started;
+      ~CountWaiting() { telemetry.count_waiting(std::chrono::steady_clock::now() - started); }
+    } count_waiting{communicator.telemetry(), started};
     state.work_queue().drain();
     algorithms::run_collective(communicator, call, input, output, algorithm, sequence,
                                deadline_for(context, options));
@@ -138,6 +145,8 @@ Work issue(Context& context, const Call& described, const void* input, void* out
   auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout] {
     algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
   });
+  // Read by the caller's Work::wait only, never by the worker.
+  work->telemetry = communicator.shared_telemetry();
   return Work(std::move(work));
 }
 

@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "chorus/context_state.h"
 #include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
@@ -73,6 +74,14 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   } catch (const InvalidArgument& error) {
     throw InvalidArgument(cat("rank ", rank, ": CHORUS_LINK_MODEL / ConnectOptions::link_model '",
                               communicator_settings.link_model, "': ", error.what()));
+  }
+
+  const std::string trace = options.trace.empty() ? config.trace : options.trace;
+  if (!trace.empty()) {
+    communicator_settings.trace = TraceFile::open(trace, rank);
+    communicator_settings.trace_steps = options.trace_steps.value_or(config.trace_steps);
+    CHORUS_LOG(info, rank, "tracing collectives into ", communicator_settings.trace->file_name(),
+               communicator_settings.trace_steps ? " (with their steps)" : "");
   }
 
   transport::MeshSettings settings;

@@ -48,6 +48,12 @@ struct ConnectOptions {
   // CHORUS_SECRET_FILE, else none: the job is unauthenticated, and a job that
   // spans hosts logs a warning.
   std::string secret;
+  // A Chrome trace of this rank's collectives (docs/trace.md): the file
+  // name, where "{rank}" stands for the rank (else ".rank<N>" is inserted
+  // before the extension). Empty: CHORUS_TRACE, else no trace.
+  std::string trace;
+  // The trace also shows each step of each collective. Unset: CHORUS_TRACE_STEPS.
+  std::optional<bool> trace_steps;
 };
 
 std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& options = {});

@@ -61,6 +61,8 @@ void Context::throw_if_failed() const {
   if (mesh.failed()) std::rethrow_exception(mesh.failure());
 }
 
+ContextStatistics Context::statistics() const { return state_->communicator.telemetry().statistics(); }
+
 std::shared_ptr<Context> Context::split(int color, int key) {
   detail::ContextState& state = *state_;
   // The split is itself a collective on this Context: a rank passing a bad

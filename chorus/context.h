@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "base/statistics.h"
+
 namespace chorus {
 namespace detail {
 struct ContextState;
@@ -66,6 +68,8 @@ class Context {
   void abort(const std::string& reason = "aborted by the application");
   // Throws the error that finished this Context, if any.
   void throw_if_failed() const;
+
+  ContextStatistics statistics() const;
 
  private:
   friend struct detail::ContextAccess;

@@ -15,6 +15,7 @@
 #include "chorus/collective_checks.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "chorus/context_state.h"
 #include "chorus/work_queue.h"
 #include "transport/transport.h"
@@ -90,6 +91,31 @@ void post(Context& context, const Message& message, transport::Request& request)
                    message.memory);
 }
 
+// The Context's counters and trace for one message, once it is settled.
+void record(Context& context, const Message& message, double started_us, std::chrono::nanoseconds took,
+            const std::exception_ptr& error) {
+  algorithms::Telemetry& telemetry = detail::communicator_of(context).telemetry();
+  if (!error) telemetry.count_message(message.direction == Direction::send, message.bytes());
+  if (!telemetry.tracing()) return;
+  TraceArgs args;
+  args.add("peer", message.peer).add("tag", static_cast<uint64_t>(message.user_tag));
+  args.add("count", static_cast<uint64_t>(message.count)).add("dtype", to_string(message.type));
+  args.add("bytes", static_cast<uint64_t>(message.bytes()));
+  args.add("transport", detail::communicator_of(context).mesh().transport_of(
+                            detail::communicator_of(context).mesh_rank(message.peer)));
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& failure) {
+      args.add("error", failure.what());
+    } catch (...) {
+      args.add("error", "unknown");
+    }
+  }
+  telemetry.trace().span(telemetry.track(), message.name(), "message", started_us,
+                         std::chrono::duration<double, std::micro>(took).count(), args);
+}
+
 // Waits for the request; on any failure (its own error or the deadline) the
 // device is aborted first, so the transport never touches the buffer again.
 void wait_for(Context& context, const Message& message, transport::Request& request, Deadline deadline,
@@ -111,6 +137,8 @@ struct PendingMessage : detail::WorkState {
       : context(owner), message(posted), timeout(limit), deadline(Deadline::after(limit)) {
     request.attach(&signal);
     drive = [this](bool blocking) { progress(blocking); };
+    telemetry = detail::communicator_of(owner).shared_telemetry();
+    if (telemetry->tracing()) started_us = trace_clock_us();
   }
   // Dropping an unfinished Work must not free a request the transport still
   // holds: finish it (or abort the device at the deadline) first.
@@ -132,6 +160,7 @@ struct PendingMessage : detail::WorkState {
       outcome = std::current_exception();
     }
     settled = true;
+    record(context, message, started_us, std::chrono::steady_clock::now() - started, outcome);
     finish(outcome);
   }
 
@@ -141,6 +170,8 @@ struct PendingMessage : detail::WorkState {
   Deadline deadline;
   std::mutex progress_mutex;
   bool settled = false;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double started_us = 0;
   // The signal outlives the request attached to it.
   transport::CompletionSignal signal;
   transport::Request request;
@@ -165,8 +196,20 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
     transport::Request request;
     request.attach(&signal);
     const Deadline deadline = Deadline::after(timeout);
-    post(context, message, request);
-    wait_for(context, message, request, deadline, timeout);
+    algorithms::Telemetry& telemetry = detail::communicator_of(context).telemetry();
+    const auto started = std::chrono::steady_clock::now();
+    const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
+    std::exception_ptr error;
+    try {
+      post(context, message, request);
+      wait_for(context, message, request, deadline, timeout);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const auto took = std::chrono::steady_clock::now() - started;
+    telemetry.count_waiting(took);
+    record(context, message, started_us, took, error);
+    if (error) std::rethrow_exception(error);
     return Work();
   });
 }

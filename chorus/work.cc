@@ -8,6 +8,25 @@
 
 namespace chorus {
 
+namespace {
+
+// Counts the time from construction to destruction as the caller's waiting.
+class WaitClock {
+ public:
+  explicit WaitClock(const detail::WorkState& state) : telemetry_(state.telemetry.get()) {}
+  ~WaitClock() {
+    if (telemetry_) telemetry_->count_waiting(std::chrono::steady_clock::now() - started_);
+  }
+  WaitClock(const WaitClock&) = delete;
+  WaitClock& operator=(const WaitClock&) = delete;
+
+ private:
+  algorithms::Telemetry* telemetry_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 namespace detail {
 
 void WorkState::finish(std::exception_ptr outcome) {
@@ -72,6 +91,7 @@ void WorkQueue::run() {
 
 void Work::wait() {
   if (!state_) throw InvalidArgument("Work::wait on an empty Work (no collective was issued)");
+  WaitClock clock(*state_);
   if (state_->drive) state_->drive(true);
   std::unique_lock<std::mutex> lock(state_->mutex);
   state_->finished_cv.wait(lock, [&] { return state_->finished; });
@@ -80,6 +100,7 @@ void Work::wait() {
 
 bool Work::wait_for(std::chrono::milliseconds timeout) {
   if (!state_) throw InvalidArgument("Work::wait_for on an empty Work (no collective was issued)");
+  WaitClock clock(*state_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (state_->drive) {
     // Point-to-point work finishes only when a caller drives its request, and

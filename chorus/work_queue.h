@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "algorithms/telemetry.h"
+
 namespace chorus::detail {
 
 struct WorkState {
@@ -24,6 +26,9 @@ struct WorkState {
   // exception call it first so the caller's thread finishes it; `blocking`
   // says whether it may wait for the transport.
   std::function<void(bool blocking)> drive;
+  // Where the time a caller spends in Work::wait is counted (the Context's
+  // counters, kept alive by the Work); null: nowhere.
+  std::shared_ptr<algorithms::Telemetry> telemetry;
 
   void finish(std::exception_ptr outcome);
 };

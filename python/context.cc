@@ -7,6 +7,7 @@
 
 #include "chorus/connect.h"
 #include "chorus/shrink.h"
+#include "python/statistics_dict.h"
 #include "python/binding.h"
 
 namespace chorus::python {
@@ -15,7 +16,8 @@ namespace {
 
 ConnectOptions connect_options_of(const py::object& timeout, const py::object& transports,
                                   const std::string& interface, const std::string& hostname,
-                                  const std::string& host_id, const py::object& streams, const std::string& secret) {
+                                  const std::string& host_id, const py::object& streams, const std::string& secret,
+                                  const std::string& trace, const py::object& trace_steps) {
   ConnectOptions options;
   if (const auto limit = milliseconds_of(timeout, "timeout")) options.timeout = *limit;
   if (!transports.is_none()) options.transports = transports.cast<std::vector<std::string>>();
@@ -24,6 +26,8 @@ ConnectOptions connect_options_of(const py::object& timeout, const py::object& t
   options.host_id = host_id;
   if (!streams.is_none()) options.streams = streams.cast<int>();
   options.secret = secret;
+  options.trace = trace;
+  if (!trace_steps.is_none()) options.trace_steps = trace_steps.cast<bool>();
   return options;
 }
 
@@ -61,14 +65,15 @@ py::class_<PyContext> bind_context(py::module_& module) {
   const char* connect_options_doc =
       "Options (all keyword, defaults from the CHORUS_* variables as in C++): timeout (seconds, default of "
       "every collective and of connecting; 30), transports (['shm', 'tcp']), interface, hostname, host_id, "
-      "streams, secret.";
+      "streams, secret, trace (a Chrome trace file per rank: '{rank}' in the name, else .rank<N> before the "
+      "extension; CHORUS_TRACE), trace_steps (every step of every collective too; CHORUS_TRACE_STEPS).";
   module.def(
       "connect_from_env",
       [](const py::object& timeout, const py::object& transports, const std::string& interface,
          const std::string& hostname, const std::string& host_id, const py::object& streams,
-         const std::string& secret) {
-        const ConnectOptions options =
-            connect_options_of(timeout, transports, interface, hostname, host_id, streams, secret);
+         const std::string& secret, const std::string& trace, const py::object& trace_steps) {
+        const ConnectOptions options = connect_options_of(timeout, transports, interface, hostname, host_id, streams,
+                                                          secret, trace, trace_steps);
         std::shared_ptr<Context> context;
         {
           py::gil_scoped_release released;
@@ -78,7 +83,7 @@ py::class_<PyContext> bind_context(py::module_& module) {
       },
       py::kw_only(), py::arg("timeout") = py::none(), py::arg("transports") = py::none(),
       py::arg("interface") = "", py::arg("hostname") = "", py::arg("host_id") = "", py::arg("streams") = py::none(),
-      py::arg("secret") = "",
+      py::arg("secret") = "", py::arg("trace") = "", py::arg("trace_steps") = py::none(),
       (std::string("Joins the job its launcher described (chorus-run, torchrun, mpirun, Slurm: README). ") +
        connect_options_doc)
           .c_str());
@@ -86,9 +91,10 @@ py::class_<PyContext> bind_context(py::module_& module) {
       "connect_to_store",
       [](const std::string& store_url, int rank, int size, const std::string& job_id, const py::object& timeout,
          const py::object& transports, const std::string& interface, const std::string& hostname,
-         const std::string& host_id, const py::object& streams, const std::string& secret) {
-        const ConnectOptions options =
-            connect_options_of(timeout, transports, interface, hostname, host_id, streams, secret);
+         const std::string& host_id, const py::object& streams, const std::string& secret, const std::string& trace,
+         const py::object& trace_steps) {
+        const ConnectOptions options = connect_options_of(timeout, transports, interface, hostname, host_id, streams,
+                                                          secret, trace, trace_steps);
         std::shared_ptr<Context> context;
         {
           py::gil_scoped_release released;
@@ -99,6 +105,7 @@ py::class_<PyContext> bind_context(py::module_& module) {
       py::arg("store_url"), py::arg("rank"), py::arg("size"), py::arg("job_id") = "", py::kw_only(),
       py::arg("timeout") = py::none(), py::arg("transports") = py::none(), py::arg("interface") = "",
       py::arg("hostname") = "", py::arg("host_id") = "", py::arg("streams") = py::none(), py::arg("secret") = "",
+      py::arg("trace") = "", py::arg("trace_steps") = py::none(),
       (std::string("Joins the job meeting at store_url (tcp://host:port, file:///dir, redis://...) as rank of "
                    "size; Contexts of one job meet under one job_id. ") +
        connect_options_doc)
@@ -174,6 +181,13 @@ py::class_<PyContext> bind_context(py::module_& module) {
           py::arg("reason") = "aborted by the application",
           "Fails every pending and later call, here and on every Context sharing its connections, with "
           "chorus.Aborted(reason). Any thread.")
+      .def(
+          "statistics",
+          [](const PyContext& self) { return chorus::python::statistics_dict(self.get().statistics()); },
+          "What this Context has done since it was made: collectives (finished) and failed_collectives, "
+          "messages_sent/received (point to point), bytes_sent/received by this rank over every transport, "
+          "time_in_collectives and time_waiting (seconds: running collectives; callers blocked in calls and "
+          "Work.wait).")
       .def("check", [](const PyContext& self) { self.get().throw_if_failed(); },
            "Raises the error that finished this Context, if any.")
       .def("close", &PyContext::close,

@@ -13,6 +13,7 @@
 #include <chorus/chorus_c.h>
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,6 +527,27 @@ static void check_queries(chorus_context* context) {
   CHECK_OK(chorus_context_check(context));
 }
 
+/* A fresh child has run exactly the one allreduce above: its counters say so. */
+static void check_child_statistics(chorus_context* child, int members) {
+  chorus_statistics statistics;
+  chorus_statistics old_layout;
+  chorus_statistics_init(&statistics);
+  CHECK_OK(chorus_context_statistics(child, &statistics));
+  CHECK(statistics.collectives == 1 && statistics.failed_collectives == 0);
+  CHECK(statistics.messages_sent == 0 && statistics.messages_received == 0);
+  CHECK(members == 1 || (statistics.bytes_sent > 0 && statistics.bytes_received > 0));
+  CHECK(statistics.time_in_collectives_ns > 0 && statistics.time_waiting_ns > 0);
+  /* A program built when the struct ended earlier: the fields past its size stay as it set them. */
+  chorus_statistics_init(&old_layout);
+  old_layout.struct_size = offsetof(chorus_statistics, bytes_sent);
+  old_layout.bytes_sent = 12345;
+  CHECK_OK(chorus_context_statistics(child, &old_layout));
+  CHECK(old_layout.collectives == 1 && old_layout.bytes_sent == 12345);
+  statistics.struct_size = 3;
+  CHECK_FAILS(chorus_context_statistics(child, &statistics), CHORUS_INVALID_ARGUMENT, "struct_size is 3");
+  CHECK_FAILS(chorus_context_statistics(child, NULL), CHORUS_INVALID_ARGUMENT, "null");
+}
+
 static void check_split(chorus_context* context) {
   chorus_context* child = NULL;
   int child_rank = -1, child_size = -1, r, members = 0, position = 0;
@@ -545,6 +567,7 @@ static void check_split(chorus_context* context) {
   mine = my_rank;
   CHECK_OK(chorus_allreduce(child, &mine, &mine, 1, CHORUS_INT32, CHORUS_SUM, NULL));
   CHECK(mine == sum);
+  check_child_statistics(child, members);
   /* A rank taking part without a color gets no child. */
   CHECK_OK(chorus_context_destroy(child));
   child = (chorus_context*)&child;

@@ -1,0 +1,28 @@
+// The counters a Context keeps of its calls (Context::statistics(); the C
+// API's chorus_statistics_t and the Python module's Context.statistics()
+// read the same). Kept in the base because the algorithm layer counts them
+// and the public API shows them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace chorus {
+
+// What one Context has done since it was made (a split child counts its
+// own calls, not its parent's). Read at any time, from any thread.
+struct ContextStatistics {
+  uint64_t collectives = 0;         // finished, successfully or not
+  uint64_t failed_collectives = 0;  // of those, how many failed
+  uint64_t messages_sent = 0;       // point-to-point sends completed
+  uint64_t messages_received = 0;   // point-to-point receives completed
+  uint64_t bytes_sent = 0;          // by this rank, over every transport (collectives and messages)
+  uint64_t bytes_received = 0;
+  // Inside collectives: from the start of each run to its end.
+  std::chrono::nanoseconds time_in_collectives{0};
+  // Callers blocked: in blocking collectives and messages (queue included)
+  // and in Work::wait / wait_for.
+  std::chrono::nanoseconds time_waiting{0};
+};
+
+}  // namespace chorus
