@@ -9,8 +9,11 @@ Two measurements, each a median over rounds:
   (calls per second; the target is chorus >= 5 x gloo);
 - DDP step: forward, backward (DDP's bucketed allreduces) and an SGD step of
   an MLP (--width, --layers) on a fixed batch (ms per step; the target is
-  chorus <= 0.9 x gloo).
-Rank 0 prints each round and the medians with their ratios.
+  chorus <= 0.9 x gloo);
+- the same step through chorus.torch.hvd's DistributedOptimizer on the
+  chorus group instead of DDP ("hvd").
+Rank 0 prints each round and the medians with their ratios, and the share of
+a chorus DDP step its rank spent blocked in chorus (Context statistics).
 """
 
 import argparse
@@ -22,6 +25,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 import chorus.torch  # noqa: F401  (registers the backend)
+import chorus.torch.hvd as hvd
 
 
 def allreduce_rate(group, tensor, iterations):
@@ -42,6 +46,22 @@ def make_trainer(group, args):
 
     def step():
         loss = ddp(inputs).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def make_hvd_trainer(args):
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(args.width, args.width) for _ in range(args.layers)]
+    model = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())])
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3),
+                                         named_parameters=model.named_parameters())
+    inputs = torch.randn(args.batch, args.width)
+
+    def step():
+        loss = model(inputs).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -74,20 +94,30 @@ def main():
     groups = {"chorus": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     tensor = torch.ones(args.elements)
     trainers = {name: make_trainer(group, args) for name, group in groups.items()}
+    trainers["hvd"] = make_hvd_trainer(args)
+    trainer_groups = dict(groups, hvd=dist.group.WORLD)
     for name, group in groups.items():  # warm up
         allreduce_rate(group, tensor, 200)
+    for name, group in trainer_groups.items():
         step_time(group, trainers[name], 3)
+    chorus_backend = hvd._chorus_backend()  # noqa: SLF001  (the WORLD group's counters)
 
     rates = {name: [] for name in groups}
-    steps = {name: [] for name in groups}
+    steps = {name: [] for name in trainer_groups}
+    blocked = []  # share of a chorus DDP step spent waiting in chorus
     for round_number in range(args.rounds):
         for name, group in groups.items():
             rates[name].append(allreduce_rate(group, tensor, args.iterations))
+        for name, group in trainer_groups.items():
+            before = chorus_backend.statistics()["time_waiting"] if name == "chorus" else 0
             steps[name].append(step_time(group, trainers[name], args.steps))
+            if name == "chorus":
+                waited = chorus_backend.statistics()["time_waiting"] - before
+                blocked.append(waited / (steps[name][-1] * args.steps))
         if rank == 0:
             print(f"round {round_number}: " + "  ".join(
-                f"{name} {rates[name][-1]:.0f} allreduce/s, {steps[name][-1] * 1e3:.2f} ms/step" for name in groups),
-                flush=True)
+                f"{name} {rates[name][-1]:.0f} allreduce/s" for name in groups) + "  " + "  ".join(
+                f"{name} {steps[name][-1] * 1e3:.2f} ms/step" for name in trainer_groups), flush=True)
 
     if rank == 0:
         rate = {name: statistics.median(values) for name, values in rates.items()}
@@ -96,6 +126,10 @@ def main():
               f"ratio {rate['chorus'] / rate['gloo']:.2f} (target >= 5)")
         print(f"DDP step ({args.layers} x {args.width} MLP, batch {args.batch}): chorus {step['chorus'] * 1e3:.2f} ms, "
               f"gloo {step['gloo'] * 1e3:.2f} ms, ratio {step['chorus'] / step['gloo']:.2f} (target <= 0.9)")
+        print(f"hvd.DistributedOptimizer step on chorus: {step['hvd'] * 1e3:.2f} ms, ratio to DDP on gloo "
+              f"{step['hvd'] / step['gloo']:.2f}")
+        print(f"a chorus DDP step waits in chorus for {statistics.median(blocked) * 100:.1f}% of its time "
+              f"(rank 0, median of rounds)")
     dist.destroy_process_group()
 
 

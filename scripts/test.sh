@@ -85,6 +85,10 @@ if [ -n "$(find "$python_dir/chorus" -path '*/torch/__init__.py' | head -n 1)" ]
   readme_block 2 > "$torch_example"
   LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- "$python" "$torch_example"
   echo "README PyTorch example (installed package): passed"
+  hvd_example="$PWD/build/readme_hvd_example.py"
+  readme_block 3 > "$hvd_example"
+  LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 2 -- "$python" "$hvd_example"
+  echo "README Horovod-style example (installed package): passed"
 else
   echo "README PyTorch example: skipped, the backend was not built (no torch)"
 fi

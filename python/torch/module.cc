@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "python/statistics_dict.h"
 #include "python/torch/compat.h"
 #include "python/torch/process_group.h"
 #include "python/torch/store_bridge.h"
@@ -36,7 +37,17 @@ PYBIND11_MODULE(_backend, module) {
            "Joins the group's other ranks through `store` (torch's prefix store of the group) and connects them.")
       .def_property_readonly(
           "timeout", [](const ChorusProcessGroup& self) { return self.timeout(); },
-          "The group's timeout: of connecting and, unless a call gives its own, of every collective.");
+          "The group's timeout: of connecting and, unless a call gives its own, of every collective.")
+      .def_property_readonly(
+          "local_rank", [](ChorusProcessGroup& self) { return self.context().local_rank(); },
+          "This rank's index among the group's ranks on its host (the host identity chorus publishes).")
+      .def_property_readonly(
+          "local_size", [](ChorusProcessGroup& self) { return self.context().local_size(); },
+          "The number of the group's ranks on this rank's host.")
+      .def(
+          "statistics",
+          [](ChorusProcessGroup& self) { return chorus::python::statistics_dict(self.context().statistics()); },
+          "The group's chorus Context counters, as chorus.Context.statistics().");
 
   module.def("_drain", &chorus::torch_backend::Completer::drain_all, py::call_guard<py::gil_scoped_release>(),
              "Waits until every issued call has finished and let go of its tensors (chorus.torch runs it at exit).");
