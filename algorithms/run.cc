@@ -125,15 +125,7 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
     args.add("peers", prepared->peers);
     args.add("sent", prepared->bytes_sent).add("received", prepared->bytes_received);
   }
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& failure) {
-      args.add("error", failure.what());
-    } catch (...) {
-      args.add("error", "unknown");
-    }
-  }
+  args.add_error(error);
   const std::string_view name = to_string(call.collective);
   telemetry.trace().span(telemetry.track(), name, "collective", start_us, end_us - start_us, args);
   if (!prepared) return;

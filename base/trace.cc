@@ -129,6 +129,17 @@ TraceArgs& TraceArgs::add(std::string_view name, const std::vector<int>& values)
   return *this;
 }
 
+TraceArgs& TraceArgs::add_error(const std::exception_ptr& error) {
+  if (!error) return *this;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& failure) {
+    return add("error", failure.what());
+  } catch (...) {
+    return add("error", "an exception that is not a std::exception");
+  }
+}
+
 std::shared_ptr<TraceFile> TraceFile::open(const std::string& path, int rank) {
   Registry& files = registry();
   std::lock_guard<std::mutex> lock(files.mutex);

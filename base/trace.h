@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,8 @@ class TraceArgs {
   TraceArgs& add(std::string_view key, uint64_t value);
   TraceArgs& add(std::string_view key, int value);
   TraceArgs& add(std::string_view key, const std::vector<int>& values);
+  // "error": the message of `error`, when there is one.
+  TraceArgs& add_error(const std::exception_ptr& error);
   // "{...}"
   std::string json() const { return "{" + fields_ + "}"; }
 

@@ -37,27 +37,16 @@ def allreduce_rate(group, tensor, iterations):
 
 
 def make_trainer(group, args):
+    """One training step of the MLP: through DDP on `group`, or through hvd's DistributedOptimizer ("hvd")."""
     torch.manual_seed(0)
     layers = [torch.nn.Linear(args.width, args.width) for _ in range(args.layers)]
     model = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())])
-    ddp = DistributedDataParallel(model, process_group=group)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    inputs = torch.randn(args.batch, args.width)
-
-    def step():
-        loss = ddp(inputs).square().mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return step
-
-
-def make_hvd_trainer(args):
-    torch.manual_seed(0)
-    layers = [torch.nn.Linear(args.width, args.width) for _ in range(args.layers)]
-    model = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())])
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3),
-                                         named_parameters=model.named_parameters())
+    if group == "hvd":
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3),
+                                             named_parameters=model.named_parameters())
+    else:
+        model = DistributedDataParallel(model, process_group=group)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     inputs = torch.randn(args.batch, args.width)
 
     def step():
@@ -94,7 +83,7 @@ def main():
     groups = {"chorus": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     tensor = torch.ones(args.elements)
     trainers = {name: make_trainer(group, args) for name, group in groups.items()}
-    trainers["hvd"] = make_hvd_trainer(args)
+    trainers["hvd"] = make_trainer("hvd", args)
     trainer_groups = dict(groups, hvd=dist.group.WORLD)
     for name, group in groups.items():  # warm up
         allreduce_rate(group, tensor, 200)

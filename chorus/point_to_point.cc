@@ -103,15 +103,7 @@ void record(Context& context, const Message& message, double started_us, std::ch
   args.add("bytes", static_cast<uint64_t>(message.bytes()));
   args.add("transport", detail::communicator_of(context).mesh().transport_of(
                             detail::communicator_of(context).mesh_rank(message.peer)));
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& failure) {
-      args.add("error", failure.what());
-    } catch (...) {
-      args.add("error", "unknown");
-    }
-  }
+  args.add_error(error);
   telemetry.trace().span(telemetry.track(), message.name(), "message", started_us,
                          std::chrono::duration<double, std::micro>(took).count(), args);
 }

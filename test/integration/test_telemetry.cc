@@ -50,6 +50,19 @@ std::vector<std::filesystem::path> files_in(const std::filesystem::path& directo
   return files;
 }
 
+// Rank 0 calls an allreduce that rank 1 never joins and times out; rank 1
+// stays connected meanwhile (closing would fail rank 0 another way).
+void time_out_alone(Context& context, std::atomic<bool>& done) {
+  if (context.rank() != 0) {
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return;
+  }
+  std::vector<float> data(4, 1.0f);
+  CollectiveOptions quick;
+  quick.timeout = std::chrono::milliseconds(300);
+  CHECK_THROWS_AS(allreduce(context, std::span(data), ReduceOp::sum, quick), TimeoutError);
+}
+
 }  // namespace
 
 TEST_CASE("trace file names carry the rank", "[trace]") {
@@ -112,15 +125,8 @@ TEST_CASE("a collective that fails counts as failed", "[statistics]") {
   std::atomic<uint64_t> failed{0}, finished{0};
   std::atomic<bool> done{false};
   run_ranks(2, [&](Context& context) {
-    if (context.rank() != 0) {
-      // Rank 1 stays (closing would fail rank 0 differently) but never joins.
-      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return;
-    }
-    std::vector<float> data(4, 1.0f);
-    CollectiveOptions quick;
-    quick.timeout = std::chrono::milliseconds(300);
-    CHECK_THROWS_AS(allreduce(context, std::span(data), ReduceOp::sum, quick), TimeoutError);
+    time_out_alone(context, done);
+    if (context.rank() != 0) return;
     failed = context.statistics().failed_collectives;
     finished = context.statistics().collectives;
     done = true;
@@ -232,14 +238,7 @@ TEST_CASE("a failed collective is traced with its error", "[trace]") {
   run_ranks(
       2,
       [&](Context& context) {
-        if (context.rank() != 0) {
-          while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          return;
-        }
-        std::vector<float> data(4, 1.0f);
-        CollectiveOptions quick;
-        quick.timeout = std::chrono::milliseconds(300);
-        CHECK_THROWS_AS(allreduce(context, std::span(data), ReduceOp::sum, quick), TimeoutError);
+        time_out_alone(context, done);
         done = true;
       },
       std::chrono::milliseconds(20000), [&](int, ConnectOptions& options) { options.trace = path; });
