@@ -227,6 +227,11 @@ bool poll_until_finished(Device& device, Request& request, std::chrono::millisec
 
 // ---------------------------------------------------------------- abort
 
+std::chrono::milliseconds abort_nap(int attempt) {
+  constexpr std::chrono::milliseconds naps[kAbortAttempts] = {5ms, 2ms, 1ms, 0ms, 0ms};
+  return naps[std::clamp(attempt, 0, kAbortAttempts - 1)];
+}
+
 void check_no_byte_lands_after_abort(const std::string& transport,
                                      const std::function<void(TestMesh&, const std::atomic<bool>& stop)>& companion) {
   const size_t size = size_t{256} << 20;
@@ -234,9 +239,9 @@ void check_no_byte_lands_after_abort(const std::string& transport,
   std::memset(outgoing.data(), 0xab, size);
   const std::span<std::byte> incoming = incoming_buffer.bytes();
   auto landed = [&] { return static_cast<size_t>(std::count(incoming.begin(), incoming.end(), std::byte{0xab})); };
-  // On a loaded machine the 5 ms nap can outlast the whole transfer; such an
-  // attempt proves nothing, so it is repeated rather than counted.
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  // An attempt the transfer outran proves nothing: it is repeated with a
+  // shorter nap (abort_nap) rather than counted.
+  for (int attempt = 0; attempt < kAbortAttempts; ++attempt) {
     std::fill(incoming.begin(), incoming.end(), std::byte{0});
     TestMesh mesh = make_mesh(transport, 2);
     Requests requests;
@@ -247,7 +252,7 @@ void check_no_byte_lands_after_abort(const std::string& transport,
     std::atomic<bool> stop{false};
     std::thread helper;
     if (companion) helper = std::thread([&] { companion(mesh, stop); });
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(abort_nap(attempt));
     mesh.device(1).abort(std::make_exception_ptr(Aborted("rank 1: mid-transfer abort")));
     const bool finished_first = recv.state() == Request::State::done;
     const bool failed = recv.state() == Request::State::failed;

@@ -180,6 +180,14 @@ std::string wait_error(Request& request, std::chrono::milliseconds timeout = 10s
 // polling waiter (the executor) does. False on timeout.
 bool poll_until_finished(Device& device, Request& request, std::chrono::milliseconds timeout = 30s);
 
+// How long the abort tests let a 256 MiB transfer run before aborting it, by
+// attempt: 5 ms, then less. On a loaded machine (sanitizer builds, other
+// tests on both cores) the nap can outlast the whole transfer, which proves
+// nothing; the last attempts abort right after posting, which cannot be
+// outrun.
+std::chrono::milliseconds abort_nap(int attempt);
+constexpr int kAbortAttempts = 5;
+
 // Aborts rank 1 while 256 MiB from rank 0 is arriving, then checks that not a
 // byte lands after abort() returned and that the sender fails too.
 // `companion`, if given, runs on its own thread for the whole attempt (e.g. a

@@ -152,14 +152,14 @@ TEST_CASE("transport: a sender that aborts mid-transfer fails its receiver promp
   const Buffer outgoing = pattern(9, size);
   ReceiveBuffer incoming(size);
   // As for the receiver's abort: an attempt the transfer outran proves nothing.
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int attempt = 0; attempt < kAbortAttempts; ++attempt) {
     Requests requests;
     TestMesh mesh = make_mesh(transport, 2);
     Request& recv = requests.add();
     Request& send = requests.add();
     mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming.data());
     mesh.pair(0, 1).post_send(send, {1, 1}, outgoing);
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(abort_nap(attempt));
     mesh.device(0).abort(std::make_exception_ptr(Aborted("rank 0: mid-transfer abort")));
     REQUIRE(send.finished());
     const auto aborted = Clock::now();
