@@ -148,6 +148,15 @@ std::string describe_signature(uint64_t signature) {
   const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
                       collective == Collective::gather || collective == Collective::scatter;
   if (rooted) text += cat(" from root ", (signature >> root_shift) & byte_mask);
+  // The whole buffer's bytes (a block's, for the collectives whose count is
+  // per rank), not a message's: large calls travel in many messages.
+  if (!digest && type_bits <= static_cast<uint64_t>(DataType::float64)) {
+    const uint64_t bytes = count * element_size(static_cast<DataType>(type_bits));
+    const bool per_rank = collective == Collective::allgather || collective == Collective::gather ||
+                          collective == Collective::scatter || collective == Collective::reduce_scatter ||
+                          collective == Collective::alltoall;
+    text += cat(" (", bytes, per_rank ? " bytes per rank)" : " bytes)");
+  }
   return text;
 }
 

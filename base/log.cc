@@ -1,28 +1,21 @@
-// Logging: reads CHORUS_LOG once and writes each line to stderr with a single
-// write(), so lines from many threads and ranks never interleave mid-line.
+// Logging: reads CHORUS_LOG once (any case) and writes each line to stderr
+// with a single write(), so lines from many threads and ranks never
+// interleave mid-line.
 #include "base/log.h"
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "base/config.h"
 
 namespace chorus {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-Clock::time_point process_start() {
-  static const Clock::time_point start = Clock::now();
-  return start;
-}
-// Touch the clock while static initialisers run, so timestamps count from
-// (about) process start rather than from the first log line.
-[[maybe_unused]] const Clock::time_point start_at_load = process_start();
 
 std::string_view level_name(LogLevel level) {
   switch (level) {
@@ -46,11 +39,22 @@ void write_to_stderr(std::string_view text) {
   }
 }
 
+// UTC wall-clock time to the microsecond ("2026-11-25T19:20:01.123456Z"):
+// the lines of ranks on different hosts and time zones line up when sorted.
+std::string timestamp_now() {
+  const auto now = std::chrono::system_clock::now();
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  const time_t seconds = static_cast<time_t>(micros / 1000000);
+  tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  const size_t length = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(text + length, sizeof text - length, ".%06lldZ ", static_cast<long long>(micros % 1000000));
+  return text;
+}
+
 std::string format_line(LogLevel level, int rank, std::string_view message) {
-  const auto since_start = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - process_start());
-  const long long micros = since_start.count();
-  char timestamp[32];
-  std::snprintf(timestamp, sizeof timestamp, "%lld.%06lld ", micros / 1000000, micros % 1000000);
+  const std::string timestamp = timestamp_now();
 
   std::string line;
   line.reserve(message.size() + 64);
@@ -69,8 +73,10 @@ std::string format_line(LogLevel level, int rank, std::string_view message) {
 }
 
 LogLevel parse_level_from_environment() {
-  const std::string setting = log_setting_from_environment();
+  std::string setting = log_setting_from_environment();
   if (setting.empty()) return LogLevel::warn;
+  // Levels are words, whatever their case: DEBUG, Debug, debug.
+  for (char& c : setting) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string_view name(setting);
   if (name == "error") return LogLevel::error;
   if (name == "warn" || name == "warning") return LogLevel::warn;

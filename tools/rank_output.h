@@ -1,6 +1,7 @@
 // Copies one rank's output stream to the launcher's own stdout or stderr with
 // "[rank 3] " before every line, so the interleaved output of many ranks
-// still says who wrote what.
+// still says who wrote what; chorus's own log lines of that rank already
+// say it and pass as they are.
 #pragma once
 
 #include <span>
@@ -19,6 +20,7 @@ class PrefixedLineWriter {
  private:
   void write_line(std::string_view line_without_newline);
   std::string prefix_;
+  std::string own_log_tag_;
   int destination_fd_;
   std::string pending_;
 };

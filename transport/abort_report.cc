@@ -16,6 +16,33 @@ enum class ErrorClass : uint64_t {
 
 constexpr uint64_t kNoBlamedRank = ~uint64_t{0};
 
+bool consume(std::string_view& text, std::string_view prefix) {
+  if (text.substr(0, prefix.size()) != prefix) return false;
+  text.remove_prefix(prefix.size());
+  return true;
+}
+
+bool consume_number(std::string_view& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  text.remove_prefix(digits);
+  return digits > 0;
+}
+
+// A report relayed from rank to rank arrives as "rank 2: peer rank 1 aborted:
+// rank 1: peer rank 0 aborted: rank 0: <what happened>". Each hop's prefix is
+// dropped, so the adopted message names the peer it came through and the
+// origin once, however many ranks it crossed.
+std::string_view origin_of(std::string_view text) {
+  for (;;) {
+    std::string_view rest = text;
+    if (!consume(rest, "rank ") || !consume_number(rest) || !consume(rest, ": peer rank ") || !consume_number(rest) ||
+        !consume(rest, " aborted: "))
+      return text;
+    text = rest;
+  }
+}
+
 }  // namespace
 
 AbortReport report_abort(std::exception_ptr error) {
@@ -55,7 +82,7 @@ AbortReport report_abort(std::exception_ptr error) {
 
 std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::string_view text, int my_rank,
                                int peer_rank) {
-  std::string message = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", text);
+  std::string message = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", origin_of(text));
   switch (static_cast<ErrorClass>(error_class)) {
     case ErrorClass::io: {
       // A rank no int holds is no rank (cast, it would read as -1, "nobody",

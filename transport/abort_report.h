@@ -24,7 +24,9 @@ struct AbortReport {
 
 AbortReport report_abort(std::exception_ptr error);
 
-// The error a rank adopts when peer_rank's report arrives, of the class it carried.
+// The error a rank adopts when peer_rank's report arrives, of the class it
+// carried: "rank <me>: peer rank <peer> aborted: <the origin's own words>",
+// the hops of a report relayed through several ranks dropped.
 std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::string_view text, int my_rank,
                                int peer_rank);
 

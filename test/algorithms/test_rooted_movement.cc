@@ -257,7 +257,7 @@ TEST_CASE("signatures of gather/scatter carry the root, v variants a digest of t
   Call other_root = gather;
   other_root.root = 2;
   REQUIRE(call_signature(gather) != call_signature(other_root));
-  REQUIRE(describe_signature(call_signature(gather)) == "gather of 10 int32 from root 1");
+  REQUIRE(describe_signature(call_signature(gather)) == "gather of 10 int32 from root 1 (40 bytes per rank)");
 
   Call gatherv = gather;
   gatherv.count = 0;

@@ -14,15 +14,15 @@ using namespace chorus::algorithms;
 
 TEST_CASE("call signatures describe the call they came from") {
   Call allreduce = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 1000 float32 sum");
+  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 1000 float32 sum (4000 bytes)");
   Call broadcast = make_call(Collective::broadcast, 1, 4, 10, DataType::int8, ReduceOp::sum, 2, true);
-  REQUIRE(describe_signature(call_signature(broadcast)) == "broadcast of 10 int8 from root 2");
+  REQUIRE(describe_signature(call_signature(broadcast)) == "broadcast of 10 int8 from root 2 (10 bytes)");
   Call barrier = make_call(Collective::barrier, 3, 4, 0, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(describe_signature(call_signature(barrier)) == "barrier");
   REQUIRE(describe_signature(0) == "unknown call (signature 0x0)");
   // Only the low 32 bits of the count travel.
   allreduce.count = (size_t{1} << 32) + 5;
-  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 5 float32 sum");
+  REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 5 float32 sum (20 bytes)");
 }
 
 TEST_CASE("call signatures differ in everything that matters and ignore the rest") {

@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
+#include <iomanip>
 #include <functional>
 #include <regex>
 #include <sstream>
@@ -72,8 +75,8 @@ TEST_CASE("log lines carry timestamp, rank and level", "[log]") {
   });
   const auto lines = lines_of(output);
   REQUIRE(lines.size() == 2);
-  CHECK(std::regex_match(lines[0], std::regex(R"(\d+\.\d{6} \[chorus rank 3 DEBUG\] hello 42 from rank three)")));
-  CHECK(std::regex_match(lines[1], std::regex(R"(\d+\.\d{6} \[chorus INFO\] no rank)")));
+  CHECK(std::regex_match(lines[0], std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \[chorus rank 3 DEBUG\] hello 42 from rank three)")));
+  CHECK(std::regex_match(lines[1], std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \[chorus INFO\] no rank)")));
 }
 
 TEST_CASE("CHORUS_LOG filters by level, default warn", "[log]") {
@@ -85,6 +88,25 @@ TEST_CASE("CHORUS_LOG filters by level, default warn", "[log]") {
   const auto trace = lines_of(stderr_of_child("trace", log_every_level));
   REQUIRE(trace.size() == 5);
   CHECK_THAT(trace[4], Catch::EndsWith("[chorus rank 4 TRACE] t"));
+}
+
+TEST_CASE("log timestamps are the wall clock in UTC, so ranks on different hosts line up", "[log]") {
+  const auto before = std::chrono::system_clock::now();
+  const auto lines = lines_of(stderr_of_child("info", [] { CHORUS_LOG(info, 0, "now"); }));
+  REQUIRE(lines.size() == 1);
+  std::tm parsed{};
+  std::istringstream stamp(lines[0].substr(0, 19));
+  stamp >> std::get_time(&parsed, "%Y-%m-%dT%H:%M:%S");
+  REQUIRE_FALSE(stamp.fail());
+  const auto logged = std::chrono::system_clock::from_time_t(timegm(&parsed));
+  CHECK(logged >= std::chrono::time_point_cast<std::chrono::seconds>(before));
+  CHECK(logged <= before + std::chrono::seconds(5));
+}
+
+TEST_CASE("CHORUS_LOG levels are read in any case", "[log]") {
+  CHECK(lines_of(stderr_of_child("DEBUG", log_every_level)).size() == 4);
+  CHECK(lines_of(stderr_of_child("Info", log_every_level)).size() == 3);
+  CHECK(lines_of(stderr_of_child("WARNING", log_every_level)).size() == 2);
 }
 
 TEST_CASE("an unknown CHORUS_LOG value warns once and means warn", "[log]") {
@@ -120,6 +142,6 @@ TEST_CASE("concurrent log lines never interleave", "[log]") {
   });
   const auto lines = lines_of(output);
   REQUIRE(lines.size() == 800);
-  const std::regex whole_line(R"(\d+\.\d{6} \[chorus rank [0-3] INFO\] line \d+ x{300})");
+  const std::regex whole_line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \[chorus rank [0-3] INFO\] line \d+ x{300})");
   for (const auto& line : lines) REQUIRE(std::regex_match(line, whole_line));
 }

@@ -174,6 +174,25 @@ TEST_CASE("an abort report blaming a rank no int holds blames the peer that sent
   }
 }
 
+TEST_CASE("an abort relayed through several ranks names its origin once", "[hostile_input]") {
+  const auto message = [](std::string_view text) {
+    try {
+      std::rethrow_exception(adopt_abort(4, 0, text, 5, 1));
+    } catch (const MismatchError& error) {
+      return std::string(error.what());
+    }
+    return std::string("not a MismatchError");
+  };
+  CHECK(message("rank 1: peer rank 2 aborted: rank 2: peer rank 3 aborted: rank 3: broadcast root 9 is out of range") ==
+        "rank 5: peer rank 1 aborted: rank 3: broadcast root 9 is out of range");
+  CHECK(message("rank 1: broadcast root 9 is out of range") ==
+        "rank 5: peer rank 1 aborted: rank 1: broadcast root 9 is out of range");
+  // Only whole hops are dropped: text that merely starts like one stays.
+  CHECK(message("rank 1: peer rank x aborted: rank 3: odd") ==
+        "rank 5: peer rank 1 aborted: rank 1: peer rank x aborted: rank 3: odd");
+  CHECK(message("rank 1: peer rank 2 aborted: ") == "rank 5: peer rank 1 aborted: ");
+}
+
 }  // namespace
 }  // namespace chorus::transport
 

@@ -638,8 +638,9 @@ std::exception_ptr Channel::mismatch_error(const Tag& theirs, uint64_t their_byt
                                            size_t my_bytes) const {
   return std::make_exception_ptr(MismatchError(
       cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ", owner_.describe_signature(theirs.signature),
-          " (", their_bytes, " bytes) but this rank expected ", owner_.describe_signature(mine.signature), " (",
-          my_bytes, " bytes) for ", describe_tag(mine.group, mine.value))));
+          " but this rank expected ", owner_.describe_signature(mine.signature), ", for ",
+          describe_tag(mine.group, mine.value), " (a message of ", their_bytes, " bytes; this rank expected ",
+          my_bytes, ")")));
 }
 
 std::exception_ptr Channel::closed_error(const std::string& detail) const {

@@ -608,10 +608,10 @@ void Connection::corrupt(const std::string& what) {
 std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
                                              size_t my_bytes) const {
   return std::make_exception_ptr(MismatchError(
-      cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ",
-          owner_.describe_signature(theirs.signature), " (", their_bytes,
-          " bytes) but this rank expected ", owner_.describe_signature(mine.signature), " (",
-          my_bytes, " bytes) for ", describe_tag(mine.group, mine.value))));
+      cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ", owner_.describe_signature(theirs.signature),
+          " but this rank expected ", owner_.describe_signature(mine.signature), ", for ",
+          describe_tag(mine.group, mine.value), " (a message of ", their_bytes, " bytes; this rank expected ",
+          my_bytes, ")")));
 }
 
 std::exception_ptr Connection::closed_context_error(const char* detail) const {
