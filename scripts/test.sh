@@ -42,6 +42,23 @@ cmake --build build/cmake-consumer > /dev/null
 LD_LIBRARY_PATH="$prefix/lib" build/cmake-consumer/cmake_consumer
 echo "installed-library consumer through CMake (find_package(chorus)): passed"
 
+# The installed tree from a clean shell, as a user runs it after the
+# README's install steps: the tools and the Python module find libchorus by
+# their RUNPATH, relative to the prefix, with nothing in LD_LIBRARY_PATH.
+clean_shell() { env -i PATH=/usr/bin:/bin HOME="$HOME" "$@"; }
+clean_shell "$prefix/bin/chorus-run" -n 2 -- "$prefix/bin/chorus-bench" -b 8 -e 4K --check > /dev/null
+clean_shell "$prefix/bin/chorus-store" --help > /dev/null
+clean_shell "$prefix/bin/chorus-soak" --help > /dev/null
+clean_shell PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus chorus-mpi > /dev/null
+python_package=$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)
+clean_shell PYTHONPATH="$(dirname "$(dirname "$python_package")")" "$(cat build/python/interpreter)" -c "import chorus"
+# A program of the user's, built with pkg-config and the rpath the README gives.
+rpath_consumer="$PWD/build/rpath_consumer"
+g++ -std=c++20 test/consumer/main.cc -o "$rpath_consumer" $(pkg-config --cflags --libs chorus) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir chorus)"
+clean_shell "$rpath_consumer"
+echo "installed tree from a clean shell (tools, pkg-config, Python, a consumer with the README's rpath): passed"
+
 # The C API from plain C, built with gcc against the installed library and
 # run as 4 ranks by the installed chorus-run (test/capi/c_program.c).
 c_program="$PWD/build/c_program"
