@@ -21,11 +21,13 @@
 
 #include "algorithms/registry.h"
 #include "benchmarks/bench_connect.h"
+#include "benchmarks/run_metadata.h"
 #include "benchmarks/bench_runner.h"
 #include "benchmarks/check_data.h"
 #include "chorus/chorus.h"
 #include "base/log.h"
 #include "tools/local_launcher.h"
+#include "base/version.h"
 
 namespace {
 
@@ -114,6 +116,13 @@ int run_rank(const BenchOptions& options) {
   if (options.trace_steps) connect_options.trace_steps = true;
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
+  const nlohmann::json metadata = bench::run_metadata(
+      *context, {{"dtype", options.type}, {"redop", options.redop}, {"root", options.root},
+                 {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
+                 {"step_factor", options.step_factor}, {"iters", options.iters}, {"warmup", options.warmup},
+                 {"time_budget_ms", options.budget_ms}, {"rounds", options.rounds}, {"check", options.check},
+                 {"timeout_ms", options.timeout_ms}, {"streams", options.streams},
+                 {"transports", options.transports}, {"trace", options.trace}});
   if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
     throw InvalidArgument(cat("--root ", options.root, " is out of range for ", context->size(), " ranks"));
   if (options.algorithm != "all" && options.algorithm != "auto" &&
@@ -182,9 +191,9 @@ int run_rank(const BenchOptions& options) {
   }
   if (printer && !options.json_file.empty()) {
     // One algorithm keeps the flat layout ({"algorithm", "rows"}); "all" lists every table.
-    nlohmann::json document = {{"operation", options.operation}, {"ranks", context->size()},
-                               {"hosts", context->hosts()}, {"links", describe_links(*context)},
-                               {"algorithm", options.algorithm}};
+    nlohmann::json document = metadata;
+    document.update({{"operation", options.operation}, {"ranks", context->size()}, {"hosts", context->hosts()},
+                     {"links", describe_links(*context)}, {"algorithm", options.algorithm}});
     if (tables.size() == 1) document["rows"] = tables[0]["rows"];
     else document["tables"] = tables;
     std::ofstream(options.json_file) << document.dump(2) << "\n";
@@ -199,33 +208,52 @@ int run_rank(const BenchOptions& options) {
 int main(int argc, char** argv) {
   BenchOptions options;
   CLI::App app{"chorus-bench: time chorus collectives (nccl-tests style rows)"};
-  app.add_option("--ranks,-n", options.ranks, "Fork this many local ranks (ignored under a launcher)");
+  app.set_version_flag("--version", std::string("chorus-bench ") + chorus::version());
+  app.add_option("--ranks,-n", options.ranks, "Fork this many local ranks (ignored under a launcher)")
+      ->capture_default_str();
   app.add_option("--op", options.operation, "Collective")
       ->check(CLI::IsMember({"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
-                             "alltoall", "barrier"}));
+                             "alltoall", "barrier"}))
+      ->capture_default_str();
   app.add_option("--algo", options.algorithm,
-                 "Algorithm name, auto, or all (one table per algorithm of --op, then auto)");
-  app.add_option("--dtype", options.type, "Element type")->check([](const std::string& name) {
+                 "Algorithm name, auto, or all (one table per algorithm of --op, then auto; docs/algorithms.md "
+                 "lists the names)")
+      ->capture_default_str();
+  app.add_option("--dtype", options.type,
+                 "Element type: int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64")
+      ->capture_default_str()
+      ->check([](const std::string& name) {
     return chorus::parse_data_type(name) ? std::string() : "unknown data type " + name;
   });
-  app.add_option("--redop", options.redop, "Reduction")->check([](const std::string& name) {
+  app.add_option("--redop", options.redop,
+                 "Reduction: sum, prod, min, max, avg; band, bor, bxor for integers")
+      ->capture_default_str()
+      ->check([](const std::string& name) {
     return chorus::parse_reduce_op(name) ? std::string() : "unknown reduction " + name;
   });
-  app.add_option("--root", options.root, "Root of broadcast, reduce, gather and scatter");
+  app.add_option("--root", options.root, "Root of broadcast, reduce, gather and scatter")->capture_default_str();
   app.add_option("--min-bytes,-b", options.min_bytes, "Smallest message (suffixes K, M, G = 2^10, 2^20, 2^30)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   app.add_option("--max-bytes,-e", options.max_bytes, "Largest message (suffixes K, M, G)")
-      ->transform(CLI::AsSizeValue(false));
-  app.add_option("--step-factor,-f", options.step_factor, "Size multiplier between rows")->check(CLI::Range(1.01, 1e6));
-  app.add_option("--iters", options.iters, "Timed iterations per size (0: fit --time-budget-ms)");
-  app.add_option("--warmup", options.warmup, "Untimed iterations per size");
-  app.add_option("--time-budget-ms", options.budget_ms, "Time per size and algorithm when --iters is 0");
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  app.add_option("--step-factor,-f", options.step_factor, "Size multiplier between rows")
+      ->capture_default_str()
+      ->check(CLI::Range(1.01, 1e6));
+  app.add_option("--iters", options.iters, "Timed iterations per size (0: fit --time-budget-ms)")->capture_default_str();
+  app.add_option("--warmup", options.warmup, "Untimed iterations per size")->capture_default_str();
+  app.add_option("--time-budget-ms", options.budget_ms, "Time per size and algorithm when --iters is 0")
+      ->capture_default_str();
   app.add_option("--rounds", options.rounds,
                  "Timed rounds per size (median reported); with --algo all the algorithms interleave")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app.add_flag("--check", options.check, "Verify every result bit-exactly and count wrong elements");
-  app.add_option("--json", options.json_file, "Also write the rows as JSON to this file");
-  app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective");
+  app.add_option("--json", options.json_file,
+                 "Also write the rows as JSON to this file, with the version, hosts, time and settings of the run");
+  app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective")
+      ->capture_default_str();
   app.add_option("--streams", options.streams,
                  "TCP connections per pair of ranks, large messages striped over them (default: CHORUS_STREAMS, "
                  "else the library's)")

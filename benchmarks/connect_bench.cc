@@ -25,6 +25,7 @@
 #include "chorus/chorus.h"
 #include "benchmarks/connect_bench_mpi.h"
 #include "tools/local_launcher.h"
+#include "base/version.h"
 
 namespace {
 
@@ -99,6 +100,7 @@ std::vector<std::string> split(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-connect-bench: time rendezvous (connect_from_env) for several stores and rank counts"};
+  app.set_version_flag("--version", std::string("chorus-connect-bench ") + chorus::version());
   std::string stores = "tcp,embedded,file";
   std::vector<int> rank_counts{2, 4, 8, 16};
   int repeats = 5;

@@ -18,6 +18,7 @@
 
 #include "base/reduce.h"
 #include "base/types.h"
+#include "base/version.h"
 
 namespace {
 
@@ -61,6 +62,7 @@ void fill_small_integers(chorus::DataType type, std::vector<std::byte>& bytes) {
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-reduce-bench: reduction kernel GB/s against memcpy"};
+  app.set_version_flag("--version", std::string("chorus-reduce-bench ") + chorus::version());
   std::vector<std::string> sizes_text = {"256K", "64M"};
   std::vector<std::string> types = {"float32", "bfloat16", "float16", "float64", "int32"};
   int rounds = 5;

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/types.h"
+#include "base/version.h"
 #include "chorus/collectives.h"
 #include "chorus/connect.h"
 #include "chorus/context.h"

@@ -130,10 +130,11 @@ OpenedStore open_store(std::string_view url_text, int rank, std::string job_id, 
         CHORUS_LOG(info, rank, "hosting the rendezvous store on port ", server->port());
         opened.keep_alive = server;
       } catch (const IoError& error) {
-        // Port taken: a standalone chorus-store may be serving it; the client
-        // handshake tells a store from any other program.
-        CHORUS_LOG(info, rank, "not hosting the store (", error.what(), "); using the one at ", url.host, ":",
-                   url.port);
+        // Port taken: chorus-run or a standalone chorus-store serves it (the
+        // usual case, so not worth a warning); the client's handshake tells
+        // a store from any other program.
+        CHORUS_LOG(debug, rank, "port ", url.port, " is taken (", error.what(), "): rank 0 joins the store there "
+                   "instead of hosting one");
       }
     }
     opened.store =

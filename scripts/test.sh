@@ -47,8 +47,13 @@ echo "installed-library consumer through CMake (find_package(chorus)): passed"
 # their RUNPATH, relative to the prefix, with nothing in LD_LIBRARY_PATH.
 clean_shell() { env -i PATH=/usr/bin:/bin HOME="$HOME" "$@"; }
 clean_shell "$prefix/bin/chorus-run" -n 2 -- "$prefix/bin/chorus-bench" -b 8 -e 4K --check > /dev/null
-clean_shell "$prefix/bin/chorus-store" --help > /dev/null
-clean_shell "$prefix/bin/chorus-soak" --help > /dev/null
+version=$(sed -n "s/^project('chorus'.*//;s/^  version: '\(.*\)',$/\1/p" meson.build)
+for tool in chorus-run chorus-bench chorus-store chorus-soak chorus-connect-bench chorus-reduce-bench \
+    chorus-trace-merge; do
+  answer=$(clean_shell "$prefix/bin/$tool" --version)
+  [ "$answer" = "$tool $version" ] || { echo "$tool --version said '$answer', not '$tool $version'" >&2; exit 1; }
+  clean_shell "$prefix/bin/$tool" --help > /dev/null
+done
 clean_shell PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus chorus-mpi > /dev/null
 python_package=$(find "$prefix" -path '*/chorus/__init__.py' | head -n 1)
 clean_shell PYTHONPATH="$(dirname "$(dirname "$python_package")")" "$(cat build/python/interpreter)" -c "import chorus"

@@ -13,9 +13,11 @@
 #include "base/error.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store.h"
+#include "base/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-store: serve a chorus TcpStore for rendezvous until SIGINT/SIGTERM"};
+  app.set_version_flag("--version", std::string("chorus-store ") + chorus::version());
   std::string host;
   uint16_t port = 0;
   app.add_option("--host", host, "address to listen on (default: every address)");

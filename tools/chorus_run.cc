@@ -1,12 +1,14 @@
 // chorus-run: start N ranks of a program on this host, the way mpirun or
 // torchrun would, with the chorus env contract (CHORUS_RANK, CHORUS_SIZE,
-// CHORUS_STORE, CHORUS_JOB_ID):
+// CHORUS_STORE, CHORUS_JOB_ID, and each rank's CHORUS_LOCAL_RANK/SIZE,
+// LOCAL_RANK/LOCAL_WORLD_SIZE):
 //
 //   chorus-run -n 4 -- chorus-bench --op allreduce --check
 //
 // Every output line is prefixed "[rank N] "; SIGINT/SIGTERM/SIGHUP are
 // forwarded to the ranks; when a rank fails the others are stopped and
 // chorus-run exits non-zero naming the first rank that failed.
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,14 +16,16 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/local_launcher.h"
+#include "base/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-run: start N local ranks of a program with the chorus environment (CHORUS_RANK, "
                "CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID) and supervise them"};
+  app.set_version_flag("--version", std::string("chorus-run ") + chorus::version());
   chorus::tools::LaunchOptions options;
   options.launcher_name = "chorus-run";
   options.prefix_output = true;
-  double grace_seconds = 5;
+  double grace_seconds = std::chrono::duration<double>(options.grace).count();
   app.add_option("-n,--ranks", options.ranks, "Number of ranks to start on this host")
       ->required()
       ->check(CLI::Range(1, 4096));
@@ -29,7 +33,7 @@ int main(int argc, char** argv) {
                  "Rendezvous store: tcp (served by chorus-run), embedded (rank 0 hosts it), file (a temporary "
                  "directory), or a URL: redis://host:port[/db], tcp://host:port of a chorus-store, file:///dir")
       ->capture_default_str();
-  app.add_option("--timeout", grace_seconds,
+  app.add_option("--grace,--timeout", grace_seconds,
                  "Seconds the other ranks get to exit after a rank fails or a signal is forwarded, before SIGTERM "
                  "(and as long again before SIGKILL)")
       ->capture_default_str()

@@ -38,6 +38,7 @@
 #include "tools/soak_ops.h"
 #include "verify/collective_cases.h"
 #include "verify/reference_data.h"
+#include "base/version.h"
 
 namespace {
 
@@ -495,6 +496,7 @@ class Soak {
 int main(int argc, char** argv) {
   CLI::App app{"chorus-soak: mixed collectives with random sizes, types, ops, roots and algorithms, every result "
                "checked bit-exactly. Run every rank with the same options, e.g. chorus-run -n 4 -- chorus-soak"};
+  app.set_version_flag("--version", std::string("chorus-soak ") + chorus::version());
   SoakOptions options;
   app.add_option("--seed", options.seed, "Seed of the sequence every rank derives")->capture_default_str();
   app.add_option("--count", options.count, "Collectives to run (each call counts once per group that makes it)")

@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+VERSION = "@VERSION@"  # meson.build writes the release in
+
 
 def events_of(path):
     """The events of one chorus trace file, and how many lines were unreadable."""
@@ -34,6 +36,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Merge the per-rank Chrome traces of a chorus job into one.")
     parser.add_argument("traces", nargs="+", help="per-rank trace files (CHORUS_TRACE's .rank<N> files)")
     parser.add_argument("-o", "--output", required=True, help="the merged trace to write")
+    parser.add_argument("--version", action="version", version=f"chorus-trace-merge {VERSION}")
     args = parser.parse_args(argv)
     merged, ranks = [], set()
     for path in args.traces:

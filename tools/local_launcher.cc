@@ -125,24 +125,51 @@ const char* signal_name(int signal_number) {
 // (a launcher started under another launcher must not leak its rank).
 // generated_secret: CHORUS_SECRET for the ranks when the launcher made one
 // (else they inherit the launcher's CHORUS_SECRET or CHORUS_SECRET_FILE).
+// local_rank/local_size: the rank's place among the ranks of its (fake) host,
+// as CHORUS_LOCAL_RANK/SIZE and torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE, which
+// training scripts read to pick a device.
 std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id,
-                                          const std::string& host_id, const std::string& generated_secret) {
+                                          const std::string& host_id, const std::string& generated_secret,
+                                          int local_rank, int local_size) {
   std::vector<std::string> variables;
+  bool interface_given = false;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view text(*entry);
     bool ours = false;
-    for (std::string_view name : {"CHORUS_RANK=", "CHORUS_SIZE=", "CHORUS_STORE=", "CHORUS_JOB_ID="})
+    for (std::string_view name : {"CHORUS_RANK=", "CHORUS_SIZE=", "CHORUS_STORE=", "CHORUS_JOB_ID=",
+                                  "CHORUS_LOCAL_RANK=", "CHORUS_LOCAL_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="})
       ours = ours || text.starts_with(name);
     ours = ours || (!host_id.empty() && text.starts_with("CHORUS_HOST_ID="));
+    interface_given = interface_given || text.starts_with("CHORUS_SOCKET_IFNAME=");
     if (!ours) variables.emplace_back(text);
   }
   variables.push_back(cat("CHORUS_RANK=", rank));
   variables.push_back(cat("CHORUS_SIZE=", size));
   variables.push_back("CHORUS_STORE=" + store);
   variables.push_back("CHORUS_JOB_ID=" + job_id);
+  variables.push_back(cat("CHORUS_LOCAL_RANK=", local_rank));
+  variables.push_back(cat("CHORUS_LOCAL_SIZE=", local_size));
+  variables.push_back(cat("LOCAL_RANK=", local_rank));
+  variables.push_back(cat("LOCAL_WORLD_SIZE=", local_size));
+  // Every rank runs on this machine: TCP between them stays on loopback
+  // instead of the default route's address (which may be filtered, or be
+  // a slower path through the NIC). The caller's choice wins.
+  if (!interface_given) variables.push_back("CHORUS_SOCKET_IFNAME=lo");
   if (!host_id.empty()) variables.push_back("CHORUS_HOST_ID=" + host_id);
   if (!generated_secret.empty()) variables.push_back("CHORUS_SECRET=" + generated_secret);
   return variables;
+}
+
+// Each rank's index on its fake host and that host's size (one host: rank, ranks).
+std::vector<std::pair<int, int>> local_places(const LaunchOptions& options) {
+  std::vector<std::pair<int, int>> places;
+  if (options.fake_hosts.empty()) {
+    for (int rank = 0; rank < options.ranks; ++rank) places.emplace_back(rank, options.ranks);
+    return places;
+  }
+  for (int host_size : options.fake_hosts)
+    for (int local = 0; local < host_size; ++local) places.emplace_back(local, host_size);
+  return places;
 }
 
 // The fake host of each rank ("" without fake hosts), or why the layout is wrong.
@@ -380,12 +407,14 @@ LaunchResult launch_local(const LaunchOptions& options) {
   for (const auto& arg : options.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
 
+  const std::vector<std::pair<int, int>> places = local_places(options);
   std::vector<Rank> ranks(static_cast<size_t>(options.ranks));
   for (int rank = 0; rank < options.ranks; ++rank) {
     // Everything the child needs is built before fork (see exec_rank).
+    const auto [local_rank, local_size] = places[static_cast<size_t>(rank)];
     std::vector<std::string> environment =
         rank_environment(rank, options.ranks, store->url(), job_id, host_ids[static_cast<size_t>(rank)],
-                         generated_secret);
+                         generated_secret, local_rank, local_size);
     std::vector<char*> envp;
     for (auto& variable : environment) envp.push_back(variable.data());
     envp.push_back(nullptr);

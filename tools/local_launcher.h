@@ -1,5 +1,7 @@
 // Starts N ranks of a program on this host under the env contract
-// (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID) and supervises them:
+// (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID; CHORUS_LOCAL_RANK,
+// CHORUS_LOCAL_SIZE and torchrun's LOCAL_RANK, LOCAL_WORLD_SIZE; TCP on
+// loopback unless CHORUS_SOCKET_IFNAME says otherwise) and supervises them:
 // SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every rank, and
 // if one rank fails the others get a grace period, then SIGTERM, then SIGKILL;
 // the result names the first rank that failed.
@@ -24,8 +26,10 @@ struct LaunchOptions {
   //   any URL     (redis://host:port, tcp://host:port of a chorus-store, file:///dir) passed on as is
   std::string store = "tcp";
   // After the first failure (or a forwarded signal), how long the other ranks
-  // get to exit before SIGTERM, and as long again before SIGKILL.
-  std::chrono::milliseconds grace{5000};
+  // get to exit before SIGTERM, and as long again before SIGKILL. Ranks that
+  // learn of a failure fail themselves within milliseconds (chorus spreads
+  // it), so a second is plenty for them to report it.
+  std::chrono::milliseconds grace{1000};
   // Capture each rank's stdout/stderr through pipes and prefix every line
   // with "[rank N] ". Otherwise the ranks write to the launcher's own stdout/stderr.
   bool prefix_output = false;

@@ -80,7 +80,7 @@ TEST_CASE("chorus-run prefixes stdout and stderr, and ends an unfinished last li
 
 TEST_CASE("a rank exiting 1 stops the others within the grace period and is named", "[launch][chorus-run]") {
   auto start = Clock::now();
-  ChildProcess run(run_arguments({"-n", "3", "--timeout", "1"},
+  ChildProcess run(run_arguments({"-n", "3", "--grace", "1"},
                                  shell("echo pid $$; if [ \"$CHORUS_RANK\" = 1 ]; then exit 1; fi; exec sleep 60")),
                    {});
   int status = run.wait(std::chrono::seconds(20));
@@ -113,6 +113,39 @@ TEST_CASE("a killed rank is named; ranks ignoring SIGTERM are SIGKILLed after tw
   CHECK(elapsed >= 0.9);
   CHECK(elapsed < 6);
   for (pid_t pid : printed_pids(run.output())) CHECK(process_gone(pid));
+}
+
+TEST_CASE("by default the others are stopped a second after a rank fails", "[launch][chorus-run]") {
+  auto start = Clock::now();
+  ChildProcess run(run_arguments({"-n", "2"}, shell("if [ \"$CHORUS_RANK\" = 0 ]; then exit 3; fi; exec sleep 60")), {});
+  int status = run.wait(std::chrono::seconds(20));
+  INFO(run.output());
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK_THAT(run.output(), Catch::Contains("SIGTERM in 1.0 s"));
+  CHECK(seconds_since(start) < 3);
+}
+
+TEST_CASE("every rank learns its local rank and size, and TCP stays on loopback", "[launch][chorus-run]") {
+  ChildProcess run(run_arguments({"-n", "4", "--fake-hosts", "1,3"},
+                                 shell("echo place $CHORUS_RANK $CHORUS_LOCAL_RANK $CHORUS_LOCAL_SIZE $LOCAL_RANK "
+                                       "$LOCAL_WORLD_SIZE $CHORUS_SOCKET_IFNAME")),
+                   {});
+  CHECK(run.wait(std::chrono::seconds(20)) == 0);
+  INFO(run.output());
+  for (const char* line : {"] place 0 0 1 0 1 lo", "] place 1 0 3 0 3 lo", "] place 2 1 3 1 3 lo",
+                           "] place 3 2 3 2 3 lo"})
+    CHECK_THAT(run.output(), Catch::Contains(line));
+  // The caller's interface is kept.
+  ChildProcess chosen(run_arguments({"-n", "1"}, shell("echo interface $CHORUS_SOCKET_IFNAME")),
+                      {"CHORUS_SOCKET_IFNAME=eth7"});
+  CHECK(chosen.wait(std::chrono::seconds(20)) == 0);
+  CHECK_THAT(chosen.output(), Catch::Contains("] interface eth7"));
+}
+
+TEST_CASE("every tool answers --version", "[launch][chorus-run]") {
+  ChildProcess run({chorus_run(), "--version"}, {});
+  CHECK(run.wait(std::chrono::seconds(10)) == 0);
+  CHECK_THAT(run.output(), Catch::StartsWith("chorus-run 0."));
 }
 
 TEST_CASE("SIGTERM to chorus-run is forwarded to every rank", "[launch][chorus-run]") {
