@@ -1,6 +1,10 @@
 // The one place that reads the environment (see config.h).
 #include "base/config.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include <charconv>
 #include <cerrno>
 #include <cstdlib>
@@ -127,6 +131,15 @@ Config Config::from_environment() {
     config.max_unexpected_bytes = *bytes;
   }
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
+  if (auto text = variable("CHORUS_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text->c_str(), &end);
+    // Up to a year: deadlines are steady_clock::now() + timeout.
+    if (end == text->c_str() || *end != '\0' || !(seconds > 0) || seconds > 365.0 * 24 * 3600)
+      throw InvalidArgument(cat("CHORUS_TIMEOUT='", *text, "' is not a number of seconds (more than 0, up to a "
+                                "year; e.g. 30 or 2.5)"));
+    config.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
+  }
   if (auto text = variable("CHORUS_TRACE")) config.trace = *text;
   if (auto text = variable("CHORUS_TRACE_STEPS")) {
     if (*text != "0" && *text != "1")

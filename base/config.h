@@ -53,6 +53,9 @@ struct Config {
   // receive was posted that a rank buffers per peer connection; a peer past
   // it fails the job with an error naming it. Default 1 GiB.
   size_t max_unexpected_bytes = size_t{1} << 30;
+  // CHORUS_TIMEOUT: seconds (a decimal number) every collective and
+  // connecting may take unless the program says otherwise. Unset: 30 s.
+  std::optional<std::chrono::milliseconds> timeout;
   // CHORUS_TRACE: the Chrome trace file of this rank's collectives
   // (base/trace.h; "{rank}" or ".rank<N>" makes it per rank). Empty: none.
   std::string trace;

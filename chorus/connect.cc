@@ -3,6 +3,7 @@
 #include "chorus/connect.h"
 
 #include <numeric>
+#include <thread>
 
 #include "algorithms/call.h"
 #include "algorithms/communicator.h"
@@ -21,6 +22,7 @@ namespace chorus {
 namespace {
 
 constexpr int kDefaultStreams = 1;
+constexpr std::chrono::milliseconds kHostedStoreLinger{600};
 constexpr int kMaxStreams = 16;
 constexpr std::chrono::microseconds kDefaultPollTime{200};
 
@@ -59,10 +61,15 @@ Config read_config(const ConnectOptions& options, int rank) {
 
 }  // namespace
 
+std::chrono::milliseconds detail::timeout_of(const ConnectOptions& options, const Config& config) {
+  return options.timeout.value_or(config.timeout.value_or(kDefaultTimeout));
+}
+
 std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const ConnectOptions& options,
                                               const Config& config, uint32_t generation) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
+  const std::chrono::milliseconds timeout = timeout_of(options, config);
 
   algorithms::CommunicatorSettings communicator_settings;
   communicator_settings.poll_time = poll_time_of(options, config, rank);
@@ -94,7 +101,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   settings.device.describe_signature = algorithms::describe_signature;
   settings.transports = options.transports;
   settings.host_id = options.host_id.empty() ? config.host_id : options.host_id;
-  settings.timeout = options.timeout;
+  settings.timeout = timeout;
   transport::ConnectedMesh connected = transport::connect_mesh(
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   communicator_settings.local = connected.local;
@@ -109,7 +116,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   std::iota(everyone.begin(), everyone.end(), 0);
   algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, *topology,
                                         std::move(communicator_settings));
-  auto state = std::make_unique<detail::ContextState>(std::move(communicator), topology, options.timeout);
+  auto state = std::make_unique<detail::ContextState>(std::move(communicator), topology, timeout);
   state->origin = detail::ContextState::Origin{bootstrap.store(), options, config, generation};
   auto context = detail::ContextAccess::make(std::move(state));
   CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",
@@ -142,9 +149,18 @@ std::shared_ptr<Context> connect_to_store(std::string_view store_url, int rank, 
     throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
   const Config config = read_config(options, rank);
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  OpenedStore opened = open_store(store_url, rank, job_id, options.timeout, config.secret, config.tls);
-  StoreBootstrap bootstrap(opened.store, rank, size, options.timeout);
-  std::shared_ptr<Context> context = detail::connect_with(bootstrap, options, config, 0);
+  const std::chrono::milliseconds timeout = detail::timeout_of(options, config);
+  OpenedStore opened = open_store(store_url, rank, job_id, timeout, config.secret, config.tls);
+  StoreBootstrap bootstrap(opened.store, rank, size, timeout);
+  std::shared_ptr<Context> context;
+  try {
+    context = detail::connect_with(bootstrap, options, config, 0);
+  } catch (...) {
+    // The other ranks learn why the job cannot start from this rank's store
+    // (StoreBootstrap's join error), looking every 200 ms: keep it up that long.
+    if (opened.keep_alive) std::this_thread::sleep_for(kHostedStoreLinger);
+    throw;
+  }
   if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
   return context;
 }

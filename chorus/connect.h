@@ -15,9 +15,14 @@
 
 namespace chorus {
 
+// When nothing sets a timeout: long enough for a slow rank to start, short
+// enough that a hung job names its culprit within the minute.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{30000};
+
 struct ConnectOptions {
   // Default timeout of every collective on the Context, and of connecting.
-  std::chrono::milliseconds timeout{30000};
+  // Unset: CHORUS_TIMEOUT (seconds), else kDefaultTimeout (30 s).
+  std::optional<std::chrono::milliseconds> timeout;
   // The transports to use, in order of preference ("shm", "tcp"); each peer
   // is served by the first that reaches it. Empty: CHORUS_TRANSPORT, else
   // every transport of this build (shared memory first, TCP last).

@@ -62,6 +62,9 @@ struct ContextAccess {
   static ContextState& state(const Context& context) { return *context.state_; }
 };
 
+// The Context's default timeout: the options', else CHORUS_TIMEOUT's, else 30 s.
+std::chrono::milliseconds timeout_of(const ConnectOptions& options, const Config& config);
+
 // connect() once the configuration is read; shrink connects the survivors with it.
 std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions& options, const Config& config,
                                       uint32_t generation);

@@ -30,6 +30,8 @@ class Bootstrap {
 // Bootstrap over any Store. Writes O(1) keys per rank per round and reads them
 // with one get_many. Rounds are numbered, so one StoreBootstrap can run many
 // allgathers; give each job its own PrefixStore so reruns never see stale keys.
+// Its first round fails every rank at once, naming the mistake, when two
+// processes claim one rank or ranks disagree on the job size.
 class StoreBootstrap : public Bootstrap {
  public:
   StoreBootstrap(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout);
@@ -48,6 +50,14 @@ class StoreBootstrap : public Bootstrap {
   // Keys this rank wrote in the previous round; removed once the next round completes.
   std::vector<std::string> previous_round_keys_;
   void finish_round(std::vector<std::string> written);
+  // Claims this rank's number and checks the job size against rank 0's
+  // (store_bootstrap.cc says why); InvalidArgument naming the mistake.
+  void join();
+  // get_many, looking between slices whether a rank has failed the job.
+  std::vector<std::vector<std::byte>> get_many_watching(const std::vector<std::string>& keys,
+                                                        std::chrono::milliseconds timeout);
+  void throw_if_job_failed();
+  [[noreturn]] void fail_job(const std::string& why);
 };
 
 }  // namespace chorus

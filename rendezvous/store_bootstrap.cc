@@ -10,7 +10,21 @@
 // same order. Finishing round n proves every rank has finished round n - 1
 // (each has written its round-n key), so each rank then removes the keys it
 // wrote in round n - 1: a long job does not grow the store.
+//
+// Before its first round a rank joins (join/...), which catches the setup
+// mistakes that would otherwise cost a whole timeout and then blame
+// something else: two processes given one rank (each rank claims its number
+// with an add; the second claimant sees 2) and ranks given different job
+// sizes (each compares its size with rank 0's). The rank that finds the
+// mistake writes it to "join/error"; every rank waiting in this bootstrap
+// looks at that key between slices of its wait, so the whole job fails at
+// once with the same message.
 #include "rendezvous/bootstrap.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -18,6 +32,26 @@
 
 namespace chorus {
 namespace {
+
+// How often a waiting rank looks whether another rank has failed the job.
+constexpr std::chrono::milliseconds kErrorPollInterval{200};
+const std::string kErrorKey = "join/error";
+
+std::vector<std::byte> bytes_of(std::string_view text) {
+  const auto* data = reinterpret_cast<const std::byte*>(text.data());
+  return {data, data + text.size()};
+}
+
+std::string text_of(const std::vector<std::byte>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+// "pid 4242 on node7": how one process of a job tells itself from another.
+std::string this_process() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "an unknown host");
+  return cat("pid ", ::getpid(), " on ", host);
+}
 
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string text;
@@ -54,6 +88,67 @@ std::vector<int> ranks_missing(Store& store, const std::vector<std::string>& key
 
 }  // namespace
 
+[[noreturn]] void StoreBootstrap::fail_job(const std::string& why) {
+  store_->set(kErrorKey, bytes_of(why));
+  throw InvalidArgument(why);
+}
+
+void StoreBootstrap::throw_if_job_failed() {
+  std::vector<std::byte> why;
+  try {
+    why = store_->get(kErrorKey, std::chrono::milliseconds(0));
+  } catch (const TimeoutError&) {
+    return;
+  }
+  throw InvalidArgument(cat("rank ", rank_, ": the job cannot start: ", text_of(why)));
+}
+
+std::vector<std::vector<std::byte>> StoreBootstrap::get_many_watching(const std::vector<std::string>& keys,
+                                                                     std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    try {
+      return store_->get_many(keys, std::clamp(left, std::chrono::milliseconds(0), kErrorPollInterval));
+    } catch (const TimeoutError&) {
+      throw_if_job_failed();
+      if (left <= kErrorPollInterval) throw;
+    }
+  }
+}
+
+void StoreBootstrap::join() {
+  const std::string me = this_process();
+  const std::string who_key = cat("join/who/", rank_);
+  if (store_->add(cat("join/claims/", rank_), 1) > 1) {
+    std::string first = "another process";
+    try {
+      first = text_of(get_many_watching({who_key}, std::chrono::milliseconds(1000))[0]);
+    } catch (const TimeoutError&) {
+    }
+    fail_job(cat("rank ", rank_, " was given to two processes: ", first, " and ", me,
+                 " (each process of a job needs its own rank: check the launcher's rank variable, CHORUS_RANK or "
+                 "RANK, and that two jobs do not share a store and job id)"));
+  }
+  store_->set(who_key, bytes_of(me));
+  if (rank_ == 0) {
+    store_->set("join/size", bytes_of(std::to_string(size_)));
+    return;
+  }
+  std::vector<std::vector<std::byte>> size_of_rank0;
+  try {
+    size_of_rank0 = get_many_watching({"join/size"}, timeout_);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(cat("rank ", rank_, ": timed out after ", timeout_.count(),
+                           " ms waiting for rank 0 to join (is rank 0 running, and at the same store with the same "
+                           "job id?)"));
+  }
+  const std::string theirs = text_of(size_of_rank0[0]);
+  if (theirs != std::to_string(size_))
+    fail_job(cat("rank ", rank_, " (", me, ") was started for a job of ", size_, " ranks, but rank 0 for a job of ",
+                 theirs, " (the ranks' size variables disagree: CHORUS_SIZE, WORLD_SIZE, or the launcher's -n)"));
+}
+
 std::vector<std::vector<std::byte>> StoreBootstrap::allgather(std::span<const std::byte> mine) {
   uint64_t round = round_++;
   std::string base = cat("allgather/", round, "/");
@@ -62,10 +157,11 @@ std::vector<std::vector<std::byte>> StoreBootstrap::allgather(std::span<const st
   for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
   std::string my_key = keys[static_cast<size_t>(rank_)];
   try {
+    if (round == 0) join();
     store_->set(my_key, mine);
     std::vector<std::vector<std::byte>> blobs;
     try {
-      blobs = store_->get_many(keys, timeout_);
+      blobs = get_many_watching(keys, timeout_);
     } catch (const TimeoutError&) {
       std::vector<int> missing = ranks_missing(*store_, keys);
       if (missing.empty()) {
@@ -90,6 +186,7 @@ void StoreBootstrap::barrier() {
   std::string done_key = base + "/done";
   std::vector<std::string> written{arrived_key};
   try {
+    if (round == 0) join();
     // Arrival is recorded before counting, so anyone counted can be named.
     store_->set(arrived_key, {});
     if (store_->add(base, 1) == size_) {
@@ -98,7 +195,7 @@ void StoreBootstrap::barrier() {
       written.push_back(done_key);
     }
     try {
-      store_->wait({done_key}, timeout_);
+      get_many_watching({done_key}, timeout_);
     } catch (const TimeoutError&) {
       std::vector<std::string> keys;
       for (int r = 0; r < size_; ++r) keys.push_back(cat(base, "/", r));

@@ -15,6 +15,7 @@
 // after a lost reply may report false for a key the first attempt removed.)
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/error.h"
@@ -42,6 +43,12 @@ constexpr auto kIoGrace = std::chrono::milliseconds(200);
 Deadline at_least(Deadline deadline, std::chrono::milliseconds floor) {
   return Deadline(std::max(deadline.at(), Clock::now() + floor));
 }
+
+// A chorus store greets every connection the moment it accepts it. A
+// listener that accepted but has not greeted for this long (or keeps closing
+// connections without a greeting) is another program on the port: the
+// client says so instead of retrying until the rendezvous times out.
+constexpr auto kGreetingPatience = std::chrono::milliseconds(1500);
 
 struct Reply {
   Status status = Status::ok;
@@ -74,9 +81,11 @@ struct TcpStore::Impl {
   void give_back(Link link);
   Link connect_with_retry(Deadline deadline, std::string& error);
   // The challenge-response of tcp_store_protocol.h on a fresh connection.
-  // Returns false (error set) when the connection broke; throws IoError when
-  // a proof does not match, which no retry can fix.
-  bool authenticate(Link& link, Deadline deadline, std::string& error);
+  // Returns false (error set) when the connection broke, with `greeted`
+  // saying whether a store greeting came first; the greeting is waited for
+  // until `greeting_deadline` at most. Throws IoError when a proof does not
+  // match, which no retry can fix.
+  bool authenticate(Link& link, Deadline deadline, Deadline greeting_deadline, std::string& error, bool& greeted);
   // With TLS: the client's handshake, after authentication. Throws IoError
   // when it fails (a certificate problem no retry fixes).
   void start_tls(Link& link, Deadline deadline);
@@ -127,11 +136,20 @@ Link TcpStore::Impl::connect_with_retry(Deadline deadline, std::string& error) {
   // The server may start after its clients (rank 0 still starting up), so
   // "connection refused" means "not yet" until the deadline.
   auto backoff = std::chrono::milliseconds(10);
+  std::optional<Deadline> greeting_deadline;  // from the first connection accepted
   while (true) {
     Link link{tcp_store::connect_once(host, port, deadline, error), nullptr};
-    if (link && authenticate(link, at_least(deadline, kIoGrace), error)) {
-      if (tls) start_tls(link, at_least(deadline, kIoGrace));
-      return link;
+    if (link) {
+      if (!greeting_deadline) greeting_deadline = Deadline(Clock::now() + kGreetingPatience);
+      bool greeted = false;
+      if (authenticate(link, at_least(deadline, kIoGrace), *greeting_deadline, error, greeted)) {
+        if (tls) start_tls(link, at_least(deadline, kIoGrace));
+        return link;
+      }
+      if (!greeted && greeting_deadline->expired())
+        throw IoError(cat("TcpStore: a process listens at ", where, " but it is not a chorus store: it sent no "
+                          "store greeting within ", kGreetingPatience.count(), " ms (", error, "). Another program "
+                          "holds the port: pick a free one for CHORUS_STORE / MASTER_PORT"));
     }
     link = Link{};
     if (deadline.expired()) return link;
@@ -150,13 +168,15 @@ void TcpStore::Impl::start_tls(Link& link, Deadline deadline) {
                       "': are the store's and this rank's certificates from the same CA?)"));
 }
 
-bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, std::string& error) {
+bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, Deadline greeting_deadline, std::string& error,
+                                  bool& greeted) {
   std::vector<std::byte> greeting(tcp_store::kServerChallengeBytes);
-  IoResult result = tcp_store::receive_exact(link, greeting, deadline);
+  IoResult result = tcp_store::receive_exact(link, greeting, Deadline(std::min(deadline.at(), greeting_deadline.at())));
   if (result.status != IoStatus::ok) {
-    error = "no greeting from the server (" + result.error + "); is a chorus store listening there?";
+    error = "no greeting from the server (" + result.error + ")";
     return false;
   }
+  greeted = true;
   Challenge server_challenge{};
   bool server_uses_tls = false;
   if (std::string why = tcp_store::decode_server_challenge(greeting, server_challenge, &server_uses_tls); !why.empty())
@@ -175,8 +195,9 @@ bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, std::string& er
   std::vector<std::byte> answer(tcp_store::kServerProofBytes);
   result = tcp_store::receive_exact(link, answer, deadline);
   if (result.status == IoStatus::closed)
-    throw IoError(cat("TcpStore: store server ", where, " refused this client's proof of the job secret (is "
-                      "CHORUS_SECRET the same for the store and every rank? the server's log names this client)"));
+    throw IoError(cat("TcpStore: store server ", where, " refused this client's proof of the job secret: it "
+                      "serves another job, or CHORUS_SECRET differs between the store and this rank (the "
+                      "server's log names this client)"));
   if (result.status != IoStatus::ok) {
     error = "no answer to authentication (" + result.error + ")";
     return false;

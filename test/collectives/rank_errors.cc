@@ -90,10 +90,11 @@ std::string size_mismatch(Context& context) {
     } catch (const Error&) {
       // Rank 1 may have aborted before the send finished: fine either way.
     }
-    // Rank 1's MismatchError must reach this rank too, not leave it waiting.
+    // Rank 1's MismatchError must reach this rank too, not leave it waiting:
+    // in rank 1's words, whether it came straight from rank 1 or was relayed.
     std::vector<float> never(1);
     return expect_rejected("mismatch seen by the sender", [&] { recv(context, std::span(never), 1, 100); },
-                           {"peer rank 1"}, true);
+                           {"rank 1: peer rank 0 sent send of 10 float32 (40 bytes)"}, true);
   }
   if (context.rank() != 1) return "";
   std::vector<float> data(12);

@@ -80,15 +80,21 @@ TEST_CASE("bootstrap of a connect: O(1) writes per rank, one batched read", "[la
     for (int rank = 0; rank < size; ++rank) {
       const CallCounts& c = counts[static_cast<size_t>(rank)];
       INFO("size " << size << ", rank " << rank);
-      // allgather key + barrier arrival key, + the barrier's done key for the last to arrive.
-      CHECK(c.set >= 2);
-      CHECK(c.set <= 3);
-      barrier_releases += c.set - 2;
-      CHECK(c.get == 0);
-      CHECK(c.get_many == 1);
-      CHECK(c.keys_read_by_get_many == size);
-      CHECK(c.add == 1);
-      CHECK(c.wait == 1);
+      // Joining: a claim (add) and who claimed (set); rank 0 sets the job
+      // size, the others read it. Then the allgather key, the barrier's
+      // arrival key, and its done key for the last to arrive.
+      const int fixed_sets = rank == 0 ? 4 : 3;
+      CHECK(c.set >= fixed_sets);
+      CHECK(c.set <= fixed_sets + 1);
+      barrier_releases += c.set - fixed_sets;
+      CHECK(c.add == 2);
+      CHECK(c.wait == 0);
+      // Reads: the allgather's one batch, the barrier's done key, rank 0's
+      // size; a wait that runs past a 200 ms slice looks once at the job's
+      // error key (a get) and goes on, so slices and gets come in pairs.
+      CHECK(c.get_many - c.get == (rank == 0 ? 2 : 3));
+      CHECK(c.get <= 100);
+      CHECK(c.keys_read_by_get_many >= size + (rank == 0 ? 1 : 2));
     }
     CHECK(barrier_releases == 1);
   }

@@ -254,12 +254,13 @@ TEST_CASE("Four processes connect a Context through Redis and allreduce", "[redi
     }));
   }
   for (pid_t child : children) REQUIRE(chorus::test::wait_child(child) == 0);
-  // Only the last barrier's keys remain, each with a TTL.
+  // Only the last barrier's keys and the join records (a claim and an
+  // identity per rank, rank 0's job size) remain, each with a TTL.
   redisContext* raw = server.raw_connection();
   auto* keys = static_cast<redisReply*>(redisCommand(raw, "KEYS *"));
   REQUIRE(keys->type == REDIS_REPLY_ARRAY);
   REQUIRE(keys->elements > 0);
-  REQUIRE(keys->elements <= static_cast<size_t>(size + 2));
+  REQUIRE(keys->elements <= static_cast<size_t>(size + 2 + 2 * size + 1));
   for (size_t i = 0; i < keys->elements; ++i) {
     std::string key(keys->element[i]->str, keys->element[i]->len);
     INFO(key);
