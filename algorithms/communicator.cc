@@ -26,6 +26,7 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   }
   if (rank_ < 0) throw InvalidArgument(cat("rank ", mesh_->rank(), " is not a member of its own communicator"));
   topology_ = std::make_shared<const Topology>(mesh_topology.subset(members_));
+  position_ = &mesh_->positions().slot(group_);
   telemetry_ = std::make_shared<Telemetry>(
       settings_.trace, settings_.trace_steps,
       group_ == 0 ? cat("rank ", rank_, " of ", size())
@@ -48,6 +49,16 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
     striped_ = striped_ || streams(member) > 1;
     all_accept_host_ = all_accept_host_ && mesh_->device_of(mesh_rank(member)).accepts(Memory::host());
   }
+}
+
+void Communicator::note_started(uint32_t sequence) const {
+  position_->store(transport::encode_position({.known = true, .running = true, .sequence = sequence}),
+                   std::memory_order_relaxed);
+}
+
+void Communicator::note_finished(uint32_t sequence) const {
+  position_->store(transport::encode_position({.known = true, .running = false, .sequence = sequence}),
+                   std::memory_order_relaxed);
 }
 
 bool Communicator::accepts(const Memory& memory) const {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,6 +77,11 @@ class Communicator {
   std::chrono::microseconds poll_time() const { return settings_.poll_time; }
   // The selections and plans of the calls run so far (plan_cache.h).
   PlanCache& plan_cache() const { return *plan_cache_; }
+  // Where this rank is in this Communicator's collectives (its slot of the
+  // Mesh's transport::PositionBoard): set when a collective starts and ends,
+  // read by the peers' liveness probes.
+  void note_started(uint32_t sequence) const;
+  void note_finished(uint32_t sequence) const;
   // Counters and trace track of the calls run on this Communicator.
   Telemetry& telemetry() const { return *telemetry_; }
   // For what may outlive the Communicator (a Work the caller still holds).
@@ -97,6 +103,7 @@ class Communicator {
   bool all_accept_host_ = false;
   std::unique_ptr<PlanCache> plan_cache_;
   std::shared_ptr<Telemetry> telemetry_;
+  std::atomic<uint64_t>* position_ = nullptr;
 };
 
 // The group of a Context split from `parent` by the split collective number

@@ -4,11 +4,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "algorithms/arrivals.h"
 #include "algorithms/local_steps.h"
 #include "algorithms/striping.h"
 #include "base/error.h"
@@ -21,6 +23,11 @@ namespace {
 
 // How long a rank that timed out waits for its peers to answer a liveness probe.
 constexpr std::chrono::milliseconds kLivenessGrace{1000};
+// A collective that has not moved for half its timeout (at most this long)
+// warns, naming the ranks that have not called it; the error at the timeout
+// names them again.
+constexpr Clock::duration kLongestQuietBeforeWarning = std::chrono::seconds(60);
+constexpr std::chrono::milliseconds kStallProbeGrace{250};
 
 std::string describe_call(const Call& call) {
   if (call.collective == Collective::barrier) return cat(call.size, " ranks");
@@ -111,6 +118,9 @@ class PlanRun {
 
   void run() {
     const auto started = Clock::now();
+    // Half the time left, at most a minute: the quiet that earns a warning.
+    quiet_before_warning_ = std::min<Clock::duration>((deadline_.at() - started) / 2, kLongestQuietBeforeWarning);
+    last_progress_ = started;
     transport::Mesh& mesh = mesh_;
     // While this thread runs the plan it reads its own sockets and rings
     // (see Device::begin_polling); it hands reading back only to sleep.
@@ -124,6 +134,7 @@ class PlanRun {
         post(*id);
         progressed = true;
       }
+      if (progressed) last_progress_ = Clock::now();
       // One local step at a time, so new completions are posted between
       // reductions and the wire never idles behind a long reduce phase.
       if (std::optional<StepId> id = scheduler_.next_local()) {
@@ -131,17 +142,21 @@ class PlanRun {
         run_local_step(plan_.step(*id), call_, buffers_);
         if (step_timings_) (*step_timings_)[*id].end_us = trace_clock_us();
         scheduler_.finish(*id);
+        last_progress_ = Clock::now();
         // Parked sockets have no other reader: drain what arrived meanwhile.
         mesh.progress();
         continue;
       }
       if (progressed || scheduler_.done()) continue;
       if (deadline_.expired()) throw_timeout(started);
+      if (!warned_ && Clock::now() - last_progress_ >= quiet_before_warning_) warn_stall();
       if (poll_for_change(seen)) continue;
       mesh.end_polling();
       {
         transport::WaitingScope waiting(mesh);
-        signal_.wait_change(seen, deadline_);
+        // Wake for the warning too, if it is still to come.
+        const Clock::time_point warn_at = last_progress_ + quiet_before_warning_;
+        signal_.wait_change(seen, warned_ ? deadline_ : Deadline(std::min(deadline_.at(), warn_at)));
       }
       mesh.begin_polling();
     }
@@ -262,30 +277,47 @@ class PlanRun {
     }
   }
 
-  [[noreturn]] void throw_timeout(Clock::time_point started) {
-    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-    std::string waiting = "its own steps";
-    if (!in_flight_.empty()) {
-      const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
-      waiting = describe_wait(plan_.step(oldest), requests_of(oldest).size());
-    }
-    throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
-                           to_string(call_.collective), " #", sequence_, " (", describe_call(call_),
-                           "): waiting for ", waiting, liveness_report()));
+  std::string describe_oldest_wait() {
+    if (in_flight_.empty()) return "its own steps";
+    const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
+    return describe_wait(plan_.step(oldest), requests_of(oldest).size());
   }
 
-  // Who is alive: a frozen rank stalls its neighbours too, and they time out
-  // waiting on each other; only a probe tells the frozen one from the rest.
-  // A probe travels behind the data on its connection, so a peer behind a
-  // link that is down or too slow (a trickle) does not answer either.
-  std::string liveness_report() {
-    const std::vector<int> silent = mesh_.unresponsive_peers(kLivenessGrace);
-    if (silent.empty()) return "; every other rank answers a liveness probe (is one of them not making this call?)";
-    std::string ranks;
-    for (int peer : silent) ranks += cat(ranks.empty() ? "" : ", ", peer);
-    return cat("; rank", silent.size() > 1 ? "s " : " ", ranks, silent.size() > 1 ? " do" : " does",
-               " not answer a liveness probe within ", kLivenessGrace.count(),
-               " ms: stopped (SIGSTOP, a debugger), stuck or cut off by the network, and the likely cause");
+  std::string this_collective() const { return cat(to_string(call_.collective), " #", sequence_); }
+
+  // Who has arrived (algorithms/arrivals.h): a frozen rank stalls its
+  // neighbours too, and they time out waiting on each other; a rank that
+  // never called the collective does the same while answering probes. Only
+  // asking every member tells them apart. A probe travels behind the data on
+  // its connection, so a peer behind a link that is down or too slow (a
+  // trickle) does not answer either.
+  [[noreturn]] void throw_timeout(Clock::time_point started) {
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    const std::string waiting = describe_oldest_wait();
+    const Arrivals arrivals = take_arrivals(communicator_, sequence_, kLivenessGrace);
+    throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
+                           this_collective(), " (", describe_call(call_), "): waiting for ", waiting,
+                           describe_arrivals(arrivals, this_collective(), kLivenessGrace)));
+  }
+
+  // Once per collective, at half its timeout without progress (Horovod's
+  // stall inspector, naming ranks): a job that is about to fail says why
+  // while it can still be looked at.
+  void warn_stall() {
+    warned_ = true;
+    const auto one_decimal = [](double seconds) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.1f", seconds);
+      return std::string(text);
+    };
+    const double quiet = std::chrono::duration<double>(Clock::now() - last_progress_).count();
+    const std::string waiting = describe_oldest_wait();
+    const Arrivals arrivals = take_arrivals(communicator_, sequence_, kStallProbeGrace);
+    const double left = std::chrono::duration<double>(deadline_.remaining()).count();
+    CHORUS_LOG(warn, communicator_.rank(), "rank ", communicator_.rank(), ": ", this_collective(), " (",
+               describe_call(call_), ") has not moved for ", one_decimal(quiet), " s (",
+               left < 1e7 ? cat("it times out in ", one_decimal(left), " s") : std::string("it has no timeout"),
+               "): waiting for ", waiting, describe_arrivals(arrivals, this_collective(), kStallProbeGrace));
   }
 
   const Communicator& communicator_;
@@ -304,6 +336,9 @@ class PlanRun {
   transport::Request* requests_ = nullptr;
   PlanBuffers buffers_;
   transport::Tag tag_;
+  Clock::duration quiet_before_warning_{};
+  Clock::time_point last_progress_{};
+  bool warned_ = false;
 };
 
 }  // namespace

@@ -145,6 +145,7 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
 void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
               const std::string& algorithm, uint32_t sequence, Deadline deadline) {
   Telemetry& telemetry = communicator.telemetry();
+  communicator.note_started(sequence);
   const auto started = std::chrono::steady_clock::now();
   const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
   // Per thread, as the executor's run state: a traced loop allocates once.
@@ -167,6 +168,7 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
   } catch (...) {
     error = std::current_exception();
   }
+  communicator.note_finished(sequence);
   const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
   telemetry.count_collective(!error, prepared && !error ? prepared->bytes_sent : 0,
                              prepared && !error ? prepared->bytes_received : 0,

@@ -82,8 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case SideKind::probe:
     case SideKind::probe_answer: {
-      uint64_t probe = 0;
-      if (decode_probe(message, probe).empty()) expect_same(message, encode_probe(kind, probe), "probe");
+      ProbeNote note;
+      if (decode_probe(message, note).empty()) expect_same(message, encode_probe(kind, note), "probe");
       break;
     }
   }

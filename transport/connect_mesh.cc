@@ -106,8 +106,12 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   std::vector<std::unique_ptr<Device>> devices;
   PublishedAddress mine;
   mine.host_id = host_identity(settings.host_id, mine.host_name);
+  // One board for the rank: every device's probe answers read it.
+  auto positions = std::make_shared<PositionBoard>();
+  DeviceOptions device_options = settings.device;
+  device_options.positions = positions;
   for (const TransportEntry* entry : entries) {
-    devices.push_back(entry->create(settings.device));
+    devices.push_back(entry->create(device_options));
     mine.sections.push_back({std::string(entry->name), devices.back()->address()});
   }
 
@@ -161,7 +165,7 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   std::erase_if(devices, [&](const std::unique_ptr<Device>& device) {
     return std::find(chosen.begin(), chosen.end(), device.get()) == chosen.end();
   });
-  auto mesh = std::make_shared<Mesh>(rank, size, std::move(devices));
+  auto mesh = std::make_shared<Mesh>(rank, size, std::move(devices), positions);
 
   // Every rank walks peers and streams in the same order; each transport
   // accepts on its own thread, so a rank dialing never waits for the one it

@@ -10,8 +10,12 @@
 
 namespace chorus::transport {
 
-Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices)
-    : rank_(rank), size_(size), devices_(std::move(devices)), links_(static_cast<size_t>(size)) {
+Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionBoard> positions)
+    : rank_(rank),
+      size_(size),
+      devices_(std::move(devices)),
+      links_(static_cast<size_t>(size)),
+      positions_(positions ? std::move(positions) : std::make_shared<PositionBoard>()) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgument(cat("rank ", rank_, " is out of range for a job of size ", size_));
   for (const auto& device : devices_) {
@@ -130,24 +134,44 @@ void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
 }
 
 std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {
-  const uint64_t probe = last_probe_.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::vector<int> everyone;
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_ && connected(peer)) everyone.push_back(peer);
+  const std::vector<PeerReport> reports = ask_positions(everyone, /*group=*/0, grace);
   std::vector<int> silent;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_ || !connected(peer)) continue;
-    pair(peer).send_liveness_probe(probe);
-    silent.push_back(peer);
+  for (size_t i = 0; i < everyone.size(); ++i)
+    if (!reports[i].answered) silent.push_back(everyone[i]);
+  return silent;
+}
+
+std::vector<Mesh::PeerReport> Mesh::ask_positions(const std::vector<int>& peers, uint64_t group,
+                                                  std::chrono::milliseconds grace) {
+  const uint64_t probe = last_probe_.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::vector<PeerReport> reports(peers.size());
+  std::vector<size_t> waiting;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] == rank_ || !connected(peers[i])) continue;
+    pair(peers[i]).send_liveness_probe(probe, group);
+    waiting.push_back(i);
   }
   const Deadline deadline = Deadline::after(grace);
-  while (!silent.empty()) {
+  while (!waiting.empty()) {
     progress();  // answers may be ours to read while this thread polls
-    std::erase_if(silent, [&](int peer) { return pair(peer).liveness_answered(probe); });
-    if (silent.empty() || deadline.expired()) break;
+    std::erase_if(waiting, [&](size_t i) {
+      Pair& asked = pair(peers[i]);
+      if (!asked.liveness_answered(probe)) return false;
+      reports[i].answered = true;
+      // A later probe about another group may have overtaken ours: alive, position unknown.
+      if (std::optional<uint64_t> code = asked.answered_position(probe, group)) reports[i].position = decode_position(*code);
+      return true;
+    });
+    if (waiting.empty() || deadline.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (int peer : silent)
-    if (std::find(suspects_.begin(), suspects_.end(), peer) == suspects_.end()) suspects_.push_back(peer);
-  return silent;
+  for (size_t i : waiting)
+    if (std::find(suspects_.begin(), suspects_.end(), peers[i]) == suspects_.end()) suspects_.push_back(peers[i]);
+  return reports;
 }
 
 }  // namespace chorus::transport

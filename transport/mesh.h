@@ -22,6 +22,7 @@
 
 #include "base/link_model.h"
 #include "base/memory.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {
@@ -37,7 +38,10 @@ class Mesh {
   // Takes the Devices that will serve some peer, before any of them
   // connects, so that failure spreading is in place from the start. Links
   // are added with set_link as they connect.
-  Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices);
+  // `positions` is the board the Devices' probe answers read (DeviceOptions::
+  // positions); null: the Mesh makes one of its own.
+  Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices,
+       std::shared_ptr<PositionBoard> positions = nullptr);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
@@ -75,6 +79,19 @@ class Mesh {
   // neighbour it happened to wait on. Returns as soon as every peer answered.
   std::vector<int> unresponsive_peers(std::chrono::milliseconds grace);
 
+  // Where this rank is in each Context: the executor writes it, answers to
+  // the peers' probes read it.
+  PositionBoard& positions() const { return *positions_; }
+  struct PeerReport {
+    bool answered = false;  // false: silent within the grace (stopped, stuck, cut off)
+    Position position;      // where it is in the group asked about
+  };
+  // Asks each of `peers` (connected ones) where it is in `group`, waiting up
+  // to `grace` for all answers; silent peers become suspects, as in
+  // unresponsive_peers. One report per peer, in order.
+  std::vector<PeerReport> ask_positions(const std::vector<int>& peers, uint64_t group,
+                                        std::chrono::milliseconds grace);
+
   // Peers this rank has seen die or freeze: those a probe found silent and
   // the one a PeerLostError ending this Mesh named (its own or relayed). What shrink (chorus/
   // shrink.h) tells the other survivors, so they need not wait for them.
@@ -94,6 +111,7 @@ class Mesh {
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> last_probe_{0};
   std::vector<int> suspects_;  // under mutex_
+  std::shared_ptr<PositionBoard> positions_;
 };
 
 }  // namespace chorus::transport

@@ -23,6 +23,7 @@ std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
   tcp_options.secret = options.config.secret;
   tcp_options.tls = options.config.tls;
   tcp_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
+  tcp_options.positions = options.positions;
   return tcp::create_device(tcp_options);
 }
 
@@ -34,6 +35,7 @@ std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
   shm_options.describe_signature = options.describe_signature;
   shm_options.secret = options.config.secret;
   shm_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
+  shm_options.positions = options.positions;
   return shm::create_device(shm_options);
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/config.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {
@@ -38,6 +39,9 @@ struct DeviceOptions {
   int streams = 1;
   // Turns a tag signature into words for MismatchError text.
   std::function<std::string(uint64_t)> describe_signature;
+  // Where this rank is in each Context (transport/positions.h): what its
+  // answers to liveness probes report. Null: nothing known.
+  std::shared_ptr<const PositionBoard> positions;
 };
 
 // One rank as a probe sees it.

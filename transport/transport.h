@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -145,8 +146,13 @@ class Pair {
   // debugger) or whose progress is stuck, not merely busy. Probes are
   // numbered upwards; answered(n) covers every probe up to n. Never blocks,
   // never throws: a broken connection just leaves the probe unanswered.
-  virtual void send_liveness_probe(uint64_t probe) = 0;
+  // A probe asks where the peer is in `group` (transport/positions.h); the
+  // answer carries it, read from the peer's DeviceOptions::positions.
+  virtual void send_liveness_probe(uint64_t probe, uint64_t group) = 0;
   virtual bool liveness_answered(uint64_t probe) const = 0;
+  // The encoded position the peer reported for `group` in its answer to
+  // `probe` or a later probe about that group; nullopt until one came.
+  virtual std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const = 0;
 
   // Host memory, the common case.
   void post_send(Request& request, Tag tag, std::span<const std::byte> data) {

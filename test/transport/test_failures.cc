@@ -480,8 +480,8 @@ TEST_CASE("transport: a live peer answers liveness probes, a closed one does not
   TestMesh mesh = make_mesh(transport, 3);
   // Rank 1 is busy with nothing of ours: its progress answers all the same.
   for (uint64_t probe = 1; probe <= 3; ++probe) {
-    mesh.pair(0, 1).send_liveness_probe(probe);
-    mesh.pair(2, 1).send_liveness_probe(probe);
+    mesh.pair(0, 1).send_liveness_probe(probe, 0);
+    mesh.pair(2, 1).send_liveness_probe(probe, 0);
     const auto give_up = Clock::now() + 2s;
     while (!(mesh.pair(0, 1).liveness_answered(probe) && mesh.pair(2, 1).liveness_answered(probe)) &&
            Clock::now() < give_up)
@@ -491,7 +491,7 @@ TEST_CASE("transport: a live peer answers liveness probes, a closed one does not
   }
   CHECK_FALSE(mesh.pair(0, 2).liveness_answered(1));  // never asked
   mesh.destroy(2);
-  mesh.pair(0, 2).send_liveness_probe(4);
+  mesh.pair(0, 2).send_liveness_probe(4, 0);
   std::this_thread::sleep_for(200ms);
   CHECK_FALSE(mesh.pair(0, 2).liveness_answered(4));
 }

@@ -592,13 +592,17 @@ bool Channel::on_side_readable() {
       if (why.empty())
         fail_later(adopt_abort(note.error_class, note.blamed_rank, note.text, owner_.rank(), peer_rank_));
     } else if (why.empty() && (kind == SideKind::probe || kind == SideKind::probe_answer)) {
-      uint64_t probe = 0;
-      why = decode_probe(message, probe);
+      ProbeNote note;
+      why = decode_probe(message, note);
       if (why.empty() && kind == SideKind::probe) {
-        send_side(side_.get(), encode_probe(SideKind::probe_answer, probe));
+        note.position = owner_.position_in(note.group);
+        send_side(side_.get(), encode_probe(SideKind::probe_answer, note));
       } else if (why.empty()) {
+        // The position first: whoever sees the probe answered may read it.
+        position_answer_.record(note.number, note.group, note.position);
         uint64_t known = answered_probe_.load(std::memory_order_relaxed);
-        while (probe > known && !answered_probe_.compare_exchange_weak(known, probe, std::memory_order_acq_rel)) {
+        while (note.number > known &&
+               !answered_probe_.compare_exchange_weak(known, note.number, std::memory_order_acq_rel)) {
         }
       }
     } else if (why.empty()) {
@@ -705,13 +709,13 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
   if (tell_peer) send_side(side_.get(), abort_message);
 }
 
-void Channel::send_probe(uint64_t probe) {
+void Channel::send_probe(uint64_t probe, uint64_t group) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || peer_said_goodbye_ || we_said_goodbye_) return;
   }
   // A full socket buffer or a dead peer leaves the probe unanswered, which is the answer.
-  send_side(side_.get(), encode_probe(SideKind::probe, probe));
+  send_side(side_.get(), encode_probe(SideKind::probe, {.number = probe, .group = group}));
 }
 
 void Channel::send_goodbye() {

@@ -30,6 +30,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "transport/file_descriptor.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
@@ -57,6 +59,8 @@ class ChannelOwner {
   virtual void work_pending() = 0;
   // Bytes of eager messages nobody posted a receive for that one channel may buffer.
   virtual size_t max_unexpected_bytes() const = 0;
+  // This rank's encoded position in `group`, for a probe's answer (0: none).
+  virtual uint64_t position_in(uint64_t group) const = 0;
 
  protected:
   ~ChannelOwner() = default;
@@ -111,8 +115,11 @@ class Channel {
   size_t pending_requests();
   void send_goodbye();
   // Liveness over the side channel (Pair::send_liveness_probe); answered by the peer's progress thread.
-  void send_probe(uint64_t probe);
+  void send_probe(uint64_t probe, uint64_t group);
   bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
+    return position_answer_.position(probe, group);
+  }
 
  private:
   struct Outgoing {
@@ -217,6 +224,7 @@ class Channel {
   bool failed_ = false;
   bool peer_said_goodbye_ = false;
   std::atomic<uint64_t> answered_probe_{0};
+  PositionAnswer position_answer_;
   std::atomic<bool> peer_gone_{false};  // peer_said_goodbye_, for post_send without mutex_
   bool we_said_goodbye_ = false;
   std::atomic<size_t> receives_waiting_{0};
@@ -253,8 +261,11 @@ class ShmPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe) override { channel_.send_probe(probe); }
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { channel_.send_probe(probe, group); }
   bool liveness_answered(uint64_t probe) const override { return channel_.probe_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return channel_.answered_position(probe, group);
+  }
 
  private:
   std::shared_ptr<void> keep_alive_;

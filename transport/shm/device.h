@@ -70,6 +70,9 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   // ChannelOwner
   int rank() const override { return options_.rank; }
   size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
+  uint64_t position_in(uint64_t group) const override {
+    return options_.positions ? options_.positions->read(group) : 0;
+  }
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/job_secret.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
@@ -37,6 +38,8 @@ struct ShmDeviceOptions {
   // Bytes of eager messages no receive was posted for that one channel
   // buffers at most (offers to pull cost nothing and do not count).
   size_t max_unexpected_bytes = size_t{1} << 30;
+  // What this rank's probe answers report (transport/positions.h); may be null.
+  std::shared_ptr<const PositionBoard> positions;
 };
 
 // Creates the listener (an abstract unix socket) and starts the progress

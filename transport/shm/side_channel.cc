@@ -143,15 +143,16 @@ std::vector<std::byte> encode_confirm(const Confirm& confirm) {
 
 std::vector<std::byte> encode_goodbye() { return Writer(SideKind::goodbye).done(); }
 
-std::vector<std::byte> encode_probe(SideKind kind, uint64_t probe) {
+std::vector<std::byte> encode_probe(SideKind kind, const ProbeNote& note) {
   Writer out(kind);
-  out.number(probe, 8);
+  out.number(note.number, 8).number(note.group, 8).number(note.position, 8);
   return out.done();
 }
 
-std::string decode_probe(std::span<const std::byte> message, uint64_t& probe) {
+std::string decode_probe(std::span<const std::byte> message, ProbeNote& note) {
   Reader in(message);
-  if (!in.number(probe, 8) || in.left() != 0) return cat("a probe of ", message.size(), " bytes");
+  if (!in.number(note.number, 8) || !in.number(note.group, 8) || !in.number(note.position, 8) || in.left() != 0)
+    return cat("a probe of ", message.size(), " bytes");
   return "";
 }
 

@@ -36,7 +36,7 @@ namespace chorus::transport::shm {
 
 enum class SideKind : uint16_t {
   hello = 1, ack = 2, confirm = 3, goodbye = 4, abort = 5, challenge = 6,
-  probe = 7, probe_answer = 8,  // liveness (Pair::send_liveness_probe): a number, echoed
+  probe = 7, probe_answer = 8,  // liveness (Pair::send_liveness_probe): a number and a group, echoed with a position
 };
 
 // Every side message starts with this.
@@ -78,7 +78,14 @@ std::vector<std::byte> encode_hello(const Hello& hello);
 std::vector<std::byte> encode_ack(const Ack& ack);
 std::vector<std::byte> encode_confirm(const Confirm& confirm);
 std::vector<std::byte> encode_goodbye();
-std::vector<std::byte> encode_probe(SideKind kind, uint64_t probe);  // probe or probe_answer
+// A probe asks where the peer is in `group`; the answer echoes number and
+// group and says (transport/positions.h). Probes carry position 0.
+struct ProbeNote {
+  uint64_t number = 0;
+  uint64_t group = 0;
+  uint64_t position = 0;
+};
+std::vector<std::byte> encode_probe(SideKind kind, const ProbeNote& note);  // probe or probe_answer
 std::vector<std::byte> encode_abort(const AbortNote& note);
 
 // The kind of a side message, or an empty string (and `kind` set) when it is
@@ -91,7 +98,7 @@ std::string decode_hello(std::span<const std::byte> message, Hello& hello);
 std::string decode_ack(std::span<const std::byte> message, Ack& ack);
 std::string decode_confirm(std::span<const std::byte> message, Confirm& confirm);
 std::string decode_abort(std::span<const std::byte> message, AbortNote& note);
-std::string decode_probe(std::span<const std::byte> message, uint64_t& probe);
+std::string decode_probe(std::span<const std::byte> message, ProbeNote& note);
 
 // The hello and the ack end in a proof (see above). sign_side_message
 // appends it, made over `context` and the message; verify_side_message checks

@@ -66,6 +66,9 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void stop_watching(Connection& connection) override;
   std::string describe_signature(uint64_t signature) const override;
   size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
+  uint64_t position_in(uint64_t group) const override {
+    return options_.positions ? options_.positions->read(group) : 0;
+  }
 
  private:
   void run();

@@ -29,8 +29,10 @@ enum class FrameKind : uint16_t {
   data = 1,     // a tagged user message; payload = the message
   abort = 2,    // the sender's device aborted; payload = the error text, tag = its class
   goodbye = 3,  // the sender is closing its context normally; no payload
-  probe = 4,    // "are you alive?" tag_value = the probe's number; no payload
-  probe_answer = 5,  // the receiving side's progress answers a probe; tag_value echoed
+  probe = 4,    // "are you alive, and where are you?" tag_value = the probe's number, tag_group = the
+                // Context group it asks about; no payload
+  probe_answer = 5,  // the receiving side's progress answers: tag_value and tag_group echoed,
+                     // tag_signature = its position in that group (transport/positions.h)
 };
 
 struct FrameHeader {

@@ -452,12 +452,16 @@ void Connection::on_header() {
     case FrameKind::probe: {
       if (frame_.payload_bytes != 0) return corrupt(cat("a probe frame with ", frame_.payload_bytes, " payload bytes"));
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!failed_ && !we_said_goodbye_ && fd_.valid()) queue_control_locked(FrameKind::probe_answer, frame_.tag_value);
+      if (!failed_ && !we_said_goodbye_ && fd_.valid())
+        queue_control_locked(FrameKind::probe_answer, frame_.tag_value, frame_.tag_group,
+                             owner_.position_in(frame_.tag_group));
       return;
     }
     case FrameKind::probe_answer: {
       if (frame_.payload_bytes != 0)
         return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
+      // The position first: whoever sees the probe answered may read it.
+      position_answer_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
       uint64_t known = answered_probe_.load(std::memory_order_relaxed);
       while (frame_.tag_value > known &&
              !answered_probe_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
@@ -707,18 +711,18 @@ void Connection::send_goodbye() {
   update_write_interest_locked();
 }
 
-void Connection::queue_control_locked(FrameKind kind, uint64_t tag_value) {
+void Connection::queue_control_locked(FrameKind kind, uint64_t tag_value, uint64_t group, uint64_t signature) {
   OutgoingFrame& frame = send_queue_.emplace_back();
-  frame.header = encode_header({.kind = kind, .tag_value = tag_value});
+  frame.header = encode_header({.kind = kind, .tag_value = tag_value, .tag_signature = signature, .tag_group = group});
   if (send_queue_.size() > 1 || write_broken_) return;  // goes out behind what is queued
   if (flush_locked() == 0) update_write_interest_locked();
   // A write error is the reader's to report: it sees the end of the stream.
 }
 
-void Connection::send_probe(uint64_t probe) {
+void Connection::send_probe(uint64_t probe, uint64_t group) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_ || peer_said_goodbye_ || we_said_goodbye_ || !fd_.valid()) return;
-  queue_control_locked(FrameKind::probe, probe);
+  queue_control_locked(FrameKind::probe, probe, group);
 }
 
 bool Connection::send_queue_empty() {

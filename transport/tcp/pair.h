@@ -19,6 +19,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,7 @@
 #include "base/log.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::tcp {
@@ -48,6 +50,8 @@ class ConnectionOwner {
   virtual std::string describe_signature(uint64_t signature) const = 0;
   // Bytes of messages nobody posted a receive for that one connection may buffer.
   virtual size_t max_unexpected_bytes() const = 0;
+  // This rank's encoded position in `group`, for a probe's answer (0: none).
+  virtual uint64_t position_in(uint64_t group) const = 0;
 
  protected:
   ~ConnectionOwner() = default;
@@ -103,8 +107,11 @@ class Connection {
   size_t pending_requests();
   void send_goodbye();
   // Liveness (Pair::send_liveness_probe): a probe frame out, and whether its answer came back.
-  void send_probe(uint64_t probe);
+  void send_probe(uint64_t probe, uint64_t group);
   bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
+    return position_answer_.position(probe, group);
+  }
   bool send_queue_empty();
   // After the progress thread stopped: half-close, drop what the peer still
   // sent (closing with unread bytes would reset the connection), close.
@@ -164,8 +171,9 @@ class Connection {
   void begin_data_payload();
   void finish_payload();
   void on_goodbye();
-  // Queues a frame without payload (probes and their answers). Holds mutex_.
-  void queue_control_locked(FrameKind kind, uint64_t tag_value);
+  // Queues a frame without payload (probes and their answers: the probe's
+  // number, the group it asks about, the answer's position). Holds mutex_.
+  void queue_control_locked(FrameKind kind, uint64_t tag_value, uint64_t group = 0, uint64_t signature = 0);
   void on_end_of_stream(int error);
   void corrupt(const std::string& what);
   Tag frame_tag() const { return {frame_.tag_value, frame_.tag_signature, frame_.tag_group}; }
@@ -205,6 +213,7 @@ class Connection {
   std::atomic<bool> reading_{true};
   std::atomic<bool> parked_{false};
   std::atomic<uint64_t> answered_probe_{0};
+  PositionAnswer position_answer_;
   EpollInterest epoll_interest_;
   bool in_payload_ = false;
   EncodedHeader header_bytes_{};
@@ -231,8 +240,11 @@ class TcpPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe) override { connection_.send_probe(probe); }
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { connection_.send_probe(probe, group); }
   bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return connection_.answered_position(probe, group);
+  }
 
  private:
   std::shared_ptr<void> keep_alive_;

@@ -10,6 +10,7 @@
 
 #include "base/job_secret.h"
 #include "base/tls.h"
+#include "transport/positions.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::tcp {
@@ -38,6 +39,8 @@ struct TcpDeviceOptions {
   // Bytes of messages no receive was posted for that one connection buffers
   // at most; past it the device fails with an error naming the peer.
   size_t max_unexpected_bytes = size_t{1} << 30;
+  // What this rank's probe answers report (transport/positions.h); may be null.
+  std::shared_ptr<const PositionBoard> positions;
 };
 
 // Creates the listening socket and starts the progress thread. Throws

@@ -1,0 +1,62 @@
+#include "transport/positions.h"
+
+#include "base/log.h"
+
+namespace chorus::transport {
+
+namespace {
+constexpr uint64_t kKnownBit = uint64_t{1} << 63;
+constexpr uint64_t kRunningBit = uint64_t{1} << 32;
+}  // namespace
+
+uint64_t encode_position(Position position) {
+  if (!position.known) return 0;
+  return kKnownBit | (position.running ? kRunningBit : 0) | position.sequence;
+}
+
+Position decode_position(uint64_t code) {
+  Position position;
+  position.known = (code & kKnownBit) != 0;
+  if (!position.known) return position;
+  position.running = (code & kRunningBit) != 0;
+  position.sequence = static_cast<uint32_t>(code & 0xffffffffu);
+  return position;
+}
+
+std::string describe_position(Position position) {
+  if (!position.known) return "has called no collective on this context";
+  if (position.running) return cat("is in #", position.sequence);
+  return cat("finished #", position.sequence, " and has called nothing since");
+}
+
+void PositionAnswer::record(uint64_t probe, uint64_t group, uint64_t position) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (probe < probe_) return;  // answers may overtake each other across threads
+  probe_ = probe;
+  group_ = group;
+  position_ = position;
+}
+
+std::optional<uint64_t> PositionAnswer::position(uint64_t probe, uint64_t group) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (probe_ == 0 || probe_ < probe || group_ != group) return std::nullopt;
+  return position_;
+}
+
+std::atomic<uint64_t>& PositionBoard::slot(uint64_t group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Entry& entry : entries_)
+    if (entry.group == group) return entry.code;
+  Entry& added = entries_.emplace_back();
+  added.group = group;
+  return added.code;
+}
+
+uint64_t PositionBoard::read(uint64_t group) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& entry : entries_)
+    if (entry.group == group) return entry.code.load(std::memory_order_relaxed);
+  return 0;
+}
+
+}  // namespace chorus::transport
