@@ -170,9 +170,13 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
   }
   communicator.note_finished(sequence);
   const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
+  const auto took = std::chrono::steady_clock::now() - started;
   telemetry.count_collective(!error, prepared && !error ? prepared->bytes_sent : 0,
-                             prepared && !error ? prepared->bytes_received : 0,
-                             std::chrono::steady_clock::now() - started);
+                             prepared && !error ? prepared->bytes_received : 0, took);
+  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (",
+             call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
+             to_string(call.type), "): ", choice ? choice->algorithm->name : std::string_view("not run"), ", ",
+             std::chrono::duration_cast<std::chrono::microseconds>(took).count(), " us", error ? ", failed" : "");
   if (telemetry.tracing()) {
     if (!telemetry.tracing_steps()) step_timings.clear();
     trace_run(communicator, call, sequence, choice ? choice->algorithm : nullptr, prepared, started_us,

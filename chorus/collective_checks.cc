@@ -122,7 +122,7 @@ Work issue(Context& context, const Call& described, const void* input, void* out
   Call call = described;
   call.memory = options.memory;
   uint32_t sequence = state.next_sequence();
-  CHORUS_LOG(debug, context.rank(), algorithms::to_string(call.collective), " #", sequence, ": ",
+  CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
   std::string algorithm = options.algorithm;

@@ -142,6 +142,20 @@ TEST_CASE("every rank learns its local rank and size, and TCP stays on loopback"
   CHECK_THAT(chosen.output(), Catch::Contains("] interface eth7"));
 }
 
+TEST_CASE("a normal job logs nothing at the default level, and a line per collective at debug",
+          "[launch][chorus-run]") {
+  ChildProcess quiet(run_arguments({"-n", "3"}, {launch_rank()}), {});
+  CHECK(quiet.wait(std::chrono::seconds(30)) == 0);
+  INFO(quiet.output());
+  CHECK_THAT(quiet.output(), !Catch::Contains("[chorus"));
+  ChildProcess debug(run_arguments({"-n", "2"}, {launch_rank()}), {"CHORUS_LOG=Debug"});
+  CHECK(debug.wait(std::chrono::seconds(30)) == 0);
+  INFO(debug.output());
+  for (const char* rank : {"0", "1"})
+    CHECK_THAT(debug.output(), Catch::Contains(std::string("Z [chorus rank ") + rank + " DEBUG] allreduce #0 (4099 float32): "));
+  CHECK(chorus::test::count_occurrences(debug.output(), " us\n") >= 2);
+}
+
 TEST_CASE("every tool answers --version", "[launch][chorus-run]") {
   ChildProcess run({chorus_run(), "--version"}, {});
   CHECK(run.wait(std::chrono::seconds(10)) == 0);
