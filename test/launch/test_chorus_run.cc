@@ -2,9 +2,11 @@
 // prefixes, the exit codes, that a failing or killed rank stops the others
 // within the grace period, and that SIGTERM reaches every rank.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <csignal>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -154,6 +156,27 @@ TEST_CASE("a normal job logs nothing at the default level, and a line per collec
   for (const char* rank : {"0", "1"})
     CHECK_THAT(debug.output(), Catch::Contains(std::string("Z [chorus rank ") + rank + " DEBUG] allreduce #0 (4099 float32): "));
   CHECK(chorus::test::count_occurrences(debug.output(), " us\n") >= 2);
+}
+
+TEST_CASE("chorus-bench --json records the version, time, hosts and settings of the run", "[launch][chorus-run]") {
+  chorus::test::TemporaryDirectory directory;
+  const std::string file = directory.path() + "/bench.json";
+  ChildProcess run(run_arguments({"-n", "2"}, {chorus::test::binary_from_environment("CHORUS_BENCH"), "-b", "8", "-e",
+                                               "64", "--iters", "2", "--check", "--json", file}),
+                   {"CHORUS_POLL_US=150", "CHORUS_SECRET=a-secret-that-must-stay-out-of-the-file"});
+  REQUIRE(run.wait(std::chrono::seconds(30)) == 0);
+  std::ifstream in(file);
+  const nlohmann::json document = nlohmann::json::parse(in);
+  INFO(document.dump(2));
+  CHECK(document.at("version").get<std::string>().rfind("0.", 0) == 0);
+  CHECK(document.at("time").get<std::string>().size() == 20);  // 2026-11-25T19:20:01Z
+  CHECK(document.at("host_names").size() == 2);
+  CHECK(document.at("settings").at("dtype") == "float32");
+  CHECK(document.at("settings").at("check") == true);
+  CHECK(document.at("environment").at("CHORUS_POLL_US") == "150");
+  CHECK(document.at("environment").at("CHORUS_SECRET") == "(set, not recorded)");
+  CHECK(document.dump().find("a-secret-that-must-stay-out") == std::string::npos);
+  CHECK(document.at("rows").size() == 4);
 }
 
 TEST_CASE("every tool answers --version", "[launch][chorus-run]") {
