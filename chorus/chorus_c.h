@@ -145,7 +145,7 @@ typedef struct chorus_context chorus_context;
  * field leaves open. Fields are 8 bytes or paired so the struct has no padding. */
 typedef struct chorus_connect_options {
   size_t struct_size;         /* sizeof(chorus_connect_options): chorus_connect_options_init sets it */
-  int64_t timeout_ms;         /* every collective's default timeout, and connecting's; 0: 30000 */
+  int64_t timeout_ms;         /* every collective's default timeout, and connecting's; 0: CHORUS_TIMEOUT, else 30000 */
   const char* transports;     /* "shm,tcp" in order of preference; null: CHORUS_TRANSPORT, else all */
   const char* network_interface; /* interface whose address is published ("eth0"); null: CHORUS_SOCKET_IFNAME */
   const char* hostname;       /* or the address / host name to bind and publish */

@@ -64,8 +64,8 @@ void PyContext::close() {
 py::class_<PyContext> bind_context(py::module_& module) {
   const char* connect_options_doc =
       "Options (all keyword, defaults from the CHORUS_* variables as in C++): timeout (seconds, default of "
-      "every collective and of connecting; 30), transports (['shm', 'tcp']), interface, hostname, host_id, "
-      "streams, secret, trace (a Chrome trace file per rank: '{rank}' in the name, else .rank<N> before the "
+      "every collective and of connecting; CHORUS_TIMEOUT, else 30), transports (['shm', 'tcp']), interface, "
+      "hostname, host_id, streams, secret, trace (a Chrome trace file per rank: '{rank}' in the name, else .rank<N> before the "
       "extension; CHORUS_TRACE), trace_steps (every step of every collective too; CHORUS_TRACE_STEPS).";
   module.def(
       "connect_from_env",
