@@ -85,8 +85,7 @@ RunState& thread_run_state() {
 class PlanRun {
  public:
   PlanRun(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-          const void* input, void* output, uint32_t sequence, Deadline deadline, Window window,
-          std::vector<StepTiming>* step_timings)
+          const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras)
       : communicator_(communicator),
         mesh_(communicator.mesh()),
         plan_(plan),
@@ -99,9 +98,10 @@ class PlanRun {
         signal_(state_.signal),
         first_request_(state_.first_request),
         in_flight_(state_.in_flight),
-        step_timings_(step_timings) {
+        step_timings_(extras.step_timings),
+        started_(extras.started) {
     if (step_timings_) step_timings_->assign(plan.size(), StepTiming{});
-    scheduler_.reset(plan, graph, window);
+    scheduler_.reset(plan, graph, extras.window);
     in_flight_.clear();
     first_request_.clear();
     // Scratch is reused across calls on the same thread (a collective is run
@@ -117,7 +117,7 @@ class PlanRun {
   }
 
   void run() {
-    const auto started = Clock::now();
+    const auto started = started_ ? *started_ : Clock::now();
     // Half the time left, at most a minute: the quiet that earns a warning.
     quiet_before_warning_ = std::min<Clock::duration>((deadline_.at() - started) / 2, kLongestQuietBeforeWarning);
     last_progress_ = started;
@@ -134,7 +134,7 @@ class PlanRun {
         post(*id);
         progressed = true;
       }
-      if (progressed) last_progress_ = Clock::now();
+      if (progressed) ++progress_events_;
       // One local step at a time, so new completions are posted between
       // reductions and the wire never idles behind a long reduce phase.
       if (std::optional<StepId> id = scheduler_.next_local()) {
@@ -142,14 +142,21 @@ class PlanRun {
         run_local_step(plan_.step(*id), call_, buffers_);
         if (step_timings_) (*step_timings_)[*id].end_us = trace_clock_us();
         scheduler_.finish(*id);
-        last_progress_ = Clock::now();
+        ++progress_events_;
         // Parked sockets have no other reader: drain what arrived meanwhile.
         mesh.progress();
         continue;
       }
       if (progressed || scheduler_.done()) continue;
-      if (deadline_.expired()) throw_timeout(started);
-      if (!warned_ && Clock::now() - last_progress_ >= quiet_before_warning_) warn_stall();
+      // Progress is counted on the hot path and timed only here, where the
+      // clock is read anyway: a small collective reads it no more than before.
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline_.at()) throw_timeout(started);
+      if (progress_events_ != progress_seen_) {
+        progress_seen_ = progress_events_;
+        last_progress_ = now;
+      }
+      if (!warned_ && now - last_progress_ >= quiet_before_warning_) warn_stall();
       if (poll_for_change(seen)) continue;
       mesh.end_polling();
       {
@@ -333,21 +340,23 @@ class PlanRun {
   std::vector<size_t>& first_request_;
   std::vector<StepId>& in_flight_;
   std::vector<StepTiming>* step_timings_;
+  const std::optional<Clock::time_point> started_;
   transport::Request* requests_ = nullptr;
   PlanBuffers buffers_;
   transport::Tag tag_;
   Clock::duration quiet_before_warning_{};
   Clock::time_point last_progress_{};
+  uint64_t progress_events_ = 0;  // steps finished or posted
+  uint64_t progress_seen_ = 0;    // progress_events_ when last_progress_ was taken
   bool warned_ = false;
 };
 
 }  // namespace
 
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window,
-             std::vector<StepTiming>* step_timings) {
+             const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras) {
   if (plan.size() == 0) return;
-  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, window, step_timings);
+  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, extras);
   try {
     run.run();
   } catch (...) {

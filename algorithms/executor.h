@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "algorithms/call.h"
 #include "algorithms/communicator.h"
@@ -23,11 +25,17 @@ namespace chorus::algorithms {
 // call.memory. `sequence` numbers the call on the Communicator and goes into
 // every tag. On deadline: TimeoutError naming the oldest pending message; on
 // a transport error: that error. Both after aborting the Mesh.
-// `step_timings`, when given, gets one entry per step of the Plan: when it
-// was posted or started and when it finished (both zero if it never was).
+struct ExecuteExtras {
+  Window window;
+  // When given, one entry per step of the Plan: when it was posted or
+  // started and when it finished (both zero if it never was).
+  std::vector<StepTiming>* step_timings = nullptr;
+  // When the caller started the collective, if it read the clock already
+  // (a small collective should not read it twice).
+  std::optional<Clock::time_point> started;
+};
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
-             const void* input, void* output, uint32_t sequence, Deadline deadline, Window window = {},
-             std::vector<StepTiming>* step_timings = nullptr);
+             const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras = {});
 
 // Convenience for one-off plans (derives the graph itself).
 void execute(const Communicator& communicator, const Plan& plan, const Call& call, const void* input, void* output,

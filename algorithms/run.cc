@@ -143,10 +143,10 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
 }
 
 void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
-              const std::string& algorithm, uint32_t sequence, Deadline deadline) {
+              const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   Telemetry& telemetry = communicator.telemetry();
   communicator.note_started(sequence);
-  const auto started = std::chrono::steady_clock::now();
+  const Clock::time_point started = Clock::now();
   const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
   // Per thread, as the executor's run state: a traced loop allocates once.
   thread_local std::vector<StepTiming> step_timings;
@@ -162,17 +162,21 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
       choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
       communicator.plan_cache().add(call, algorithm, *choice);
     }
+    ExecuteExtras extras;
+    extras.step_timings = telemetry.tracing_steps() ? &step_timings : nullptr;
+    extras.started = started;
     execute(communicator, choice->prepared->plan, choice->prepared->graph, call, input, output, sequence, deadline,
-            {}, telemetry.tracing_steps() ? &step_timings : nullptr);
+            extras);
     finish_collective(call, output, memory_backend(call.memory));
   } catch (...) {
     error = std::current_exception();
   }
   communicator.note_finished(sequence);
   const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
-  const auto took = std::chrono::steady_clock::now() - started;
+  const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started);
   telemetry.count_collective(!error, prepared && !error ? prepared->bytes_sent : 0,
                              prepared && !error ? prepared->bytes_received : 0, took);
+  if (caller_waits) telemetry.count_waiting(took);
   CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), "): ", choice ? choice->algorithm->name : std::string_view("not run"), ", ",
@@ -188,7 +192,7 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
 }  // namespace
 
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
-                    const std::string& algorithm, uint32_t sequence, Deadline deadline) {
+                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   // An out-of-place plan reads the input after writing the output; the same
   // buffer passed twice must take the in-place plan.
   Call effective = call;
@@ -205,11 +209,11 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
     MemoryBackend& backend = memory_backend(effective.memory);
     const size_t bytes = output_bytes(effective);
     std::unique_ptr<std::byte[]> block = backend.allocate(bytes);
-    run_plan(communicator, effective, input, block.get(), algorithm, sequence, deadline);
+    run_plan(communicator, effective, input, block.get(), algorithm, sequence, deadline, caller_waits);
     backend.copy(static_cast<std::byte*>(output), block.get(), bytes);
     return;
   }
-  run_plan(communicator, effective, input, output, algorithm, sequence, deadline);
+  run_plan(communicator, effective, input, output, algorithm, sequence, deadline, caller_waits);
 }
 
 }  // namespace chorus::algorithms

@@ -20,7 +20,9 @@ namespace chorus::algorithms {
 // the call (listing valid names), or for memory a transport cannot move.
 // On any failure of the run the Mesh is aborted before this returns, so no
 // transport thread writes into the caller's buffers afterwards.
+// `caller_waits`: a blocking call, whose whole run counts as time the
+// caller spent waiting (Telemetry), without reading the clock twice more.
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
-                    const std::string& algorithm, uint32_t sequence, Deadline deadline);
+                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits = false);
 
 }  // namespace chorus::algorithms

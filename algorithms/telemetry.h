@@ -35,6 +35,8 @@ class Telemetry {
   Telemetry(std::shared_ptr<TraceFile> trace, bool trace_steps, const std::string& track_name);
   ~Telemetry();
 
+  // From the thread running the Communicator's collectives, one at a time
+  // (a Context runs them in issue order): no atomic read-modify-write.
   void count_collective(bool succeeded, uint64_t bytes_sent, uint64_t bytes_received,
                         std::chrono::nanoseconds running);
   void count_message(bool sent, uint64_t bytes);
@@ -51,8 +53,11 @@ class Telemetry {
   std::atomic<uint64_t> failed_collectives_{0};
   std::atomic<uint64_t> messages_sent_{0};
   std::atomic<uint64_t> messages_received_{0};
+  // Collectives' and messages' bytes apart: messages finish on any thread.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> message_bytes_sent_{0};
+  std::atomic<uint64_t> message_bytes_received_{0};
   std::atomic<int64_t> running_ns_{0};
   std::atomic<int64_t> waiting_ns_{0};
   std::shared_ptr<TraceFile> trace_;

@@ -128,16 +128,15 @@ Work issue(Context& context, const Call& described, const void* input, void* out
   std::string algorithm = options.algorithm;
   const algorithms::Communicator& communicator = state.communicator;
   if (!async) {
-    // The caller waits for the whole call, queue included.
-    const auto started = std::chrono::steady_clock::now();
-    struct CountWaiting {
-      algorithms::Telemetry& telemetry;
-      std::chrono::steady_clock::time_point started;
-      ~CountWaiting() { telemetry.count_waiting(std::chrono::steady_clock::now() - started); }
-    } count_waiting{communicator.telemetry(), started};
-    state.work_queue().drain();
-    algorithms::run_collective(communicator, call, input, output, algorithm, sequence,
-                               deadline_for(context, options));
+    // The caller waits for the whole call: the queue of earlier async calls
+    // (timed only when there is one) and the run (timed by the run itself).
+    if (!state.work_queue().idle()) {
+      const auto drain_started = std::chrono::steady_clock::now();
+      state.work_queue().drain();
+      communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
+    }
+    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, deadline_for(context, options),
+                               /*caller_waits=*/true);
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.

@@ -41,6 +41,8 @@ class WorkQueue {
   std::shared_ptr<WorkState> submit(std::function<void()> task);
   // Returns once every task submitted so far has finished.
   void drain();
+  // Whether nothing is queued or running (without the lock).
+  bool idle() const { return unfinished_fast_.load(std::memory_order_acquire) == 0; }
 
  private:
   void run();
