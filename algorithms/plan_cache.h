@@ -31,6 +31,10 @@ struct PreparedPlan {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   std::vector<int> peers;  // ascending, each once
+  // The trace's fields that are the same for every run of this plan
+  // (algorithm, transports, peers, bytes), formatted once.
+  mutable std::once_flag trace_fields_once;
+  mutable std::string trace_fields;
 };
 
 struct CachedChoice {

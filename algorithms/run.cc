@@ -119,11 +119,18 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
   const Telemetry& telemetry = communicator.telemetry();
   TraceArgs args = describe_for_trace(call, sequence);
   args.add("bytes", static_cast<uint64_t>(std::max(input_bytes(call), output_bytes(call))));
-  args.add("algorithm", algorithm ? algorithm->name : std::string_view("none"));
   if (prepared) {
-    args.add("transport", transports_of(communicator, prepared->peers));
-    args.add("peers", prepared->peers);
-    args.add("sent", prepared->bytes_sent).add("received", prepared->bytes_received);
+    std::call_once(prepared->trace_fields_once, [&] {
+      TraceArgs fields;
+      fields.add("algorithm", algorithm ? algorithm->name : std::string_view("none"));
+      fields.add("transport", transports_of(communicator, prepared->peers));
+      fields.add("peers", prepared->peers);
+      fields.add("sent", prepared->bytes_sent).add("received", prepared->bytes_received);
+      prepared->trace_fields = fields.fields();
+    });
+    args.add_fields(prepared->trace_fields);
+  } else {
+    args.add("algorithm", "none");
   }
   args.add_error(error);
   const std::string_view name = to_string(call.collective);

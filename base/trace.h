@@ -36,6 +36,7 @@ std::string trace_path_for_rank(const std::string& path, int rank);
 // The arguments of one event, as a JSON object built field by field.
 class TraceArgs {
  public:
+  TraceArgs() { fields_.reserve(192); }
   TraceArgs& add(std::string_view key, std::string_view value);
   TraceArgs& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
   TraceArgs& add(std::string_view key, uint64_t value);
@@ -43,8 +44,12 @@ class TraceArgs {
   TraceArgs& add(std::string_view key, const std::vector<int>& values);
   // "error": the message of `error`, when there is one.
   TraceArgs& add_error(const std::exception_ptr& error);
+  // Fields another TraceArgs made ("\"a\":1,\"b\":2"), e.g. cached.
+  TraceArgs& add_fields(const std::string& fields);
   // "{...}"
   std::string json() const { return "{" + fields_ + "}"; }
+  const std::string& fields() const { return fields_; }
+  size_t size() const { return fields_.size(); }
 
  private:
   void key(std::string_view name);
