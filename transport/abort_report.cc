@@ -30,17 +30,31 @@ bool consume_number(std::string_view& text) {
 }
 
 // A report relayed from rank to rank arrives as "rank 2: peer rank 1 aborted:
-// rank 1: peer rank 0 aborted: rank 0: <what happened>". Each hop's prefix is
-// dropped, so the adopted message names the peer it came through and the
-// origin once, however many ranks it crossed.
+// rank 1: peer rank 0 aborted: rank 0: <what happened>" (or, relayed by a
+// rank that used this format, "rank 2: peer rank 0 aborted (relayed by rank
+// 1): rank 0: ..."). Each hop's prefix is dropped: what is left is the
+// origin's own words, which start with its rank.
 std::string_view origin_of(std::string_view text) {
   for (;;) {
     std::string_view rest = text;
-    if (!consume(rest, "rank ") || !consume_number(rest) || !consume(rest, ": peer rank ") || !consume_number(rest) ||
-        !consume(rest, " aborted: "))
+    if (!consume(rest, "rank ") || !consume_number(rest) || !consume(rest, ": peer rank ") || !consume_number(rest))
       return text;
+    if (consume(rest, " aborted (relayed by rank ")) {
+      if (!consume_number(rest) || !consume(rest, "): ")) return text;
+    } else if (!consume(rest, " aborted: ")) {
+      return text;
+    }
     text = rest;
   }
+}
+
+// The rank whose words `origin` are ("rank 3: timed out ..." -> 3), or -1.
+long origin_rank(std::string_view origin) {
+  std::string_view rest = origin;
+  if (!consume(rest, "rank ")) return -1;
+  const std::string_view digits = rest.substr(0, rest.find_first_not_of("0123456789"));
+  if (digits.empty() || digits.size() > 9 || rest.substr(digits.size(), 2) != ": ") return -1;
+  return std::stol(std::string(digits));
 }
 
 }  // namespace
@@ -82,7 +96,14 @@ AbortReport report_abort(std::exception_ptr error) {
 
 std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::string_view text, int my_rank,
                                int peer_rank) {
-  std::string message = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", origin_of(text));
+  // "peer rank 3 aborted (relayed by rank 0): rank 3: ..." when the report
+  // came through another rank: the one that aborted is named as the peer.
+  const std::string_view origin = origin_of(text);
+  const long first = origin_rank(origin);
+  std::string message = first >= 0 && first != peer_rank && first != my_rank
+                            ? cat("rank ", my_rank, ": peer rank ", first, " aborted (relayed by rank ", peer_rank,
+                                  "): ", origin)
+                            : cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ", origin);
   switch (static_cast<ErrorClass>(error_class)) {
     case ErrorClass::io: {
       // A rank no int holds is no rank (cast, it would read as -1, "nobody",

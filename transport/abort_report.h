@@ -25,8 +25,10 @@ struct AbortReport {
 AbortReport report_abort(std::exception_ptr error);
 
 // The error a rank adopts when peer_rank's report arrives, of the class it
-// carried: "rank <me>: peer rank <peer> aborted: <the origin's own words>",
-// the hops of a report relayed through several ranks dropped.
+// carried: "rank <me>: peer rank <peer> aborted: <the peer's own words>", or
+// for a report relayed through other ranks "rank <me>: peer rank <origin>
+// aborted (relayed by rank <peer>): <the origin's own words>": the rank that
+// aborted is named once, as the peer, however many ranks it crossed.
 std::exception_ptr adopt_abort(uint64_t error_class, uint64_t blamed_rank, std::string_view text, int my_rank,
                                int peer_rank);
 

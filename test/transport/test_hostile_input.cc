@@ -185,7 +185,10 @@ TEST_CASE("an abort relayed through several ranks names its origin once", "[host
     return std::string("not a MismatchError");
   };
   CHECK(message("rank 1: peer rank 2 aborted: rank 2: peer rank 3 aborted: rank 3: broadcast root 9 is out of range") ==
-        "rank 5: peer rank 1 aborted: rank 3: broadcast root 9 is out of range");
+        "rank 5: peer rank 3 aborted (relayed by rank 1): rank 3: broadcast root 9 is out of range");
+  // Relayed again, in the same format: still named once.
+  CHECK(message("rank 1: peer rank 3 aborted (relayed by rank 2): rank 3: broadcast root 9 is out of range") ==
+        "rank 5: peer rank 3 aborted (relayed by rank 1): rank 3: broadcast root 9 is out of range");
   CHECK(message("rank 1: broadcast root 9 is out of range") ==
         "rank 5: peer rank 1 aborted: rank 1: broadcast root 9 is out of range");
   // Only whole hops are dropped: text that merely starts like one stays.
