@@ -244,6 +244,8 @@ void shm_side_messages() {
   save(shm::encode_confirm({.dialer_pulls = 1}));
   save(shm::encode_goodbye());
   save(shm::encode_abort({.error_class = 1, .blamed_rank = 2, .text = "rank 2: gone"}));
+  save(shm::encode_probe(shm::SideKind::probe, {.number = 7, .group = 0x1234}));
+  save(shm::encode_probe(shm::SideKind::probe_answer, {.number = 7, .group = 0x1234, .position = (uint64_t{1} << 63) | 12}));
 }
 
 // ------------------------------------------------------------ TcpStore

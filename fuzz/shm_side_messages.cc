@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string why;
   std::string thrown = run_expecting_chorus_errors("check_side_message", [&] { why = check_side_message(message, kind); });
   FUZZ_CHECK(thrown.empty(), "check_side_message threw instead of saying why");
-  const bool sound_header = size >= 8 && field(message, 0, 4) == 0x44495343 && field(message, 4, 2) == 2 &&
+  const bool sound_header = size >= 8 && field(message, 0, 4) == 0x44495343 && field(message, 4, 2) == 3 &&
                             field(message, 6, 2) >= 1 && field(message, 6, 2) <= 8;
   FUZZ_CHECK(why.empty() == sound_header, cat("check_side_message says '", why, "' of a header that is ",
                                               sound_header ? "sound" : "not sound"));

@@ -20,7 +20,8 @@ namespace {
 
 constexpr uint32_t kMagic = 0x44495343;  // "CSID"
 // 2: the handshake proves the job secret.
-constexpr uint16_t kVersion = 2;
+// 3: probes carry a group and their answers a position (transport/positions.h).
+constexpr uint16_t kVersion = 3;
 constexpr size_t kHeaderBytes = 8;
 
 class Writer {
