@@ -640,6 +640,10 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
                                  Clock::time_point give_up) {
   std::vector<Request*> doomed;
   bool send_abort = false;
+  // Stops a reader at its next read first: with TLS a reader keeps going
+  // while records are buffered, which on a full stream can be the whole
+  // message (an abort then waited for a 256 MiB transfer to finish).
+  reading_.store(false, std::memory_order_relaxed);
   {
     // Waits out a caller that is reading into a posted buffer right now.
     std::lock_guard<std::mutex> reader(reader_);
