@@ -181,11 +181,17 @@ void Connection::advance_send_queue_locked(size_t sent) {
 ssize_t Connection::read_some(iovec* iov, int count) {
   if (!tls_) return ::readv(fd_.get(), iov, count);
   // OpenSSL decrypts into each buffer in turn (the payload lands in place).
+  // Unlike readv, it keeps going while records arrive, so on a full stream
+  // one call could take a whole message: it stops after a read budget (other
+  // connections get their turn) and as soon as an abort stops reading (an
+  // abort waits for the reader, and must not wait for the message).
   size_t total = 0;
   for (int i = 0; i < count; ++i) {
     auto* at = static_cast<std::byte*>(iov[i].iov_base);
     size_t filled = 0;
     while (filled < iov[i].iov_len) {
+      if (total + filled > 0 && (total + filled >= kReadBudgetBytes || !reading_.load(std::memory_order_relaxed)))
+        return static_cast<ssize_t>(total + filled);
       const ssize_t n = tls_->read(at + filled, iov[i].iov_len - filled);
       if (n > 0) {
         filled += static_cast<size_t>(n);
