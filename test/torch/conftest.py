@@ -7,6 +7,7 @@ assembled in the build directory); by hand:
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -78,8 +79,16 @@ def run_mpirun():
 
 
 def oks(output, word):
-    """Lines in which a rank reported `word OK`."""
-    return [line for line in output.splitlines() if f"{word} OK" in line]
+    """Each report `word OK ...` of a rank, with the line's prefix ("[rank N] ") kept on the first.
+
+    mpirun and torchrun forward the ranks' output through pipes of their own, and two ranks' lines
+    can arrive run together ("mpirun OK 2mpirun OK 2"), so reports are split at each `word OK`."""
+    reports = []
+    for line in output.splitlines():
+        pieces = re.split(f"(?={re.escape(word)} OK)", line)
+        for index, piece in enumerate(pieces[1:], start=1):
+            reports.append(pieces[0] + piece if index == 1 else piece)
+    return reports
 
 
 def per_rank(output, word):
