@@ -8,8 +8,14 @@ A callback on a Work that has already finished runs at once, in the caller's
 thread (as concurrent.futures does). Callbacks should be short: they run one
 after another on that one thread. An exception in a callback is printed
 (sys.excepthook style) and the watcher goes on.
+
+At interpreter exit the watcher is stopped and joined (atexit): a daemon
+thread that comes back from C++ into a finalizing interpreter is ended by
+the interpreter in a way C++ cannot unwind, and the process aborts
+("terminate called without an active exception").
 """
 
+import atexit
 import threading
 import traceback
 
@@ -18,6 +24,7 @@ from ._chorus import Error
 _lock = threading.Condition()
 _pending = []      # (work, callback), in registration order
 _watcher = None
+_stopping = False
 
 # How long the watcher blocks on the oldest Work before it looks at the
 # others: Works on different Contexts may finish out of order.
@@ -41,8 +48,10 @@ def _run_callback(work, callback):
 def _watch():
     while True:
         with _lock:
-            while not _pending:
+            while not _pending and not _stopping:
                 _lock.wait()
+            if _stopping:
+                return
             oldest = _pending[0][0]
         try:
             oldest.wait(_SLICE_SECONDS)
@@ -69,3 +78,14 @@ def add_done_callback(work, callback):
             _watcher = threading.Thread(target=_watch, name="chorus-callbacks", daemon=True)
             _watcher.start()
         _lock.notify()
+
+
+@atexit.register
+def _stop_watcher():
+    """Ends the watcher before the interpreter finalizes; its waits are short slices."""
+    global _stopping
+    with _lock:
+        _stopping = True
+        _lock.notify_all()
+    if _watcher is not None:
+        _watcher.join(timeout=2.0)
