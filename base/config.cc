@@ -107,6 +107,7 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_TRANSPORT='", *text, "' names no transport (e.g. shm,tcp)"));
   }
   if (auto text = variable("CHORUS_SOCKET_IFNAME")) config.socket_interface = *text;
+  if (auto text = variable("CHORUS_IB_DEVICE")) config.ib_device = *text;
   if (auto text = variable("CHORUS_HOST_ID")) config.host_id = *text;
   if (auto text = variable("CHORUS_STREAMS")) {
     const std::optional<int> streams = integer<int>(*text);

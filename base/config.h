@@ -27,6 +27,9 @@ struct Config {
   std::vector<std::string> transports;
   // CHORUS_SOCKET_IFNAME: the interface whose address network transports publish.
   std::string socket_interface;
+  // CHORUS_IB_DEVICE: the RDMA device (and port, GID index) the ibverbs
+  // transport uses, "mlx5_0[:1[:3]]"; empty: the one behind the address.
+  std::string ib_device;
   // CHORUS_HOST_ID: this rank's host identity (ranks with equal ids share
   // memory); empty: derived from the host name and the kernel's boot id.
   std::string host_id;

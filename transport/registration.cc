@@ -12,23 +12,34 @@ namespace chorus::transport {
 RegistrationCache::RegistrationCache(Registrar& registrar, size_t capacity)
     : registrar_(registrar), capacity_(std::max<size_t>(capacity, 1)) {}
 
+std::shared_ptr<Registration> RegistrationCache::find_locked(const std::byte* address, size_t bytes,
+                                                             const Memory& memory) {
+  // Candidates start at or below `address`, and no further below than the
+  // longest cached range reaches.
+  auto it = entries_.upper_bound(address);
+  while (it != entries_.begin()) {
+    --it;
+    if (static_cast<size_t>(address - it->first) > longest_) break;
+    Entry& entry = it->second;
+    if (entry.registration->memory() == memory && entry.registration->covers(address, bytes)) {
+      entry.last_used = ++clock_;
+      ++hits_;
+      return entry.registration;
+    }
+  }
+  ++misses_;
+  return nullptr;
+}
+
+std::shared_ptr<Registration> RegistrationCache::find(const std::byte* address, size_t bytes, Memory memory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find_locked(address, bytes, memory);
+}
+
 std::shared_ptr<Registration> RegistrationCache::acquire(const std::byte* address, size_t bytes, Memory memory) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Candidates start at or below `address`, and no further below than the
-    // longest cached range reaches.
-    auto it = entries_.upper_bound(address);
-    while (it != entries_.begin()) {
-      --it;
-      if (static_cast<size_t>(address - it->first) > longest_) break;
-      Entry& entry = it->second;
-      if (entry.registration->memory() == memory && entry.registration->covers(address, bytes)) {
-        entry.last_used = ++clock_;
-        ++hits_;
-        return entry.registration;
-      }
-    }
-    ++misses_;
+    if (auto cached = find_locked(address, bytes, memory)) return cached;
   }
   // Registering can take milliseconds: not under the lock. Two threads
   // missing on the same range both register; both entries stay valid.

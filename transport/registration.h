@@ -61,6 +61,8 @@ class RegistrationCache {
   RegistrationCache(Registrar& registrar, size_t capacity);
 
   std::shared_ptr<Registration> acquire(const std::byte* address, size_t bytes, Memory memory);
+  // A cached registration covering the range, or null; never registers.
+  std::shared_ptr<Registration> find(const std::byte* address, size_t bytes, Memory memory);
   void invalidate(const std::byte* address, size_t bytes);
 
   size_t size() const;
@@ -73,6 +75,7 @@ class RegistrationCache {
     uint64_t last_used = 0;
   };
   void evict_locked();
+  std::shared_ptr<Registration> find_locked(const std::byte* address, size_t bytes, const Memory& memory);
 
   Registrar& registrar_;
   const size_t capacity_;

@@ -6,6 +6,9 @@
 #include "base/log.h"
 #include "transport/shm/shm.h"
 #include "transport/tcp/tcp.h"
+#if CHORUS_HAVE_IBVERBS
+#include "transport/ibverbs/ibverbs.h"
+#endif
 
 namespace chorus::transport {
 namespace {
@@ -39,6 +42,29 @@ std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
   return shm::create_device(shm_options);
 }
 
+#if CHORUS_HAVE_IBVERBS
+std::unique_ptr<Device> create_ibverbs(const DeviceOptions& options) {
+  ibverbs::IbverbsDeviceOptions verbs_options;
+  verbs_options.rank = options.rank;
+  verbs_options.size = options.size;
+  verbs_options.interface = options.interface;
+  verbs_options.hostname = options.hostname;
+  if (verbs_options.interface.empty() && verbs_options.hostname.empty())
+    verbs_options.interface = options.config.socket_interface;
+  verbs_options.ib_device = options.config.ib_device;
+  verbs_options.streams = options.streams;
+  verbs_options.describe_signature = options.describe_signature;
+  verbs_options.secret = options.config.secret;
+  verbs_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
+  verbs_options.positions = options.positions;
+  return ibverbs::create_device(verbs_options);
+}
+
+// Both ranks found an RDMA device behind their addresses; whether the
+// fabric joins them shows at connect, as an error naming the address.
+bool ibverbs_can_connect(const PeerView& a, const PeerView& b) { return ibverbs::can_connect(a.address, b.address); }
+#endif
+
 // Shared memory needs one host as the topology sees it (so CHORUS_HOST_ID
 // faking two hosts on one machine keeps them apart) and one kernel, user
 // and network namespace in fact.
@@ -53,6 +79,9 @@ bool tcp_can_connect(const PeerView& a, const PeerView& b) { return !a.address.e
 // In order of preference.
 const TransportEntry transport_table[] = {
     {"shm", create_shm, shm_can_connect},
+#if CHORUS_HAVE_IBVERBS
+    {"ibverbs", create_ibverbs, ibverbs_can_connect},
+#endif
     {"tcp", create_tcp, tcp_can_connect},
 };
 

@@ -36,7 +36,9 @@ std::vector<std::string> transports_under_test() {
 DeviceOptions default_options() {
   DeviceOptions options;
   options.config = Config::from_environment();
-  options.hostname = "127.0.0.1";
+  // Loopback, or where an RDMA device is (inside rxe-run: CHORUS_TEST_ADDRESS=10.77.0.1).
+  const char* address = std::getenv("CHORUS_TEST_ADDRESS");
+  options.hostname = address && *address ? address : "127.0.0.1";
   return options;
 }
 

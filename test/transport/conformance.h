@@ -195,7 +195,10 @@ constexpr int kAbortAttempts = 5;
 void check_no_byte_lands_after_abort(const std::string& transport,
                                      const std::function<void(TestMesh&, const std::atomic<bool>& stop)>& companion = {});
 
-// Rank 1 of a two-rank job in a fork()ed child, connected to rank 0 in this
+// Rank 1 of a two-rank job in a fork()ed child (tests using it are tagged
+// [fork]: a process that used RDMA cannot use it in a child it forks, since
+// librdmacm keeps the parent's device contexts, so the ibverbs run starts
+// each of them in a process of its own), connected to rank 0 in this
 // process. The child runs `body` with its device and pair and exits with
 // what it returns (it must not use Catch2). The destructor kills and reaps a
 // child that is still there, stopped or not, so nothing is left behind.

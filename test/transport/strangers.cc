@@ -125,6 +125,9 @@ Challenge shm_hello(int fd, std::span<const std::byte> address, int owner, const
 const StrangerHooks hooks[] = {
     {"tcp", tcp_listener, tcp_hello},
     {"shm", shm_listener, shm_hello},
+    // Its listener speaks rdma_cm, not a socket: test/ibverbs/ sends it
+    // strangers' connection requests and proofs instead.
+    {"ibverbs", nullptr, nullptr},
 };
 
 }  // namespace

@@ -275,7 +275,7 @@ TEST_CASE("transport: posts to a peer that already closed its context fail at on
   }
 }
 
-TEST_CASE("transport: a peer killed with SIGKILL mid-transfer is detected promptly", "[transport]") {
+TEST_CASE("transport: a peer killed with SIGKILL mid-transfer is detected promptly", "[transport][fork]") {
   FOR_EACH_TRANSPORT(transport);
   constexpr size_t kChunk = size_t{64} << 20;
   constexpr int kMessages = 16;
@@ -331,7 +331,7 @@ TEST_CASE("transport: waiting for a peer that never posts times out within the d
 }
 
 TEST_CASE("transport: a stopped peer (SIGSTOP) times the waiter out, and the pair works once it resumes",
-          "[transport]") {
+          "[transport][fork]") {
   FOR_EACH_TRANSPORT(transport);
   constexpr size_t kSize = (size_t{1} << 20) + 1;
   // Rank 1 says it is ready, waits for the parent's word, then sends.

@@ -1,6 +1,5 @@
 // The TCP wire format: the header that precedes every message on an
-// established connection, and the little-endian helpers every tcp/ encoder
-// uses so ranks on any host agree on byte order.
+// established connection (little-endian, base/little_endian.h).
 #pragma once
 
 #include <array>
@@ -8,17 +7,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace chorus::transport::tcp {
+#include "base/little_endian.h"
 
-// Little-endian stores and loads, independent of the host's byte order.
-inline void store_le(std::byte* out, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
-}
-inline uint64_t load_le(const std::byte* in, size_t bytes) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return value;
-}
+namespace chorus::transport::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x46524843;  // "CHRF" on the wire
 // 2: the header carries the tag's group (the Context a message belongs to).

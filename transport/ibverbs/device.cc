@@ -1,0 +1,101 @@
+// The Device and Pair handles of the verbs transport, and its factory.
+#include <memory>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/ibverbs/engine.h"
+#include "transport/ibverbs/ibverbs.h"
+
+namespace chorus::transport::ibverbs {
+namespace {
+
+// Holding the engine keeps the connection's memory valid even if the Device
+// is destroyed first; posts then fail with the device's failure.
+class VerbsPair final : public Pair {
+ public:
+  VerbsPair(std::shared_ptr<Engine> engine, Connection& connection)
+      : engine_(std::move(engine)), connection_(connection) {}
+  int peer_rank() const override { return connection_.peer_rank(); }
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override {
+    if (memory.kind != MemoryKind::host) {
+      request.mark_pending();
+      return request.fail(std::make_exception_ptr(InvalidArgument(
+          cat("the ibverbs transport to peer rank ", peer_rank(), " cannot send ", to_string(memory), " memory"))));
+    }
+    engine_->post_send(connection_, request, tag, data);
+  }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override {
+    if (memory.kind != MemoryKind::host) {
+      request.mark_pending();
+      return request.fail(std::make_exception_ptr(InvalidArgument(cat(
+          "the ibverbs transport from peer rank ", peer_rank(), " cannot receive into ", to_string(memory), " memory"))));
+    }
+    engine_->post_recv(connection_, request, tag, data);
+  }
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { engine_->send_probe(connection_, probe, group); }
+  bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return connection_.answered_position(probe, group);
+  }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+  Connection& connection_;
+};
+
+class VerbsDevice final : public Device {
+ public:
+  explicit VerbsDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
+    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
+  }
+  ~VerbsDevice() override {
+    // The engine outlives this handle while Pairs hold it: it must not call back.
+    engine_->set_failure_callback(nullptr);
+    engine_->shutdown();
+  }
+
+  std::string_view name() const override { return "ibverbs"; }
+  int rank() const override { return engine_->rank(); }
+  std::vector<std::byte> address() const override { return engine_->address(); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    engine_->check_peer(peer_rank, peer_address);
+  }
+  int streams() const override { return engine_->streams(); }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream = 0) override {
+    return engine_->connect(peer_rank, peer_address, deadline, stream);
+  }
+  LinkModel link_model(int) const override { return engine_->link_model(); }
+  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
+    if (!accepts(memory))
+      throw InvalidArgument(cat("rank ", rank(), ": the ibverbs transport cannot move ", to_string(memory), " memory"));
+    return engine_->register_memory(data);
+  }
+  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), true); }
+  void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), false); }
+  bool progress() override { return engine_->progress(); }
+  void begin_polling() override { engine_->begin_polling(); }
+  void end_polling() override { engine_->end_polling(); }
+  std::exception_ptr failure() const override { return engine_->failure(); }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pair> Engine::make_pair_locked(Connection& connection) {
+  return std::make_unique<VerbsPair>(shared_from_this(), connection);
+}
+
+std::unique_ptr<Device> create_device(const IbverbsDeviceOptions& options) {
+  auto engine = std::make_shared<Engine>(options);
+  engine->start();
+  return std::make_unique<VerbsDevice>(std::move(engine));
+}
+
+bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b) { return !a.empty() && !b.empty(); }
+
+}  // namespace chorus::transport::ibverbs

@@ -1,0 +1,807 @@
+// The verbs device core (engine.h).
+#include "transport/ibverbs/engine.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/abort_report.h"
+
+namespace chorus::transport::ibverbs {
+namespace {
+
+// A connection that has not proved the job secret by then is not one of ours.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+// Accepted connections that have not proved themselves yet, at most: what a
+// stranger can make this rank hold.
+constexpr size_t kMaxUnproven = 16;
+// How long an abort waits for its abort messages to leave, and for the
+// queue pairs to flush once in the error state.
+constexpr auto kAbortMessageBudget = std::chrono::milliseconds(250);
+constexpr auto kFlushBudget = std::chrono::seconds(1);
+constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
+// Between attempts to reach a peer that did not answer yet.
+constexpr auto kDialRetry = std::chrono::milliseconds(100);
+constexpr int kResolveTimeoutMs = 2000;
+
+enum Token : uint64_t { wake_token = 1, cm_token = 2, completion_token = 3, async_token = 4 };
+
+// Until connections measure their links (the scale issue): a 100 Gb/s fabric.
+constexpr LinkModel fabric_link_model{.alpha_seconds = 5e-6, .beta_seconds_per_byte = 1.0 / 10e9};
+
+uint64_t random_nonce() {
+  std::random_device source;
+  uint64_t nonce = 0;
+  while (nonce == 0) nonce = (static_cast<uint64_t>(source()) << 32) ^ source();
+  return nonce;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+const char* event_name(rdma_cm_event_type type) { return rdma_event_str(type); }
+
+}  // namespace
+
+Engine::Engine(const IbverbsDeviceOptions& options) : options_(options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    throw InvalidArgument(cat("ibverbs device: rank ", options.rank, " is not within a job of size ", options.size));
+  if (options.streams < 1 || options.streams > 255)
+    throw InvalidArgument(cat("ibverbs device: rank ", options.rank, ": ", options.streams,
+                              " streams per peer is not within 1..255"));
+  link_model_ = options.link_model.value_or(fabric_link_model);
+  // Without the rdma_cm device there is no RDMA here: an empty address.
+  if (::access("/dev/infiniband/rdma_cm", R_OK | W_OK) != 0) return;
+  listen_address_ = choose_listen_address(options.ib_device, options.interface, options.hostname, options.rank);
+  channel_.reset(rdma_create_event_channel());
+  if (!channel_) return;
+  if (rdma_create_id(channel_.get(), &listener_, nullptr, RDMA_PS_TCP) != 0) return;
+  if (rdma_bind_addr(listener_, reinterpret_cast<sockaddr*>(&listen_address_)) != 0 || !listener_->verbs) {
+    // The address is not on an RDMA device (an Ethernet NIC without RoCE, loopback).
+    CHORUS_LOG(debug, rank(), "ibverbs: no RDMA device serves ",
+               ip_text(reinterpret_cast<sockaddr*>(&listen_address_)), ": not offered");
+    rdma_destroy_id(listener_);
+    listener_ = nullptr;
+    return;
+  }
+  verbs_ = listener_->verbs;
+  if (rdma_listen(listener_, 1024) != 0)
+    throw IoError(cat("rank ", rank(), ": cannot listen for RDMA connections: ", errno_text(errno)));
+
+  ibv_device_attr device{};
+  ibv_port_attr port{};
+  if (ibv_query_device(verbs_, &device) != 0 || ibv_query_port(verbs_, listener_->port_num, &port) != 0)
+    throw IoError(cat("rank ", rank(), ": cannot query RDMA device ", ibv_get_device_name(verbs_->device), ": ",
+                      errno_text(errno)));
+  max_message_bytes_ = std::max<size_t>(port.max_msg_sz, 4096);
+  max_send_wr_ = std::min<uint32_t>(kSendDepth, static_cast<uint32_t>(device.max_qp_wr));
+  max_read_atoms_ = static_cast<uint8_t>(std::min(device.max_qp_rd_atom, 16));
+  pd_.reset(ibv_alloc_pd(verbs_));
+  completion_channel_.reset(ibv_create_comp_channel(verbs_));
+  // Room for every connection's receives and sends, and the strangers'.
+  const size_t wanted = (static_cast<size_t>(options.size - 1) * static_cast<size_t>(options.streams) + kMaxUnproven) *
+                        (kSlots + max_send_wr_);
+  const int entries = static_cast<int>(std::min<size_t>(wanted, static_cast<size_t>(device.max_cqe)));
+  if (pd_ && completion_channel_) cq_.reset(ibv_create_cq(verbs_, entries, nullptr, completion_channel_.get(), 0));
+  if (!pd_ || !completion_channel_ || !cq_)
+    throw IoError(cat("rank ", rank(), ": cannot set up RDMA device ", ibv_get_device_name(verbs_->device), ": ",
+                      errno_text(errno)));
+  registrar_ = std::make_unique<Registrar>(pd_.get(), supports_on_demand_paging(verbs_), rank());
+  cache_ = std::make_unique<RegistrationCache>(*registrar_, 1024);
+
+  published_.ip = *reinterpret_cast<const sockaddr_storage*>(rdma_get_local_addr(listener_));
+  published_.nonce = random_nonce();
+  published_.rank = rank();
+  published_.streams = options.streams;
+  published_.device = ibv_get_device_name(verbs_->device);
+
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !wake_fd_.valid())
+    throw IoError(cat("rank ", rank(), ": cannot create the ibverbs progress engine: ", errno_text(errno)));
+  set_nonblocking(channel_->fd);
+  set_nonblocking(completion_channel_->fd);
+  set_nonblocking(verbs_->async_fd);
+  const std::pair<int, Token> watched[] = {{wake_fd_.get(), wake_token},
+                                           {channel_->fd, cm_token},
+                                           {completion_channel_->fd, completion_token},
+                                           {verbs_->async_fd, async_token}};
+  for (const auto& [fd, token] : watched) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = token;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0)
+      throw IoError(cat("rank ", rank(), ": cannot watch the RDMA device: ", errno_text(errno)));
+  }
+  CHORUS_LOG(debug, rank(), "ibverbs: listening on ", published_.to_string(), ", max message ", max_message_bytes_,
+             " bytes, path MTU ", 128 << port.active_mtu, " bytes, on-demand paging ",
+             registrar_->on_demand() ? "yes" : "no");
+}
+
+Engine::~Engine() {
+  shutdown();
+  std::lock_guard<std::mutex> lock(mutex_);
+  connections_.clear();  // queue pairs and ids first, then what they use
+  cache_.reset();
+  cq_.reset();
+  completion_channel_.reset();
+  pd_.reset();
+  if (listener_) rdma_destroy_id(listener_);
+  channel_.reset();
+}
+
+void Engine::start() {
+  if (!available()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  thread_running_ = true;
+  thread_ = std::thread([this] { run(); });
+  thread_id_ = thread_.get_id();
+}
+
+std::vector<std::byte> Engine::address() const {
+  if (!available()) return {};
+  return encode_address(published_);
+}
+
+void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) const {
+  if (peer_rank < 0 || peer_rank >= options_.size || peer_rank == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank, " in a job of size ",
+                              options_.size));
+  const VerbsAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (peer.streams != options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), " uses ", options_.streams,
+                              options_.streams == 1 ? " stream" : " streams", " per peer but peer rank ", peer_rank,
+                              " uses ", peer.streams,
+                              ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
+  if (!available())
+    throw InvalidArgument(cat("rank ", rank(), ": has no RDMA device, so the ibverbs transport cannot reach peer rank ",
+                              peer_rank));
+}
+
+std::string Engine::describe_signature(uint64_t signature) const {
+  if (options_.describe_signature) return options_.describe_signature(signature);
+  return cat("signature 0x", std::hex, signature);
+}
+
+void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
+  std::lock_guard<std::mutex> lock(callback_mutex_);
+  failure_callback_ = std::move(callback);
+}
+
+std::exception_ptr Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void Engine::wake() {
+  if (!wake_fd_.valid()) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+// ---------------------------------------------------------------- registration
+
+std::shared_ptr<MemoryRegion> Engine::region_for(const std::byte* data, size_t bytes) {
+  // Registered by the caller (register_memory), or cached where the device
+  // pages on demand and so follows the memory wherever it is remapped.
+  if (auto cached = registrar_->on_demand() ? cache_->acquire(data, bytes, Memory::host())
+                                            : cache_->find(data, bytes, Memory::host()))
+    return std::static_pointer_cast<MemoryRegion>(cached);
+  // Pinned memory the caller never registered: for this message only. A
+  // cached pin would outlive a free() and a new buffer at the same address
+  // would receive into the old pages.
+  return register_owned(data, bytes);
+}
+
+std::shared_ptr<MemoryRegion> Engine::register_owned(const std::byte* data, size_t bytes) {
+  return std::static_pointer_cast<MemoryRegion>(registrar_->register_range(data, bytes, Memory::host()));
+}
+
+namespace {
+
+// What register_memory hands out: holds the cached region and forgets it
+// when the caller lets go, since the memory may be freed right after.
+class ExplicitRegistration final : public Registration {
+ public:
+  ExplicitRegistration(std::shared_ptr<Registration> region, std::shared_ptr<void> engine,
+                       RegistrationCache& cache)
+      : Registration(region->address(), region->bytes(), region->memory()),
+        region_(std::move(region)),
+        engine_(std::move(engine)),
+        cache_(cache) {}
+  ~ExplicitRegistration() override { cache_.invalidate(address(), bytes()); }
+
+ private:
+  std::shared_ptr<Registration> region_;
+  std::shared_ptr<void> engine_;  // keeps the cache alive
+  RegistrationCache& cache_;
+};
+
+}  // namespace
+
+std::shared_ptr<Registration> Engine::register_memory(std::span<const std::byte> data) {
+  if (!available()) throw InvalidArgument(cat("rank ", rank(), ": no RDMA device to register memory with"));
+  return std::make_shared<ExplicitRegistration>(cache_->acquire(data.data(), data.size(), Memory::host()),
+                                                shared_from_this(), *cache_);
+}
+
+// ---------------------------------------------------------------- connections
+
+Connection* Engine::add_connection_locked(rdma_cm_id* id, bool dialer, int peer_rank, int stream) {
+  const auto index = static_cast<uint32_t>(connections_.size());
+  if (index >= (1u << 24)) throw IoError(cat("rank ", rank(), ": too many RDMA connection attempts"));
+  connections_.push_back(std::make_unique<Connection>(*this, index, id, dialer, peer_rank, stream));
+  by_cm_id_[id] = index;
+  return connections_.back().get();
+}
+
+void Engine::destroy_connection_locked(uint32_t id) {
+  if (id < connections_.size() && connections_[id]) {
+    by_cm_id_.erase(connections_[id]->cm_id());
+    connections_[id].reset();
+  }
+  unproven_.erase(id);
+}
+
+rdma_conn_param Engine::connection_parameters(const std::byte* private_data, uint8_t bytes) const {
+  rdma_conn_param parameters{};
+  parameters.private_data = private_data;
+  parameters.private_data_len = bytes;
+  parameters.responder_resources = max_read_atoms_;
+  parameters.initiator_depth = max_read_atoms_;
+  parameters.retry_count = 7;
+  // Credits keep a receive posted for every message; one retry covers a
+  // device that reports a re-posted receive late, and no more is relied on.
+  parameters.rnr_retry_count = 1;
+  return parameters;
+}
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                      int stream) {
+  check_peer(peer_rank, peer_address);
+  if (stream < 0 || stream >= options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), ": stream ", stream, " to peer rank ", peer_rank,
+                              " does not exist (this device keeps ", options_.streams, " per peer)"));
+  const VerbsAddress peer = decode_address(peer_address, rank(), peer_rank);
+  // One side dials, so no two connections race for one link: the higher
+  // rank, as with tcp.
+  return rank() > peer_rank ? dial(peer, stream, deadline) : wait_for_dialer(peer, stream, deadline);
+}
+
+std::unique_ptr<Pair> Engine::dial(const VerbsAddress& peer, int stream, Deadline deadline) {
+  const auto started = Clock::now();
+  std::string last_error = "no answer";
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (failure_) std::rethrow_exception(failure_);
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0)
+      throw IoError(cat("rank ", rank(), ": cannot create an RDMA connection id: ", errno_text(errno)), peer.rank);
+    Connection* connection = add_connection_locked(id, true, peer.rank, stream);
+    connection->set_peer_label(cat("peer rank ", peer.rank, " (", peer.to_string(),
+                                   options_.streams > 1 ? cat(", stream ", stream) : std::string(), ")"));
+    connection->my_challenge = fresh_challenge();
+    connection->acceptor_nonce = peer.nonce;
+    const uint32_t index = connection->id();
+    sockaddr_storage source = listen_address_;
+    reinterpret_cast<sockaddr_in*>(&source)->sin_port = 0;  // sin6_port sits at the same offset
+    sockaddr_storage destination = peer.ip;
+    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(deadline.remaining().count(), 1, kResolveTimeoutMs));
+    if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&source), reinterpret_cast<sockaddr*>(&destination),
+                          timeout_ms) != 0) {
+      last_error = cat("cannot resolve its address: ", errno_text(errno));
+      destroy_connection_locked(index);
+    } else {
+      changed_.wait_until(lock, deadline.at(), [&] {
+        const Connection* c = connections_[index].get();
+        return failure_ || c->state() == LinkState::ready || c->state() == LinkState::failed;
+      });
+      Connection* c = connections_[index].get();
+      if (c->state() == LinkState::ready) {
+        linked_[{peer.rank, stream}] = index;
+        return make_pair_locked(*c);
+      }
+      if (c->state() == LinkState::failed) last_error = c->why_failed;
+      destroy_connection_locked(index);
+      if (failure_) std::rethrow_exception(failure_);
+    }
+    if (deadline.expired() || Clock::now() + kDialRetry >= deadline.at()) break;
+    changed_.wait_for(lock, kDialRetry, [&] { return failure_ != nullptr; });
+  }
+  const auto waited = std::chrono::duration<double>(Clock::now() - started).count();
+  throw TimeoutError(cat("rank ", rank(), ": gave up connecting to peer rank ", peer.rank, " at ", peer.to_string(),
+                         " over RDMA after ", waited, " s (", last_error, ")"));
+}
+
+std::unique_ptr<Pair> Engine::wait_for_dialer(const VerbsAddress& peer, int stream, Deadline deadline) {
+  const auto started = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::pair<int, int> link{peer.rank, stream};
+  changed_.wait_until(lock, deadline.at(), [&] { return failure_ || admitted_.count(link); });
+  if (failure_) std::rethrow_exception(failure_);
+  auto found = admitted_.find(link);
+  if (found == admitted_.end()) {
+    const auto waited = std::chrono::duration<double>(Clock::now() - started).count();
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited, " s waiting for peer rank ", peer.rank,
+                           " (", peer.to_string(), ") to connect over RDMA",
+                           options_.streams > 1 ? cat(" (stream ", stream, ")") : std::string()));
+  }
+  const uint32_t index = found->second;
+  admitted_.erase(found);
+  linked_[link] = index;
+  return make_pair_locked(*connections_[index]);
+}
+
+// ---------------------------------------------------------------- the progress thread
+
+void Engine::run() {
+  epoll_event events[8];
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (stopping_) break;
+      if (cleanup_pending_) cleanup(lock);
+      // While callers poll, completions are theirs; this thread keeps to
+      // connection events (end_polling wakes it).
+      if (polling_callers_.load(std::memory_order_acquire) == 0) {
+        if (poll_completions_locked(64) > 0) continue;
+        ibv_req_notify_cq(cq_.get(), 0);
+        // Whatever completed between the last poll and arming.
+        if (poll_completions_locked(64) > 0) continue;
+      }
+      expire_handshakes_locked();
+    }
+    const int ready = ::epoll_wait(epoll_.get(), events, 8, 100);
+    for (int i = 0; i < ready; ++i) {
+      switch (events[i].data.u64) {
+        case wake_token: {
+          uint64_t count = 0;
+          [[maybe_unused]] auto got = ::read(wake_fd_.get(), &count, sizeof(count));
+          break;
+        }
+        case cm_token:
+          handle_cm_events();
+          break;
+        case completion_token:
+          drain_completion_channel();
+          break;
+        case async_token:
+          handle_async_events();
+          break;
+      }
+    }
+  }
+}
+
+void Engine::drain_completion_channel() {
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  unsigned events = 0;
+  while (ibv_get_cq_event(completion_channel_.get(), &cq, &context) == 0) ++events;
+  if (events) ibv_ack_cq_events(cq_.get(), events);
+}
+
+size_t Engine::poll_completions_locked(int budget) {
+  ibv_wc completions[16];
+  size_t handled = 0;
+  while (budget > 0) {
+    const int got = ibv_poll_cq(cq_.get(), std::min(budget, 16), completions);
+    if (got <= 0) break;
+    for (int i = 0; i < got; ++i) handle_completion_locked(completions[i]);
+    handled += static_cast<size_t>(got);
+    budget -= got;
+  }
+  return handled;
+}
+
+void Engine::handle_completion_locked(const ibv_wc& completion) {
+  const uint32_t index = work_connection(completion.wr_id);
+  if (index >= connections_.size() || !connections_[index]) return;  // a connection already dropped
+  Connection& connection = *connections_[index];
+  const bool keep = connection.on_completion_locked(
+      completion, [&](std::span<const std::byte> proof) { return on_proof_locked(connection, proof); });
+  if (!keep) drop_locked(connection, "it sent something other than a valid proof of the job secret");
+}
+
+bool Engine::on_proof_locked(Connection& connection, std::span<const std::byte> proof) {
+  // An acceptor may see the dialer's proof before its own ESTABLISHED event:
+  // the queue pair was ready to receive when it accepted.
+  const bool awaited = connection.state() == LinkState::proving ||
+                       (!connection.dialer() && connection.state() == LinkState::connecting);
+  if (!awaited || proof.size() != kProofBytes) return false;
+  const Proof expected = connection.proof(!connection.dialer(), options_.secret);
+  if (!std::equal(proof.begin(), proof.end(), expected.begin())) return false;
+  connection.set_state(LinkState::ready);
+  unproven_.erase(connection.id());
+  if (!connection.dialer()) {
+    const std::pair<int, int> link{connection.peer_rank(), connection.stream()};
+    if (admitted_.count(link) || linked_.count(link)) {
+      connection.set_state(LinkState::proving);
+      return false;  // a second connection for a link that has one
+    }
+    connection.send_proof_locked(connection.proof(false, options_.secret));
+    admitted_[link] = connection.id();
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void Engine::drop_locked(Connection& connection, const std::string& why) {
+  if (connection.dialer() && connection.state() != LinkState::ready) {
+    // A dial attempt: dial() reads the reason and destroys it.
+    connection.why_failed = why;
+    connection.set_state(LinkState::failed);
+    changed_.notify_all();
+    return;
+  }
+  if (connection.state() == LinkState::ready) return;  // a linked connection fails the device instead
+  const sockaddr* peer = rdma_get_peer_addr(connection.cm_id());
+  CHORUS_LOG(warn, rank(), "ibverbs: dropped a connection from ", ip_text(peer), " claiming to be rank ",
+             connection.peer_rank(), ": ", why);
+  rdma_disconnect(connection.cm_id());
+  destroy_connection_locked(connection.id());
+}
+
+void Engine::expire_handshakes_locked() {
+  const auto now = Clock::now();
+  std::vector<uint32_t> expired;
+  for (const auto& [id, give_up] : unproven_)
+    if (now >= give_up) expired.push_back(id);
+  for (uint32_t id : expired)
+    if (connections_[id]) drop_locked(*connections_[id], "it did not prove the job secret in time");
+}
+
+void Engine::handle_cm_events() {
+  while (true) {
+    rdma_cm_event* raw = nullptr;
+    if (rdma_get_cm_event(channel_.get(), &raw) != 0) return;
+    CmEvent event;
+    event.type = raw->event;
+    event.status = raw->status;
+    event.id = raw->id;
+    event.listen_id = raw->listen_id;
+    if (raw->param.conn.private_data && raw->param.conn.private_data_len) {
+      const auto* data = static_cast<const std::byte*>(raw->param.conn.private_data);
+      event.private_data.assign(data, data + raw->param.conn.private_data_len);
+    }
+    rdma_ack_cm_event(raw);
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_cm_event_locked(event);
+  }
+}
+
+void Engine::on_cm_event_locked(const CmEvent& event) {
+  if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) return on_connect_request_locked(event);
+  if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+    return fail_locked(std::make_exception_ptr(IoError(cat("rank ", rank(), ": the RDMA device was removed"))));
+  auto found = by_cm_id_.find(event.id);
+  if (found == by_cm_id_.end() || !connections_[found->second]) return;
+  Connection* connection = connections_[found->second].get();
+  // Closed in order, or failed and cleaned up: what follows is the peer's side of it.
+  if (connection->state() == LinkState::failed || connection->state() == LinkState::closed) return;
+  switch (event.type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (rdma_resolve_route(connection->cm_id(), kResolveTimeoutMs) != 0)
+        drop_locked(*connection, cat("cannot resolve a route to it: ", errno_text(errno)));
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+      if (connection->cm_id()->verbs != verbs_)
+        return drop_locked(*connection, cat("its address is reached through RDMA device ",
+                                            ibv_get_device_name(connection->cm_id()->verbs->device),
+                                            ", not this rank's ", ibv_get_device_name(verbs_->device)));
+      const std::string error =
+          connection->create_queue_pair_locked(pd_.get(), cq_.get(), max_send_wr_, max_message_bytes_);
+      if (!error.empty()) return drop_locked(*connection, error);
+      ConnectRequest request;
+      request.stream = static_cast<uint16_t>(connection->stream());
+      request.dialer_rank = static_cast<uint32_t>(rank());
+      request.acceptor_rank = static_cast<uint32_t>(connection->peer_rank());
+      request.challenge = connection->my_challenge;
+      request.acceptor_nonce = connection->acceptor_nonce;
+      std::byte data[kConnectRequestBytes];
+      encode_request(request, data);
+      rdma_conn_param parameters = connection_parameters(data, sizeof(data));
+      connection->set_state(LinkState::connecting);
+      if (rdma_connect(connection->cm_id(), &parameters) != 0)
+        drop_locked(*connection, cat("cannot send the connection request: ", errno_text(errno)));
+      return;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return on_established_locked(*connection, event);
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      if (connection->state() == LinkState::ready) break;
+      return drop_locked(*connection, cat(event_name(event.type), " (status ", event.status, ")"));
+    case RDMA_CM_EVENT_DISCONNECTED:
+      break;
+    default:
+      return;
+  }
+  // The link is gone. Whatever the peer sent before leaving is in the
+  // completion queue already: land it before judging.
+  poll_completions_locked(1 << 20);
+  if (connection->state() != LinkState::ready) {
+    if (!connection->dialer()) drop_locked(*connection, "it disconnected before proving the job secret");
+    return;
+  }
+  rdma_disconnect(connection->cm_id());
+  if (connection->peer_said_goodbye() || failure_) {
+    connection->set_state(LinkState::closed);
+    connection->on_peer_closed_locked();
+    changed_.notify_all();
+    return;
+  }
+  fail_locked(std::make_exception_ptr(
+      PeerLostError(cat("rank ", rank(), ": lost the connection to ", connection->peer_label(),
+                  ": it went away without closing its context (killed, or its host or link failed)"),
+              connection->peer_rank())));
+}
+
+void Engine::on_connect_request_locked(const CmEvent& event) {
+  const sockaddr* from = rdma_get_peer_addr(event.id);
+  auto refuse = [&](const std::string& why) {
+    CHORUS_LOG(warn, rank(), "ibverbs: refused a connection request from ", ip_text(from), ": ", why);
+    rdma_reject(event.id, nullptr, 0);
+    rdma_destroy_id(event.id);
+  };
+  const std::optional<ConnectRequest> request = decode_request(event.private_data);
+  if (!request) return refuse("it is not a chorus connection request");
+  if (request->version != kWireVersion) return refuse(cat("wire version ", request->version, ", expected ", kWireVersion));
+  if (request->acceptor_nonce != published_.nonce || request->acceptor_rank != static_cast<uint32_t>(rank()))
+    return refuse("it names another device (a stale or foreign job)");
+  if (request->dialer_rank <= static_cast<uint32_t>(rank()) || request->dialer_rank >= static_cast<uint32_t>(options_.size) ||
+      request->stream >= options_.streams)
+    return refuse(cat("rank ", request->dialer_rank, " stream ", request->stream, " does not dial rank ", rank()));
+  if (failure_ || stopping_) return refuse("this device is closing");
+  if (unproven_.size() >= kMaxUnproven) return refuse("too many connections are proving themselves already");
+  if (event.id->verbs != verbs_) return refuse("it arrived on another RDMA device");
+  Connection* connection = add_connection_locked(event.id, false, static_cast<int>(request->dialer_rank),
+                                                 request->stream);
+  connection->set_peer_label(cat("peer rank ", request->dialer_rank, " (", ip_text(from), " via ",
+                                 ibv_get_device_name(verbs_->device),
+                                 options_.streams > 1 ? cat(", stream ", request->stream) : std::string(), ")"));
+  connection->peer_challenge = request->challenge;
+  connection->my_challenge = fresh_challenge();
+  const std::string error = connection->create_queue_pair_locked(pd_.get(), cq_.get(), max_send_wr_, max_message_bytes_);
+  if (!error.empty()) {
+    CHORUS_LOG(warn, rank(), "ibverbs: cannot accept ", connection->peer_label(), ": ", error);
+    rdma_reject(event.id, nullptr, 0);
+    destroy_connection_locked(connection->id());
+    return;
+  }
+  ConnectReply reply;
+  reply.challenge = connection->my_challenge;
+  std::byte data[kConnectReplyBytes];
+  encode_reply(reply, data);
+  rdma_conn_param parameters = connection_parameters(data, sizeof(data));
+  connection->set_state(LinkState::connecting);
+  unproven_[connection->id()] = Clock::now() + kHandshakeTimeout;
+  if (rdma_accept(event.id, &parameters) != 0) drop_locked(*connection, cat("rdma_accept: ", errno_text(errno)));
+}
+
+void Engine::on_established_locked(Connection& connection, const CmEvent& event) {
+  if (connection.state() != LinkState::connecting) return;
+  connection.set_state(LinkState::proving);
+  if (!connection.dialer()) return;  // waits for the dialer's proof
+  const std::optional<ConnectReply> reply = decode_reply(event.private_data);
+  if (!reply || reply->version != kWireVersion)
+    return drop_locked(connection, "its reply is not a chorus connection reply");
+  connection.peer_challenge = reply->challenge;
+  connection.send_proof_locked(connection.proof(true, options_.secret));
+}
+
+void Engine::handle_async_events() {
+  ibv_async_event event{};
+  while (ibv_get_async_event(verbs_, &event) == 0) {
+    const ibv_event_type type = event.event_type;
+    std::string what;
+    int peer = -1;
+    std::optional<uint32_t> connection_id;
+    switch (type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR: {
+        // Looked up after the event is acknowledged: destroying a queue pair
+        // waits for that, and whoever destroys one holds the mutex.
+        connection_id = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(event.element.qp->qp_context));
+        what = "the connection";
+        break;
+      }
+      case IBV_EVENT_CQ_ERR:
+        what = "the completion queue (overrun)";
+        break;
+      case IBV_EVENT_PORT_ERR:
+      case IBV_EVENT_DEVICE_FATAL:
+        what = cat("RDMA device ", ibv_get_device_name(verbs_->device));
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&event);
+    if (what.empty()) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) continue;
+    if (connection_id) {
+      const Connection* connection = *connection_id < connections_.size() ? connections_[*connection_id].get() : nullptr;
+      if (!connection || connection->state() != LinkState::ready) continue;  // an attempt, dropped already
+      peer = connection->peer_rank();
+      what = cat("the connection to ", connection->peer_label());
+    }
+    fail_locked(std::make_exception_ptr(
+        IoError(cat("rank ", rank(), ": ", what, " failed: ", ibv_event_type_str(type)), peer)));
+  }
+}
+
+// ---------------------------------------------------------------- posting
+
+void Engine::post_send(Connection& connection, Request& request, Tag tag, std::span<const std::byte> data) {
+  request.mark_pending();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return request.fail(failure_);
+  try {
+    connection.post_send_locked(request, tag, data);
+  } catch (...) {
+    request.fail(std::current_exception());
+  }
+}
+
+void Engine::post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data) {
+  request.mark_pending();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return request.fail(failure_);
+  connection.post_recv_locked(request, tag, data);
+}
+
+void Engine::send_probe(Connection& connection, uint64_t probe, uint64_t group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_) connection.send_probe_locked(probe, group);
+}
+
+void Engine::begin_polling() { polling_callers_.fetch_add(1, std::memory_order_acq_rel); }
+
+void Engine::end_polling() {
+  if (polling_callers_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake();
+}
+
+bool Engine::progress() {
+  if (!available()) return false;
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || cleanup_done_) return false;
+  return poll_completions_locked(64) > 0;
+}
+
+// ---------------------------------------------------------------- failure and closing
+
+void Engine::fail_locked(std::exception_ptr reason) {
+  if (failure_) return;
+  failure_ = std::move(reason);
+  failed_.store(true, std::memory_order_release);
+  cleanup_pending_ = true;
+  callback_due_ = true;
+  changed_.notify_all();
+  wake();
+}
+
+void Engine::abort(std::exception_ptr reason, bool wait) {
+  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  std::unique_lock<std::mutex> lock(mutex_);
+  fail_locked(std::move(reason));
+  if (!thread_running_ || std::this_thread::get_id() == thread_id_) {
+    if (cleanup_pending_) cleanup(lock);
+    return;
+  }
+  if (wait) changed_.wait(lock, [&] { return cleanup_done_; });
+}
+
+void Engine::cleanup(std::unique_lock<std::mutex>& lock) {
+  cleanup_pending_ = false;
+  const std::exception_ptr reason = failure_;
+  try {
+    std::rethrow_exception(reason);
+  } catch (const std::exception& error) {
+    CHORUS_LOG(info, rank(), "ibverbs: transport aborted: ", error.what());
+  } catch (...) {
+  }
+  if (callback_due_) {
+    callback_due_ = false;
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> callback_lock(callback_mutex_);
+      if (failure_callback_) failure_callback_(reason);
+    }
+    lock.lock();
+  }
+  // Tell every peer why, then let the abort messages leave.
+  const AbortReport report = report_abort(reason);
+  const auto* text = reinterpret_cast<const std::byte*>(report.text.data());
+  for (auto& connection : connections_)
+    if (connection && connection->state() == LinkState::ready && !connection->peer_said_goodbye())
+      connection->queue_abort_locked({text, report.text.size()}, report.error_class, report.blamed_rank);
+  auto all = [&](auto predicate) {
+    return std::all_of(connections_.begin(), connections_.end(),
+                       [&](const std::unique_ptr<Connection>& c) { return !c || predicate(*c); });
+  };
+  auto drive = [&](auto done, Clock::duration budget) {
+    const auto give_up = Clock::now() + budget;
+    while (!done() && Clock::now() < give_up) {
+      if (poll_completions_locked(64) == 0) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        lock.lock();
+      }
+    }
+  };
+  drive([&] { return all([](const Connection& c) { return c.sends_drained_locked(); }); }, kAbortMessageBudget);
+  // In the error state a queue pair takes no byte more; once every posted
+  // request has flushed, nothing the peer sends can land in a user buffer.
+  for (auto& connection : connections_)
+    if (connection) connection->enter_error_state_locked();
+  drive([&] { return all([](const Connection& c) { return c.flushed_locked(); }); }, kFlushBudget);
+  for (auto& connection : connections_) {
+    if (!connection) continue;
+    connection->fail_requests_locked(reason);
+    if (connection->state() == LinkState::ready) rdma_disconnect(connection->cm_id());
+    connection->set_state(LinkState::failed);
+  }
+  admitted_.clear();
+  unproven_.clear();
+  cleanup_done_ = true;
+  changed_.notify_all();
+}
+
+void Engine::shutdown() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!failure_ && thread_running_) {
+    size_t pending = 0;
+    for (auto& connection : connections_)
+      if (connection && connection->state() == LinkState::ready) pending += connection->pending_requests_locked();
+    if (pending > 0) {
+      lock.unlock();
+      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": closed its context while ", pending,
+                                                 " requests were pending"))),
+            true);
+      lock.lock();
+    } else {
+      for (auto& connection : connections_)
+        if (connection && connection->state() == LinkState::ready) connection->queue_goodbye_locked();
+      const auto give_up = Clock::now() + kGoodbyeBudget;
+      while (Clock::now() < give_up &&
+             !std::all_of(connections_.begin(), connections_.end(), [](const std::unique_ptr<Connection>& c) {
+               return !c || c->state() != LinkState::ready || c->sends_drained_locked();
+             }))
+        changed_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+  }
+  stopping_ = true;
+  lock.unlock();
+  wake();
+  if (thread_.joinable()) thread_.join();
+  lock.lock();
+  thread_running_ = false;
+  if (!failure_) {
+    failure_ = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+    failed_.store(true, std::memory_order_release);
+  }
+  for (auto& connection : connections_) {
+    if (!connection) continue;
+    if (connection->state() == LinkState::ready) rdma_disconnect(connection->cm_id());
+    connection->enter_error_state_locked();
+    connection->fail_requests_locked(failure_);
+    connection->set_state(LinkState::closed);
+  }
+  cleanup_done_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace chorus::transport::ibverbs
