@@ -14,6 +14,10 @@ fi
 # the fuzz harnesses (scripts/fuzz.sh). libssl-dev: libcrypto's HMAC for the
 # job secret's proofs (base/job_secret.h) and libssl for optional TLS
 # (base/tls.h); openssl: the program that makes the TLS tests' certificates.
+# qemu-system-x86, busybox-static and linux-image-amd64 (a kernel with
+# rdma_rxe): ../shared/tools/rxe-run's Soft-RoCE VM, where the ibverbs tests
+# run (scripts/rdma-tests.sh); ibverbs-providers (librxe), rdma-core,
+# rdmacm-utils, ibverbs-utils and perftest (ib_write_bw): used inside it.
 # pybind11-dev and python3-dev (Python.h): the Python module (python/);
 # python3-numpy and python3-pytest:
 # the outputs it allocates and its test suite (test/python).
@@ -27,6 +31,7 @@ apt-get install -y --no-install-recommends \
   libibverbs-dev librdmacm-dev libhiredis-dev libssl-dev openssl \
   libopenmpi-dev openmpi-bin openssh-client redis-server \
   iproute2 procps \
+  qemu-system-x86 busybox-static linux-image-amd64 ibverbs-providers rdma-core rdmacm-utils ibverbs-utils perftest \
   libgloo-dev \
   clang-14 libclang-rt-14-dev llvm-14 \
   pybind11-dev python3-dev python3-numpy python3-pytest \

@@ -121,7 +121,7 @@ if [ "$which" != tsan ]; then
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
   # algorithms, mpi and python run apart, below.
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan --no-suite mpi --no-suite algorithms \
-    --no-suite python
+    --no-suite python --no-suite rdma
   # ~[exhaustive]: the simulator's longest sweeps are left out (test/algorithms/meson.build).
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan-algorithms --suite algorithms --test-args '~[exhaustive]'
   # Open MPI's leaks: stacks through its plugins, unloaded before LeakSanitizer

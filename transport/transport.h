@@ -1,4 +1,4 @@
-// The transport seam. Every transport (tcp, shm; ibverbs and cuda_ipc later)
+// The transport seam. Every transport (tcp, shm, ibverbs; cuda_ipc later)
 // implements Device and Pair; algorithms see nothing else of it. A Context
 // holds one Device per transport it uses and, per peer, the Pairs of the one
 // transport that serves that peer (transport/mesh.h; the choice is made by

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -260,7 +261,11 @@ TEST_CASE("transport: the same value in another group never matches", "[transpor
 TEST_CASE("transport: a message larger than 4 GiB arrives intact", "[transport][large]") {
   FOR_EACH_TRANSPORT(transport);
   // One such message per transport: ~8.6 GiB of memory for both buffers.
-  const size_t size = (size_t{1} << 32) + 4099;
+  // CHORUS_TEST_LARGE_BYTES makes it smaller where memory is short (the
+  // Soft-RoCE VM moves 2.3 GB: past the 2 GiB that 31-bit lengths allow,
+  // if not past 4 GiB).
+  const char* configured = std::getenv("CHORUS_TEST_LARGE_BYTES");
+  const size_t size = configured && *configured ? std::stoull(configured) : (size_t{1} << 32) + 4099;
   Requests requests;  // outlives the mesh
   TestMesh mesh = make_mesh(transport, 2);
   const Buffer outgoing = pattern(4242, size);

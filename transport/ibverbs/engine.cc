@@ -344,8 +344,9 @@ void Engine::run() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (stopping_) break;
+      // An abort's messages go out even when the device is closed right after it.
       if (cleanup_pending_) cleanup(lock);
+      if (stopping_) break;
       // While callers poll, completions are theirs; this thread keeps to
       // connection events (end_polling wakes it).
       if (polling_callers_.load(std::memory_order_acquire) == 0) {
@@ -783,6 +784,9 @@ void Engine::shutdown() {
         changed_.wait_for(lock, std::chrono::milliseconds(1));
     }
   }
+  // An abort still on its way (abort_async) finishes first: its peers hear why.
+  if (cleanup_pending_ && !thread_running_) cleanup(lock);
+  changed_.wait_for(lock, kAbortMessageBudget + kFlushBudget, [&] { return !cleanup_pending_; });
   stopping_ = true;
   lock.unlock();
   wake();
