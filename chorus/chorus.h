@@ -10,6 +10,7 @@
 #include "chorus/context.h"
 #include "chorus/features.h"
 #include "chorus/shrink.h"
+#include "chorus/window.h"
 #include "chorus/work.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/file_store.h"

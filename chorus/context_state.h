@@ -29,6 +29,15 @@ struct ContextState {
 
   // Numbers collectives in issue order; equal on every rank for the same call.
   uint32_t next_sequence() { return sequence++; }
+  // The message group of this Context's next Window (chorus/window.h):
+  // windows are created collectively, so every rank numbers them alike, and
+  // a hash keeps their traffic apart from every Context's collectives.
+  uint64_t next_window_group() {
+    const uint64_t number = ++windows;
+    uint64_t mixed = communicator.group() ^ (0x9E3779B97F4A7C15ull * (number + 0x57494E44ull));
+    mixed ^= mixed >> 31;
+    return mixed * 0xBF58476D1CE4E5B9ull | 1;
+  }
   WorkQueue& work_queue();
 
   // Members are destroyed bottom up: the work queue (finishing queued
@@ -40,6 +49,7 @@ struct ContextState {
   std::shared_ptr<const Topology> mesh_topology;
   std::chrono::milliseconds timeout;
   uint32_t sequence = 0;
+  uint64_t windows = 0;
   // How a Context made by connect was made, for shrink (chorus/shrink.h): the
   // job's store (null over MPI), the options and configuration, and which
   // generation of the job it is (0 first, then one more per shrink). Unset

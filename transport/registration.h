@@ -13,11 +13,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 
 #include "base/memory.h"
 
 namespace chorus::transport {
+
+// Where a peer may read and write a registered range one-sidedly: an address
+// in its process and the key its device checks (an RDMA rkey).
+struct RemoteMemory {
+  uint64_t address = 0;
+  uint64_t key = 0;
+};
 
 // One registered range. Transports derive from it to hold their handle (an
 // ibv_mr, an IPC handle); destroying it deregisters.
@@ -35,6 +43,9 @@ class Registration {
   bool covers(const std::byte* address, size_t bytes) const {
     return address >= address_ && bytes <= bytes_ && static_cast<size_t>(address - address_) <= bytes_ - bytes;
   }
+  // What a peer needs to reach it one-sidedly (Pair::post_put/post_get);
+  // nullopt where the transport offers no one-sided access.
+  virtual std::optional<RemoteMemory> remote() const { return std::nullopt; }
 
  private:
   const std::byte* address_;

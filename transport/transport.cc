@@ -73,6 +73,18 @@ void Device::notify_failure(const std::exception_ptr& reason) {
   if (failure_listener_) failure_listener_(reason);
 }
 
+void Pair::post_put(Request& request, std::span<const std::byte>, RemoteMemory) {
+  request.mark_pending();
+  request.fail(std::make_exception_ptr(
+      InvalidArgument(cat("the transport to peer rank ", peer_rank(), " has no one-sided access"))));
+}
+
+void Pair::post_get(Request& request, std::span<std::byte>, RemoteMemory) {
+  request.mark_pending();
+  request.fail(std::make_exception_ptr(
+      InvalidArgument(cat("the transport to peer rank ", peer_rank(), " has no one-sided access"))));
+}
+
 std::shared_ptr<Registration> Device::register_memory(std::span<const std::byte> data, Memory memory) {
   if (!accepts(memory))
     throw InvalidArgument(cat("rank ", rank(), ": the ", name(), " transport cannot move ", to_string(memory),

@@ -154,6 +154,15 @@ class Pair {
   // `probe` or a later probe about that group; nullopt until one came.
   virtual std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const = 0;
 
+  // One-sided access to memory the peer registered with its device and
+  // described to this rank (Registration::remote, exchanged by the caller):
+  // put writes `data` there, get reads it into `data`; neither involves the
+  // peer's application. A put completes once the bytes are in the peer's
+  // memory. Only where one_sided() says so; elsewhere the request fails.
+  virtual bool one_sided() const { return false; }
+  virtual void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target);
+  virtual void post_get(Request& request, std::span<std::byte> data, RemoteMemory source);
+
   // Host memory, the common case.
   void post_send(Request& request, Tag tag, std::span<const std::byte> data) {
     post_send(request, tag, data, Memory::host());

@@ -21,9 +21,30 @@ export CHORUS_TEST_TRANSPORT=ibverbs CHORUS_TEST_ADDRESS=$RXE_IP0
   "$conformance" "$(printf '%s' "$name" | sed 's/,/\\,/g')"
 done
 
+section "strangers at the rdma_cm listener; a peer with another job secret"
+"$build/test/ibverbs/test_ibverbs_strangers"
+
 section "a 2.3 GB message (past 2 GiB: 31-bit lengths) over ibverbs"
 CHORUS_TEST_LARGE_BYTES=2300000000 "$conformance" "[large]"
 unset CHORUS_TEST_TRANSPORT CHORUS_TEST_ADDRESS
+
+# Ranks across the veth pair: even ranks on rxe0, odd ranks on rxe1.
+cat > /tmp/alternate.sh <<'SCRIPT'
+#!/bin/sh
+if [ $((CHORUS_RANK % 2)) -eq 0 ]; then export CHORUS_SOCKET_IFNAME=veth0; else export CHORUS_SOCKET_IFNAME=veth1; fi
+exec "$@"
+SCRIPT
+chmod +x /tmp/alternate.sh
+
+section "one-sided windows over RDMA: the parameter server, 2 and 3 ranks, checked bit-exactly"
+for ranks in 2 3; do
+  CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 "$build/tools/chorus-run" -n $ranks -- \
+    /tmp/alternate.sh "$build/benchmarks/chorus-parameter-server" --params 1000003 --steps 3 > /tmp/ps.log 2>&1 ||
+    { cat /tmp/ps.log; exit 1; }
+  cat /tmp/ps.log
+  # Every peer reached with RDMA write and read, none emulated.
+  [ "$(grep -c "native_peers=$((ranks - 1)) " /tmp/ps.log)" -eq $ranks ] || { echo "not every peer was native"; exit 1; }
+done
 if [ "$scope" != full ]; then echo; echo "rdma tests: passed"; exit 0; fi
 
 section "every collective, 2 to 8 ranks, checked bit-exactly, over ibverbs"
@@ -31,12 +52,6 @@ CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 CHORUS_RANK_PROGRAM=$build/t
   "$build/test/collectives/test_collectives"
 
 section "chorus-bench --check across the veth pair (even ranks on rxe0, odd on rxe1)"
-cat > /tmp/alternate.sh <<'SCRIPT'
-#!/bin/sh
-if [ $((CHORUS_RANK % 2)) -eq 0 ]; then export CHORUS_SOCKET_IFNAME=veth0; else export CHORUS_SOCKET_IFNAME=veth1; fi
-exec "$@"
-SCRIPT
-chmod +x /tmp/alternate.sh
 for ranks in 2 3; do
   CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 CHORUS_LOG=info "$build/tools/chorus-run" -n $ranks -- \
     /tmp/alternate.sh "$build/benchmarks/chorus-bench" --check -b 8 -e 16M -f 16 --iters 2 --warmup 1 --rounds 1 \

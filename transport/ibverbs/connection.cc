@@ -19,6 +19,8 @@ namespace {
 // Ordinary messages leave this many credits: one for a credit message, one
 // for an abort or goodbye.
 constexpr uint32_t kReservedCredits = 2;
+// What one message waiting for its receive costs beyond its bytes.
+constexpr size_t kArrivalOverhead = 128;
 // Below this, a message is copied into the work request itself.
 constexpr uint32_t kInlineWanted = 256;
 
@@ -154,7 +156,7 @@ void Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte
     Arrival arrival = std::move(found->second.front());
     found->second.pop_front();
     if (found->second.empty()) unexpected_.erase(found);
-    unexpected_bytes_ -= arrival.bytes;
+    unexpected_bytes_ -= arrival.bytes + kArrivalOverhead;
     PostedRecv posted{&request, tag, data};
     deliver_locked(posted, arrival.tag, arrival.bytes, arrival.rendezvous, arrival.send_id, arrival.payload);
     return;
@@ -164,6 +166,58 @@ void Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte
     return;
   }
   posted_[TagKey(tag)].push_back(PostedRecv{&request, tag, data});
+}
+
+void Connection::post_one_sided_locked(Request& request, bool put, std::byte* local, size_t bytes,
+                                       RemoteMemory remote) {
+  if (peer_said_goodbye_) {
+    request.fail(closed_context_error(put ? " before this rank's put" : " before this rank's get"));
+    return;
+  }
+  if (bytes == 0) {
+    request.complete();
+    return;
+  }
+  if (remote.key > UINT32_MAX)
+    throw InvalidArgument(cat("rank ", owner_.rank(), ": remote key 0x", std::hex, remote.key, std::dec,
+                              " for ", peer_label_, " is not an RDMA key"));
+  OneSided operation;
+  operation.request = &request;
+  operation.put = put;
+  operation.local = local;
+  operation.bytes = bytes;
+  operation.remote = remote;
+  operation.region = owner_.region_for(local, bytes);
+  const uint32_t id = next_one_sided_id_++;
+  one_sided_[id] = std::move(operation);
+  one_sided_queue_.push_back(id);
+  pump_locked();
+}
+
+bool Connection::post_next_one_sided_locked(OneSided& operation, uint32_t id) {
+  const size_t chunk = std::min(operation.bytes - operation.posted, max_message_bytes_);
+  const bool last = operation.posted + chunk == operation.bytes;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(operation.local + operation.posted), static_cast<uint32_t>(chunk),
+              operation.region->lkey()};
+  ibv_send_wr request{};
+  request.wr_id = work_id(id_, last ? WorkKind::one_sided_last : WorkKind::one_sided, id);
+  request.sg_list = &sge;
+  request.num_sge = 1;
+  request.opcode = operation.put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+  request.send_flags = IBV_SEND_SIGNALED;
+  request.wr.rdma.remote_addr = operation.remote.address + operation.posted;
+  request.wr.rdma.rkey = static_cast<uint32_t>(operation.remote.key);
+  ibv_send_wr* bad = nullptr;
+  if (const int error = ibv_post_send(cm_id_->qp, &request, &bad); error != 0) {
+    owner_.fail_locked(std::make_exception_ptr(IoError(cat("rank ", owner_.rank(), ": cannot post an RDMA ",
+                                                           operation.put ? "write" : "read", " to ", peer_label_,
+                                                           ": ", errno_text(error)),
+                                                       peer_rank_)));
+    return false;
+  }
+  operation.posted += chunk;
+  ++sends_in_flight_;
+  return true;
 }
 
 void Connection::send_probe_locked(uint64_t probe, uint64_t group) {
@@ -233,6 +287,18 @@ void Connection::pump_locked() {
       if (outgoing_.front().header.kind == MessageKind::credit) credit_queued_ = false;
       outgoing_.pop_front();
       progressed = true;
+    }
+    if (!one_sided_queue_.empty() && sends_in_flight_ < max_send_wr_) {
+      auto found = one_sided_.find(one_sided_queue_.front());
+      if (found == one_sided_.end() || found->second.posted == found->second.bytes) {
+        one_sided_queue_.pop_front();
+        progressed = true;
+      } else if (post_next_one_sided_locked(found->second, found->first)) {
+        if (found->second.posted == found->second.bytes) one_sided_queue_.pop_front();
+        progressed = true;
+      } else {
+        return;
+      }
     }
     if (!writes_.empty() && sends_in_flight_ < max_send_wr_) {
       const uint32_t send_id = writes_.front();
@@ -349,7 +415,16 @@ bool Connection::on_completion_locked(const ibv_wc& completion,
       free_send_slots_.push_back(value);
       break;
     case WorkKind::write:
+    case WorkKind::one_sided:
       break;
+    case WorkKind::one_sided_last: {
+      auto found = one_sided_.find(value);
+      if (found != one_sided_.end()) {
+        found->second.request->complete();
+        one_sided_.erase(found);
+      }
+      break;
+    }
     case WorkKind::write_last: {
       auto found = large_sends_.find(value);
       if (found != large_sends_.end()) {
@@ -457,7 +532,10 @@ void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, u
     deliver_locked(posted, tag, bytes, rendezvous, send_id, payload);
     return;
   }
-  if (bytes > owner_.max_unexpected_bytes() - std::min(unexpected_bytes_, owner_.max_unexpected_bytes())) {
+  // Each waiting message also costs its bookkeeping, so a flood of empty
+  // messages is bounded too.
+  const size_t cost = bytes + kArrivalOverhead;
+  if (cost > owner_.max_unexpected_bytes() - std::min(unexpected_bytes_, owner_.max_unexpected_bytes())) {
     owner_.fail_locked(std::make_exception_ptr(IoError(
         cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", bytes, " bytes for ",
             describe_tag(tag.group, tag.value), " that no receive was posted for, with ", unexpected_bytes_,
@@ -467,7 +545,7 @@ void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, u
         peer_rank_)));
     return;
   }
-  unexpected_bytes_ += bytes;
+  unexpected_bytes_ += cost;
   Arrival arrival{tag, bytes, rendezvous, send_id, {}};
   if (!rendezvous) arrival.payload.assign(payload.begin(), payload.end());
   unexpected_[TagKey(tag)].push_back(std::move(arrival));
@@ -549,7 +627,7 @@ std::exception_ptr Connection::closed_context_error(const std::string& detail) c
 // ------------------------------------------------------------ closing
 
 size_t Connection::pending_requests_locked() const {
-  size_t pending = large_recvs_.size();
+  size_t pending = large_recvs_.size() + one_sided_.size();
   for (const auto& [id, send] : large_sends_)
     if (send.request) ++pending;
   for (const auto& [key, queue] : posted_) pending += queue.size();
@@ -576,6 +654,9 @@ void Connection::fail_requests_locked(const std::exception_ptr& error) {
   writes_.clear();
   for (auto& [id, receive] : large_recvs_) receive.request->fail(error);
   large_recvs_.clear();
+  for (auto& [id, operation] : one_sided_) operation.request->fail(error);
+  one_sided_.clear();
+  one_sided_queue_.clear();
   for (auto& [key, queue] : posted_)
     for (PostedRecv& posted : queue) posted.request->fail(error);
   posted_.clear();

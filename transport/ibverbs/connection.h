@@ -109,6 +109,9 @@ class Connection {
   void post_send_locked(Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv_locked(Request& request, Tag tag, std::span<std::byte> data);
   void send_probe_locked(uint64_t probe, uint64_t group);
+  // RDMA write (put) or read (get) of [local, local + bytes) to or from the
+  // peer's registered memory, in chunks of at most the largest message.
+  void post_one_sided_locked(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
   bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
     return position_answer_.position(probe, group);
@@ -167,6 +170,15 @@ class Connection {
     size_t written = 0;  // bytes posted as writes so far
     bool last_posted = false;
   };
+  struct OneSided {
+    Request* request = nullptr;
+    bool put = true;
+    std::byte* local = nullptr;
+    size_t bytes = 0;
+    size_t posted = 0;
+    RemoteMemory remote;
+    std::shared_ptr<MemoryRegion> region;
+  };
   struct LargeRecv {
     Request* request = nullptr;
     std::span<std::byte> buffer;
@@ -177,6 +189,7 @@ class Connection {
   void pump_locked();
   bool post_slot_message_locked(const Outgoing& message);
   bool post_next_write_locked(LargeSend& send, uint32_t send_id);
+  bool post_next_one_sided_locked(OneSided& operation, uint32_t id);
   void repost_receive_locked(uint32_t slot);
   uint32_t take_returned_credits_locked();
   void maybe_return_credits_locked();
@@ -222,6 +235,9 @@ class Connection {
   std::deque<uint32_t> writes_;  // send ids cleared to write, in order
   std::map<uint32_t, LargeSend> large_sends_;
   std::map<uint32_t, LargeRecv> large_recvs_;
+  std::map<uint32_t, OneSided> one_sided_;
+  std::deque<uint32_t> one_sided_queue_;  // ids with chunks left to post, in order
+  uint32_t next_one_sided_id_ = 1;
   uint32_t next_send_id_ = 1;
   uint32_t next_recv_id_ = 1;
 
@@ -236,7 +252,7 @@ class Connection {
 };
 
 // wr_id: the connection id, what the request was, and a slot or send id.
-enum class WorkKind : uint64_t { receive = 1, send = 2, write = 3, write_last = 4 };
+enum class WorkKind : uint64_t { receive = 1, send = 2, write = 3, write_last = 4, one_sided = 5, one_sided_last = 6 };
 inline uint64_t work_id(uint32_t connection, WorkKind kind, uint32_t value) {
   return (static_cast<uint64_t>(connection) << 40) | (static_cast<uint64_t>(kind) << 32) | value;
 }

@@ -34,6 +34,13 @@ class VerbsPair final : public Pair {
     }
     engine_->post_recv(connection_, request, tag, data);
   }
+  bool one_sided() const override { return true; }
+  void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
+    engine_->post_one_sided(connection_, request, true, const_cast<std::byte*>(data.data()), data.size(), target);
+  }
+  void post_get(Request& request, std::span<std::byte> data, RemoteMemory source) override {
+    engine_->post_one_sided(connection_, request, false, data.data(), data.size(), source);
+  }
   void send_liveness_probe(uint64_t probe, uint64_t group) override { engine_->send_probe(connection_, probe, group); }
   bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {

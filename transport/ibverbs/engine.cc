@@ -215,6 +215,7 @@ class ExplicitRegistration final : public Registration {
         engine_(std::move(engine)),
         cache_(cache) {}
   ~ExplicitRegistration() override { cache_.invalidate(address(), bytes()); }
+  std::optional<RemoteMemory> remote() const override { return region_->remote(); }
 
  private:
   std::shared_ptr<Registration> region_;
@@ -530,11 +531,20 @@ void Engine::on_cm_event_locked(const CmEvent& event) {
   // completion queue already: land it before judging.
   poll_completions_locked(1 << 20);
   if (connection->state() != LinkState::ready) {
-    if (!connection->dialer()) drop_locked(*connection, "it disconnected before proving the job secret");
+    drop_locked(*connection, connection->dialer()
+                                 ? "it closed the connection before proving itself (does it have another job secret?)"
+                                 : "it disconnected before proving the job secret");
     return;
   }
   rdma_disconnect(connection->cm_id());
-  if (connection->peer_said_goodbye() || failure_) {
+  if (failure_) {
+    // The device failed already (maybe by this very peer's abort message,
+    // just landed): the cleanup fails every request with that reason, which
+    // says more than "closed its context".
+    connection->set_state(LinkState::closed);
+    return;
+  }
+  if (connection->peer_said_goodbye()) {
     connection->set_state(LinkState::closed);
     connection->on_peer_closed_locked();
     changed_.notify_all();
@@ -660,6 +670,18 @@ void Engine::post_recv(Connection& connection, Request& request, Tag tag, std::s
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure_) return request.fail(failure_);
   connection.post_recv_locked(request, tag, data);
+}
+
+void Engine::post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
+                            RemoteMemory remote) {
+  request.mark_pending();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return request.fail(failure_);
+  try {
+    connection.post_one_sided_locked(request, put, local, bytes, remote);
+  } catch (...) {
+    request.fail(std::current_exception());
+  }
 }
 
 void Engine::send_probe(Connection& connection, uint64_t probe, uint64_t group) {

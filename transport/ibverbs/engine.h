@@ -66,6 +66,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void post_send(Connection& connection, Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data);
   void send_probe(Connection& connection, uint64_t probe, uint64_t group);
+  void post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
+                      RemoteMemory remote);
 
   // ConnectionOwner
   int rank() const override { return options_.rank; }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "transport/registration.h"
@@ -43,6 +44,9 @@ class MemoryRegion final : public Registration {
   ~MemoryRegion() override { ibv_dereg_mr(mr_); }
   uint32_t lkey() const { return mr_->lkey; }
   uint32_t rkey() const { return mr_->rkey; }
+  std::optional<RemoteMemory> remote() const override {
+    return RemoteMemory{reinterpret_cast<uintptr_t>(address()), mr_->rkey};
+  }
 
  private:
   ibv_mr* mr_;
