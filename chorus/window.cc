@@ -55,7 +55,8 @@ struct WindowState {
   std::chrono::milliseconds timeout;
   std::vector<size_t> sizes;                         // by rank
   std::vector<transport::RemoteMemory> remotes;      // by rank, where native
-  std::vector<bool> native;                          // by rank
+  std::vector<bool> native;                          // by rank: this rank's operations on it are RDMA
+  std::vector<bool> served;                          // by rank: its operations here come as messages
   std::vector<std::shared_ptr<transport::Registration>> registrations;
 
   // Origin side: operations started and not flushed, by target rank.
@@ -137,7 +138,7 @@ void WindowState::serve() {
     communicator.pair(origin.rank).post_recv(origin.request, tag_of(group, request_tag), origin.header);
   };
   for (int rank = 0; rank < context.size(); ++rank) {
-    if (rank == context.rank() || native[static_cast<size_t>(rank)]) continue;
+    if (!served[static_cast<size_t>(rank)]) continue;
     Origin& origin = origins.emplace_back();
     origin.rank = rank;
     origin.request.attach(&service_signal);
@@ -212,19 +213,26 @@ Window::Window(Context& context, void* data, size_t bytes)
   if (!data && bytes > 0) throw InvalidArgument(cat("rank ", context.rank(), ": window of ", bytes, " bytes at null"));
   state.group = detail::state_of(context).next_window_group();
 
-  // Registered with every device that reaches a peer one-sidedly.
+  // Registered with the device that reaches peers one-sidedly. A failure
+  // here (the locked-memory limit) aborts the Context, so the other ranks
+  // hear why instead of waiting in the allgather below.
   std::optional<transport::RemoteMemory> remote;
   const transport::Mesh& mesh = state.communicator.mesh();
-  for (int rank = 0; rank < size; ++rank) {
-    if (rank == context.rank()) continue;
-    const int peer = state.communicator.mesh_rank(rank);
-    if (!state.communicator.pair(rank).one_sided() || remote) continue;
-    auto registration = mesh.device_of(peer).register_memory(
-        std::span<const std::byte>(state.data, std::max<size_t>(bytes, 1)), Memory::host());
-    if (auto described = registration->remote()) {
-      remote = transport::RemoteMemory{reinterpret_cast<uintptr_t>(state.data), described->key};
-      state.registrations.push_back(std::move(registration));
+  try {
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank == context.rank()) continue;
+      const int peer = state.communicator.mesh_rank(rank);
+      if (!state.communicator.pair(rank).one_sided() || remote || bytes == 0) continue;
+      auto registration = mesh.device_of(peer).register_memory(
+          std::span<const std::byte>(state.data, std::max<size_t>(bytes, 1)), Memory::host());
+      if (auto described = registration->remote()) {
+        remote = transport::RemoteMemory{reinterpret_cast<uintptr_t>(state.data), described->key};
+        state.registrations.push_back(std::move(registration));
+      }
     }
+  } catch (...) {
+    detail::abort_for(context, std::current_exception());
+    throw;
   }
   std::array<std::byte, detail::kDescriptorBytes> mine{};
   store_le(mine.data(), bytes, 8);
@@ -235,14 +243,19 @@ Window::Window(Context& context, void* data, size_t bytes)
   state.sizes.resize(static_cast<size_t>(size));
   state.remotes.resize(static_cast<size_t>(size));
   state.native.resize(static_cast<size_t>(size));
+  state.served.resize(static_cast<size_t>(size));
   state.outstanding.resize(static_cast<size_t>(size));
   for (int rank = 0; rank < size; ++rank) {
     const std::byte* descriptor = everyone.data() + detail::kDescriptorBytes * static_cast<size_t>(rank);
     state.sizes[static_cast<size_t>(rank)] = load_le(descriptor, 8);
     const uint64_t key = load_le(descriptor + 16, 8);
-    // Both ends of a pair use the same transport, so both agree on this.
+    // Where the target published a key and the pair has one-sided access.
     const bool native = rank != context.rank() && key != 0 && state.communicator.pair(rank).one_sided();
     state.native[static_cast<size_t>(rank)] = native;
+    // Its operations here are RDMA only where this rank published a key and
+    // the pair has one-sided access; otherwise this rank's service answers them.
+    state.served[static_cast<size_t>(rank)] =
+        rank != context.rank() && !(remote && state.communicator.pair(rank).one_sided());
     if (native) state.remotes[static_cast<size_t>(rank)] = {load_le(descriptor + 8, 8), key - 1};
   }
   state.service = std::thread([&state] {
