@@ -34,6 +34,10 @@
 
 namespace chorus::transport::ibverbs {
 
+// Accepted connections that have not proved themselves yet, at most: what a
+// stranger can make a rank hold.
+inline constexpr size_t kMaxUnproven = 16;
+
 class Engine final : public ConnectionOwner, public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const IbverbsDeviceOptions& options);
