@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/little_endian.h"
 #include "transport/abort_report.h"
+#include "transport/peer_errors.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::ibverbs {
@@ -560,16 +561,12 @@ void Connection::corrupt_locked(const std::string& what) {
 
 std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
                                               size_t my_bytes) const {
-  return std::make_exception_ptr(MismatchError(
-      cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " sent ", owner_.describe_signature(theirs.signature),
-          " but this rank expected ", owner_.describe_signature(mine.signature), ", for ",
-          describe_tag(mine.group, mine.value), " (a message of ", their_bytes, " bytes; this rank expected ",
-          my_bytes, ")")));
+  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
+                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
 }
 
 std::exception_ptr Connection::closed_context_error(const std::string& detail) const {
-  return std::make_exception_ptr(
-      IoError(cat("rank ", owner_.rank(), ": peer rank ", peer_rank_, " closed its context", detail), peer_rank_));
+  return transport::closed_context_error(owner_.rank(), peer_rank_, detail);
 }
 
 // ------------------------------------------------------------ closing

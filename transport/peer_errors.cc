@@ -1,0 +1,22 @@
+// The shared wording of peer errors (peer_errors.h).
+#include "transport/peer_errors.h"
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::transport {
+
+std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& theirs, const std::string& mine,
+                                  const Tag& tag, uint64_t their_bytes, size_t my_bytes) {
+  return std::make_exception_ptr(MismatchError(cat("rank ", rank, ": peer rank ", peer_rank, " sent ", theirs,
+                                                   " but this rank expected ", mine, ", for ",
+                                                   describe_tag(tag.group, tag.value), " (a message of ", their_bytes,
+                                                   " bytes; this rank expected ", my_bytes, ")")));
+}
+
+std::exception_ptr closed_context_error(int rank, int peer_rank, const std::string& detail) {
+  return std::make_exception_ptr(
+      IoError(cat("rank ", rank, ": peer rank ", peer_rank, " closed its context", detail), peer_rank));
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,24 @@
+// The errors every transport raises about a peer, in one wording: a message
+// that is not the one the receive expected, and a peer that closed its
+// context while this rank still expected something of it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+// MismatchError: "rank R: peer rank P sent <theirs> but this rank expected
+// <mine>, for <tag> (a message of N bytes; this rank expected M)". The two
+// calls come described (Tag signatures turned into words by the caller).
+std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& theirs, const std::string& mine,
+                                  const Tag& tag, uint64_t their_bytes, size_t my_bytes);
+
+// IoError naming the peer: "rank R: peer rank P closed its context<detail>".
+std::exception_ptr closed_context_error(int rank, int peer_rank, const std::string& detail);
+
+}  // namespace chorus::transport
