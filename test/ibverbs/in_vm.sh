@@ -46,6 +46,11 @@ section "every collective, 2 to 8 ranks, checked bit-exactly, over ibverbs"
 CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 CHORUS_RANK_PROGRAM=$build/test/collectives/collective_rank \
   "$build/test/collectives/test_collectives"
 
+section "real processes over verbs: a rank killed (SIGKILL) or stopped (SIGSTOP) is named by every survivor; the survivors shrink and carry on"
+# (Less the test of hostile bytes on TCP listening ports: these ranks listen on rdma_cm only.)
+CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 CHORUS_RANK_PROGRAM=$build/test/integration/rank_program \
+  "$build/test/integration/test_processes" "~hostile bytes*"
+
 section "chorus-bench --check across the veth pair (even ranks on rxe0, odd on rxe1)"
 for ranks in 2 3; do
   CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 CHORUS_LOG=info "$build/tools/chorus-run" -n $ranks -- \
