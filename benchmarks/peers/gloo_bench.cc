@@ -1,5 +1,7 @@
-// Peer driver: the installed Gloo (Debian libgloo) over its TCP transport,
-// timed and printed exactly like chorus-bench. Ranks come from chorus's env
+// Peer driver: the installed Gloo (Debian libgloo) over its TCP transport, or
+// over its ibverbs transport with GLOO_BENCH_TRANSPORT=ibverbs (device
+// GLOO_BENCH_IB_DEVICE, port 1, GID index GLOO_BENCH_IB_GID), timed and
+// printed exactly like chorus-bench. Ranks come from chorus's env
 // contract (CHORUS_RANK, CHORUS_SIZE, CHORUS_JOB_ID, CHORUS_SOCKET_IFNAME);
 // rendezvous through Gloo's FileStore in GLOO_BENCH_STORE_DIR (a shared directory).
 //   gloo-bench --op allreduce --algo ring|ring_chunked|halving_doubling|bcube|all
@@ -13,6 +15,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/ibverbs/device.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <cstdio>
@@ -50,9 +53,18 @@ int run(int argc, char** argv) {
   const std::string store_dir = env_or("GLOO_BENCH_STORE_DIR", "/tmp/gloo-bench-store");
   const std::string job = env_or("CHORUS_JOB_ID", "gloo-bench");
 
-  gloo::transport::tcp::attr attr;
-  attr.iface = env_or("CHORUS_SOCKET_IFNAME", "lo");
-  auto device = gloo::transport::tcp::CreateDevice(attr);
+  std::shared_ptr<gloo::transport::Device> device;
+  if (env_or("GLOO_BENCH_TRANSPORT", "tcp") == "ibverbs") {
+    gloo::transport::ibverbs::attr attr;
+    attr.name = env_or("GLOO_BENCH_IB_DEVICE", "");
+    attr.port = 1;
+    attr.index = std::stoi(env_or("GLOO_BENCH_IB_GID", "0"));
+    device = gloo::transport::ibverbs::CreateDevice(attr);
+  } else {
+    gloo::transport::tcp::attr attr;
+    attr.iface = env_or("CHORUS_SOCKET_IFNAME", "lo");
+    device = gloo::transport::tcp::CreateDevice(attr);
+  }
   gloo::rendezvous::FileStore file_store(store_dir);
   gloo::rendezvous::PrefixStore store(job, file_store);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
