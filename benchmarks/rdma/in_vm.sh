@@ -2,9 +2,11 @@
 # Inside rxe-run's VM (benchmarks/rdma/run.sh starts it): chorus over verbs
 # beside perftest on the same two Soft-RoCE devices, and beside chorus over
 # TCP on the same veth pair, in one run. Even ranks on rxe0, odd on rxe1.
-# $1: the build directory.
+# $1: the build directory; $2 (optional): gloo-bench (benchmarks/peers/build.sh),
+# run over Gloo's own ibverbs transport beside them.
 set -eu
 build=$1
+gloo=${2:-}
 ulimit -l unlimited
 cat > /tmp/alternate.sh <<'SCRIPT'
 #!/bin/sh
@@ -34,4 +36,13 @@ for round in 1 2; do
   echo "-- chorus ibverbs: allreduce 16 MiB"; bench ibverbs --op allreduce -b 16M -e 16M
   echo "-- chorus tcp: broadcast 8 B .. 4 MiB"; bench tcp --op broadcast -b 8 -e 4M -f 8
   echo "-- chorus tcp: allreduce 16 MiB"; bench tcp --op allreduce -b 16M -e 16M
+  if [ -n "$gloo" ]; then
+    # Gloo's broadcast needs unbound buffers, which its ibverbs transport lacks: allreduce only.
+    echo "-- gloo ibverbs: allreduce ring 16 MiB"
+    rm -rf /tmp/gloo-store && mkdir -p /tmp/gloo-store
+    GLOO_BENCH_TRANSPORT=ibverbs GLOO_BENCH_STORE_DIR=/tmp/gloo-store "$build/tools/chorus-run" -n 2 -- sh -c \
+      'if [ $((CHORUS_RANK % 2)) -eq 0 ]; then d=rxe0 g=$RXE_GID0; else d=rxe1 g=$RXE_GID1; fi;
+       GLOO_BENCH_IB_DEVICE=$d GLOO_BENCH_IB_GID=$g exec "$0" "$@"' "$gloo" \
+      --op allreduce --algo ring -b 16M -e 16M --rounds 3 --time-budget-ms 1500
+  fi
 done
