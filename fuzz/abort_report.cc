@@ -14,6 +14,8 @@
 // to the same report.
 #include <climits>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "fuzz/fuzz_common.h"
 #include "transport/abort_report.h"
@@ -67,9 +69,51 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string kind = chorus_error_kind(adopted, "adopt_abort");
   FUZZ_CHECK(kind == expected_kind(error_class), cat("class ", error_class, " was adopted as ", kind));
   const std::string message = error_text(adopted);
-  const std::string prefix = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ");
   // what() is a C string: the text shows up to its first NUL.
-  FUZZ_CHECK(message == prefix + text.substr(0, text.find('\0')), "the adopted error's text is not the peer's");
+  const std::string visible = text.substr(0, text.find('\0'));
+  // The message is "rank M: peer rank P aborted: S" or, for a report relayed
+  // through P from rank F, "rank M: peer rank F aborted (relayed by rank P):
+  // S", where S is the peer's text less whole hop prefixes ("rank A: peer
+  // rank B aborted: ", with or without "(relayed by rank C)"): nothing is
+  // invented, and only those prefixes are dropped.
+  const std::string direct = cat("rank ", my_rank, ": peer rank ", peer_rank, " aborted: ");
+  std::string suffix;
+  if (message.rfind(direct, 0) == 0) {
+    suffix = message.substr(direct.size());
+  } else {
+    const std::string head = cat("rank ", my_rank, ": peer rank ");
+    const std::string relay = cat(" aborted (relayed by rank ", peer_rank, "): ");
+    const size_t at = message.find(relay);
+    FUZZ_CHECK(message.rfind(head, 0) == 0 && at != std::string::npos, "the adopted error names neither form");
+    const std::string first = message.substr(head.size(), at - head.size());
+    suffix = message.substr(at + relay.size());
+    // The text starts with "rank N: " for that N (leading zeros allowed: "rank 007: ").
+    const size_t digits_end = suffix.find_first_not_of("0123456789", 5);
+    const bool starts = suffix.rfind("rank ", 0) == 0 && digits_end != std::string::npos && digits_end > 5 &&
+                        digits_end - 5 <= 9 && suffix.compare(digits_end, 2, ": ") == 0 &&
+                        first.size() <= 10 && std::stol(suffix.substr(5, digits_end - 5)) == std::stol(first);
+    FUZZ_CHECK(starts && first != std::to_string(peer_rank) && first != std::to_string(my_rank),
+               "a relayed report names a rank its text does not start with");
+  }
+  FUZZ_CHECK(suffix.size() <= visible.size() && visible.compare(visible.size() - suffix.size(), suffix.size(), suffix) == 0,
+             "the adopted error's text is not the peer's");
+  std::string_view dropped(visible.data(), visible.size() - suffix.size());
+  auto take = [&](std::string_view expected) {
+    if (dropped.substr(0, expected.size()) != expected) return false;
+    dropped.remove_prefix(expected.size());
+    return true;
+  };
+  auto take_number = [&] {
+    size_t digits = 0;
+    while (digits < dropped.size() && dropped[digits] >= '0' && dropped[digits] <= '9') ++digits;
+    dropped.remove_prefix(digits);
+    return digits > 0;
+  };
+  while (!dropped.empty()) {
+    const bool hop = take("rank ") && take_number() && take(": peer rank ") && take_number() &&
+                     (take(" aborted: ") || (take(" aborted (relayed by rank ") && take_number() && take("): ")));
+    FUZZ_CHECK(hop, "more than whole hop prefixes were dropped from the peer's text");
+  }
 
   int blamed_rank = -1;
   try {
