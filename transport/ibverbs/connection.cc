@@ -111,20 +111,37 @@ void Connection::queue_locked(MessageHeader header, std::vector<std::byte> paylo
   pump_locked();
 }
 
+MessageHeader Connection::data_header(MessageKind kind, const Tag& tag, size_t bytes) {
+  MessageHeader header;
+  header.kind = kind;
+  header.a = tag.group;
+  header.b = tag.value;
+  header.c = tag.signature;
+  header.d = bytes;
+  return header;
+}
+
 void Connection::post_send_locked(Request& request, Tag tag, std::span<const std::byte> data) {
   if (peer_said_goodbye_) {
     request.fail(closed_context_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value))));
     return;
   }
   if (data.size() <= kEagerLimit) {
-    MessageHeader header;
-    header.kind = MessageKind::eager;
-    header.a = tag.group;
-    header.b = tag.value;
-    header.c = tag.signature;
-    header.d = data.size();
-    // The transport holds the bytes from here: the send is finished.
-    queue_locked(header, std::vector<std::byte>(data.begin(), data.end()));
+    const MessageHeader header = data_header(MessageKind::eager, tag, data.size());
+    // Straight into a send slot when nothing waits ahead of it; otherwise a
+    // copy waits in the queue. Either way the transport holds the bytes from
+    // here: the send is finished.
+    const bool direct = outgoing_.empty() && has_queue_pair_ && state_ != LinkState::failed &&
+                        sends_in_flight_ < max_send_wr_ && !free_send_slots_.empty() &&
+                        may_spend_credit(MessageKind::eager);
+    if (!direct) {
+      queue_locked(header, std::vector<std::byte>(data.begin(), data.end()));
+    } else if (!post_slot_message_locked(header, data)) {
+      // Posting failed the device; this request is held nowhere, so it fails here.
+      request.fail(std::make_exception_ptr(
+          IoError(cat("rank ", owner_.rank(), ": cannot send to ", peer_label_), peer_rank_)));
+      return;
+    }
     request.complete();
     return;
   }
@@ -140,12 +157,7 @@ void Connection::post_send_locked(Request& request, Tag tag, std::span<const std
   const uint32_t send_id = next_send_id_++;
   LargeSend& queued = large_sends_[send_id] = std::move(send);
   queued.data = tag.eager ? std::span<const std::byte>(queued.owned) : data;
-  MessageHeader header;
-  header.kind = MessageKind::ready_to_send;
-  header.a = tag.group;
-  header.b = tag.value;
-  header.c = tag.signature;
-  header.d = data.size();
+  MessageHeader header = data_header(MessageKind::ready_to_send, tag, data.size());
   header.e = send_id;
   queue_locked(header);
   if (tag.eager) request.complete();
@@ -232,7 +244,7 @@ void Connection::pump_locked() {
     progressed = false;
     if (!outgoing_.empty() && sends_in_flight_ < max_send_wr_ && !free_send_slots_.empty() &&
         may_spend_credit(outgoing_.front().header.kind)) {
-      if (!post_slot_message_locked(outgoing_.front())) return;
+      if (!post_slot_message_locked(outgoing_.front().header, outgoing_.front().payload)) return;
       if (outgoing_.front().header.kind == MessageKind::credit) credit_queued_ = false;
       outgoing_.pop_front();
       progressed = true;
@@ -263,14 +275,13 @@ void Connection::pump_locked() {
   }
 }
 
-bool Connection::post_slot_message_locked(const Outgoing& message) {
+bool Connection::post_slot_message_locked(MessageHeader header, std::span<const std::byte> payload) {
   const uint32_t slot = free_send_slots_.back();
   std::byte* buffer = slots_.get() + size_t{slot} * kSlotBytes;
-  MessageHeader header = message.header;
   header.credits = take_returned_credits_locked();
   encode_header(header, buffer);
-  if (!message.payload.empty()) std::memcpy(buffer + kHeaderBytes, message.payload.data(), message.payload.size());
-  const auto length = static_cast<uint32_t>(kHeaderBytes + message.payload.size());
+  if (!payload.empty()) std::memcpy(buffer + kHeaderBytes, payload.data(), payload.size());
+  const auto length = static_cast<uint32_t>(kHeaderBytes + payload.size());
   ibv_sge sge{reinterpret_cast<uintptr_t>(buffer), length, slots_region_->lkey()};
   ibv_send_wr request{};
   request.wr_id = work_id(id_, WorkKind::send, slot);

@@ -187,7 +187,10 @@ class Connection {
 
   // Posts what credits, slots and queue room allow.
   void pump_locked();
-  bool post_slot_message_locked(const Outgoing& message);
+  // Copies header and payload into a free send slot and posts it; the caller
+  // checked credits, slots and queue room. False when posting failed the device.
+  bool post_slot_message_locked(MessageHeader header, std::span<const std::byte> payload);
+  static MessageHeader data_header(MessageKind kind, const Tag& tag, size_t bytes);
   bool post_next_write_locked(LargeSend& send, uint32_t send_id);
   bool post_next_one_sided_locked(OneSided& operation, uint32_t id);
   void repost_receive_locked(uint32_t slot);
