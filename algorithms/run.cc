@@ -12,6 +12,7 @@
 #include "algorithms/local_steps.h"
 #include "algorithms/plan_cache.h"
 #include "algorithms/selection.h"
+#include "algorithms/staging.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/transport.h"
@@ -204,6 +205,14 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
   // buffer passed twice must take the in-place plan.
   Call effective = call;
   if (!effective.topology) effective.topology = communicator.shared_topology();
+  // CUDA memory that a transport of this Communicator cannot move runs on
+  // pinned host copies (algorithms/staging.h).
+  if (effective.memory.kind == MemoryKind::cuda && !communicator.accepts(effective.memory)) {
+    run_staged(effective, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {
+      run_collective(communicator, host_call, host_input, host_output, algorithm, sequence, deadline, caller_waits);
+    });
+    return;
+  }
   if ((call.collective == Collective::allreduce || call.collective == Collective::reduce) && input == output &&
       input != nullptr)
     effective.in_place = true;
@@ -215,7 +224,7 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
     effective.in_place = false;
     MemoryBackend& backend = memory_backend(effective.memory);
     const size_t bytes = output_bytes(effective);
-    std::unique_ptr<std::byte[]> block = backend.allocate(bytes);
+    std::shared_ptr<std::byte> block = backend.allocate(bytes);
     run_plan(communicator, effective, input, block.get(), algorithm, sequence, deadline, caller_waits);
     backend.copy(static_cast<std::byte*>(output), block.get(), bytes);
     return;

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "base/host_device.h"
 #include "base/types.h"
 
 namespace chorus {
@@ -18,12 +19,12 @@ namespace chorus {
 // A select written as masks: with plain ?: g++ moves the float arithmetic of
 // the subnormal case into a branch (it may trap, so it is not if-converted)
 // and the loop no longer vectorises.
-inline uint32_t select_bits(bool condition, uint32_t if_true, uint32_t if_false) {
+CHORUS_HOST_DEVICE inline uint32_t select_bits(bool condition, uint32_t if_true, uint32_t if_false) {
   const uint32_t mask = 0u - static_cast<uint32_t>(condition);
   return (if_true & mask) | (if_false & ~mask);
 }
 
-inline float half_bits_to_float(uint16_t half) {
+CHORUS_HOST_DEVICE inline float half_bits_to_float(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
   const uint32_t magnitude = half & 0x7fffu;
   const uint32_t exponent = magnitude & 0x7c00u;
@@ -43,7 +44,7 @@ inline float half_bits_to_float(uint16_t half) {
   return std::bit_cast<float>(bits | sign);
 }
 
-inline uint16_t float_to_half_bits(float value) {
+CHORUS_HOST_DEVICE inline uint16_t float_to_half_bits(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & 0x7fffffffu;
@@ -69,11 +70,11 @@ inline uint16_t float_to_half_bits(float value) {
   return static_cast<uint16_t>(result | sign);
 }
 
-inline float bfloat16_bits_to_float(uint16_t bfloat) {
+CHORUS_HOST_DEVICE inline float bfloat16_bits_to_float(uint16_t bfloat) {
   return std::bit_cast<float>(static_cast<uint32_t>(bfloat) << 16);
 }
 
-inline uint16_t float_to_bfloat16_bits(float value) {
+CHORUS_HOST_DEVICE inline uint16_t float_to_bfloat16_bits(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   // bfloat16 is the top half of a float; round the dropped half to nearest even.
   // The carry may overflow into the exponent, which yields infinity correctly.

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "base/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/memory_backend.h"
@@ -35,7 +36,9 @@ class HostMemoryBackend final : public MemoryBackend {
     return buffer.get();
   }
 
-  std::unique_ptr<std::byte[]> allocate(size_t bytes) override { return std::unique_ptr<std::byte[]>(new std::byte[bytes]); }
+  std::shared_ptr<std::byte> allocate(size_t bytes) override {
+    return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+  }
 
   void copy(std::byte* to, const std::byte* from, size_t bytes) override {
     if (bytes > 0 && to != from) std::memmove(to, from, bytes);
@@ -55,7 +58,8 @@ class HostMemoryBackend final : public MemoryBackend {
 MemoryBackend& memory_backend(const Memory& memory) {
   static HostMemoryBackend host;
   if (memory.kind == MemoryKind::host) return host;
-  throw InvalidArgument(cat("no memory backend for ", to_string(memory), " in this build of chorus (host only)"));
+  if (memory.kind == MemoryKind::cuda) return cuda::cuda_runtime().backend(memory.device);
+  throw InvalidArgument(cat("no memory backend for ", to_string(memory)));
 }
 
 }  // namespace chorus

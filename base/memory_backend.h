@@ -23,8 +23,8 @@ class MemoryBackend {
   // keeps a training loop from allocating (and page-faulting) every call.
   virtual std::byte* thread_scratch(size_t bytes) = 0;
   // A buffer of its own, for the rare call that needs a second copy of the
-  // user's data; freed when the pointer goes.
-  virtual std::unique_ptr<std::byte[]> allocate(size_t bytes) = 0;
+  // user's data; freed (by this backend's own means) when the last pointer goes.
+  virtual std::shared_ptr<std::byte> allocate(size_t bytes) = 0;
   // memmove semantics: an in-place call may copy a region onto itself.
   virtual void copy(std::byte* to, const std::byte* from, size_t bytes) = 0;
   // accumulator[i] = accumulator[i] op operand[i] for i < count (avg sums).

@@ -13,86 +13,15 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "base/reduce_16bit_x86.h"
+#include "base/reduce_ops.h"
 
 namespace chorus {
 namespace {
 
+using namespace reduce_ops;
+
 // Elements staged per bounce block: 2 KiB of int64 stays in L1 next to its partner.
 constexpr size_t bounce_elements = 256;
-
-// Integer arithmetic happens in the unsigned type (at least unsigned int, so
-// narrow types are not promoted to signed int): overflow wraps modulo 2^bits
-// instead of being undefined, and C++20 defines the conversion back.
-template <class T>
-using Wrapping = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-
-struct SumOp {
-  static constexpr bool for_floating_point = true;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<Wrapping<T>>(a) + static_cast<Wrapping<T>>(b));
-    } else {
-      return a + b;
-    }
-  }
-};
-
-struct ProdOp {
-  static constexpr bool for_floating_point = true;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
-    } else {
-      return a * b;
-    }
-  }
-};
-
-// Floating point min/max propagate NaN from either side, so every rank gets
-// the same answer whatever order the partial results arrive in.
-struct MinOp {
-  static constexpr bool for_floating_point = true;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return b < a ? b : a;
-    } else {
-      return ((b < a) | (b != b)) ? b : a;
-    }
-  }
-};
-
-struct MaxOp {
-  static constexpr bool for_floating_point = true;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return a < b ? b : a;
-    } else {
-      return ((a < b) | (b != b)) ? b : a;
-    }
-  }
-};
-
-struct BitAndOp {
-  static constexpr bool for_floating_point = false;
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(a & b); }
-};
-
-struct BitOrOp {
-  static constexpr bool for_floating_point = false;
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(a | b); }
-};
-
-struct BitXorOp {
-  static constexpr bool for_floating_point = false;
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
-};
 
 struct Float16Format {
   static float to_float(uint16_t bits) { return half_bits_to_float(bits); }
@@ -215,23 +144,9 @@ void reduce_with(DataType type, void* accumulator, const void* operand, size_t c
   throw InvalidArgument("reduce_into: no kernel for data type " + std::string(to_string(type)));
 }
 
-// Integer average truncates toward zero. Done on the magnitude in the
-// unsigned type so INT_MIN and any contributor count (even beyond the
-// type's range) divide without overflow.
 template <class T>
 void divide_integers(T* data, size_t count, size_t contributors) {
-  using Magnitude = std::make_unsigned_t<T>;
-  if constexpr (std::is_signed_v<T>) {
-    for (size_t i = 0; i < count; ++i) {
-      const bool negative = data[i] < 0;
-      const Magnitude magnitude =
-          negative ? static_cast<Magnitude>(Magnitude{0} - static_cast<Magnitude>(data[i])) : static_cast<Magnitude>(data[i]);
-      const Magnitude quotient = static_cast<Magnitude>(magnitude / contributors);
-      data[i] = negative ? static_cast<T>(Magnitude{0} - quotient) : static_cast<T>(quotient);
-    }
-  } else {
-    for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / contributors);
-  }
+  for (size_t i = 0; i < count; ++i) data[i] = divide_integer(data[i], contributors);
 }
 
 template <class T>

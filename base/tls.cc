@@ -3,7 +3,6 @@
 // session that only poll the socket and use the session's own calls.
 #include "base/tls.h"
 
-#include <dlfcn.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/module_loader.h"
 
 namespace chorus {
 namespace {
@@ -23,50 +23,14 @@ struct TlsModule {
   std::string failure;  // why there is none
 };
 
-// The directory of the shared object (or program) that holds this code.
-std::string directory_of_this_code() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&directory_of_this_code), &info) == 0 || !info.dli_fname) return {};
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
 TlsModule load_module() {
-  std::vector<std::string> candidates;
-  if (const char* named = std::getenv("CHORUS_TLS_MODULE"); named && *named) {
-    candidates.push_back(named);
-  } else {
-    if (std::string here = directory_of_this_code(); !here.empty()) candidates.push_back(here + "/" + kTlsModuleFile);
-    candidates.push_back(std::string(CHORUS_INSTALLED_LIBDIR) + "/" + kTlsModuleFile);
-  }
   TlsModule module;
-  std::string tried;
-  for (const std::string& path : candidates) {
-    // RTLD_LOCAL: OpenSSL's symbols stay the module's, whatever else the program links.
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = ::dlerror();
-      tried += cat(tried.empty() ? "" : "; ", why ? why : path);
-      continue;
-    }
-    // Never closed: every context and session it makes runs its code.
-    const auto version = reinterpret_cast<TlsModuleVersion>(::dlsym(handle, kTlsModuleVersion));
-    const auto entry = reinterpret_cast<TlsModuleEntry>(::dlsym(handle, kTlsModuleEntry));
-    if (!version || !entry) {
-      tried += cat(tried.empty() ? "" : "; ", path, ": not a chorus TLS module");
-      continue;
-    }
-    if (std::strcmp(version(), CHORUS_VERSION) != 0) {
-      tried += cat(tried.empty() ? "" : "; ", path, ": built from chorus ", version(), ", this library is ",
-                   CHORUS_VERSION);
-      continue;
-    }
-    module.load = entry;
-    return module;
-  }
-  module.failure = cat("TLS is configured (CHORUS_TLS_CERT, CHORUS_TLS_KEY, CHORUS_TLS_CA) but chorus's TLS module ",
-                       kTlsModuleFile, " cannot be loaded (set CHORUS_TLS_MODULE to its path): ", tried);
+  std::string why;
+  const ModuleSymbols symbols{kTlsModuleFile, "CHORUS_TLS_MODULE", kTlsModuleVersion, kTlsModuleEntry};
+  module.load = reinterpret_cast<TlsModuleEntry>(load_module_entry(symbols, why));
+  if (!module.load)
+    module.failure = cat("TLS is configured (CHORUS_TLS_CERT, CHORUS_TLS_KEY, CHORUS_TLS_CA) but chorus's TLS module ",
+                         why);
   return module;
 }
 

@@ -6,6 +6,7 @@
 
 #include "algorithms/registry.h"
 #include "chorus/collectives.h"
+#include "base/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/topology.h"
@@ -98,9 +99,22 @@ Row Runner::prepare(size_t bytes, const std::string& algorithm) {
   // Never shrunk, so a sweep allocates (and page-faults) once per new maximum.
   input_.resize(std::max(input_.size(), input_elements(operation, rank, size, root, count) * element));
   output_.resize(std::max(output_.size(), output_elements(operation, rank, size, root, count) * element));
+  size_device_buffers();
   if (settings_.check) {
     fill_input(operation, settings_.type, settings_.op, rank, size, root, input_.data(), count);
+    const bool device = settings_.memory.kind == MemoryKind::cuda;
+    cuda::Runtime* runtime = device ? &cuda::cuda_runtime() : nullptr;
+    if (device) {
+      runtime->copy_to_device(device_input_.get(), input_.data(), input_.size(), settings_.memory.device);
+      // What a collective leaves alone must not pass for a result.
+      std::fill(output_.begin(), output_.end(), std::byte{0xA5});
+      runtime->copy_to_device(device_output_.get(), output_.data(), output_.size(), settings_.memory.device);
+    }
     run_once(count, algorithm);
+    if (device) {
+      runtime->copy_to_host(input_.data(), device_input_.get(), input_.size(), settings_.memory.device);
+      runtime->copy_to_host(output_.data(), device_output_.get(), output_.size(), settings_.memory.device);
+    }
     const void* result = operation == Operation::broadcast ? input_.data() : output_.data();
     uint64_t wrong = count_wrong(operation, settings_.type, settings_.op, rank, size, root, result, count);
     allreduce(context_, &wrong, &wrong, 1, DataType::uint64, ReduceOp::sum);
@@ -147,11 +161,12 @@ std::vector<Row> Runner::measure(size_t bytes, const std::vector<std::string>& a
 void Runner::run_once(size_t count, const std::string& algorithm) {
   CollectiveOptions options;
   options.algorithm = algorithm;
+  options.memory = settings_.memory;
   const DataType type = settings_.type;
   const int root = settings_.root;
   const bool is_root = context_.rank() == root;
-  std::byte* in = input_.data();
-  std::byte* out = output_.data();
+  std::byte* in = input();
+  std::byte* out = output();
   switch (settings_.operation) {
     case Operation::allreduce: allreduce(context_, in, out, count, type, settings_.op, options); break;
     case Operation::broadcast: broadcast(context_, in, count, type, root, options); break;
@@ -164,6 +179,20 @@ void Runner::run_once(size_t count, const std::string& algorithm) {
     case Operation::scatter: scatter(context_, is_root ? in : nullptr, out, count, type, root, options); break;
     case Operation::alltoall: alltoall(context_, in, out, count, type, options); break;
     case Operation::barrier: barrier(context_, options); break;
+  }
+}
+
+void Runner::size_device_buffers() {
+  if (settings_.memory.kind != MemoryKind::cuda) return;
+  MemoryBackend& backend = cuda::cuda_runtime().backend(settings_.memory.device);
+  // At least one byte: a null buffer would read as "none given".
+  if (input_.size() > device_input_bytes_ || !device_input_) {
+    device_input_ = backend.allocate(std::max<size_t>(input_.size(), 1));
+    device_input_bytes_ = input_.size();
+  }
+  if (output_.size() > device_output_bytes_ || !device_output_) {
+    device_output_ = backend.allocate(std::max<size_t>(output_.size(), 1));
+    device_output_bytes_ = output_.size();
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct BenchSettings {
   // a shared machine hits every algorithm alike and their ratio is fair.
   int rounds = 3;
   bool check = false;
+  // Where the buffers live: host memory, or CUDA device memory (--device).
+  Memory memory = Memory::host();
 };
 
 struct Row {
@@ -70,8 +73,20 @@ class Runner {
 
   Context& context_;
   const BenchSettings& settings_;
+  // The buffers the collectives run on.
+  std::byte* input() { return device_input_ ? device_input_.get() : input_.data(); }
+  std::byte* output() { return device_output_ ? device_output_.get() : output_.data(); }
+  // With device memory: grows the device buffers to the host ones' sizes.
+  void size_device_buffers();
+
+  // Host buffers; with --device the data is filled and checked here and
+  // copied to and from device buffers of the same sizes.
   std::vector<std::byte> input_;
   std::vector<std::byte> output_;
+  std::shared_ptr<std::byte> device_input_;
+  std::shared_ptr<std::byte> device_output_;
+  size_t device_input_bytes_ = 0;
+  size_t device_output_bytes_ = 0;
 };
 
 }  // namespace chorus::bench

@@ -24,6 +24,7 @@
 #include "benchmarks/run_metadata.h"
 #include "benchmarks/bench_runner.h"
 #include "benchmarks/check_data.h"
+#include "base/cuda/runtime.h"
 #include "chorus/chorus.h"
 #include "base/log.h"
 #include "tools/local_launcher.h"
@@ -56,6 +57,7 @@ struct BenchOptions {
   std::vector<int> fake_hosts;          // with --ranks: ranks per fake host
   std::string trace;                    // empty: CHORUS_TRACE, else none
   bool trace_steps = false;
+  std::string device = "host";          // host, cuda (the local rank's device), cuda:N
 };
 
 // "shm to 3 peers", "shm to 1 peer, tcp (2 streams) to 2 peers": what serves this rank's peers.
@@ -95,6 +97,24 @@ std::vector<size_t> message_sizes(const BenchOptions& options, Operation operati
   return sizes;
 }
 
+// --device: host, cuda (ranks of a host spread over its devices: several
+// ranks share one when there are fewer devices than ranks), cuda:N.
+Memory bench_memory(const std::string& device, const Context& context) {
+  if (device == "host") return Memory::host();
+  if (device == "cuda") {
+    const int devices = cuda::cuda_runtime().device_count();
+    if (devices == 0)
+      throw InvalidArgument(cat("--device cuda: this process has no CUDA device: ", cuda::cuda_runtime().no_device_reason()));
+    return Memory::cuda(context.local_rank() % devices);
+  }
+  if (device.rfind("cuda:", 0) == 0) {
+    const std::string index = device.substr(5);
+    if (!index.empty() && index.find_first_not_of("0123456789") == std::string::npos && index.size() < 6)
+      return Memory::cuda(std::stoi(index));
+  }
+  throw InvalidArgument(cat("--device ", device, " is not host, cuda or cuda:N"));
+}
+
 int run_rank(const BenchOptions& options) {
   bench::BenchSettings settings;
   settings.operation = *bench::parse_operation(options.operation);
@@ -116,13 +136,14 @@ int run_rank(const BenchOptions& options) {
   if (options.trace_steps) connect_options.trace_steps = true;
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
+  settings.memory = bench_memory(options.device, *context);
   const nlohmann::json metadata = bench::run_metadata(
       *context, {{"dtype", options.type}, {"redop", options.redop}, {"root", options.root},
                  {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
                  {"step_factor", options.step_factor}, {"iters", options.iters}, {"warmup", options.warmup},
                  {"time_budget_ms", options.budget_ms}, {"rounds", options.rounds}, {"check", options.check},
                  {"timeout_ms", options.timeout_ms}, {"streams", options.streams},
-                 {"transports", options.transports}, {"trace", options.trace}});
+                 {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
   if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
     throw InvalidArgument(cat("--root ", options.root, " is out of range for ", context->size(), " ranks"));
   if (options.algorithm != "all" && options.algorithm != "auto" &&
@@ -137,9 +158,11 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), algorithm %s, %s%s%s%s, median of %d rounds\n",
+    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s, median "
+                "of %d rounds\n",
                 options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
-                describe_links(*context).c_str(), algorithm.c_str(), options.type.c_str(),
+                describe_links(*context).c_str(), to_string(settings.memory).c_str(), algorithm.c_str(),
+                options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", options.check ? ", checked" : "",
                 settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
@@ -266,6 +289,9 @@ int main(int argc, char** argv) {
                  "Write a Chrome trace of every collective, one file per rank: {rank} in the name, else .rank<N> "
                  "before the extension (default: CHORUS_TRACE, else none; docs/trace.md)");
   app.add_flag("--trace-steps", options.trace_steps, "With --trace: every step of every collective too");
+  app.add_option("--device", options.device,
+                 "Where the buffers live: host, cuda (device local_rank % devices) or cuda:N")
+      ->capture_default_str();
   std::string fake_hosts_text;
   app.add_option("--fake-hosts", fake_hosts_text,
                  "With --ranks: pretend the ranks run on hosts of these sizes, e.g. 2,2 (CHORUS_HOST_ID per rank: "

@@ -1,5 +1,6 @@
 // The shared checks and the issuing of public collectives.
 #include "chorus/collective_checks.h"
+#include "chorus/device_memory.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -127,6 +128,10 @@ Work issue(Context& context, const Call& described, const void* input, void* out
              to_string(call.type), async ? " (async)" : "");
   std::string algorithm = options.algorithm;
   const algorithms::Communicator& communicator = state.communicator;
+  // CUDA memory: buffers checked, and the call ordered after the caller's
+  // stream (now, at issue) and the stream after the call.
+  std::shared_ptr<cuda::StreamOrder> stream_order = prepare_device_call(
+      context, algorithms::to_string(call.collective), options, {{"input", input}, {"output", output}}, async);
   if (!async) {
     // The caller waits for the whole call: the queue of earlier async calls
     // (timed only when there is one) and the run (timed by the run itself).
@@ -135,13 +140,24 @@ Work issue(Context& context, const Call& described, const void* input, void* out
       state.work_queue().drain();
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
     }
+    if (stream_order) stream_order->inputs_ready();
     algorithms::run_collective(communicator, call, input, output, algorithm, sequence, deadline_for(context, options),
                                /*caller_waits=*/true);
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
   auto timeout = options.timeout.value_or(context.timeout());
-  auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout] {
+  auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout,
+                                         stream_order] {
+    // The caller's stream goes on when the call ends, failed or not (the
+    // error is Work::wait's to report).
+    struct ReleaseStream {
+      cuda::StreamOrder* order;
+      ~ReleaseStream() {
+        if (order) order->finished();
+      }
+    } release{stream_order.get()};
+    if (stream_order) stream_order->inputs_ready();
     algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
   });
   // Read by the caller's Work::wait only, never by the worker.

@@ -19,10 +19,23 @@ struct CollectiveOptions {
   std::string algorithm = "auto";
   // Defaults to the Context's timeout.
   std::optional<std::chrono::milliseconds> timeout;
-  // Where the buffers of the raw-pointer forms live. Host memory is all this
-  // build moves; CUDA device memory comes with the GPU transports.
+  // Where the buffers of the raw-pointer forms live: host memory, or the
+  // memory of one CUDA device (Memory::cuda(n); memory_of() tells which a
+  // pointer is). Device buffers move over any transport (through pinned
+  // host memory where the transport moves host memory only) and reduce on
+  // the device (docs/cuda.md).
   Memory memory = Memory::host();
+  // CUDA memory only: the caller's cudaStream_t (null: the legacy default
+  // stream). The collective reads its input after the work queued there
+  // before the call, and work queued there after the call runs after the
+  // result is in place, for async calls too, without blocking the host.
+  void* cuda_stream = nullptr;
 };
+
+// Where a buffer lives: Memory::cuda(n) for memory of CUDA device n, host
+// memory otherwise (and always in a build or process without CUDA). Throws
+// InvalidArgument for CUDA managed memory, which chorus does not move.
+Memory memory_of(const void* pointer);
 
 // Throws InvalidArgument for typed calls whose input and output sizes differ.
 [[noreturn]] void throw_size_mismatch(Context& context, const char* collective, size_t input_count,

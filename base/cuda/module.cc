@@ -1,0 +1,171 @@
+// libchorus_cuda.so: the CUDA runtime calls of base/cuda/module_api.h. Each
+// wrapper turns a cudaError_t into the text libchorus puts in its errors;
+// the kernels are in reduce_kernels.cu.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+#include "base/cuda/module_api.h"
+#include "base/cuda/reduce_kernels.h"
+
+namespace chorus::cuda {
+namespace {
+
+thread_local std::string last_error;
+
+CudaStatus failed(const std::string& what, cudaError_t error) {
+  last_error = what + ": " + cudaGetErrorString(error) + " (" + cudaGetErrorName(error) + ")";
+  // A failed call leaves a sticky "last error" that a later
+  // cudaGetLastError (ours after a launch) would report again.
+  (void)cudaGetLastError();
+  return last_error.c_str();
+}
+
+CudaStatus check(cudaError_t error, const char* what) {
+  return error == cudaSuccess ? nullptr : failed(what, error);
+}
+
+std::string bytes_text(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+CudaStatus device_count(int* count) {
+  *count = 0;
+  const cudaError_t error = cudaGetDeviceCount(count);
+  if (error == cudaErrorNoDevice) {
+    *count = 0;
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return check(error, "cudaGetDeviceCount");
+}
+
+CudaStatus describe_pointer(const void* pointer, int* kind, int* device) {
+  cudaPointerAttributes attributes{};
+  const cudaError_t error = cudaPointerGetAttributes(&attributes, pointer);
+  if (error != cudaSuccess) return failed("cudaPointerGetAttributes", error);
+  *device = attributes.device;
+  switch (attributes.type) {
+    case cudaMemoryTypeDevice: *kind = 1; break;
+    case cudaMemoryTypeManaged: *kind = 2; break;
+    default: *kind = 0; break;  // unregistered or pinned host memory
+  }
+  return nullptr;
+}
+
+CudaStatus set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice"); }
+
+CudaStatus stream_create(int device, void** stream) {
+  if (CudaStatus status = set_device(device)) return status;
+  cudaStream_t created = nullptr;
+  if (cudaError_t error = cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking); error != cudaSuccess)
+    return failed("cudaStreamCreateWithFlags", error);
+  *stream = created;
+  return nullptr;
+}
+
+CudaStatus stream_synchronize(void* stream) {
+  return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+
+CudaStatus event_create(int device, void** event) {
+  if (CudaStatus status = set_device(device)) return status;
+  cudaEvent_t created = nullptr;
+  if (cudaError_t error = cudaEventCreateWithFlags(&created, cudaEventDisableTiming); error != cudaSuccess)
+    return failed("cudaEventCreateWithFlags", error);
+  *event = created;
+  return nullptr;
+}
+
+CudaStatus event_destroy(void* event) {
+  return check(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+}
+
+CudaStatus event_record(void* event, void* stream) {
+  return check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+
+CudaStatus stream_wait_event(void* stream, void* event) {
+  return check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+               "cudaStreamWaitEvent");
+}
+
+CudaStatus device_allocate(int device, size_t bytes, void** pointer) {
+  if (CudaStatus status = set_device(device)) return status;
+  const cudaError_t error = cudaMalloc(pointer, bytes);
+  if (error != cudaSuccess)
+    return failed("cudaMalloc of " + bytes_text(bytes) + " on cuda:" + std::to_string(device), error);
+  return nullptr;
+}
+
+CudaStatus device_free(void* pointer) { return check(cudaFree(pointer), "cudaFree"); }
+
+CudaStatus host_allocate(size_t bytes, void** pointer) {
+  const cudaError_t error = cudaHostAlloc(pointer, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+  if (error != cudaSuccess) return failed("cudaHostAlloc of " + bytes_text(bytes) + " (pinned)", error);
+  return nullptr;
+}
+
+CudaStatus host_free(void* pointer) { return check(cudaFreeHost(pointer), "cudaFreeHost"); }
+
+CudaStatus copy_async(void* to, const void* from, size_t bytes, void* stream) {
+  const cudaError_t error = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
+  if (error != cudaSuccess) return failed("cudaMemcpyAsync of " + bytes_text(bytes), error);
+  return nullptr;
+}
+
+CudaStatus reduce_async(int type, int op, void* accumulator, const void* operand, size_t count, void* stream) {
+  const cudaError_t error = launch_reduce(type, op, accumulator, operand, count, static_cast<cudaStream_t>(stream));
+  if (error != cudaSuccess) return failed("reduction kernel over " + std::to_string(count) + " elements", error);
+  return nullptr;
+}
+
+CudaStatus average_async(int type, void* data, size_t count, size_t contributors, void* stream) {
+  const cudaError_t error = launch_average(type, data, count, contributors, static_cast<cudaStream_t>(stream));
+  if (error != cudaSuccess) return failed("averaging kernel over " + std::to_string(count) + " elements", error);
+  return nullptr;
+}
+
+// cuStreamWaitValue32 lives in the driver API; the runtime hands out its
+// address, so the module links libcudart only.
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+CudaStatus stream_wait_flag(void* stream, const uint32_t* flag, uint32_t value) {
+  static StreamWaitValue32 wait_value = nullptr;
+  static cudaError_t lookup = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t error =
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &function, 12000, cudaEnableDefault, &found);
+    if (error == cudaSuccess && found == cudaDriverEntryPointSuccess)
+      wait_value = reinterpret_cast<StreamWaitValue32>(function);
+    return error == cudaSuccess && !wait_value ? cudaErrorNotSupported : error;
+  }();
+  if (lookup != cudaSuccess) return failed("looking up cuStreamWaitValue32 in the driver", lookup);
+  void* device_view = nullptr;
+  if (cudaError_t error = cudaHostGetDevicePointer(&device_view, const_cast<uint32_t*>(flag), 0); error != cudaSuccess)
+    return failed("cudaHostGetDevicePointer of a stream flag", error);
+  const CUresult result = wait_value(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_view), value,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+  if (result != CUDA_SUCCESS) {
+    last_error = "cuStreamWaitValue32 failed with CUresult " + std::to_string(static_cast<int>(result));
+    return last_error.c_str();
+  }
+  return nullptr;
+}
+
+const ModuleApi api_table = {
+    kModuleApiVersion, device_count,  describe_pointer, set_device,      stream_create,  stream_synchronize,
+    event_create,      event_destroy, event_record,     stream_wait_event, device_allocate, device_free,
+    host_allocate,     host_free,     copy_async,       reduce_async,    average_async,  stream_wait_flag,
+};
+
+}  // namespace
+}  // namespace chorus::cuda
+
+extern "C" {
+__attribute__((visibility("default"))) const chorus::cuda::ModuleApi* chorus_cuda_module_api() {
+  return &chorus::cuda::api_table;
+}
+__attribute__((visibility("default"))) const char* chorus_cuda_module_version() { return CHORUS_VERSION; }
+}

@@ -1,0 +1,61 @@
+// The calls libchorus_cuda.so offers libchorus (base/cuda/runtime.h): thin
+// wrappers of the CUDA runtime and the reduction kernels, nothing else. All
+// the logic (which stream, which scratch, when to wait) lives in libchorus,
+// so it is the same code with or without a GPU and is tested on machines
+// without one; the module only speaks to the driver.
+//
+// Plain function pointers and error strings, no C++ exceptions: an
+// exception thrown in a dlopen'ed module (RTLD_LOCAL, its own copy of our
+// error classes) is not one libchorus can reliably catch. Each call returns
+// null on success, else a description of the failure ("cudaMalloc of 64 MiB
+// on cuda:0: out of memory (cudaErrorMemoryAllocation)") that stays valid
+// until the calling thread's next call. Streams and events are the
+// runtime's handles (cudaStream_t, cudaEvent_t) as void*.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace chorus::cuda {
+
+using CudaStatus = const char*;
+
+struct ModuleApi {
+  // Bumped whenever the table changes; libchorus refuses another.
+  uint32_t table_version;
+
+  CudaStatus (*device_count)(int* count);
+  // kind: 0 host (also unregistered), 1 device, 2 managed.
+  CudaStatus (*describe_pointer)(const void* pointer, int* kind, int* device);
+  // Makes `device` current on the calling thread.
+  CudaStatus (*set_device)(int device);
+
+  CudaStatus (*stream_create)(int device, void** stream);  // non-blocking stream
+  CudaStatus (*stream_synchronize)(void* stream);
+  CudaStatus (*event_create)(int device, void** event);  // timing disabled
+  CudaStatus (*event_destroy)(void* event);
+  CudaStatus (*event_record)(void* event, void* stream);
+  CudaStatus (*stream_wait_event)(void* stream, void* event);
+
+  CudaStatus (*device_allocate)(int device, size_t bytes, void** pointer);
+  CudaStatus (*device_free)(void* pointer);
+  // Pinned and mapped into every device's address space.
+  CudaStatus (*host_allocate)(size_t bytes, void** pointer);
+  CudaStatus (*host_free)(void* pointer);
+  // cudaMemcpyAsync with cudaMemcpyDefault (the pointers say which way).
+  CudaStatus (*copy_async)(void* to, const void* from, size_t bytes, void* stream);
+
+  // accumulator[i] = accumulator[i] op operand[i] (type and op as
+  // chorus::DataType and chorus::ReduceOp), queued on `stream`.
+  CudaStatus (*reduce_async)(int type, int op, void* accumulator, const void* operand, size_t count, void* stream);
+  // data[i] /= contributors, as base/reduce.h's finish_average.
+  CudaStatus (*average_async)(int type, void* data, size_t count, size_t contributors, void* stream);
+
+  // Queues on `stream` a wait until *flag (pinned, mapped host memory from
+  // host_allocate) is at least `value` (cuStreamWaitValue32).
+  CudaStatus (*stream_wait_flag)(void* stream, const uint32_t* flag, uint32_t value);
+};
+
+inline constexpr uint32_t kModuleApiVersion = 1;
+
+}  // namespace chorus::cuda

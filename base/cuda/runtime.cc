@@ -1,0 +1,335 @@
+// The libchorus half of base/cuda/runtime.h: loads libchorus_cuda.so and
+// builds the runtime, the per-device memory backends and stream ordering on
+// its calls (base/cuda/module_api.h). Everything here throws chorus errors;
+// the module only reports strings.
+#include "base/cuda/runtime.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "base/cuda/module_api.h"
+#include "base/cuda/stream_flags.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/module_loader.h"
+
+namespace chorus::cuda {
+namespace {
+
+[[noreturn]] void throw_cuda(const std::string& what, CudaStatus status) {
+  throw IoError(cat(what, ": ", status));
+}
+
+void check(CudaStatus status, const std::string& what) {
+  if (status) throw_cuda(what, status);
+}
+
+// What one thread keeps per device: its stream (every copy and kernel of
+// the collectives it runs), its scratch and its staging buffer.
+struct ThreadDevice {
+  void* stream = nullptr;
+  std::byte* scratch = nullptr;
+  size_t scratch_bytes = 0;
+};
+
+class ModuleRuntime;
+
+class DeviceBackend final : public MemoryBackend {
+ public:
+  DeviceBackend(ModuleRuntime& runtime, int device) : runtime_(runtime), device_(device) {}
+  Memory memory() const override { return Memory::cuda(device_); }
+  std::byte* thread_scratch(size_t bytes) override;
+  std::shared_ptr<std::byte> allocate(size_t bytes) override;
+  void copy(std::byte* to, const std::byte* from, size_t bytes) override;
+  void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand, size_t count) override;
+  void average(DataType type, std::byte* data, size_t count, size_t ranks) override;
+
+ private:
+  ModuleRuntime& runtime_;
+  const int device_;
+};
+
+class ModuleRuntime final : public Runtime {
+ public:
+  explicit ModuleRuntime(const ModuleApi& api)
+      : api_(api),
+        flags_([this](size_t count) { return allocate_flags(count); },
+               [this](uint32_t* block) { api_.host_free(block); }) {
+    int count = 0;
+    if (CudaStatus status = api_.device_count(&count)) {
+      no_device_reason_ = status;
+      count = 0;
+    } else if (count == 0) {
+      no_device_reason_ = "the CUDA driver reports no device";
+    }
+    devices_ = count;
+    for (int device = 0; device < count; ++device) backends_.push_back(std::make_unique<DeviceBackend>(*this, device));
+  }
+
+  int device_count() override { return devices_; }
+  std::string no_device_reason() override { return no_device_reason_; }
+
+  PointerInfo describe(const void* pointer) override {
+    if (devices_ == 0) return {};
+    int kind = 0, device = -1;
+    check(api_.describe_pointer(pointer, &kind, &device), "asking CUDA what a buffer is");
+    PointerInfo info;
+    info.kind = kind == 1 ? PointerKind::device : kind == 2 ? PointerKind::managed : PointerKind::host;
+    info.device = info.kind == PointerKind::host ? -1 : device;
+    return info;
+  }
+
+  MemoryBackend& backend(int device) override {
+    check_device(device);
+    return *backends_[static_cast<size_t>(device)];
+  }
+
+  std::byte* staging_buffer(size_t bytes) override {
+    thread_local Pinned staging;
+    if (bytes > staging.bytes) {
+      staging.reset(api_, nullptr, 0);
+      void* pointer = nullptr;
+      check(api_.host_allocate(bytes, &pointer), "allocating pinned host memory for a staged collective");
+      staging.reset(api_, static_cast<std::byte*>(pointer), bytes);
+    }
+    return staging.data;
+  }
+
+  void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) override {
+    copy_and_wait(host, device_memory, bytes, device, "copying from cuda:");
+  }
+  void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) override {
+    copy_and_wait(device_memory, host, bytes, device, "copying to cuda:");
+  }
+
+  std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) override;
+
+  // For the backends and stream orders.
+  const ModuleApi& api() const { return api_; }
+  StreamFlags& flags() { return flags_; }
+
+  void check_device(int device) const {
+    if (devices_ == 0)
+      throw InvalidArgument(cat("CUDA memory (cuda:", device, ") but this process has no CUDA device: ",
+                                no_device_reason_));
+    if (device < 0 || device >= devices_)
+      throw InvalidArgument(cat("CUDA device ", device, " does not exist (this process sees ", devices_,
+                                devices_ == 1 ? " device)" : " devices)"));
+  }
+
+  // The calling thread's state for `device`, its stream made on first use.
+  ThreadDevice& thread_device(int device) {
+    check_device(device);
+    thread_local ThreadState state;
+    if (state.devices.size() <= static_cast<size_t>(device)) state.devices.resize(static_cast<size_t>(device) + 1);
+    ThreadDevice& entry = state.devices[static_cast<size_t>(device)];
+    state.api = &api_;
+    if (!entry.stream) check(api_.stream_create(device, &entry.stream), cat("creating a stream on cuda:", device));
+    else check(api_.set_device(device), cat("selecting cuda:", device));
+    return entry;
+  }
+
+  void wait(int device, void* stream, const char* what) {
+    check(api_.stream_synchronize(stream), cat(what, " on cuda:", device));
+  }
+
+ private:
+  struct Pinned {
+    const ModuleApi* api = nullptr;
+    std::byte* data = nullptr;
+    size_t bytes = 0;
+    void reset(const ModuleApi& owner, std::byte* pointer, size_t size) {
+      if (data) api->host_free(data);
+      api = &owner;
+      data = pointer;
+      bytes = size;
+    }
+    ~Pinned() {
+      if (data) api->host_free(data);
+    }
+  };
+
+  // Freed when the thread ends (errors ignored: at process exit the CUDA
+  // runtime may already be gone).
+  struct ThreadState {
+    const ModuleApi* api = nullptr;
+    std::vector<ThreadDevice> devices;
+    ~ThreadState() {
+      for (ThreadDevice& entry : devices)
+        if (entry.scratch) api->device_free(entry.scratch);
+    }
+  };
+
+  uint32_t* allocate_flags(size_t count) {
+    void* pointer = nullptr;
+    check(api_.host_allocate(count * sizeof(uint32_t), &pointer), "allocating pinned stream flags");
+    std::memset(pointer, 0, count * sizeof(uint32_t));
+    return static_cast<uint32_t*>(pointer);
+  }
+
+  void copy_and_wait(std::byte* to, const std::byte* from, size_t bytes, int device, const char* what) {
+    if (bytes == 0) return;
+    ThreadDevice& entry = thread_device(device);
+    check(api_.copy_async(to, from, bytes, entry.stream), cat(what, device));
+    wait(device, entry.stream, what);
+  }
+
+  const ModuleApi& api_;
+  int devices_ = 0;
+  std::string no_device_reason_;
+  std::vector<std::unique_ptr<DeviceBackend>> backends_;
+  StreamFlags flags_;
+};
+
+// Issue-time event on the caller's stream (inputs), and for async calls a
+// flag the caller's stream waits on (results).
+class ModuleStreamOrder final : public StreamOrder {
+ public:
+  ModuleStreamOrder(ModuleRuntime& runtime, void* stream, int device, bool async)
+      : runtime_(runtime), device_(device) {
+    const ModuleApi& api = runtime.api();
+    runtime.check_device(device);
+    check(api.event_create(device, &event_), cat("creating an event on cuda:", device));
+    check(api.event_record(event_, stream), cat("recording an event on the caller's stream of cuda:", device));
+    if (async) {
+      ticket_ = runtime.flags().take();
+      holding_ticket_ = true;
+      if (CudaStatus status = api.stream_wait_flag(stream, ticket_.flag, ticket_.value)) {
+        runtime.flags().release(ticket_);
+        holding_ticket_ = false;
+        throw_cuda(cat("ordering the caller's stream of cuda:", device, " after an async collective"), status);
+      }
+    }
+  }
+
+  ~ModuleStreamOrder() override {
+    finished();
+    if (event_) runtime_.api().event_destroy(event_);
+  }
+
+  void inputs_ready() override {
+    ThreadDevice& entry = runtime_.thread_device(device_);
+    check(runtime_.api().stream_wait_event(entry.stream, event_),
+          cat("waiting for the caller's stream of cuda:", device_));
+  }
+
+  void finished() override {
+    if (!holding_ticket_) return;
+    holding_ticket_ = false;
+    runtime_.flags().release(ticket_);
+  }
+
+ private:
+  ModuleRuntime& runtime_;
+  const int device_;
+  void* event_ = nullptr;
+  StreamFlags::Ticket ticket_;
+  bool holding_ticket_ = false;
+};
+
+std::unique_ptr<StreamOrder> ModuleRuntime::order_on_stream(void* stream, int device, bool async) {
+  return std::make_unique<ModuleStreamOrder>(*this, stream, device, async);
+}
+
+std::byte* DeviceBackend::thread_scratch(size_t bytes) {
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  if (bytes > entry.scratch_bytes) {
+    if (entry.scratch) {
+      runtime_.wait(device_, entry.stream, "finishing work before freeing scratch");
+      runtime_.api().device_free(entry.scratch);
+      entry.scratch = nullptr;
+      entry.scratch_bytes = 0;
+    }
+    void* pointer = nullptr;
+    check(runtime_.api().device_allocate(device_, bytes, &pointer), "allocating collective scratch");
+    entry.scratch = static_cast<std::byte*>(pointer);
+    entry.scratch_bytes = bytes;
+  }
+  return entry.scratch;
+}
+
+std::shared_ptr<std::byte> DeviceBackend::allocate(size_t bytes) {
+  void* pointer = nullptr;
+  check(runtime_.api().device_allocate(device_, bytes, &pointer), "allocating a collective buffer");
+  const ModuleApi* api = &runtime_.api();
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(pointer), [api](std::byte* data) { api->device_free(data); });
+}
+
+void DeviceBackend::copy(std::byte* to, const std::byte* from, size_t bytes) {
+  if (bytes == 0 || to == from) return;
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  const ModuleApi& api = runtime_.api();
+  // cudaMemcpy leaves overlapping ranges undefined; memmove's promise goes
+  // through a second buffer.
+  const bool overlap = to < from + bytes && from < to + bytes;
+  if (overlap) {
+    std::shared_ptr<std::byte> between = allocate(bytes);
+    check(api.copy_async(between.get(), from, bytes, entry.stream), cat("copying on cuda:", device_));
+    check(api.copy_async(to, between.get(), bytes, entry.stream), cat("copying on cuda:", device_));
+  } else {
+    check(api.copy_async(to, from, bytes, entry.stream), cat("copying on cuda:", device_));
+  }
+  runtime_.wait(device_, entry.stream, "copying");
+}
+
+void DeviceBackend::reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand,
+                           size_t count) {
+  validate_reduction(type, op);
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  check(runtime_.api().reduce_async(static_cast<int>(type), static_cast<int>(op), accumulator, operand, count,
+                                    entry.stream),
+        cat(to_string(op), " of ", to_string(type), " on cuda:", device_));
+  runtime_.wait(device_, entry.stream, "reducing");
+}
+
+void DeviceBackend::average(DataType type, std::byte* data, size_t count, size_t ranks) {
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  check(runtime_.api().average_async(static_cast<int>(type), data, count, ranks, entry.stream),
+        cat("averaging ", to_string(type), " on cuda:", device_));
+  runtime_.wait(device_, entry.stream, "averaging");
+}
+
+Runtime& load_runtime() {
+#if CHORUS_HAVE_CUDA
+  std::string why;
+  const ModuleSymbols symbols{kCudaModuleFile, "CHORUS_CUDA_MODULE", kCudaModuleVersion, kCudaModuleEntry};
+  using Entry = const ModuleApi* (*)();
+  const auto entry = reinterpret_cast<Entry>(load_module_entry(symbols, why));
+  if (!entry) throw InvalidArgument(cat("CUDA memory needs chorus's CUDA module, but ", why));
+  const ModuleApi* api = entry();
+  if (!api || api->table_version != kModuleApiVersion)
+    throw InvalidArgument(cat(kCudaModuleFile, " offers call table version ", api ? api->table_version : 0,
+                              ", this library needs ", kModuleApiVersion));
+  // Lives as long as the process: thread-local stream state refers to it.
+  static ModuleRuntime runtime(*api);
+  CHORUS_LOG(debug, -1, "CUDA module loaded: ", runtime.device_count(), " device(s)",
+             runtime.device_count() == 0 ? cat(" (", runtime.no_device_reason(), ")") : std::string());
+  return runtime;
+#else
+  throw InvalidArgument("CUDA memory, but this build of chorus has no CUDA support (it was built without the CUDA "
+                        "toolkit; see the README's 'GPU memory' section)");
+#endif
+}
+
+}  // namespace
+
+Runtime& cuda_runtime() {
+  // Loaded once; a failure is remembered and repeated, not retried per call.
+  static std::once_flag once;
+  static Runtime* runtime = nullptr;
+  static std::string failure;
+  std::call_once(once, [] {
+    try {
+      runtime = &load_runtime();
+    } catch (const Error& error) {
+      failure = error.what();
+    }
+  });
+  if (!runtime) throw InvalidArgument(failure);
+  return *runtime;
+}
+
+}  // namespace chorus::cuda

@@ -1,0 +1,98 @@
+// chorus's CUDA support, as the rest of the library sees it: what a pointer
+// is, the memory backend of each device (scratch, copies and reduction
+// kernels on a stream), pinned host memory for staging, and the ordering of
+// a collective against the caller's stream. No CUDA header appears here.
+//
+// Why a module: libchorus does not link the CUDA runtime. The code that
+// does, with the device kernels, is libchorus_cuda.so (base/cuda/module.cc,
+// built only when the CUDA toolkit is found), loaded the first time a
+// process hands chorus CUDA memory, the way the TLS module is (base/tls.h).
+// A host-only job never maps libcudart, and a framework that links its own
+// CUDA runtime (PyTorch) keeps it: the module's runtime stays its own
+// (RTLD_LOCAL) and both talk to the one driver. cuda_runtime() finds the
+// module beside libchorus, else in the installed library directory;
+// CHORUS_CUDA_MODULE names it instead.
+//
+// Streams. A collective on CUDA memory may name the caller's stream
+// (CollectiveOptions::cuda_stream; null is the legacy default stream). Like
+// NCCL: the collective reads its input only after the work the caller had
+// queued on that stream when it issued the call, and work the caller queues
+// on that stream after the call runs only after the collective's result is
+// in place. An event recorded at issue gives the first; the second is free
+// for a blocking call (it returns with the result in place) and, for an
+// async one, a wait the stream itself performs on a flag chorus sets when
+// the collective ends (cuStreamWaitValue32), so the host never blocks on
+// it. The flag is set when the collective fails too: the stream goes on
+// and the error comes from Work::wait.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/memory.h"
+#include "base/memory_backend.h"
+
+namespace chorus::cuda {
+
+// What the driver says a pointer is.
+enum class PointerKind : uint8_t {
+  host,     // ordinary or pinned host memory: the host can read it
+  device,   // memory of one device (cudaMalloc, a pool, an IPC mapping)
+  managed,  // unified memory: chorus does not move it (which side holds a page is the driver's choice)
+};
+
+struct PointerInfo {
+  PointerKind kind = PointerKind::host;
+  int device = -1;  // for device and managed memory
+};
+
+// Ordering of one collective against the caller's stream (see above).
+// Made on the issuing thread; the thread that runs the collective calls
+// inputs_ready() before touching its buffers and finished() after.
+class StreamOrder {
+ public:
+  virtual ~StreamOrder() = default;
+  // The running thread's stream on this device waits for the caller's
+  // work queued before the issue.
+  virtual void inputs_ready() = 0;
+  // The collective ended (well or not): the caller's stream may go on.
+  virtual void finished() = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // Devices this process can use; 0 when the driver has none (the reason
+  // is then in no_device_reason()).
+  virtual int device_count() = 0;
+  virtual std::string no_device_reason() = 0;
+  virtual PointerInfo describe(const void* pointer) = 0;
+  // The backend moving and reducing memory of `device` (InvalidArgument
+  // for a device this process does not have).
+  virtual MemoryBackend& backend(int device) = 0;
+  // At least `bytes` of pinned host memory for the calling thread's staged
+  // collective; reused by its next one.
+  virtual std::byte* staging_buffer(size_t bytes) = 0;
+  // Copies between device memory of `device` and host memory on the calling
+  // thread's stream for that device; returns once the bytes are there.
+  virtual void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) = 0;
+  virtual void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) = 0;
+  // `stream` is a cudaStream_t (null: the legacy default stream); `async`
+  // says whether the issuing call returns before the collective ends.
+  virtual std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) = 0;
+};
+
+// The process's runtime, loading the module on first use. Throws
+// InvalidArgument when this build has no CUDA support or the module cannot
+// be loaded (the message says which, and where it looked).
+Runtime& cuda_runtime();
+
+// The module's file name and entry points (module.cc defines them; the
+// entry returns its base/cuda/module_api.h table).
+inline constexpr const char* kCudaModuleFile = "libchorus_cuda.so";
+inline constexpr const char* kCudaModuleEntry = "chorus_cuda_module_api";
+inline constexpr const char* kCudaModuleVersion = "chorus_cuda_module_version";
+
+}  // namespace chorus::cuda
