@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/cuda.md, in two halves.
+#
+#   scripts/gpu-test.sh bundle   here: build with CUDA (./build), gather the
+#                                programs, libchorus and its modules, and the
+#                                Debian libraries they link into gpu-bundle/
+#                                (git-ignored)
+#   scripts/gpu-test.sh run      on the GPU machine, from the repository root
+#                                with gpu-bundle/ carried there: the suite
+#                                "cuda" (kernels, memory kinds, ranks sharing
+#                                the GPU, stream ordering) and the benchmarks
+#                                beside their peers, with and without MPS.
+#                                Results land in $OUT (or gpu-results/).
+#
+# The device tool's run: command "bash scripts/gpu-test.sh run", carry
+# ["gpu-bundle"] (DEVELOPERS: ../.library/device/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+bundle=gpu-bundle
+
+gather() {
+  [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu-test.sh: no CUDA toolkit at /usr/local/cuda" >&2; exit 1; }
+  scripts/build.sh
+  [ -f build/libchorus_cuda.so ] || { echo "gpu-test.sh: build/ has no CUDA module (configure found no CUDA)" >&2; exit 1; }
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  local programs=(build/tools/chorus-run build/benchmarks/chorus-bench build/test/cuda/test_cuda_device
+    build/test/cuda/test_cuda_host)
+  cp "${programs[@]}" test/cuda/run_bench_ranks.sh benchmarks/cuda/torch_gloo_cuda.py "$bundle/bin/"
+  cp -L build/libchorus.so.0 build/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
+  [ -f build/rendezvous/mpi/libchorus_mpi.so.0 ] && cp -L build/rendezvous/mpi/libchorus_mpi.so.0 "$bundle/lib/"
+  # Every library they link but the C and C++ runtimes (the GPU machine's
+  # are newer, and torch there needs its own libstdc++).
+  local library
+  for library in $(ldd "${programs[@]}" build/libchorus_cuda.so build/libchorus.so.0 | awk '/=> \//{ print $3 }' |
+      sort -u); do
+    case "$(basename "$library")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*|libchorus*) ;;
+      *) cp -L "$library" "$bundle/lib/" ;;
+    esac
+  done
+  du -sh "$bundle"
+}
+
+run() {
+  [ -d "$bundle" ] || { echo "gpu-test.sh: no $bundle/ (run 'scripts/gpu-test.sh bundle' first and carry it)" >&2; exit 1; }
+  local out=${OUT:-gpu-results}
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CHORUS_CUDA_MODULE="$PWD/$bundle/lib/libchorus_cuda.so"
+  local bin=$bundle/bin status=0
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+  echo "== suite cuda"
+  "$bin/test_cuda_host" 2>&1 | tail -n 3 | tee "$out/test_cuda_host.txt" || status=1
+  timeout 300 "$bin/test_cuda_device" 2>&1 | tail -n 30 | tee "$out/test_cuda_device.txt" || status=1
+  timeout 300 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
+    > "$out/bench_ranks.txt" 2>&1 || status=1
+  grep -E "^==|OK|wrong|rror" "$out/bench_ranks.txt" | tail -n 40
+  echo "== benchmarks: allreduce float32, device buffers, ranks sharing the GPU"
+  local ranks
+  for ranks in 2 4; do
+    "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check -b 8 -e 64M -f 8 \
+      --time-budget-ms 100 2>&1 | tee "$out/chorus-cuda-$ranks.txt" | grep -v "^$"
+    if env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
+      timeout 240 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" --ranks "$ranks" --max-bytes 64M 2>&1 |
+        tee "$out/gloo-cuda-$ranks.txt" | grep -v "^$" || true
+    fi
+  done
+  echo "== device vs host buffers over tcp, 2 ranks"
+  CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4 2>&1 | tee "$out/tcp-host.txt"
+  CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda -b 4M -e 64M -f 4 2>&1 |
+    tee "$out/tcp-cuda.txt"
+  if command -v nvidia-cuda-mps-control > /dev/null; then
+    echo "== the same 4-rank sweep under MPS"
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d
+    "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 --time-budget-ms 100 2>&1 |
+      tee "$out/chorus-cuda-4-mps.txt" || status=1
+    echo quit | nvidia-cuda-mps-control
+  fi
+  return "$status"
+}
+
+case "$mode" in
+  bundle) gather ;;
+  run) run ;;
+  *) echo "usage: $0 bundle|run" >&2; exit 2 ;;
+esac
