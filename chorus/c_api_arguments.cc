@@ -54,6 +54,7 @@ CollectiveOptions collective_options_from(const chorus_collective_options& c, co
     case CHORUS_MEMORY_CUDA:
       if (c.device < 0) call.reject(cat("chorus_collective_options.device is ", c.device, " for CUDA memory"));
       options.memory = Memory::cuda(c.device);
+      options.cuda_stream = c.cuda_stream;
       break;
     default:
       call.reject(cat("chorus_collective_options.memory_kind is ", c.memory_kind,

@@ -130,8 +130,9 @@ chorus_status chorus_datatype_size(chorus_datatype type, size_t* size);
 typedef int32_t chorus_memory_kind;
 enum {
   CHORUS_MEMORY_HOST = 0,
-  /* CUDA device memory: accepted by transports that move it (none in a
-   * build without GPU transports: the collective then fails naming the memory). */
+  /* CUDA device memory (docs/cuda.md): moved over every transport, through
+   * pinned host memory where a transport moves host memory only; in a build
+   * or process without CUDA the call fails naming the reason. */
   CHORUS_MEMORY_CUDA = 1
 };
 
@@ -273,6 +274,11 @@ typedef struct chorus_collective_options {
   int64_t timeout_ms;            /* 0: the context's timeout */
   chorus_memory_kind memory_kind; /* where the buffers live: CHORUS_MEMORY_HOST (default) or CUDA */
   int32_t device;                 /* the CUDA device of CHORUS_MEMORY_CUDA buffers; ignored for host */
+  /* Since 0.1 (struct version 2): the caller's cudaStream_t for CUDA
+   * buffers, null for the legacy default stream. The call reads its input
+   * after the work queued there before it, and work queued there after it
+   * runs after its result (async calls too). */
+  void* cuda_stream;
 } chorus_collective_options;
 
 static inline void chorus_collective_options_init(chorus_collective_options* options) {
@@ -281,6 +287,7 @@ static inline void chorus_collective_options_init(chorus_collective_options* opt
   options->timeout_ms = 0;
   options->memory_kind = CHORUS_MEMORY_HOST;
   options->device = 0;
+  options->cuda_stream = NULL;
 }
 
 /* ---- asynchronous work ----------------------------------------------------

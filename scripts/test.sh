@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 
+# CI has CUDA's compiler but no GPU: the CUDA module must build there
+# (its GPU suite then skips; scripts/gpu-test.sh runs it on a GPU).
+if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -f build/libchorus_cuda.so ]; then
+  echo "the CUDA toolkit is at /usr/local/cuda but build/ has no libchorus_cuda.so" >&2
+  exit 1
+fi
+
 meson test -C build --print-errorlogs --num-processes 2
 
 # PyTorch loads the real Gloo into the same process: no symbol of ours may live in gloo::.
