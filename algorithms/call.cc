@@ -20,6 +20,11 @@ constexpr uint64_t byte_mask = 0xff;
 constexpr uint64_t count_mask = 0xffffffffull;
 constexpr uint64_t counts_digest_marker = 0xff;
 constexpr uint64_t collective_count = static_cast<uint64_t>(Collective::recv) + 1;
+// In the kind byte, above every collective's number: the call moves CUDA
+// memory. A rank moving host memory and one moving device memory in the
+// same collective would otherwise speak different protocols on a pair that
+// moves both (cuda_ipc); with the bit they fail with MismatchError.
+constexpr uint64_t cuda_memory_bit = 0x80;
 }  // namespace
 
 std::string_view to_string(Collective collective) {
@@ -101,7 +106,9 @@ size_t output_bytes(const Call& call) {
 }
 
 uint64_t call_signature(const Call& call) {
-  uint64_t signature = (static_cast<uint64_t>(call.collective) + 1) << kind_shift;
+  uint64_t kind = static_cast<uint64_t>(call.collective) + 1;
+  if (call.memory.kind == MemoryKind::cuda && call.collective != Collective::barrier) kind |= cuda_memory_bit;
+  uint64_t signature = kind << kind_shift;
   if (call.collective == Collective::barrier) return signature;
   signature |= static_cast<uint64_t>(call.type) << type_shift;
   // Every rank must pass the same per-rank counts to a v variant (alltoallv
@@ -124,9 +131,11 @@ uint64_t call_signature(const Call& call) {
 }
 
 std::string describe_signature(uint64_t signature) {
-  uint64_t kind = signature >> kind_shift;
+  const bool cuda = (signature >> kind_shift) & cuda_memory_bit;
+  uint64_t kind = (signature >> kind_shift) & ~cuda_memory_bit & byte_mask;
   if (kind == 0 || kind > collective_count) return cat("unknown call (signature 0x", std::hex, signature, ")");
   auto collective = static_cast<Collective>(kind - 1);
+  const std::string memory = cuda ? " on CUDA memory" : "";
   if (collective == Collective::barrier) return "barrier";
   uint64_t type_bits = (signature >> type_shift) & byte_mask;
   uint64_t count = signature & count_mask;
@@ -157,7 +166,7 @@ std::string describe_signature(uint64_t signature) {
                           collective == Collective::alltoall;
     text += cat(" (", bytes, per_rank ? " bytes per rank)" : " bytes)");
   }
-  return text;
+  return text + memory;
 }
 
 }  // namespace chorus::algorithms

@@ -63,8 +63,12 @@ void Communicator::note_finished(uint32_t sequence) const {
 
 bool Communicator::accepts(const Memory& memory) const {
   if (memory.kind == MemoryKind::host) return all_accept_host_;
+  if (size() == 1) return true;  // no peer: the memory backend does it all
+  // Decided from what every member learnt at connect, not from this rank's
+  // own pairs: every member must choose device or staged alike, or one
+  // would send device descriptors where another expects host bytes.
   for (int member = 0; member < size(); ++member)
-    if (member != rank_ && !mesh_->device_of(mesh_rank(member)).accepts(memory)) return false;
+    if (!mesh_->moves_device_memory(mesh_rank(member))) return false;
   return true;
 }
 

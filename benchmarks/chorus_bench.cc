@@ -134,6 +134,9 @@ int run_rank(const BenchOptions& options) {
   connect_options.transports = options.transports;
   connect_options.trace = options.trace;
   if (options.trace_steps) connect_options.trace_steps = true;
+  // CUDA first: a process that uses CUDA when it connects offers cuda_ipc
+  // to the ranks on its host (transport/cuda_ipc/cuda_ipc.h).
+  if (options.device != "host") (void)cuda::cuda_runtime().device_count();
   std::shared_ptr<Context> context = bench::connect_for_benchmark(connect_options);
   const bool printer = context->rank() == 0;
   settings.memory = bench_memory(options.device, *context);

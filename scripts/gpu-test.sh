@@ -26,7 +26,7 @@ gather() {
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local programs=(build/tools/chorus-run build/benchmarks/chorus-bench build/test/cuda/test_cuda_device
-    build/test/cuda/test_cuda_host)
+    build/test/cuda/test_cuda_host build/test/transport/test_transport_conformance)
   cp "${programs[@]}" test/cuda/run_bench_ranks.sh benchmarks/cuda/torch_gloo_cuda.py "$bundle/bin/"
   cp -L build/libchorus.so.0 build/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
   [ -f build/rendezvous/mpi/libchorus_mpi.so.0 ] && cp -L build/rendezvous/mpi/libchorus_mpi.so.0 "$bundle/lib/"
@@ -54,14 +54,18 @@ run() {
   echo "== suite cuda"
   "$bin/test_cuda_host" 2>&1 | tail -n 3 | tee "$out/test_cuda_host.txt" || status=1
   timeout 300 "$bin/test_cuda_device" 2>&1 | tail -n 30 | tee "$out/test_cuda_device.txt" || status=1
+  CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc timeout 300 "$bin/test_transport_conformance" \
+    '~[registry]' '~[large]' 2>&1 | tail -n 3 | tee "$out/conformance_cuda_ipc.txt" || status=1
   timeout 300 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
     > "$out/bench_ranks.txt" 2>&1 || status=1
   grep -E "^==|OK|wrong|rror" "$out/bench_ranks.txt" | tail -n 40
-  echo "== benchmarks: allreduce float32, device buffers, ranks sharing the GPU"
+  echo "== benchmarks: allreduce float32, device buffers, ranks sharing the GPU (cuda_ipc; shm staged)"
   local ranks
   for ranks in 2 4; do
     "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check -b 8 -e 64M -f 8 \
       --time-budget-ms 100 2>&1 | tee "$out/chorus-cuda-$ranks.txt" | grep -v "^$"
+    CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
+      --time-budget-ms 100 2>&1 | tee "$out/chorus-cuda-shm-$ranks.txt" | grep -v "^$"
     if env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
       timeout 240 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" --ranks "$ranks" --max-bytes 64M 2>&1 |
         tee "$out/gloo-cuda-$ranks.txt" | grep -v "^$" || true

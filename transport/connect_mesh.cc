@@ -57,15 +57,24 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 // Each rank's slowest link per level, as 8-byte doubles: local alpha, local
-// beta, remote alpha, remote beta, 0 where it has no peer at that level.
-constexpr size_t kViewNumbers = 4;
+// beta, remote alpha, remote beta, 0 where it has no peer at that level;
+// then 1 where every peer's transport moves CUDA memory, else 0.
+constexpr size_t kViewNumbers = 5;
+constexpr size_t kDeviceMemoryView = 4;
 
-std::array<LinkModel, 2> agree_on_link_models(const Mesh& mesh, const std::vector<PublishedAddress>& published,
-                                              const Allgather& allgather) {
+struct JobView {
+  std::array<LinkModel, 2> levels;
+  std::vector<bool> device_memory_ranks;
+};
+
+JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>& published,
+                          const Allgather& allgather) {
   const int rank = mesh.rank();
   std::array<double, kViewNumbers> view{};
+  view[kDeviceMemoryView] = 1;
   for (int peer = 0; peer < mesh.size(); ++peer) {
     if (peer == rank) continue;
+    if (!mesh.device_of(peer).accepts(Memory::cuda(0))) view[kDeviceMemoryView] = 0;
     const LinkModel link = mesh.link_model(peer);
     const size_t level =
         published[static_cast<size_t>(peer)].host_id == published[static_cast<size_t>(rank)].host_id ? 0 : 2;
@@ -76,21 +85,24 @@ std::array<LinkModel, 2> agree_on_link_models(const Mesh& mesh, const std::vecto
   std::memcpy(mine.data(), view.data(), sizeof(view));
   const std::vector<std::vector<std::byte>> views = allgather(mine);
   std::array<double, kViewNumbers> slowest{};
+  JobView job;
   for (size_t peer = 0; peer < views.size(); ++peer) {
     if (views[peer].size() != sizeof(view))
       throw InvalidArgument(cat("rank ", rank, ": rank ", peer, " published a link view of ", views[peer].size(),
                                 " bytes, expected ", sizeof(view)));
     std::array<double, kViewNumbers> theirs;
     std::memcpy(theirs.data(), views[peer].data(), sizeof(theirs));
-    for (size_t i = 0; i < kViewNumbers; ++i)
+    for (size_t i = 0; i < kDeviceMemoryView; ++i)
       if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
+    job.device_memory_ranks.push_back(theirs[kDeviceMemoryView] == 1);
   }
   std::optional<LinkModel> local, remote;
   if (slowest[1] > 0) local = LinkModel{slowest[0], slowest[1]};
   if (slowest[3] > 0) remote = LinkModel{slowest[2], slowest[3]};
   if (!local) local = remote.value_or(LinkModel{});
   if (!remote) remote = local;
-  return {*local, *remote};
+  job.levels = {*local, *remote};
+  return job;
 }
 
 }  // namespace
@@ -179,7 +191,9 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
       link.streams.push_back(device->connect(peer, peer_sections[static_cast<size_t>(peer)], deadline, stream));
     mesh->set_link(peer, std::move(link));
   }
-  const std::array<LinkModel, 2> levels = agree_on_link_models(*mesh, published, allgather);
+  JobView job = agree_on_job_view(*mesh, published, allgather);
+  const std::array<LinkModel, 2> levels = job.levels;
+  mesh->set_device_memory_ranks(std::move(job.device_memory_ranks));
 
   if (log_enabled(LogLevel::info)) {
     std::map<std::string, std::vector<int>> peers_by_transport;

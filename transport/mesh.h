@@ -97,6 +97,15 @@ class Mesh {
   // shrink.h) tells the other survivors, so they need not wait for them.
   std::vector<int> suspects() const;
 
+  // Which ranks of the job move CUDA memory to every one of their peers
+  // (each peer's transport accepts it), as every rank learnt at connect: a
+  // collective on device memory runs on the device only where all its
+  // ranks do, which every rank must decide alike (algorithms/staging.h).
+  void set_device_memory_ranks(std::vector<bool> ranks) { device_memory_ranks_ = std::move(ranks); }
+  bool moves_device_memory(int rank) const {
+    return static_cast<size_t>(rank) < device_memory_ranks_.size() && device_memory_ranks_[static_cast<size_t>(rank)];
+  }
+
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
   void note_failure_locked(std::exception_ptr reason);
@@ -112,6 +121,7 @@ class Mesh {
   std::atomic<uint64_t> last_probe_{0};
   std::vector<int> suspects_;  // under mutex_
   std::shared_ptr<PositionBoard> positions_;
+  std::vector<bool> device_memory_ranks_;
 };
 
 }  // namespace chorus::transport

@@ -2,12 +2,17 @@
 // names a concrete transport.
 #include "transport/registry.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/shm/shm.h"
 #include "transport/tcp/tcp.h"
 #if CHORUS_HAVE_IBVERBS
 #include "transport/ibverbs/ibverbs.h"
+#endif
+#if CHORUS_HAVE_CUDA
+#include "transport/cuda_ipc/cuda_ipc.h"
 #endif
 
 namespace chorus::transport {
@@ -72,12 +77,33 @@ bool shm_can_connect(const PeerView& a, const PeerView& b) {
   return a.host_id == b.host_id && shm::can_connect(a.address, b.address);
 }
 
+#if CHORUS_HAVE_CUDA
+// Device memory between processes of one host; host memory over the shm
+// pair it wraps. Offered only by processes that already use CUDA.
+std::unique_ptr<Device> create_cuda_ipc(const DeviceOptions& options) {
+  cuda_ipc::CudaIpcDeviceOptions ipc_options;
+  ipc_options.rank = options.rank;
+  ipc_options.create_host_device = [options] { return create_shm(options); };
+  ipc_options.host_can_connect = shm::can_connect;
+  const std::vector<std::string>& named = options.config.transports;
+  ipc_options.asked = std::find(named.begin(), named.end(), "cuda_ipc") != named.end();
+  return cuda_ipc::create_device(ipc_options);
+}
+
+bool cuda_ipc_can_connect(const PeerView& a, const PeerView& b) {
+  return a.host_id == b.host_id && cuda_ipc::can_connect(a.address, b.address, shm::can_connect);
+}
+#endif
+
 // TCP reaches any peer that published a TCP address; whether the network
 // routes between them shows at connect, as an error naming the address.
 bool tcp_can_connect(const PeerView& a, const PeerView& b) { return !a.address.empty() && !b.address.empty(); }
 
 // In order of preference.
 const TransportEntry transport_table[] = {
+#if CHORUS_HAVE_CUDA
+    {"cuda_ipc", create_cuda_ipc, cuda_ipc_can_connect},
+#endif
     {"shm", create_shm, shm_can_connect},
 #if CHORUS_HAVE_IBVERBS
     {"ibverbs", create_ibverbs, ibverbs_can_connect},

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "base/cuda/module_api.h"
@@ -154,10 +155,67 @@ CudaStatus stream_wait_flag(void* stream, const uint32_t* flag, uint32_t value) 
   return nullptr;
 }
 
+// A driver function the runtime hands out by name (no link against libcuda).
+template <class Function>
+Function driver_function(const char* name) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Function>(function);
+}
+
+CudaStatus driver_failed(const char* what, CUresult result) {
+  last_error = std::string(what) + " failed with CUresult " + std::to_string(static_cast<int>(result));
+  return last_error.c_str();
+}
+
+CudaStatus ipc_export(const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
+                      unsigned char handle[64]) {
+  using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  using PointerAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  static const auto address_range = driver_function<AddressRange>("cuMemGetAddressRange");
+  static const auto pointer_attribute = driver_function<PointerAttribute>("cuPointerGetAttribute");
+  if (!address_range || !pointer_attribute) {
+    last_error = "the CUDA driver lacks cuMemGetAddressRange or cuPointerGetAttribute";
+    return last_error.c_str();
+  }
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (CUresult result = address_range(&start, &size, reinterpret_cast<CUdeviceptr>(pointer)); result != CUDA_SUCCESS)
+    return driver_failed("cuMemGetAddressRange", result);
+  unsigned long long id = 0;
+  if (CUresult result = pointer_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(pointer));
+      result != CUDA_SUCCESS)
+    return driver_failed("cuPointerGetAttribute(BUFFER_ID)", result);
+  cudaIpcMemHandle_t exported{};
+  if (cudaError_t error = cudaIpcGetMemHandle(&exported, reinterpret_cast<void*>(start)); error != cudaSuccess)
+    return failed("cudaIpcGetMemHandle", error);
+  static_assert(sizeof(exported) == 64);
+  std::memcpy(handle, &exported, sizeof(exported));
+  *base = reinterpret_cast<void*>(start);
+  *bytes = size;
+  *buffer_id = id;
+  return nullptr;
+}
+
+CudaStatus ipc_open(const unsigned char handle[64], int device, void** pointer) {
+  if (CudaStatus status = set_device(device)) return status;
+  cudaIpcMemHandle_t imported{};
+  std::memcpy(&imported, handle, sizeof(imported));
+  return check(cudaIpcOpenMemHandle(pointer, imported, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+}
+
+CudaStatus ipc_close(void* pointer) { return check(cudaIpcCloseMemHandle(pointer), "cudaIpcCloseMemHandle"); }
+
 const ModuleApi api_table = {
-    kModuleApiVersion, device_count,  describe_pointer, set_device,      stream_create,  stream_synchronize,
+    kModuleApiVersion, device_count,  describe_pointer, set_device,        stream_create,   stream_synchronize,
     event_create,      event_destroy, event_record,     stream_wait_event, device_allocate, device_free,
-    host_allocate,     host_free,     copy_async,       reduce_async,    average_async,  stream_wait_flag,
+    host_allocate,     host_free,     copy_async,       reduce_async,      average_async,   stream_wait_flag,
+    ipc_export,        ipc_open,      ipc_close,
 };
 
 }  // namespace

@@ -54,8 +54,18 @@ struct ModuleApi {
   // Queues on `stream` a wait until *flag (pinned, mapped host memory from
   // host_allocate) is at least `value` (cuStreamWaitValue32).
   CudaStatus (*stream_wait_flag)(void* stream, const uint32_t* flag, uint32_t value);
+
+  // CUDA IPC. export: the allocation holding `pointer` (its base, size, the
+  // driver's id of that allocation, unique for the process's life, and the
+  // 64-byte IPC handle of its base). open: maps another process's
+  // allocation into this one (on `device`); close: unmaps it.
+  CudaStatus (*ipc_export)(const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
+                           unsigned char handle[64]);
+  CudaStatus (*ipc_open)(const unsigned char handle[64], int device, void** pointer);
+  CudaStatus (*ipc_close)(void* pointer);
 };
 
-inline constexpr uint32_t kModuleApiVersion = 1;
+inline constexpr uint32_t kModuleApiVersion = 2;
+inline constexpr size_t kIpcHandleBytes = 64;
 
 }  // namespace chorus::cuda

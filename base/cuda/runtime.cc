@@ -104,6 +104,30 @@ class ModuleRuntime final : public Runtime {
   void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) override {
     copy_and_wait(device_memory, host, bytes, device, "copying to cuda:");
   }
+  void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
+    copy_and_wait(to, from, bytes, device, "copying on cuda:");
+  }
+
+  IpcExport ipc_export(const void* pointer) override {
+    IpcExport exported;
+    void* base = nullptr;
+    check(api_.ipc_export(pointer, &base, &exported.allocation_bytes, &exported.buffer_id, exported.handle.data()),
+          "exporting a device buffer for CUDA IPC");
+    exported.base = static_cast<const std::byte*>(base);
+    return exported;
+  }
+
+  std::byte* ipc_open(const std::array<unsigned char, 64>& handle, int device) override {
+    check_device(device);
+    void* pointer = nullptr;
+    check(api_.ipc_open(handle.data(), device, &pointer), cat("opening a peer's device buffer on cuda:", device));
+    return static_cast<std::byte*>(pointer);
+  }
+
+  void ipc_close(std::byte* pointer) override {
+    if (CudaStatus status = api_.ipc_close(pointer))
+      CHORUS_LOG(warn, -1, "closing a peer's device buffer: ", status);
+  }
 
   std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) override;
 

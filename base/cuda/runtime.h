@@ -26,6 +26,7 @@
 // and the error comes from Work::wait.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,6 +62,14 @@ class StreamOrder {
   virtual void finished() = 0;
 };
 
+// A device allocation as another process opens it (CUDA IPC).
+struct IpcExport {
+  std::array<unsigned char, 64> handle{};  // of the allocation's base
+  const std::byte* base = nullptr;         // in this process
+  size_t allocation_bytes = 0;
+  uint64_t buffer_id = 0;  // the driver's id of the allocation, unique for this process's life
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -79,6 +88,15 @@ class Runtime {
   // thread's stream for that device; returns once the bytes are there.
   virtual void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) = 0;
   virtual void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) = 0;
+  // Any direction (device, peer-mapped or host memory), on the calling
+  // thread's stream for `device`; returns once the bytes are there.
+  virtual void copy(std::byte* to, const std::byte* from, size_t bytes, int device) = 0;
+  // CUDA IPC: what another process needs to open the allocation holding
+  // `pointer`; opening maps it here (on `device`); closing unmaps (errors
+  // are logged, not thrown: it runs in destructors).
+  virtual IpcExport ipc_export(const void* pointer) = 0;
+  virtual std::byte* ipc_open(const std::array<unsigned char, 64>& handle, int device) = 0;
+  virtual void ipc_close(std::byte* pointer) = 0;
   // `stream` is a cudaStream_t (null: the legacy default stream); `async`
   // says whether the issuing call returns before the collective ends.
   virtual std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) = 0;

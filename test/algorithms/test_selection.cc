@@ -104,3 +104,15 @@ TEST_CASE("selection honours names, overrides and cost") {
   REQUIRE(select_algorithm(barrier, "auto", model, none).name == "dissemination");
   REQUIRE_THROWS_WITH(select_algorithm(barrier, "ring", model, none), Catch::Contains("valid: dissemination"));
 }
+
+TEST_CASE("the signature tells a call on CUDA memory from one on host memory", "[selection]") {
+  Call host = make_call(Collective::allreduce, 0, 2, 5, DataType::float32, ReduceOp::sum, 0, true);
+  Call device = host;
+  device.memory = Memory::cuda(0);
+  CHECK(call_signature(host) != call_signature(device));
+  CHECK(describe_signature(call_signature(device)) == "allreduce of 5 float32 sum (20 bytes) on CUDA memory");
+  Call barrier = make_call(Collective::barrier, 0, 2, 0, DataType::uint8, ReduceOp::sum, 0, true);
+  Call device_barrier = barrier;
+  device_barrier.memory = Memory::cuda(0);
+  CHECK(call_signature(barrier) == call_signature(device_barrier));
+}

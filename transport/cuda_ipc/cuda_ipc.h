@@ -1,0 +1,48 @@
+// The CUDA IPC transport's public face: options, the factory and the probe.
+//
+// Ranks on one host move device memory by CUDA IPC: the sender hands the
+// receiver an IPC handle of the allocation holding the message (and the
+// offset), the receiver maps it once (import_cache.h) and copies the bytes
+// into its own buffer with the copy engine, then tells the sender it may
+// reuse its buffer. Processes time-sliced on one GPU never wait on each
+// other's kernels: a copy engine moves the bytes while either computes.
+// Host memory, and the small control messages of that protocol, travel over
+// an inner host transport (shared memory) that this one wraps, so a pair
+// served by cuda_ipc moves both kinds.
+//
+// It offers itself only in a process that has already initialised CUDA
+// when it connects (the driver library is loaded), or whose CHORUS_TRANSPORT
+// names it, and that sees a device: a host-only job never loads CUDA for
+// it. Ranks that are threads of one process never use it (a process cannot
+// open its own IPC handles). Ranks on one host that did not
+// both offer it talk over plain shm, and collectives on device memory then
+// go through host memory (algorithms/staging.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "transport/transport.h"
+
+namespace chorus::transport::cuda_ipc {
+
+struct CudaIpcDeviceOptions {
+  int rank = 0;
+  // Makes the host transport the pairs wrap (shm), called only when CUDA
+  // is usable here.
+  std::function<std::unique_ptr<Device>()> create_host_device;
+  // Whether two published inner addresses can share memory (shm's probe).
+  bool (*host_can_connect)(std::span<const std::byte>, std::span<const std::byte>) = nullptr;
+  // The job named cuda_ipc (CHORUS_TRANSPORT): load CUDA to offer it.
+  bool asked = false;
+};
+
+std::unique_ptr<Device> create_device(const CudaIpcDeviceOptions& options);
+
+// Both ranks offered CUDA IPC and their inner transport can connect them.
+// The caller checks that they are on one host.
+bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b,
+                 bool (*host_can_connect)(std::span<const std::byte>, std::span<const std::byte>));
+
+}  // namespace chorus::transport::cuda_ipc

@@ -1,0 +1,394 @@
+// The cuda_ipc Device and Pair: host memory straight through the inner
+// transport; device memory by the pull protocol of cuda_ipc.h, driven by one
+// worker thread per Device.
+//
+// A device-memory message, step by step:
+//   sender    posts the descriptor (IPC handle, offset, length) with the
+//             message's own tag, so the receiver's tag and signature checks
+//             apply to it as to any message, and a receive for the ack;
+//   receiver  gets the descriptor, checks it (length included: a mismatch
+//             fails before a byte moves), maps the allocation (cached), copies
+//             the bytes into its buffer on its stream and waits for the copy,
+//             completes its receive, then sends the 8-byte ack;
+//   sender    completes its send when the ack arrives: until then the
+//             receiver may still be reading its buffer.
+// An eager send (point-to-point: it must finish without the receiver) is
+// copied into a device buffer of the transport's first, and completes at once.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "base/cuda/runtime.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/cuda_ipc/address.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
+#include "transport/cuda_ipc/descriptor.h"
+#include "transport/cuda_ipc/import_cache.h"
+
+namespace chorus::transport::cuda_ipc {
+namespace {
+
+// The ack travels in a group of its own, so it never matches a message of
+// the Context's, and with a signature no call has.
+constexpr uint64_t kAckGroupSalt = 0xC0DA1BC0FFEE5EEDull;
+constexpr uint64_t kAckSignature = 0xFFFFFFFFFFFFFFFEull;
+constexpr auto kWorkerWake = std::chrono::milliseconds(50);
+
+Tag ack_tag(const Tag& tag) { return Tag{tag.value, kAckSignature, tag.group ^ kAckGroupSalt}; }
+
+// Whether to offer CUDA IPC: when this process already talks to the CUDA
+// driver (offering costs nothing more, and a job that never touched CUDA
+// does not load it on our account), or when the job named the transport.
+bool cuda_usable(bool asked) {
+  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!driver && !asked) return false;
+  if (driver) ::dlclose(driver);
+  try {
+    return cuda::cuda_runtime().device_count() > 0;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+class CudaIpcDevice;
+
+class CudaIpcPair final : public Pair {
+ public:
+  CudaIpcPair(CudaIpcDevice& device, std::unique_ptr<Pair> inner) : device_(device), inner_(std::move(inner)) {}
+  int peer_rank() const override { return inner_->peer_rank(); }
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { inner_->send_liveness_probe(probe, group); }
+  bool liveness_answered(uint64_t probe) const override { return inner_->liveness_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return inner_->answered_position(probe, group);
+  }
+  Pair& inner() { return *inner_; }
+
+ private:
+  CudaIpcDevice& device_;
+  std::unique_ptr<Pair> inner_;
+};
+
+// One device-memory message in flight.
+struct Transfer {
+  enum class Direction { send, receive } direction;
+  CudaIpcPair* pair = nullptr;
+  Request* user = nullptr;  // null once the user's request is settled
+  Tag tag;
+  std::span<std::byte> data;
+  int device = 0;
+  std::array<std::byte, kDescriptorBytes> descriptor{};
+  uint64_t ack = 0;
+  Request control;  // send: the descriptor out; receive: the descriptor in
+  Request acknowledgement;  // send: the ack in; receive: the ack out
+  bool copied = false;
+  std::shared_ptr<std::byte> eager_copy;
+};
+
+class CudaIpcDevice final : public Device {
+ public:
+  CudaIpcDevice(int rank, std::unique_ptr<Device> inner)
+      : rank_(rank),
+        inner_(std::move(inner)),
+        imports_([this](const IpcDescriptor& descriptor) { return open_import(descriptor); },
+                 [](std::byte* local) { cuda::cuda_runtime().ipc_close(local); }) {
+    inner_->set_failure_listener([this](std::exception_ptr reason) { on_inner_failure(reason); });
+    worker_ = std::thread([this] { work(); });
+  }
+
+  ~CudaIpcDevice() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    worker_.join();
+    inner_->set_failure_listener(nullptr);
+    abort(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": cuda_ipc device closed"))));
+  }
+
+  std::string_view name() const override { return "cuda_ipc"; }
+  int rank() const override { return rank_; }
+  std::vector<std::byte> address() const override {
+    return wrap_address(static_cast<uint64_t>(::getpid()), inner_->address());
+  }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    inner_->check_peer(peer_rank, inner_of(peer_rank, peer_address));
+  }
+  int streams() const override { return inner_->streams(); }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream) override {
+    return std::make_unique<CudaIpcPair>(*this,
+                                         inner_->connect(peer_rank, inner_of(peer_rank, peer_address), deadline, stream));
+  }
+  LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
+  bool accepts(const Memory& memory) const override {
+    return memory.kind == MemoryKind::host || memory.kind == MemoryKind::cuda;
+  }
+  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
+    return inner_->register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
+  }
+
+  void abort(std::exception_ptr reason) override {
+    inner_->abort(reason);  // no inner request touches a transfer's buffers after this
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = reason;
+    fail_all(failure_);
+  }
+  void abort_async(std::exception_ptr reason) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (!failure_) failure_ = reason;
+    }
+    inner_->abort_async(reason);  // its failed requests wake the worker
+  }
+  std::exception_ptr failure() const override {
+    std::lock_guard lock(mutex_);
+    return failure_ ? failure_ : inner_->failure();
+  }
+  bool progress() override { return inner_->progress(); }
+  void begin_polling() override { inner_->begin_polling(); }
+  void end_polling() override { inner_->end_polling(); }
+  void begin_waiting() override { inner_->begin_waiting(); }
+  void end_waiting() override { inner_->end_waiting(); }
+
+  void start(CudaIpcPair& pair, Transfer::Direction direction, Request& user, Tag tag, std::span<std::byte> data,
+             int device);
+
+ private:
+  std::span<const std::byte> inner_of(int peer_rank, std::span<const std::byte> address) const {
+    const auto inner = inner_address(address);
+    if (!inner)
+      throw InvalidArgument(cat("rank ", rank_, ": rank ", peer_rank, " published no cuda_ipc address"));
+    return *inner;
+  }
+
+  std::byte* open_import(const IpcDescriptor& descriptor) {
+    return cuda::cuda_runtime().ipc_open(descriptor.handle, current_device_);
+  }
+
+  void on_inner_failure(std::exception_ptr reason) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!failure_) failure_ = reason;
+    }
+    // The inner requests it failed wake the worker.
+    notify_failure(reason);
+  }
+
+  void work();
+  // Moves one transfer on; returns whether it is finished. Under mutex_.
+  bool advance(Transfer& transfer);
+  void settle(Transfer& transfer, std::exception_ptr error);
+  void fail_all(std::exception_ptr reason);
+
+  const int rank_;
+  std::unique_ptr<Device> inner_;
+  mutable std::mutex mutex_;
+  std::exception_ptr failure_;
+  bool stopping_ = false;
+  // Declared before the transfers and requests attached to it.
+  CompletionSignal signal_;
+  std::list<std::unique_ptr<Transfer>> transfers_;
+  ImportCache imports_;
+  int current_device_ = 0;  // the device the worker maps onto (set per transfer)
+  std::thread worker_;
+};
+
+void CudaIpcPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
+  if (memory.kind == MemoryKind::host) return inner_->post_send(request, tag, data, memory);
+  device_.start(*this, Transfer::Direction::send, request, tag,
+                std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()), memory.device);
+}
+
+void CudaIpcPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  if (memory.kind == MemoryKind::host) return inner_->post_recv(request, tag, data, memory);
+  device_.start(*this, Transfer::Direction::receive, request, tag, data, memory.device);
+}
+
+void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Request& user, Tag tag,
+                          std::span<std::byte> data, int device) {
+  user.mark_pending();
+  auto transfer = std::make_unique<Transfer>();
+  transfer->direction = direction;
+  transfer->pair = &pair;
+  transfer->user = &user;
+  transfer->tag = tag;
+  transfer->data = data;
+  transfer->device = device;
+  transfer->control.attach(&signal_);
+  transfer->acknowledgement.attach(&signal_);
+  try {
+    cuda::Runtime& runtime = cuda::cuda_runtime();
+    if (direction == Transfer::Direction::send) {
+      std::span<std::byte> exported = data;
+      if (tag.eager && !data.empty()) {
+        transfer->eager_copy = runtime.backend(device).allocate(data.size());
+        runtime.copy(transfer->eager_copy.get(), data.data(), data.size(), device);
+        exported = {transfer->eager_copy.get(), data.size()};
+      }
+      IpcDescriptor descriptor;
+      if (!exported.empty()) {
+        const cuda::IpcExport region = runtime.ipc_export(exported.data());
+        descriptor.handle = region.handle;
+        descriptor.base = reinterpret_cast<uint64_t>(region.base);
+        descriptor.buffer_id = region.buffer_id;
+        descriptor.allocation_bytes = region.allocation_bytes;
+        descriptor.offset = static_cast<uint64_t>(exported.data() - region.base);
+      }
+      descriptor.length = exported.size();
+      transfer->descriptor = encode_descriptor(descriptor);
+    }
+  } catch (...) {
+    user.fail(std::current_exception());
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  if (failure_) {
+    user.fail(failure_);
+    return;
+  }
+  Pair& inner = pair.inner();
+  Transfer& posted = *transfer;
+  transfers_.push_back(std::move(transfer));
+  if (direction == Transfer::Direction::send) {
+    inner.post_send(posted.control, tag, posted.descriptor, Memory::host());
+    inner.post_recv(posted.acknowledgement, ack_tag(tag),
+                    std::span<std::byte>(reinterpret_cast<std::byte*>(&posted.ack), sizeof(posted.ack)), Memory::host());
+    if (posted.eager_copy) {
+      posted.user->complete();
+      posted.user = nullptr;
+    }
+  } else {
+    inner.post_recv(posted.control, tag, posted.descriptor, Memory::host());
+  }
+}
+
+void CudaIpcDevice::work() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const uint64_t seen = signal_.count();
+    if (failure_) fail_all(failure_);
+    for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
+      auto next = std::next(transfer);
+      if (advance(**transfer)) transfers_.erase(transfer);
+      transfer = next;
+    }
+    lock.unlock();
+    signal_.wait_change(seen, Deadline::after(kWorkerWake));
+    lock.lock();
+  }
+}
+
+void CudaIpcDevice::settle(Transfer& transfer, std::exception_ptr error) {
+  if (!transfer.user) return;
+  if (error) transfer.user->fail(error);
+  else transfer.user->complete();
+  transfer.user = nullptr;
+}
+
+bool CudaIpcDevice::advance(Transfer& transfer) {
+  for (Request* request : {&transfer.control, &transfer.acknowledgement}) {
+    if (request->state() == Request::State::failed) {
+      settle(transfer, request->error());
+      // The other request may still be posted; it ends with the inner device.
+      return !(transfer.control.state() == Request::State::pending ||
+               transfer.acknowledgement.state() == Request::State::pending);
+    }
+  }
+  if (transfer.direction == Transfer::Direction::send) {
+    if (transfer.acknowledgement.state() == Request::State::done) settle(transfer, nullptr);
+    return transfer.control.finished() && transfer.acknowledgement.finished();
+  }
+  if (!transfer.copied) {
+    if (transfer.control.state() != Request::State::done) return false;
+    const int peer = transfer.pair->peer_rank();
+    try {
+      const IpcDescriptor descriptor = decode_descriptor(transfer.descriptor, rank_, peer);
+      if (descriptor.length != transfer.data.size())
+        throw MismatchError(cat("rank ", rank_, ": cuda_ipc: peer rank ", peer, " sent ", descriptor.length,
+                                " bytes of device memory for ", describe_tag(transfer.tag.group, transfer.tag.value),
+                                ", the receive expects ", transfer.data.size()));
+      if (descriptor.length > 0) {
+        current_device_ = transfer.device;
+        std::byte* mapped = imports_.map(peer, descriptor);
+        cuda::cuda_runtime().copy(transfer.data.data(), mapped + descriptor.offset, descriptor.length,
+                                  transfer.device);
+      }
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      settle(transfer, error);
+      // The sender waits for an ack that will not come: the job cannot go on.
+      inner_->abort_async(error);
+      return true;
+    }
+    transfer.copied = true;
+    settle(transfer, nullptr);
+    transfer.pair->inner().post_send(
+        transfer.acknowledgement, ack_tag(transfer.tag),
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&transfer.ack), sizeof(transfer.ack)),
+        Memory::host());
+  }
+  return transfer.acknowledgement.finished();
+}
+
+void CudaIpcDevice::fail_all(std::exception_ptr reason) {
+  for (auto& transfer : transfers_) settle(*transfer, reason);
+  // Their inner requests are failed or will be: drop those that are done.
+  std::erase_if(transfers_, [](const std::unique_ptr<Transfer>& transfer) {
+    return transfer->control.state() != Request::State::pending &&
+           transfer->acknowledgement.state() != Request::State::pending;
+  });
+}
+
+// What a rank that does not offer CUDA IPC creates: it publishes nothing,
+// can_connect() says no to every peer, and the mesh drops it.
+class NotOffered final : public Device {
+ public:
+  explicit NotOffered(int rank) : rank_(rank) {}
+  std::string_view name() const override { return "cuda_ipc"; }
+  int rank() const override { return rank_; }
+  std::vector<std::byte> address() const override { return {}; }
+  void check_peer(int peer_rank, std::span<const std::byte>) const override { refuse(peer_rank); }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte>, Deadline, int) override {
+    refuse(peer_rank);
+  }
+  LinkModel link_model(int) const override { return {}; }
+  void abort(std::exception_ptr) override {}
+  void abort_async(std::exception_ptr) override {}
+  std::exception_ptr failure() const override { return nullptr; }
+
+ private:
+  [[noreturn]] void refuse(int peer_rank) const {
+    throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc to rank ", peer_rank,
+                              ": this process had not initialised CUDA (or has no device) when it connected, and "
+                              "CHORUS_TRANSPORT did not name cuda_ipc"));
+  }
+  int rank_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> create_device(const CudaIpcDeviceOptions& options) {
+  if (!cuda_usable(options.asked)) return std::make_unique<NotOffered>(options.rank);
+  return std::make_unique<CudaIpcDevice>(options.rank, options.create_host_device());
+}
+
+bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b,
+                 bool (*host_can_connect)(std::span<const std::byte>, std::span<const std::byte>)) {
+  const auto inner_a = inner_address(a);
+  const auto inner_b = inner_address(b);
+  // A process cannot open its own IPC handles: ranks that are threads of one
+  // process (tests, some frameworks) use the host transport.
+  return inner_a && inner_b && process_of(a) != process_of(b) && host_can_connect(*inner_a, *inner_b);
+}
+
+}  // namespace chorus::transport::cuda_ipc
