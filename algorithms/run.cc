@@ -205,9 +205,9 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
   // buffer passed twice must take the in-place plan.
   Call effective = call;
   if (!effective.topology) effective.topology = communicator.shared_topology();
-  // CUDA memory that a transport of this Communicator cannot move runs on
-  // pinned host copies (algorithms/staging.h).
-  if (effective.memory.kind == MemoryKind::cuda && !communicator.accepts(effective.memory)) {
+  // CUDA memory that a transport of this Communicator cannot move, or a
+  // small collective on it, runs on pinned host copies (algorithms/staging.h).
+  if (runs_staged(communicator, effective)) {
     run_staged(effective, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {
       run_collective(communicator, host_call, host_input, host_output, algorithm, sequence, deadline, caller_waits);
     });

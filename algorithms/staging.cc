@@ -14,6 +14,15 @@ size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * k
 
 }  // namespace
 
+bool runs_staged(const Communicator& communicator, const Call& call) {
+  if (call.memory.kind != MemoryKind::cuda) return false;
+  if (!communicator.accepts(call.memory)) return true;
+  if (communicator.size() == 1) return false;  // the device backend does it all
+  // The count every rank agrees on (the signature carries it).
+  const size_t elements = call.counts.empty() ? call.count : call.total_count();
+  return elements * call.element_bytes() < kDevicePlanMinBytes;
+}
+
 StagingLayout plan_staging(const Call& call, const void* input, const void* output) {
   const auto* in = static_cast<const std::byte*>(input);
   const auto* out = static_cast<const std::byte*>(output);

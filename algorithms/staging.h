@@ -8,17 +8,33 @@
 // inside a big buffer) are staged as one range, so the host plan sees the
 // same relation between input and output that the caller made.
 //
-// Whole buffers for now, one copy each way: at PCIe's ~55 GB/s against a
-// network's 1-25 GB/s the copies cost a few percent at large sizes; the
-// pipelined form (copy chunk k+1 while chunk k is on the wire) is the next
-// step (docs/cuda.md).
+// When: wherever a transport of the collective cannot move device memory,
+// and for small collectives always. A small one staged whole costs one copy
+// each way; run on the device, each of its messages costs device round
+// trips of its own (a chunked copy through the transport's staging, or an
+// IPC step between processes that share a GPU by time-slicing, ~150 µs
+// each). Larger collectives run their Plan on the device: reductions in
+// device kernels, messages over cuda_ipc or pipelined through pinned
+// chunks (transport/host_staging/host_staging.h).
+//
+// Every rank must decide alike, or one would send device messages where
+// another expects host ones: the decision reads only what all ranks share
+// (the call's size, and which ranks move device memory, agreed at connect).
 #pragma once
 
 #include <functional>
 
 #include "algorithms/call.h"
+#include "algorithms/communicator.h"
 
 namespace chorus::algorithms {
+
+// Collectives smaller than this (the call's size as every rank sees it)
+// are staged whole. A first guess: the GPU machine is to tune it (docs/cuda.md).
+inline constexpr size_t kDevicePlanMinBytes = size_t{256} << 10;
+
+// Whether a call on CUDA memory runs staged whole.
+bool runs_staged(const Communicator& communicator, const Call& call);
 
 // Runs `run` with `call` moved to host memory and host copies of the buffers.
 void run_staged(const Call& call, const void* input, void* output,

@@ -43,7 +43,7 @@ void* load_module_entry(const ModuleSymbols& symbols, std::string& failure) {
     const auto version = reinterpret_cast<VersionFunction>(::dlsym(handle, symbols.version_symbol));
     void* entry = ::dlsym(handle, symbols.entry_symbol);
     if (!version || !entry) {
-      tried += cat(tried.empty() ? "" : "; ", path, ": not a chorus module of this kind");
+      tried += cat(tried.empty() ? "" : "; ", path, ": not a chorus ", symbols.kind, " module");
       continue;
     }
     if (std::strcmp(version(), CHORUS_VERSION) != 0) {

@@ -12,6 +12,7 @@
 namespace chorus {
 
 struct ModuleSymbols {
+  const char* kind;            // "TLS": in "... not a chorus TLS module"
   const char* file;            // "libchorus_tls.so"
   const char* path_variable;   // "CHORUS_TLS_MODULE"
   const char* version_symbol;  // returns the chorus version it was built from

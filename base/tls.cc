@@ -26,7 +26,7 @@ struct TlsModule {
 TlsModule load_module() {
   TlsModule module;
   std::string why;
-  const ModuleSymbols symbols{kTlsModuleFile, "CHORUS_TLS_MODULE", kTlsModuleVersion, kTlsModuleEntry};
+  const ModuleSymbols symbols{"TLS", kTlsModuleFile, "CHORUS_TLS_MODULE", kTlsModuleVersion, kTlsModuleEntry};
   module.load = reinterpret_cast<TlsModuleEntry>(load_module_entry(symbols, why));
   if (!module.load)
     module.failure = cat("TLS is configured (CHORUS_TLS_CERT, CHORUS_TLS_KEY, CHORUS_TLS_CA) but chorus's TLS module ",

@@ -8,6 +8,12 @@ namespace chorus::transport {
 
 std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& theirs, const std::string& mine,
                                   const Tag& tag, uint64_t their_bytes, size_t my_bytes) {
+  // The same call, another length: a message cut into pieces (staged device
+  // memory) or a transport of another build. Say only what differs.
+  if (theirs == mine)
+    return std::make_exception_ptr(MismatchError(cat("rank ", rank, ": peer rank ", peer_rank, " sent ", their_bytes,
+                                                     " bytes for ", describe_tag(tag.group, tag.value), " (", mine,
+                                                     ") but this rank expected ", my_bytes)));
   return std::make_exception_ptr(MismatchError(cat("rank ", rank, ": peer rank ", peer_rank, " sent ", theirs,
                                                    " but this rank expected ", mine, ", for ",
                                                    describe_tag(tag.group, tag.value), " (a message of ", their_bytes,

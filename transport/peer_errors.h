@@ -13,8 +13,10 @@
 namespace chorus::transport {
 
 // MismatchError: "rank R: peer rank P sent <theirs> but this rank expected
-// <mine>, for <tag> (a message of N bytes; this rank expected M)". The two
-// calls come described (Tag signatures turned into words by the caller).
+// <mine>, for <tag> (a message of N bytes; this rank expected M)"; when the
+// calls are the same and only the lengths differ, "rank R: peer rank P sent
+// N bytes for <tag> (<call>) but this rank expected M". The two calls come
+// described (Tag signatures turned into words by the caller).
 std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& theirs, const std::string& mine,
                                   const Tag& tag, uint64_t their_bytes, size_t my_bytes);
 

@@ -13,12 +13,23 @@
 #endif
 #if CHORUS_HAVE_CUDA
 #include "transport/cuda_ipc/cuda_ipc.h"
+#include "transport/host_staging/host_staging.h"
 #endif
 
 namespace chorus::transport {
 namespace {
 
-std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
+// In a build with CUDA, transports that move host memory only move device
+// memory too, through pinned chunks (host_staging.h).
+std::unique_ptr<Device> moving_device_memory(std::unique_ptr<Device> device) {
+#if CHORUS_HAVE_CUDA
+  return host_staging::wrap(std::move(device), host_staging::cuda_copier());
+#else
+  return device;
+#endif
+}
+
+std::unique_ptr<Device> create_tcp_device(const DeviceOptions& options) {
   tcp::TcpDeviceOptions tcp_options;
   tcp_options.rank = options.rank;
   tcp_options.size = options.size;
@@ -35,7 +46,7 @@ std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
   return tcp::create_device(tcp_options);
 }
 
-std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
+std::unique_ptr<Device> create_shm_device(const DeviceOptions& options) {
   shm::ShmDeviceOptions shm_options;
   shm_options.rank = options.rank;
   shm_options.size = options.size;
@@ -48,7 +59,7 @@ std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
 }
 
 #if CHORUS_HAVE_IBVERBS
-std::unique_ptr<Device> create_ibverbs(const DeviceOptions& options) {
+std::unique_ptr<Device> create_ibverbs_device(const DeviceOptions& options) {
   ibverbs::IbverbsDeviceOptions verbs_options;
   verbs_options.rank = options.rank;
   verbs_options.size = options.size;
@@ -65,10 +76,22 @@ std::unique_ptr<Device> create_ibverbs(const DeviceOptions& options) {
   return ibverbs::create_device(verbs_options);
 }
 
+std::unique_ptr<Device> create_ibverbs(const DeviceOptions& options) {
+  return moving_device_memory(create_ibverbs_device(options));
+}
+
 // Both ranks found an RDMA device behind their addresses; whether the
 // fabric joins them shows at connect, as an error naming the address.
 bool ibverbs_can_connect(const PeerView& a, const PeerView& b) { return ibverbs::can_connect(a.address, b.address); }
 #endif
+
+std::unique_ptr<Device> create_tcp(const DeviceOptions& options) {
+  return moving_device_memory(create_tcp_device(options));
+}
+
+std::unique_ptr<Device> create_shm(const DeviceOptions& options) {
+  return moving_device_memory(create_shm_device(options));
+}
 
 // Shared memory needs one host as the topology sees it (so CHORUS_HOST_ID
 // faking two hosts on one machine keeps them apart) and one kernel, user
@@ -83,7 +106,7 @@ bool shm_can_connect(const PeerView& a, const PeerView& b) {
 std::unique_ptr<Device> create_cuda_ipc(const DeviceOptions& options) {
   cuda_ipc::CudaIpcDeviceOptions ipc_options;
   ipc_options.rank = options.rank;
-  ipc_options.create_host_device = [options] { return create_shm(options); };
+  ipc_options.create_host_device = [options] { return create_shm_device(options); };
   ipc_options.host_can_connect = shm::can_connect;
   const std::vector<std::string>& named = options.config.transports;
   ipc_options.asked = std::find(named.begin(), named.end(), "cuda_ipc") != named.end();

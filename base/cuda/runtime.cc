@@ -98,6 +98,15 @@ class ModuleRuntime final : public Runtime {
     return staging.data;
   }
 
+  std::byte* allocate_pinned(size_t bytes) override {
+    void* pointer = nullptr;
+    check(api_.host_allocate(bytes, &pointer), "allocating pinned host memory");
+    return static_cast<std::byte*>(pointer);
+  }
+  void free_pinned(std::byte* data) override {
+    if (CudaStatus status = api_.host_free(data)) CHORUS_LOG(warn, -1, "freeing pinned host memory: ", status);
+  }
+
   void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) override {
     copy_and_wait(host, device_memory, bytes, device, "copying from cuda:");
   }
@@ -319,7 +328,7 @@ void DeviceBackend::average(DataType type, std::byte* data, size_t count, size_t
 Runtime& load_runtime() {
 #if CHORUS_HAVE_CUDA
   std::string why;
-  const ModuleSymbols symbols{kCudaModuleFile, "CHORUS_CUDA_MODULE", kCudaModuleVersion, kCudaModuleEntry};
+  const ModuleSymbols symbols{"CUDA", kCudaModuleFile, "CHORUS_CUDA_MODULE", kCudaModuleVersion, kCudaModuleEntry};
   using Entry = const ModuleApi* (*)();
   const auto entry = reinterpret_cast<Entry>(load_module_entry(symbols, why));
   if (!entry) throw InvalidArgument(cat("CUDA memory needs chorus's CUDA module, but ", why));

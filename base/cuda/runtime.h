@@ -84,6 +84,9 @@ class Runtime {
   // At least `bytes` of pinned host memory for the calling thread's staged
   // collective; reused by its next one.
   virtual std::byte* staging_buffer(size_t bytes) = 0;
+  // Pinned host memory of the caller's own (free it with free_pinned).
+  virtual std::byte* allocate_pinned(size_t bytes) = 0;
+  virtual void free_pinned(std::byte* data) = 0;
   // Copies between device memory of `device` and host memory on the calling
   // thread's stream for that device; returns once the bytes are there.
   virtual void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) = 0;

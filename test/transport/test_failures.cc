@@ -62,10 +62,9 @@ TEST_CASE("transport: a length mismatch fails the receiver with MismatchError", 
     mesh.pair(1, 0).post_recv(recv, {0x500000001, 4}, incoming.data());
   }
   const std::string text = wait_error<MismatchError>(recv);
-  CHECK_THAT(text, Contains(cat("rank 1: peer rank 0 sent")));
-  CHECK_THAT(text, Contains(cat(" but this rank expected ")));
-  CHECK_THAT(text, Contains(cat("for tag 0x500000001 (a message of ", sent, " bytes; this rank expected ", 2 * sent,
-                                ")")));
+  // The same call, only the length differs: the text says just that.
+  CHECK_THAT(text, Contains(cat("rank 1: peer rank 0 sent ", sent, " bytes for tag 0x500000001 (")));
+  CHECK_THAT(text, Contains(cat(") but this rank expected ", 2 * sent)));
   CHECK(incoming.untouched());
   // The receiver's device is finished: later posts fail at once with the same error.
   Request& later = requests.add();

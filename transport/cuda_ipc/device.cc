@@ -105,6 +105,9 @@ class CudaIpcDevice final : public Device {
     worker_ = std::thread([this] { work(); });
   }
 
+  // A normal close, not an abort: the inner device says goodbye to its
+  // peers as it would alone, and fails what it still had posted (our
+  // control messages: their requests and signal outlive it).
   ~CudaIpcDevice() override {
     {
       std::lock_guard lock(mutex_);
@@ -112,7 +115,10 @@ class CudaIpcDevice final : public Device {
     }
     worker_.join();
     inner_->set_failure_listener(nullptr);
-    abort(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": cuda_ipc device closed"))));
+    inner_.reset();
+    std::lock_guard lock(mutex_);
+    fail_all(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": the device was closed with this message in flight"))));
+    imports_.clear();
   }
 
   std::string_view name() const override { return "cuda_ipc"; }
@@ -139,20 +145,26 @@ class CudaIpcDevice final : public Device {
 
   void abort(std::exception_ptr reason) override {
     inner_->abort(reason);  // no inner request touches a transfer's buffers after this
+    record_failure(reason);
     std::lock_guard lock(mutex_);
-    if (!failure_) failure_ = reason;
-    fail_all(failure_);
+    fail_all(failure());
   }
   void abort_async(std::exception_ptr reason) override {
-    {
-      std::lock_guard lock(mutex_);
-      if (!failure_) failure_ = reason;
-    }
+    record_failure(reason);
     inner_->abort_async(reason);  // its failed requests wake the worker
   }
   std::exception_ptr failure() const override {
-    std::lock_guard lock(mutex_);
-    return failure_ ? failure_ : inner_->failure();
+    {
+      std::lock_guard lock(failure_mutex_);
+      if (failure_) return failure_;
+    }
+    return inner_->failure();
+  }
+  // Its own lock, never held while calling out: the inner device may call
+  // the listener on the thread that is aborting it, which may hold mutex_.
+  void record_failure(std::exception_ptr reason) {
+    std::lock_guard lock(failure_mutex_);
+    if (!failure_) failure_ = reason;
   }
   bool progress() override { return inner_->progress(); }
   void begin_polling() override { inner_->begin_polling(); }
@@ -176,10 +188,7 @@ class CudaIpcDevice final : public Device {
   }
 
   void on_inner_failure(std::exception_ptr reason) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!failure_) failure_ = reason;
-    }
+    record_failure(reason);
     // The inner requests it failed wake the worker.
     notify_failure(reason);
   }
@@ -192,7 +201,8 @@ class CudaIpcDevice final : public Device {
 
   const int rank_;
   std::unique_ptr<Device> inner_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // the transfers, the pool, the import cache
+  mutable std::mutex failure_mutex_;
   std::exception_ptr failure_;
   bool stopping_ = false;
   // Declared before the transfers and requests attached to it.
@@ -252,8 +262,8 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Requ
     return;
   }
   std::lock_guard lock(mutex_);
-  if (failure_) {
-    user.fail(failure_);
+  if (std::exception_ptr failed = failure()) {
+    user.fail(failed);
     return;
   }
   Pair& inner = pair.inner();
@@ -276,7 +286,7 @@ void CudaIpcDevice::work() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     const uint64_t seen = signal_.count();
-    if (failure_) fail_all(failure_);
+    if (std::exception_ptr failed = failure()) fail_all(failed);
     for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
       auto next = std::next(transfer);
       if (advance(**transfer)) transfers_.erase(transfer);

@@ -1,0 +1,350 @@
+// The staging decorator of host_staging.h: a Device and its Pairs that pass
+// host memory through and pipeline device memory through pinned chunks.
+#include <algorithm>
+#include <array>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/cuda/runtime.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/host_staging/host_staging.h"
+
+namespace chorus::transport::host_staging {
+namespace {
+
+constexpr auto kWorkerWake = std::chrono::milliseconds(50);
+constexpr size_t kMaxChunksPerMessage = 16;
+
+class StagingDevice;
+
+class StagingPair final : public Pair {
+ public:
+  StagingPair(StagingDevice& device, std::unique_ptr<Pair> inner) : device_(device), inner_(std::move(inner)) {}
+  int peer_rank() const override { return inner_->peer_rank(); }
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { inner_->send_liveness_probe(probe, group); }
+  bool liveness_answered(uint64_t probe) const override { return inner_->liveness_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return inner_->answered_position(probe, group);
+  }
+  bool one_sided() const override { return inner_->one_sided(); }
+  void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
+    inner_->post_put(request, data, target);
+  }
+  void post_get(Request& request, std::span<std::byte> data, RemoteMemory source) override {
+    inner_->post_get(request, data, source);
+  }
+  Pair& inner() { return *inner_; }
+
+ private:
+  StagingDevice& device_;
+  std::unique_ptr<Pair> inner_;
+};
+
+// One device-memory message in flight, cut into chunks.
+struct Transfer {
+  struct Slot {
+    size_t chunk = 0;
+    std::byte* pinned = nullptr;  // null: free
+    Request request;
+  };
+  bool sending = false;
+  Pair* inner = nullptr;
+  Request* user = nullptr;  // null once settled
+  Tag tag;
+  std::span<std::byte> data;
+  int device = 0;
+  size_t chunks = 1;
+  size_t started = 0;   // chunks posted
+  size_t finished = 0;  // chunks done (a receive finishes them in order)
+  std::array<Slot, kMaxChunksPerMessage> slots;
+};
+
+class StagingDevice final : public Device {
+ public:
+  StagingDevice(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier, StagingOptions options)
+      : inner_(std::move(inner)), copier_(std::move(copier)), options_(options) {
+    if (options_.chunk_bytes == 0 || options_.chunks_per_message == 0 ||
+        options_.chunks_per_message > kMaxChunksPerMessage || options_.pool_chunks == 0)
+      throw InvalidArgument(cat("host staging: chunks of ", options_.chunk_bytes, " bytes, ",
+                                options_.chunks_per_message, " per message (1..", kMaxChunksPerMessage, "), ",
+                                options_.pool_chunks, " in the pool"));
+    inner_->set_failure_listener([this](std::exception_ptr reason) {
+      record_failure(reason);
+      notify_failure(reason);
+    });
+  }
+
+  // A normal close, not an abort: the inner device says goodbye to its
+  // peers as it would unwrapped, and fails what it still had posted (our
+  // chunks: their requests, and the signal they report to, outlive it).
+  ~StagingDevice() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    if (worker_.joinable()) worker_.join();
+    inner_->set_failure_listener(nullptr);
+    inner_.reset();
+    std::lock_guard lock(mutex_);
+    fail_all(std::make_exception_ptr(Aborted("the device was closed with this message in flight")));
+    for (std::byte* chunk : pool_) copier_->free_pinned(chunk);
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  std::vector<std::byte> address() const override { return inner_->address(); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    inner_->check_peer(peer_rank, peer_address);
+  }
+  int streams() const override { return inner_->streams(); }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream) override {
+    return std::make_unique<StagingPair>(*this, inner_->connect(peer_rank, peer_address, deadline, stream));
+  }
+  LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
+  bool accepts(const Memory& memory) const override {
+    return memory.kind == MemoryKind::cuda || inner_->accepts(memory);
+  }
+  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
+    return inner_->register_memory(data, memory);
+  }
+  void abort(std::exception_ptr reason) override {
+    inner_->abort(reason);  // no chunk lands in a pinned buffer after this
+    record_failure(reason);
+    std::lock_guard lock(mutex_);
+    fail_all(failure());
+  }
+  void abort_async(std::exception_ptr reason) override {
+    record_failure(reason);
+    inner_->abort_async(reason);  // its failed chunks wake the worker
+  }
+  std::exception_ptr failure() const override {
+    {
+      std::lock_guard lock(failure_mutex_);
+      if (failure_) return failure_;
+    }
+    return inner_->failure();
+  }
+  // Its own lock, never held while calling out: the inner device may call
+  // the listener on the thread that is aborting it, which may hold mutex_.
+  void record_failure(std::exception_ptr reason) {
+    std::lock_guard lock(failure_mutex_);
+    if (!failure_) failure_ = reason;
+  }
+  bool progress() override { return inner_->progress(); }
+  void begin_polling() override { inner_->begin_polling(); }
+  void end_polling() override { inner_->end_polling(); }
+  void begin_waiting() override { inner_->begin_waiting(); }
+  void end_waiting() override { inner_->end_waiting(); }
+
+  void start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data, int device);
+
+ private:
+  // Moves a transfer on as far as it can now; returns whether it is over.
+  // Under mutex_.
+  bool advance(Transfer& transfer);
+  void settle(Transfer& transfer, std::exception_ptr error);
+  void release(Transfer& transfer, Transfer::Slot& slot);
+  void fail_all(std::exception_ptr reason);
+  size_t chunk_length(const Transfer& transfer, size_t chunk) const {
+    const size_t offset = chunk * options_.chunk_bytes;
+    return std::min(options_.chunk_bytes, transfer.data.size() - offset);
+  }
+  void work();
+
+  std::unique_ptr<Device> inner_;
+  std::shared_ptr<Copier> copier_;
+  const StagingOptions options_;
+  mutable std::mutex mutex_;  // the transfers, the pool, the import cache
+  mutable std::mutex failure_mutex_;
+  std::exception_ptr failure_;
+  bool stopping_ = false;
+  std::vector<std::byte*> pool_;  // every pinned chunk
+  // Those not in a slot: half for sends, half for receives. A send hands
+  // its chunk to the inner transport as an eager message, so it never waits
+  // for the peer and its chunks always come back; a receive waits only for
+  // the peer's sends, which its own half never holds up. One shared pool
+  // could deadlock: receives holding every chunk while both peers wait for
+  // sends that have none.
+  std::vector<std::byte*> free_sends_;
+  std::vector<std::byte*> free_receives_;
+  std::vector<std::byte*>& free_for(const Transfer& transfer) {
+    return transfer.sending ? free_sends_ : free_receives_;
+  }
+  CompletionSignal signal_;       // before the transfers: their requests attach to it
+  std::list<std::unique_ptr<Transfer>> transfers_;
+  std::thread worker_;
+};
+
+void StagingPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
+  if (memory.kind != MemoryKind::cuda) return inner_->post_send(request, tag, data, memory);
+  device_.start(*inner_, true, request, tag, std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()),
+                memory.device);
+}
+
+void StagingPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  if (memory.kind != MemoryKind::cuda) return inner_->post_recv(request, tag, data, memory);
+  device_.start(*inner_, false, request, tag, data, memory.device);
+}
+
+void StagingDevice::start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data,
+                          int device) {
+  user.mark_pending();
+  auto transfer = std::make_unique<Transfer>();
+  transfer->sending = sending;
+  transfer->inner = &inner;
+  transfer->user = &user;
+  transfer->tag = tag;
+  transfer->data = data;
+  transfer->device = device;
+  // An empty message still travels, as one empty chunk: the receiver's
+  // match needs it.
+  transfer->chunks = std::max<size_t>(1, (data.size() + options_.chunk_bytes - 1) / options_.chunk_bytes);
+  for (Transfer::Slot& slot : transfer->slots) slot.request.attach(&signal_);
+  std::lock_guard lock(mutex_);
+  if (std::exception_ptr failed = failure()) {
+    user.fail(failed);
+    return;
+  }
+  if (pool_.empty()) {
+    try {
+      for (size_t i = 0; i < std::max<size_t>(options_.pool_chunks, 2); ++i)
+        pool_.push_back(copier_->allocate_pinned(options_.chunk_bytes));
+    } catch (...) {
+      for (std::byte* chunk : pool_) copier_->free_pinned(chunk);
+      pool_.clear();
+      user.fail(std::current_exception());
+      return;
+    }
+    const size_t for_sends = std::max<size_t>(1, pool_.size() / 2);
+    free_sends_.assign(pool_.begin(), pool_.begin() + static_cast<long>(for_sends));
+    free_receives_.assign(pool_.begin() + static_cast<long>(for_sends), pool_.end());
+    worker_ = std::thread([this] { work(); });
+  }
+  // The first chunks go out (or are posted for) on the caller's thread: no
+  // hand-off to the worker before the pipeline starts.
+  if (!advance(*transfer)) transfers_.push_back(std::move(transfer));
+}
+
+void StagingDevice::release(Transfer& transfer, Transfer::Slot& slot) {
+  free_for(transfer).push_back(slot.pinned);
+  slot.pinned = nullptr;
+}
+
+void StagingDevice::settle(Transfer& transfer, std::exception_ptr error) {
+  if (!transfer.user) return;
+  if (error) transfer.user->fail(error);
+  else transfer.user->complete();
+  transfer.user = nullptr;
+}
+
+bool StagingDevice::advance(Transfer& transfer) {
+  const size_t depth = options_.chunks_per_message;
+  try {
+    // Finished chunks: a send's in any order, a receive's in chunk order
+    // (each is copied into the device as it comes).
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (Transfer::Slot& slot : transfer.slots) {
+        if (!slot.pinned || !slot.request.finished()) continue;
+        if (slot.request.state() == Request::State::failed) std::rethrow_exception(slot.request.error());
+        if (!transfer.sending) {
+          if (slot.chunk != transfer.finished) continue;
+          copier_->copy(transfer.data.data() + slot.chunk * options_.chunk_bytes, slot.pinned,
+                        chunk_length(transfer, slot.chunk), transfer.device);
+        }
+        release(transfer, slot);
+        ++transfer.finished;
+        moved = true;
+      }
+    }
+    if (transfer.finished == transfer.chunks) {
+      settle(transfer, nullptr);
+      return true;
+    }
+    // New chunks, while this message has slots and the pool has chunks.
+    std::vector<std::byte*>& free = free_for(transfer);
+    for (Transfer::Slot& slot : transfer.slots) {
+      if (transfer.started == transfer.chunks || free.empty()) break;
+      if (slot.pinned || transfer.started - transfer.finished >= depth) continue;
+      slot.pinned = free.back();
+      free.pop_back();
+      slot.chunk = transfer.started++;
+      const size_t length = chunk_length(transfer, slot.chunk);
+      if (transfer.sending) {
+        copier_->copy(slot.pinned, transfer.data.data() + slot.chunk * options_.chunk_bytes, length, transfer.device);
+        Tag eager = transfer.tag;
+        eager.eager = true;
+        transfer.inner->post_send(slot.request, eager, {slot.pinned, length}, Memory::host());
+      } else {
+        transfer.inner->post_recv(slot.request, transfer.tag, {slot.pinned, length}, Memory::host());
+      }
+    }
+    return false;
+  } catch (...) {
+    settle(transfer, std::current_exception());
+    // The peer's half of this message can no longer match: the job ends.
+    inner_->abort_async(std::current_exception());
+    for (Transfer::Slot& slot : transfer.slots)
+      if (slot.pinned && slot.request.state() != Request::State::pending) release(transfer, slot);
+    return std::none_of(transfer.slots.begin(), transfer.slots.end(),
+                        [](const Transfer::Slot& slot) { return slot.pinned != nullptr; });
+  }
+}
+
+void StagingDevice::fail_all(std::exception_ptr reason) {
+  for (auto& transfer : transfers_) {
+    settle(*transfer, reason);
+    for (Transfer::Slot& slot : transfer->slots)
+      if (slot.pinned && slot.request.state() != Request::State::pending) release(*transfer, slot);
+  }
+  std::erase_if(transfers_, [](const std::unique_ptr<Transfer>& transfer) {
+    return std::none_of(transfer->slots.begin(), transfer->slots.end(),
+                        [](const Transfer::Slot& slot) { return slot.pinned != nullptr; });
+  });
+}
+
+void StagingDevice::work() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const uint64_t seen = signal_.count();
+    if (std::exception_ptr failed = failure()) {
+      fail_all(failed);
+    } else {
+      for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
+        auto next = std::next(transfer);
+        if (advance(**transfer)) transfers_.erase(transfer);
+        transfer = next;
+      }
+    }
+    lock.unlock();
+    signal_.wait_change(seen, Deadline::after(kWorkerWake));
+    lock.lock();
+  }
+}
+
+class CudaCopier final : public Copier {
+ public:
+  std::byte* allocate_pinned(size_t bytes) override { return cuda::cuda_runtime().allocate_pinned(bytes); }
+  void free_pinned(std::byte* data) override { cuda::cuda_runtime().free_pinned(data); }
+  void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
+    cuda::cuda_runtime().copy(to, from, bytes, device);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> wrap(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier, StagingOptions options) {
+  return std::make_unique<StagingDevice>(std::move(inner), std::move(copier), options);
+}
+
+std::shared_ptr<Copier> cuda_copier() { return std::make_shared<CudaCopier>(); }
+
+}  // namespace chorus::transport::host_staging
