@@ -13,6 +13,7 @@
 
 #include "algorithms/call.h"
 #include "chorus/collective_checks.h"
+#include "chorus/device_memory.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/trace.h"
@@ -48,6 +49,9 @@ struct Message {
     call.collective = Collective::send;
     call.count = count;
     call.type = type;
+    // Both ends must move the same kind of memory (a device message is a
+    // descriptor or chunks, a host one its bytes): a mismatch fails.
+    call.memory = memory;
     // A send finishes once the transport holds the data, received or not:
     // eager, so a blocking send never waits for the peer's recv.
     return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call), group,
@@ -178,6 +182,13 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
   return detail::rejecting_bad_arguments(context, [&]() -> Work {
     check(context, message);
     context.throw_if_failed();
+    // CUDA memory: the buffer checked, and the message ordered after the
+    // work already queued on the caller's stream. The stream is not held
+    // for an async message (nothing would release it before the caller's
+    // Work::wait); a blocking one returns with the bytes in place.
+    if (std::unique_ptr<cuda::StreamOrder> order =
+            detail::prepare_device_call(context, message.name(), options, {{"data", message.data}}, false))
+      order->inputs_ready();
     const auto timeout = timeout_of(context, options);
     if (async) {
       auto pending = std::make_shared<PendingMessage>(context, message, timeout);

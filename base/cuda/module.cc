@@ -86,9 +86,8 @@ CudaStatus event_record(void* event, void* stream) {
   return check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
 }
 
-CudaStatus stream_wait_event(void* stream, void* event) {
-  return check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
-               "cudaStreamWaitEvent");
+CudaStatus event_synchronize(void* event) {
+  return check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
 }
 
 CudaStatus device_allocate(int device, size_t bytes, void** pointer) {
@@ -127,34 +126,6 @@ CudaStatus average_async(int type, void* data, size_t count, size_t contributors
   return nullptr;
 }
 
-// cuStreamWaitValue32 lives in the driver API; the runtime hands out its
-// address, so the module links libcudart only.
-using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-
-CudaStatus stream_wait_flag(void* stream, const uint32_t* flag, uint32_t value) {
-  static StreamWaitValue32 wait_value = nullptr;
-  static cudaError_t lookup = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t error =
-        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &function, 12000, cudaEnableDefault, &found);
-    if (error == cudaSuccess && found == cudaDriverEntryPointSuccess)
-      wait_value = reinterpret_cast<StreamWaitValue32>(function);
-    return error == cudaSuccess && !wait_value ? cudaErrorNotSupported : error;
-  }();
-  if (lookup != cudaSuccess) return failed("looking up cuStreamWaitValue32 in the driver", lookup);
-  void* device_view = nullptr;
-  if (cudaError_t error = cudaHostGetDevicePointer(&device_view, const_cast<uint32_t*>(flag), 0); error != cudaSuccess)
-    return failed("cudaHostGetDevicePointer of a stream flag", error);
-  const CUresult result = wait_value(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_view), value,
-                                     CU_STREAM_WAIT_VALUE_GEQ);
-  if (result != CUDA_SUCCESS) {
-    last_error = "cuStreamWaitValue32 failed with CUresult " + std::to_string(static_cast<int>(result));
-    return last_error.c_str();
-  }
-  return nullptr;
-}
-
 // A driver function the runtime hands out by name (no link against libcuda).
 template <class Function>
 Function driver_function(const char* name) {
@@ -166,6 +137,28 @@ Function driver_function(const char* name) {
     return nullptr;
   }
   return reinterpret_cast<Function>(function);
+}
+
+// cuStreamWaitValue32 lives in the driver API; the runtime hands out its
+// address, so the module links libcudart only.
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+CudaStatus stream_wait_flag(void* stream, const uint32_t* flag, uint32_t value) {
+  static const auto wait_value = driver_function<StreamWaitValue32>("cuStreamWaitValue32");
+  if (!wait_value) {
+    last_error = "the CUDA driver lacks cuStreamWaitValue32";
+    return last_error.c_str();
+  }
+  void* device_view = nullptr;
+  if (cudaError_t error = cudaHostGetDevicePointer(&device_view, const_cast<uint32_t*>(flag), 0); error != cudaSuccess)
+    return failed("cudaHostGetDevicePointer of a stream flag", error);
+  const CUresult result = wait_value(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_view), value,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+  if (result != CUDA_SUCCESS) {
+    last_error = "cuStreamWaitValue32 failed with CUresult " + std::to_string(static_cast<int>(result));
+    return last_error.c_str();
+  }
+  return nullptr;
 }
 
 CudaStatus driver_failed(const char* what, CUresult result) {
@@ -212,9 +205,9 @@ CudaStatus ipc_open(const unsigned char handle[64], int device, void** pointer) 
 CudaStatus ipc_close(void* pointer) { return check(cudaIpcCloseMemHandle(pointer), "cudaIpcCloseMemHandle"); }
 
 const ModuleApi api_table = {
-    kModuleApiVersion, device_count,  describe_pointer, set_device,        stream_create,   stream_synchronize,
-    event_create,      event_destroy, event_record,     stream_wait_event, device_allocate, device_free,
-    host_allocate,     host_free,     copy_async,       reduce_async,      average_async,   stream_wait_flag,
+    kModuleApiVersion, device_count,  describe_pointer, set_device,   stream_create,    stream_synchronize,
+    event_create,      event_destroy, event_record,     event_synchronize, device_allocate, device_free,
+    host_allocate,     host_free,     copy_async,       reduce_async, average_async,    stream_wait_flag,
     ipc_export,        ipc_open,      ipc_close,
 };
 

@@ -35,7 +35,7 @@ struct ModuleApi {
   CudaStatus (*event_create)(int device, void** event);  // timing disabled
   CudaStatus (*event_destroy)(void* event);
   CudaStatus (*event_record)(void* event, void* stream);
-  CudaStatus (*stream_wait_event)(void* stream, void* event);
+  CudaStatus (*event_synchronize)(void* event);
 
   CudaStatus (*device_allocate)(int device, size_t bytes, void** pointer);
   CudaStatus (*device_free)(void* pointer);
@@ -65,7 +65,7 @@ struct ModuleApi {
   CudaStatus (*ipc_close)(void* pointer);
 };
 
-inline constexpr uint32_t kModuleApiVersion = 2;
+inline constexpr uint32_t kModuleApiVersion = 3;
 inline constexpr size_t kIpcHandleBytes = 64;
 
 }  // namespace chorus::cuda

@@ -244,9 +244,7 @@ class ModuleStreamOrder final : public StreamOrder {
   }
 
   void inputs_ready() override {
-    ThreadDevice& entry = runtime_.thread_device(device_);
-    check(runtime_.api().stream_wait_event(entry.stream, event_),
-          cat("waiting for the caller's stream of cuda:", device_));
+    check(runtime_.api().event_synchronize(event_), cat("waiting for the caller's stream of cuda:", device_));
   }
 
   void finished() override {

@@ -18,7 +18,8 @@
 // NCCL: the collective reads its input only after the work the caller had
 // queued on that stream when it issued the call, and work the caller queues
 // on that stream after the call runs only after the collective's result is
-// in place. An event recorded at issue gives the first; the second is free
+// in place. An event recorded at issue, waited for by the thread that runs
+// the collective before it touches a buffer, gives the first; the second is free
 // for a blocking call (it returns with the result in place) and, for an
 // async one, a wait the stream itself performs on a flag chorus sets when
 // the collective ends (cuStreamWaitValue32), so the host never blocks on
@@ -55,8 +56,11 @@ struct PointerInfo {
 class StreamOrder {
  public:
   virtual ~StreamOrder() = default;
-  // The running thread's stream on this device waits for the caller's
-  // work queued before the issue.
+  // Returns once the caller's work queued before the issue is done. The
+  // host waits, not a stream: the transports copy on streams of their own
+  // threads, and the thread running the collective is the caller's own for
+  // a blocking call (which waits for the result anyway) or a worker's for
+  // an async one, so no caller is held up by it.
   virtual void inputs_ready() = 0;
   // The collective ended (well or not): the caller's stream may go on.
   virtual void finished() = 0;
