@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/cuda/module_api.h"
+#include "base/cuda/nccl_calls.h"
 #include "base/cuda/reduce_kernels.h"
 
 namespace chorus::cuda {
@@ -204,11 +205,16 @@ CudaStatus ipc_open(const unsigned char handle[64], int device, void** pointer) 
 
 CudaStatus ipc_close(void* pointer) { return check(cudaIpcCloseMemHandle(pointer), "cudaIpcCloseMemHandle"); }
 
+CudaStatus pci_bus_id(int device, char id[32]) {
+  return check(cudaDeviceGetPCIBusId(id, 32, device), "cudaDeviceGetPCIBusId");
+}
+
 const ModuleApi api_table = {
     kModuleApiVersion, device_count,  describe_pointer, set_device,   stream_create,    stream_synchronize,
     event_create,      event_destroy, event_record,     event_synchronize, device_allocate, device_free,
     host_allocate,     host_free,     copy_async,       reduce_async, average_async,    stream_wait_flag,
-    ipc_export,        ipc_open,      ipc_close,
+    ipc_export,        ipc_open,      ipc_close,        pci_bus_id,   nccl_unique_id,   nccl_init,
+    nccl_destroy,      nccl_allreduce, nccl_reduce,     nccl_broadcast,
 };
 
 }  // namespace

@@ -63,9 +63,25 @@ struct ModuleApi {
                            unsigned char handle[64]);
   CudaStatus (*ipc_open)(const unsigned char handle[64], int device, void** pointer);
   CudaStatus (*ipc_close)(void* pointer);
+
+  // The device's PCI bus id ("0000:3b:00.0"), which tells two ordinals of
+  // two processes apart (or finds them to be one GPU).
+  CudaStatus (*pci_bus_id)(int device, char id[32]);
+
+  // NCCL, loaded from libnccl.so.2 on first use (a module built without
+  // nccl.h, or a machine without the library, answers each with why not).
+  // Types and ops are chorus's; the collectives are queued on `stream`.
+  CudaStatus (*nccl_unique_id)(unsigned char id[128]);
+  CudaStatus (*nccl_init)(int ranks, const unsigned char id[128], int rank, int device, void** communicator);
+  CudaStatus (*nccl_destroy)(void* communicator);
+  CudaStatus (*nccl_allreduce)(const void* input, void* output, size_t count, int type, int op, void* communicator,
+                               void* stream);
+  CudaStatus (*nccl_reduce)(const void* input, void* output, size_t count, int type, int op, int root,
+                            void* communicator, void* stream);
+  CudaStatus (*nccl_broadcast)(void* data, size_t count, int type, int root, void* communicator, void* stream);
 };
 
-inline constexpr uint32_t kModuleApiVersion = 3;
+inline constexpr uint32_t kModuleApiVersion = 4;
 inline constexpr size_t kIpcHandleBytes = 64;
 
 }  // namespace chorus::cuda

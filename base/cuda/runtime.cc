@@ -133,6 +133,27 @@ class ModuleRuntime final : public Runtime {
     return static_cast<std::byte*>(pointer);
   }
 
+  std::string pci_bus_id(int device) override {
+    check_device(device);
+    char id[32] = {};
+    check(api_.pci_bus_id(device, id), cat("asking the PCI bus id of cuda:", device));
+    return std::string(id, strnlen(id, sizeof(id)));
+  }
+
+  void synchronize(void* stream, int device) override {
+    check(api_.set_device(device), cat("selecting cuda:", device));
+    wait(device, stream, "waiting for a stream");
+  }
+
+  NcclUniqueId nccl_unique_id() override {
+    NcclUniqueId id{};
+    check(api_.nccl_unique_id(id.data()), "making an NCCL unique id");
+    return id;
+  }
+
+  std::unique_ptr<NcclCommunicator> nccl_communicator(int ranks, const NcclUniqueId& id, int rank,
+                                                      int device) override;
+
   void ipc_close(std::byte* pointer) override {
     if (CudaStatus status = api_.ipc_close(pointer))
       CHORUS_LOG(warn, -1, "closing a peer's device buffer: ", status);
@@ -260,6 +281,40 @@ class ModuleStreamOrder final : public StreamOrder {
   StreamFlags::Ticket ticket_;
   bool holding_ticket_ = false;
 };
+
+class ModuleNcclCommunicator final : public NcclCommunicator {
+ public:
+  ModuleNcclCommunicator(const ModuleApi& api, void* communicator) : api_(api), communicator_(communicator) {}
+  ~ModuleNcclCommunicator() override {
+    if (CudaStatus status = api_.nccl_destroy(communicator_)) CHORUS_LOG(warn, -1, "destroying an NCCL communicator: ", status);
+  }
+  void allreduce(const void* input, void* output, size_t count, DataType type, ReduceOp op, void* stream) override {
+    check(api_.nccl_allreduce(input, output, count, static_cast<int>(type), static_cast<int>(op), communicator_, stream),
+          "NCCL allreduce");
+  }
+  void reduce(const void* input, void* output, size_t count, DataType type, ReduceOp op, int root,
+              void* stream) override {
+    check(api_.nccl_reduce(input, output, count, static_cast<int>(type), static_cast<int>(op), root, communicator_,
+                           stream),
+          "NCCL reduce");
+  }
+  void broadcast(void* data, size_t count, DataType type, int root, void* stream) override {
+    check(api_.nccl_broadcast(data, count, static_cast<int>(type), root, communicator_, stream), "NCCL broadcast");
+  }
+
+ private:
+  const ModuleApi& api_;
+  void* communicator_;
+};
+
+std::unique_ptr<NcclCommunicator> ModuleRuntime::nccl_communicator(int ranks, const NcclUniqueId& id, int rank,
+                                                                   int device) {
+  check_device(device);
+  void* communicator = nullptr;
+  check(api_.nccl_init(ranks, id.data(), rank, device, &communicator),
+        cat("making an NCCL communicator of ", ranks, " ranks on cuda:", device));
+  return std::make_unique<ModuleNcclCommunicator>(api_, communicator);
+}
 
 std::unique_ptr<StreamOrder> ModuleRuntime::order_on_stream(void* stream, int device, bool async) {
   return std::make_unique<ModuleStreamOrder>(*this, stream, device, async);

@@ -35,6 +35,7 @@
 
 #include "base/memory.h"
 #include "base/memory_backend.h"
+#include "base/types.h"
 
 namespace chorus::cuda {
 
@@ -74,6 +75,20 @@ struct IpcExport {
   uint64_t buffer_id = 0;  // the driver's id of the allocation, unique for this process's life
 };
 
+// An NCCL communicator (chorus/nccl_allreduce.h); its collectives are
+// queued on `stream` and return at once, as NCCL's do.
+class NcclCommunicator {
+ public:
+  virtual ~NcclCommunicator() = default;
+  virtual void allreduce(const void* input, void* output, size_t count, DataType type, ReduceOp op,
+                         void* stream) = 0;
+  virtual void reduce(const void* input, void* output, size_t count, DataType type, ReduceOp op, int root,
+                      void* stream) = 0;
+  virtual void broadcast(void* data, size_t count, DataType type, int root, void* stream) = 0;
+};
+
+using NcclUniqueId = std::array<unsigned char, 128>;
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -104,6 +119,15 @@ class Runtime {
   virtual IpcExport ipc_export(const void* pointer) = 0;
   virtual std::byte* ipc_open(const std::array<unsigned char, 64>& handle, int device) = 0;
   virtual void ipc_close(std::byte* pointer) = 0;
+  // "0000:3b:00.0": equal for two ordinals (of two processes) on one GPU.
+  virtual std::string pci_bus_id(int device) = 0;
+  // Returns once the work queued on `stream` (a cudaStream_t; null: the
+  // legacy default stream) is done.
+  virtual void synchronize(void* stream, int device) = 0;
+  // NCCL, where the build and the machine have it (else IoError saying why).
+  virtual NcclUniqueId nccl_unique_id() = 0;
+  virtual std::unique_ptr<NcclCommunicator> nccl_communicator(int ranks, const NcclUniqueId& id, int rank,
+                                                              int device) = 0;
   // `stream` is a cudaStream_t (null: the legacy default stream); `async`
   // says whether the issuing call returns before the collective ends.
   virtual std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) = 0;

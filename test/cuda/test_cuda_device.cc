@@ -231,6 +231,38 @@ TEST_CASE("a collective waits for the caller's stream, and the stream for an asy
   }));
 }
 
+TEST_CASE("allreduce through NCCL: one rank, and ranks sharing a GPU refused", "[cuda][nccl]") {
+  testing::require_all_ok(testing::run_ranks(1, [&](Context& context) {
+    std::vector<float> values(1000);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 50);
+    DeviceBuffer data(values.size() * sizeof(float));
+    data.upload(values.data());
+    CollectiveOptions options;
+    options.memory = Memory::cuda(0);
+    options.algorithm = "nccl";
+    allreduce(context, data.get(), data.get(), values.size(), DataType::float32, ReduceOp::sum, options);
+    std::vector<float> result(values.size());
+    data.download(result.data());
+    CHECK(result == values);
+    CHECK_THROWS_WITH(
+        allreduce(context, data.get(), data.get(), values.size(), DataType::int32, ReduceOp::bxor, options),
+        Catch::Contains("NCCL has no bxor reduction"));
+  }));
+  // Two ranks as threads of one process, both on cuda:0.
+  const auto outcomes = testing::run_ranks(2, [&](Context& context) {
+    DeviceBuffer data(64);
+    CollectiveOptions options;
+    options.memory = Memory::cuda(0);
+    options.algorithm = "nccl";
+    allreduce(context, data.get(), data.get(), 16, DataType::float32, ReduceOp::sum, options);
+  });
+  for (const auto& outcome : outcomes) {
+    REQUIRE(outcome.error);
+    CHECK_THROWS_WITH(std::rethrow_exception(outcome.error),
+                      Catch::Contains("ranks 0 and 1 of this host both use the GPU at PCI"));
+  }
+}
+
 int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t error = cudaGetDeviceCount(&devices);

@@ -171,3 +171,16 @@ TEST_CASE("CUDA memory without a CUDA device is a clear error", "[cuda][host]") 
   context.reset();
   std::filesystem::remove_all(directory);
 }
+
+TEST_CASE("allreduce through NCCL wants CUDA memory", "[cuda][host]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("chorus-cuda-nccl-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  auto context = connect_to_store("file://" + directory.string(), 0, 1, "cuda-nccl", {});
+  std::vector<float> data(4, 1.0f);
+  CollectiveOptions options;
+  options.algorithm = "nccl";
+  CHECK_THROWS_WITH(allreduce(*context, data.data(), data.data(), data.size(), DataType::float32, ReduceOp::sum, options),
+                    Catch::Contains("rank 0: allreduce with algorithm nccl needs CUDA memory (the options say host)"));
+  context.reset();
+  std::filesystem::remove_all(directory);
+}
