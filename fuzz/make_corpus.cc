@@ -15,6 +15,7 @@
 
 #include "fuzz/fuzz_common.h"
 #include "rendezvous/tcp_store_protocol.h"
+#include "transport/cuda_ipc/descriptor.h"
 #include "transport/published_address.h"
 #include "transport/shm/address.h"
 #include "transport/shm/side_channel.h"
@@ -221,6 +222,23 @@ void published_address() {
   write_bytes("published_address", 2, shm::encode_address(shared));
 }
 
+void ipc_descriptor() {
+  cuda_ipc::IpcDescriptor descriptor;
+  for (size_t i = 0; i < descriptor.handle.size(); ++i) descriptor.handle[i] = static_cast<unsigned char>(i);
+  descriptor.base = 0x7f1200000000ull;
+  descriptor.buffer_id = 9;
+  descriptor.allocation_bytes = 64 << 20;
+  descriptor.offset = 4 << 20;
+  descriptor.length = 16 << 20;
+  const auto bytes = cuda_ipc::encode_descriptor(descriptor);
+  write("ipc_descriptor", std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                               reinterpret_cast<const uint8_t*>(bytes.data()) + bytes.size()));
+  descriptor.length = descriptor.allocation_bytes - descriptor.offset;
+  const auto edge = cuda_ipc::encode_descriptor(descriptor);
+  write("ipc_descriptor", std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(edge.data()),
+                                               reinterpret_cast<const uint8_t*>(edge.data()) + edge.size()));
+}
+
 void abort_report() {
   for (uint64_t error_class : {0, 1, 2, 3, 4, 5, 9}) {
     ByteWriter w;
@@ -398,6 +416,7 @@ int main(int argc, char** argv) {
   shm_channel();
   published_address();
   abort_report();
+  ipc_descriptor();
   shm_side_messages();
   tcp_store_request();
   tcp_store_server();

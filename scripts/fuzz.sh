@@ -19,7 +19,7 @@ seconds=${1:-60}
 if [ $# -gt 0 ]; then shift; fi
 
 all_harnesses=(tcp_frames shm_channel shm_side_messages published_address abort_report
-  tcp_store_request tcp_store_server tcp_store_client redis_reply store_url launch_env handshake)
+  tcp_store_request tcp_store_server tcp_store_client redis_reply store_url launch_env handshake ipc_descriptor)
 harnesses=("${@:-${all_harnesses[@]}}")
 
 if [ ! -f build-fuzz/build.ninja ]; then
