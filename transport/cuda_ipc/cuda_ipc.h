@@ -19,13 +19,35 @@
 // go through host memory (algorithms/staging.h).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <span>
 
+#include "base/cuda/runtime.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::cuda_ipc {
+
+// What the protocol needs of device memory: the CUDA runtime (cuda_memory);
+// in tests, host memory playing the device's part, so the protocol runs
+// over a real shm pair on a machine without a GPU.
+class IpcMemory {
+ public:
+  virtual ~IpcMemory() = default;
+  virtual cuda::IpcExport export_region(const void* pointer) = 0;
+  virtual std::byte* open(const std::array<unsigned char, 64>& handle, int device) = 0;
+  virtual void close(std::byte* mapped) = 0;
+  // Returns once the bytes are there.
+  virtual void copy(std::byte* to, const std::byte* from, size_t bytes, int device) = 0;
+  // A device buffer of the transport's own (an eager send's copy).
+  virtual std::shared_ptr<std::byte> allocate(size_t bytes, int device) = 0;
+};
+
+std::shared_ptr<IpcMemory> cuda_memory();
+
+// Wraps a host transport's device (shm) into a cuda_ipc device.
+std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory);
 
 struct CudaIpcDeviceOptions {
   int rank = 0;

@@ -96,11 +96,12 @@ struct Transfer {
 
 class CudaIpcDevice final : public Device {
  public:
-  CudaIpcDevice(int rank, std::unique_ptr<Device> inner)
+  CudaIpcDevice(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory)
       : rank_(rank),
         inner_(std::move(inner)),
+        memory_(std::move(memory)),
         imports_([this](const IpcDescriptor& descriptor) { return open_import(descriptor); },
-                 [](std::byte* local) { cuda::cuda_runtime().ipc_close(local); }) {
+                 [this](std::byte* local) { memory_->close(local); }) {
     inner_->set_failure_listener([this](std::exception_ptr reason) { on_inner_failure(reason); });
     worker_ = std::thread([this] { work(); });
   }
@@ -184,7 +185,7 @@ class CudaIpcDevice final : public Device {
   }
 
   std::byte* open_import(const IpcDescriptor& descriptor) {
-    return cuda::cuda_runtime().ipc_open(descriptor.handle, current_device_);
+    return memory_->open(descriptor.handle, current_device_);
   }
 
   void on_inner_failure(std::exception_ptr reason) {
@@ -201,6 +202,7 @@ class CudaIpcDevice final : public Device {
 
   const int rank_;
   std::unique_ptr<Device> inner_;
+  std::shared_ptr<IpcMemory> memory_;
   mutable std::mutex mutex_;  // the transfers, the pool, the import cache
   mutable std::mutex failure_mutex_;
   std::exception_ptr failure_;
@@ -237,17 +239,16 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Requ
   transfer->control.attach(&signal_);
   transfer->acknowledgement.attach(&signal_);
   try {
-    cuda::Runtime& runtime = cuda::cuda_runtime();
     if (direction == Transfer::Direction::send) {
       std::span<std::byte> exported = data;
       if (tag.eager && !data.empty()) {
-        transfer->eager_copy = runtime.backend(device).allocate(data.size());
-        runtime.copy(transfer->eager_copy.get(), data.data(), data.size(), device);
+        transfer->eager_copy = memory_->allocate(data.size(), device);
+        memory_->copy(transfer->eager_copy.get(), data.data(), data.size(), device);
         exported = {transfer->eager_copy.get(), data.size()};
       }
       IpcDescriptor descriptor;
       if (!exported.empty()) {
-        const cuda::IpcExport region = runtime.ipc_export(exported.data());
+        const cuda::IpcExport region = memory_->export_region(exported.data());
         descriptor.handle = region.handle;
         descriptor.base = reinterpret_cast<uint64_t>(region.base);
         descriptor.buffer_id = region.buffer_id;
@@ -330,8 +331,7 @@ bool CudaIpcDevice::advance(Transfer& transfer) {
       if (descriptor.length > 0) {
         current_device_ = transfer.device;
         std::byte* mapped = imports_.map(peer, descriptor);
-        cuda::cuda_runtime().copy(transfer.data.data(), mapped + descriptor.offset, descriptor.length,
-                                  transfer.device);
+        memory_->copy(transfer.data.data(), mapped + descriptor.offset, descriptor.length, transfer.device);
       }
     } catch (...) {
       const std::exception_ptr error = std::current_exception();
@@ -385,11 +385,32 @@ class NotOffered final : public Device {
   int rank_;
 };
 
+class CudaMemory final : public IpcMemory {
+ public:
+  cuda::IpcExport export_region(const void* pointer) override { return cuda::cuda_runtime().ipc_export(pointer); }
+  std::byte* open(const std::array<unsigned char, 64>& handle, int device) override {
+    return cuda::cuda_runtime().ipc_open(handle, device);
+  }
+  void close(std::byte* mapped) override { cuda::cuda_runtime().ipc_close(mapped); }
+  void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
+    cuda::cuda_runtime().copy(to, from, bytes, device);
+  }
+  std::shared_ptr<std::byte> allocate(size_t bytes, int device) override {
+    return cuda::cuda_runtime().backend(device).allocate(bytes);
+  }
+};
+
 }  // namespace
+
+std::shared_ptr<IpcMemory> cuda_memory() { return std::make_shared<CudaMemory>(); }
+
+std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory) {
+  return std::make_unique<CudaIpcDevice>(rank, std::move(inner), std::move(memory));
+}
 
 std::unique_ptr<Device> create_device(const CudaIpcDeviceOptions& options) {
   if (!cuda_usable(options.asked)) return std::make_unique<NotOffered>(options.rank);
-  return std::make_unique<CudaIpcDevice>(options.rank, options.create_host_device());
+  return wrap(options.rank, options.create_host_device(), cuda_memory());
 }
 
 bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b,

@@ -1,0 +1,204 @@
+// The cuda_ipc protocol (transport/cuda_ipc/device.cc) over a real shm
+// pair, without a GPU: host memory plays device memory, "exporting" an
+// allocation hands out its address and "opening" returns it. What runs is
+// the transport's own code: descriptors, the import cache, copies into the
+// receiver's buffer, acks, eager copies, mismatches and aborts.
+#include <cstring>
+#include <mutex>
+
+#include "test/transport/conformance.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
+
+namespace chorus::transport::testing {
+namespace {
+
+class HostIpcMemory final : public cuda_ipc::IpcMemory {
+ public:
+  struct Allocation {
+    std::unique_ptr<std::byte[]> data;
+    size_t bytes;
+    uint64_t id;
+  };
+
+  std::byte* make(size_t bytes) {
+    std::lock_guard lock(mutex_);
+    allocations_.push_back({std::make_unique<std::byte[]>(bytes), bytes, ++last_id_});
+    return allocations_.back().data.get();
+  }
+  // As if freed and allocated again at the same address: a new buffer id.
+  void renew(const std::byte* base) {
+    std::lock_guard lock(mutex_);
+    for (Allocation& allocation : allocations_)
+      if (allocation.data.get() == base) allocation.id = ++last_id_;
+  }
+
+  cuda::IpcExport export_region(const void* pointer) override {
+    std::lock_guard lock(mutex_);
+    const auto* at = static_cast<const std::byte*>(pointer);
+    for (const Allocation& allocation : allocations_) {
+      const std::byte* base = allocation.data.get();
+      if (at < base || at >= base + allocation.bytes) continue;
+      cuda::IpcExport exported;
+      std::memcpy(exported.handle.data(), &base, sizeof(base));
+      exported.base = base;
+      exported.allocation_bytes = allocation.bytes;
+      exported.buffer_id = allocation.id;
+      ++exports;
+      return exported;
+    }
+    throw InvalidArgument("not an allocation of the test");
+  }
+  std::byte* open(const std::array<unsigned char, 64>& handle, int device) override {
+    CHECK(device == 2);
+    std::byte* base = nullptr;
+    std::memcpy(&base, handle.data(), sizeof(base));
+    ++opens;
+    return base;
+  }
+  void close(std::byte*) override { ++closes; }
+  void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
+    CHECK(device == 2);
+    std::memcpy(to, from, bytes);
+    ++copies;
+  }
+  std::shared_ptr<std::byte> allocate(size_t bytes, int) override {
+    std::byte* data = make(bytes);
+    return std::shared_ptr<std::byte>(data, [](std::byte*) {});
+  }
+
+  std::atomic<int> exports{0}, opens{0}, closes{0}, copies{0};
+
+ private:
+  std::mutex mutex_;
+  std::deque<Allocation> allocations_;
+  uint64_t last_id_ = 0;
+};
+
+constexpr Memory kDevice = Memory::cuda(2);
+
+TestMesh ipc_mesh(const std::shared_ptr<HostIpcMemory>& memory) {
+  TestMesh mesh;
+  int rank = 0;
+  for (auto& device : make_devices("shm", 2)) mesh.devices.push_back(cuda_ipc::wrap(rank++, std::move(device), memory));
+  connect_mesh(mesh);
+  for (auto& device : mesh.devices) mesh.sleepers.push_back(std::make_unique<WaitingScope<Device>>(*device));
+  return mesh;
+}
+
+Tag tag_of(uint64_t value) { return Tag{value, 0x77, 3}; }
+
+void wait(Request& request) { request.wait(Deadline::after(20s), "cuda_ipc message"); }
+
+// A send and a receive of `bytes` from `source` (inside an allocation) into a fresh buffer.
+std::vector<std::byte> exchange(TestMesh& mesh, const std::byte* source, size_t bytes, uint64_t tag) {
+  CompletionSignal signal;
+  Request send, receive;
+  send.attach(&signal);
+  receive.attach(&signal);
+  std::vector<std::byte> received(bytes, std::byte{0x5a});
+  mesh.pair(1, 0).post_recv(receive, tag_of(tag), received, kDevice);
+  mesh.pair(0, 1).post_send(send, tag_of(tag), {source, bytes}, kDevice);
+  wait(receive);
+  wait(send);
+  return received;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_ipc: the receiver copies out of the sender's opened allocation, once opened", "[cuda][ipc]") {
+  auto memory = std::make_shared<HostIpcMemory>();
+  TestMesh mesh = ipc_mesh(memory);
+  CHECK(mesh.device(0).accepts(kDevice));
+  std::byte* buffer = memory->make(1 << 20);
+  fill_pattern({buffer, size_t{1} << 20}, 11);
+  // A message in the middle of the allocation, twice: one open, two copies.
+  for (uint64_t round = 0; round < 2; ++round) {
+    const std::vector<std::byte> received = exchange(mesh, buffer + 4096, 100'003, round);
+    CHECK(std::memcmp(received.data(), buffer + 4096, received.size()) == 0);
+  }
+  CHECK(memory->opens == 1);
+  CHECK(memory->copies == 2);
+  // Freed and allocated again at the same address: opened anew, the old mapping closed.
+  memory->renew(buffer);
+  fill_pattern({buffer, size_t{1} << 20}, 12);
+  const std::vector<std::byte> fresh = exchange(mesh, buffer, 5000, 7);
+  CHECK(std::memcmp(fresh.data(), buffer, fresh.size()) == 0);
+  CHECK(memory->opens == 2);
+  CHECK(memory->closes == 1);
+  // An empty message opens nothing.
+  CHECK(exchange(mesh, buffer, 0, 8).empty());
+  CHECK(memory->opens == 2);
+  // Host memory goes through the shm pair as it is.
+  const std::vector<std::byte> host(300, std::byte{9});
+  CompletionSignal signal;
+  Request send, receive;
+  send.attach(&signal);
+  receive.attach(&signal);
+  std::vector<std::byte> landed(300);
+  mesh.pair(0, 1).post_recv(receive, tag_of(9), landed);
+  mesh.pair(1, 0).post_send(send, tag_of(9), host);
+  wait(receive);
+  wait(send);
+  CHECK(landed == host);
+  CHECK(memory->copies == 3);
+}
+
+TEST_CASE("cuda_ipc: an eager send completes before the receive, from a copy", "[cuda][ipc]") {
+  auto memory = std::make_shared<HostIpcMemory>();
+  TestMesh mesh = ipc_mesh(memory);
+  std::byte* buffer = memory->make(4000);
+  fill_pattern({buffer, 4000}, 21);
+  std::vector<std::byte> expected(buffer, buffer + 4000);
+  CompletionSignal signal;
+  Request send, receive;
+  send.attach(&signal);
+  receive.attach(&signal);
+  Tag eager = tag_of(1);
+  eager.eager = true;
+  mesh.pair(0, 1).post_send(send, eager, {buffer, 4000}, kDevice);
+  wait(send);  // no receive posted yet
+  std::memset(buffer, 0, 4000);  // the caller may reuse its buffer at once
+  std::vector<std::byte> received(4000);
+  mesh.pair(1, 0).post_recv(receive, tag_of(1), received, kDevice);
+  wait(receive);
+  CHECK(received == expected);
+}
+
+TEST_CASE("cuda_ipc: a device message of the wrong length fails before a byte lands", "[cuda][ipc]") {
+  auto memory = std::make_shared<HostIpcMemory>();
+  TestMesh mesh = ipc_mesh(memory);
+  std::byte* buffer = memory->make(10'000);
+  CompletionSignal signal;
+  Request send, receive;
+  send.attach(&signal);
+  receive.attach(&signal);
+  std::vector<std::byte> received(9'000, std::byte{0x5a});
+  mesh.pair(1, 0).post_recv(receive, tag_of(4), received, kDevice);
+  mesh.pair(0, 1).post_send(send, tag_of(4), {buffer, 10'000}, kDevice);
+  try {
+    wait(receive);
+    FAIL("a short receive took a longer message");
+  } catch (const MismatchError& error) {
+    CHECK_THAT(error.what(), Catch::Contains("rank 1: cuda_ipc: peer rank 0 sent 10000 bytes of device memory"));
+    CHECK_THAT(error.what(), Catch::Contains("the receive expects 9000"));
+  }
+  CHECK(received == std::vector<std::byte>(9'000, std::byte{0x5a}));
+  CHECK(memory->copies == 0);
+}
+
+TEST_CASE("cuda_ipc: aborting fails device messages in flight and later ones", "[cuda][ipc]") {
+  auto memory = std::make_shared<HostIpcMemory>();
+  TestMesh mesh = ipc_mesh(memory);
+  CompletionSignal signal;
+  Request receive, later;
+  receive.attach(&signal);
+  later.attach(&signal);
+  std::vector<std::byte> received(1000);
+  mesh.pair(1, 0).post_recv(receive, tag_of(5), received, kDevice);
+  mesh.device(1).abort(std::make_exception_ptr(Aborted("test abort")));
+  CHECK(receive.state() == Request::State::failed);
+  mesh.pair(1, 0).post_recv(later, tag_of(6), received, kDevice);
+  CHECK_THROWS_WITH(wait(later), Catch::Contains("test abort"));
+}
+
+}  // namespace chorus::transport::testing
