@@ -5,7 +5,8 @@
 #                                programs, libchorus and its modules, and the
 #                                Debian libraries they link into gpu-bundle/
 #                                (git-ignored)
-#   scripts/gpu-test.sh run      on the GPU machine, from the repository root
+#   scripts/gpu-test.sh run [suite|bench|all]
+#                                on the GPU machine, from the repository root
 #                                with gpu-bundle/ carried there: the suite
 #                                "cuda" (kernels, memory kinds, ranks sharing
 #                                the GPU, stream ordering) and the benchmarks
@@ -45,50 +46,67 @@ gather() {
 
 run() {
   [ -d "$bundle" ] || { echo "gpu-test.sh: no $bundle/ (run 'scripts/gpu-test.sh bundle' first and carry it)" >&2; exit 1; }
+  local parts=${1:-all}
   local out=${OUT:-gpu-results}
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CHORUS_CUDA_MODULE="$PWD/$bundle/lib/libchorus_cuda.so"
   local bin=$bundle/bin status=0
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-  echo "== suite cuda"
-  "$bin/test_cuda_host" 2>&1 | tail -n 3 | tee "$out/test_cuda_host.txt" || status=1
-  timeout 300 "$bin/test_cuda_device" 2>&1 | tail -n 30 | tee "$out/test_cuda_device.txt" || status=1
-  CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc timeout 300 "$bin/test_transport_conformance" \
-    '~[registry]' '~[large]' 2>&1 | tail -n 3 | tee "$out/conformance_cuda_ipc.txt" || status=1
-  timeout 300 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
-    > "$out/bench_ranks.txt" 2>&1 || status=1
-  grep -E "^==|OK|wrong|rror" "$out/bench_ranks.txt" | tail -n 40
-  echo "== benchmarks: allreduce float32, device buffers, ranks sharing the GPU (cuda_ipc; shm staged)"
-  local ranks
-  for ranks in 2 4; do
-    "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check -b 8 -e 64M -f 8 \
-      --time-budget-ms 100 2>&1 | tee "$out/chorus-cuda-$ranks.txt" | grep -v "^$"
-    CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
-      --time-budget-ms 100 2>&1 | tee "$out/chorus-cuda-shm-$ranks.txt" | grep -v "^$"
-    if env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
-      timeout 240 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" --ranks "$ranks" --max-bytes 64M 2>&1 |
-        tee "$out/gloo-cuda-$ranks.txt" | grep -v "^$" || true
+  # Every step is bounded and recorded; a failing one marks the run failed
+  # and the others still run (device time is scarce: one pass says it all).
+  step() {
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name"
+    if ! timeout "$limit" "$@" > "$out/$name.txt" 2>&1; then
+      status=1
+      echo "   FAILED (exit $?; $out/$name.txt):"
     fi
+    tail -n 25 "$out/$name.txt"
+  }
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+  if [ "$parts" != bench ]; then
+    step test_cuda_host 60 "$bin/test_cuda_host"
+    step test_cuda_device 300 "$bin/test_cuda_device"
+    step conformance_cuda_ipc 300 env CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc \
+      "$bin/test_transport_conformance" '~[registry]' '~[large]'
+    step bench_ranks_checked 400 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench"
+  fi
+  [ "$parts" = suite ] && return "$status"
+  local ranks have_torch=0
+  env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null && have_torch=1
+  for ranks in 2 4; do
+    # cuda_ipc (the default for processes that use CUDA), then through shm
+    # (staged), then the peer: PyTorch's Gloo on CUDA tensors.
+    step "chorus-cuda-$ranks" 180 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check \
+      -b 8 -e 64M -f 8 --time-budget-ms 100
+    step "chorus-cuda-shm-$ranks" 180 env CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" \
+      --device cuda -b 8 -e 64M -f 8 --time-budget-ms 100
+    [ "$have_torch" = 1 ] && step "gloo-cuda-$ranks" 240 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" \
+      --ranks "$ranks" --max-bytes 64M
   done
-  echo "== device vs host buffers over tcp, 2 ranks"
-  CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4 2>&1 | tee "$out/tcp-host.txt"
-  CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda -b 4M -e 64M -f 4 2>&1 |
-    tee "$out/tcp-cuda.txt"
+  # Device against host buffers over tcp, alternating, 2 rounds each.
+  for round in 1 2; do
+    step "tcp-host-$round" 120 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
+    step "tcp-cuda-$round" 120 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda \
+      -b 4M -e 64M -f 4
+  done
   if command -v nvidia-cuda-mps-control > /dev/null; then
-    echo "== the same 4-rank sweep under MPS"
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    nvidia-cuda-mps-control -d
-    "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 --time-budget-ms 100 2>&1 |
-      tee "$out/chorus-cuda-4-mps.txt" || status=1
-    echo quit | nvidia-cuda-mps-control
+    if nvidia-cuda-mps-control -d; then
+      step chorus-cuda-4-mps 180 "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
+        --time-budget-ms 100
+      echo quit | nvidia-cuda-mps-control || true
+    else
+      echo "== MPS: nvidia-cuda-mps-control -d failed; no MPS run"
+    fi
   fi
   return "$status"
 }
 
 case "$mode" in
   bundle) gather ;;
-  run) run ;;
-  *) echo "usage: $0 bundle|run" >&2; exit 2 ;;
+  run) run "${2:-all}" ;;
+  *) echo "usage: $0 bundle | run [suite|bench|all]" >&2; exit 2 ;;
 esac
