@@ -58,9 +58,11 @@ run() {
     local name=$1 limit=$2
     shift 2
     echo "== $name"
-    if ! timeout "$limit" "$@" > "$out/$name.txt" 2>&1; then
+    local code=0
+    timeout "$limit" "$@" > "$out/$name.txt" 2>&1 || code=$?
+    if [ "$code" -ne 0 ]; then
       status=1
-      echo "   FAILED (exit $?; $out/$name.txt):"
+      echo "   FAILED (exit $code; $out/$name.txt):"
     fi
     tail -n 25 "$out/$name.txt"
   }
