@@ -66,7 +66,7 @@ run() {
     fi
     tail -n 25 "$out/$name.txt"
   }
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt" || true
   if [ "$parts" != bench ]; then
     step test_cuda_host 60 "$bin/test_cuda_host"
     step test_cuda_device 300 "$bin/test_cuda_device"

@@ -16,6 +16,9 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "transport/file_descriptor.h"
+#if CHORUS_HAVE_CUDA
+#include "test/cuda/host_ipc_memory.h"
+#endif
 
 namespace chorus::transport::testing {
 
@@ -42,14 +45,27 @@ DeviceOptions default_options() {
   return options;
 }
 
-std::vector<std::unique_ptr<Device>> make_devices(const std::string& transport, int size, DeviceOptions options) {
+std::unique_ptr<Device> create_device(const std::string& transport, const DeviceOptions& options) {
+#if CHORUS_HAVE_CUDA
+  // cuda_ipc without a GPU (CHORUS_TEST_CUDA_IPC_HOST_MEMORY): shm devices
+  // wrapped with host memory playing the device's (test/cuda/
+  // host_ipc_memory.h), so the whole suite runs through the wrapper.
+  if (transport == "cuda_ipc" && std::getenv("CHORUS_TEST_CUDA_IPC_HOST_MEMORY")) {
+    static const auto memory = std::make_shared<HostIpcMemory>();
+    return cuda_ipc::wrap(options.rank, create_device("shm", options), memory);
+  }
+#endif
   const TransportEntry* entry = find_transport(transport);
   if (!entry) throw std::runtime_error(cat("no transport named ", transport, " in this build"));
+  return entry->create(options);
+}
+
+std::vector<std::unique_ptr<Device>> make_devices(const std::string& transport, int size, DeviceOptions options) {
   std::vector<std::unique_ptr<Device>> devices;
   for (int rank = 0; rank < size; ++rank) {
     options.rank = rank;
     options.size = size;
-    devices.push_back(entry->create(options));
+    devices.push_back(create_device(transport, options));
   }
   return devices;
 }
@@ -331,7 +347,7 @@ ForkedPeer::ForkedPeer(const std::string& transport, Body body) {
     ::close(to_parent[0]);
     int code = 10;
     try {
-      auto device = entry->create(rank_options(1));
+      auto device = create_device(transport, rank_options(1));
       std::vector<std::byte> theirs;
       if (!send_address(to_parent[1], device->address())) ::_exit(11);
       if (!receive_address(to_child[0], theirs)) ::_exit(12);
@@ -352,7 +368,7 @@ ForkedPeer::ForkedPeer(const std::string& transport, Body body) {
   to_child_ = to_child[1];
   const Fd from_child(to_parent[0]);
   try {
-    device_ = entry->create(rank_options(0));
+    device_ = create_device(transport, rank_options(0));
     std::vector<std::byte> theirs;
     REQUIRE(receive_address(from_child.get(), theirs));
     REQUIRE(send_address(to_child_, device_->address()));

@@ -52,6 +52,9 @@ std::vector<std::string> transports_under_test();
 // the environment's configuration (so CHORUS_SHM_SINGLE_COPY=0 reaches shm).
 DeviceOptions default_options();
 
+// The registry's device for `transport` (for cuda_ipc with
+// CHORUS_TEST_CUDA_IPC_HOST_MEMORY set: one over host memory, conformance.cc).
+std::unique_ptr<Device> create_device(const std::string& transport, const DeviceOptions& options);
 std::vector<std::unique_ptr<Device>> make_devices(const std::string& transport, int size,
                                                   DeviceOptions options = default_options());
 

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "transport/file_descriptor.h"
+#if CHORUS_HAVE_CUDA
+#include "transport/cuda_ipc/address.h"
+#endif
 #include "transport/shm/address.h"
 #include "transport/shm/side_channel.h"
 #include "transport/tcp/address.h"
@@ -122,9 +125,25 @@ Challenge shm_hello(int fd, std::span<const std::byte> address, int owner, const
   return challenge;
 }
 
+#if CHORUS_HAVE_CUDA
+// cuda_ipc admits connections through the shm listener it wraps.
+std::optional<ListeningEndpoint> cuda_ipc_listener(std::span<const std::byte> address, int owner) {
+  const auto inner = cuda_ipc::inner_address(address);
+  return inner ? shm_listener(*inner, owner) : std::nullopt;
+}
+
+Challenge cuda_ipc_hello(int fd, std::span<const std::byte> address, int owner, const Forgery& forgery) {
+  const auto inner = cuda_ipc::inner_address(address);
+  return inner ? shm_hello(fd, *inner, owner, forgery) : Challenge{};
+}
+#endif
+
 const StrangerHooks hooks[] = {
     {"tcp", tcp_listener, tcp_hello},
     {"shm", shm_listener, shm_hello},
+#if CHORUS_HAVE_CUDA
+    {"cuda_ipc", cuda_ipc_listener, cuda_ipc_hello},
+#endif
     // Its listener speaks rdma_cm, not a socket: test/ibverbs/ sends it
     // strangers' connection requests and proofs instead.
     {"ibverbs", nullptr, nullptr},

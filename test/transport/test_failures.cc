@@ -388,7 +388,7 @@ TEST_CASE("transport: connecting to a dead address or a peer that never dials gi
   DeviceOptions options = default_options();
   options.rank = 1;
   options.size = 2;
-  auto dialer = find_transport(transport)->create(options);
+  auto dialer = create_device(transport, options);
   auto start = Clock::now();
   try {
     dialer->connect(0, dead_address, Deadline::after(400ms));
@@ -403,7 +403,7 @@ TEST_CASE("transport: connecting to a dead address or a peer that never dials gi
 
   // The rank that waits to be dialed, by a dialer that never comes.
   options.rank = 0;
-  auto waiter = find_transport(transport)->create(options);
+  auto waiter = create_device(transport, options);
   start = Clock::now();
   try {
     waiter->connect(1, silent_peer_address, Deadline::after(300ms));
@@ -419,15 +419,14 @@ TEST_CASE("transport: connecting to a dead address or a peer that never dials gi
 
 TEST_CASE("transport: bad ranks and addresses are InvalidArgument", "[transport]") {
   FOR_EACH_TRANSPORT(transport);
-  const TransportEntry& entry = *find_transport(transport);
   DeviceOptions options = default_options();
   options.size = 2;
   options.rank = 2;
-  REQUIRE_THROWS_AS(entry.create(options), InvalidArgument);
+  REQUIRE_THROWS_AS(create_device(transport, options), InvalidArgument);
   options.rank = -1;
-  REQUIRE_THROWS_AS(entry.create(options), InvalidArgument);
+  REQUIRE_THROWS_AS(create_device(transport, options), InvalidArgument);
   options.rank = 0;
-  auto device = entry.create(options);
+  auto device = create_device(transport, options);
   const std::vector<std::byte> junk(48, std::byte{1});
   REQUIRE_THROWS_AS(device->check_peer(1, junk), InvalidArgument);
   REQUIRE_THROWS_AS(device->connect(1, junk, Deadline::after(100ms)), InvalidArgument);
