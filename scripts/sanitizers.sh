@@ -149,6 +149,11 @@ if [ "$which" != asan ]; then
   configure build-tsan thread
   tsan_tests=$(meson test -C build-tsan --no-rebuild --list --suite transport --suite collectives 2>/dev/null |
     sed 's#.* / ##' | grep -vx streams)
+  # The device-memory transports' worker threads (host staging, cuda_ipc's
+  # protocol), where the build has CUDA.
+  if meson test -C build-tsan --no-rebuild --list device-transports > /dev/null 2>&1; then
+    tsan_tests+=$'\n'device-transports
+  fi
   # shellcheck disable=SC2086
   build build-tsan $tsan_tests streams executor
   since "$mark_wall" "$mark_cpu" "tsan build"
