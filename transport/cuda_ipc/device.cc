@@ -27,6 +27,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/cuda_ipc/address.h"
+#include "transport/decorated_device.h"
 #include "transport/cuda_ipc/cuda_ipc.h"
 #include "transport/cuda_ipc/descriptor.h"
 #include "transport/cuda_ipc/import_cache.h"
@@ -58,24 +59,16 @@ bool cuda_usable(bool asked) {
 
 class CudaIpcDevice;
 
-class CudaIpcPair final : public Pair {
+class CudaIpcPair final : public DecoratedPair {
  public:
-  CudaIpcPair(CudaIpcDevice& device, std::unique_ptr<Pair> inner) : device_(device), inner_(std::move(inner)) {}
-  int peer_rank() const override { return inner_->peer_rank(); }
+  CudaIpcPair(CudaIpcDevice& device, std::unique_ptr<Pair> inner) : DecoratedPair(std::move(inner)), device_(device) {}
   using Pair::post_recv;
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe, uint64_t group) override { inner_->send_liveness_probe(probe, group); }
-  bool liveness_answered(uint64_t probe) const override { return inner_->liveness_answered(probe); }
-  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
-    return inner_->answered_position(probe, group);
-  }
-  Pair& inner() { return *inner_; }
 
  private:
   CudaIpcDevice& device_;
-  std::unique_ptr<Pair> inner_;
 };
 
 // One device-memory message in flight.
@@ -94,15 +87,14 @@ struct Transfer {
   std::shared_ptr<std::byte> eager_copy;
 };
 
-class CudaIpcDevice final : public Device {
+class CudaIpcDevice final : public DecoratedDevice {
  public:
   CudaIpcDevice(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory)
-      : rank_(rank),
-        inner_(std::move(inner)),
+      : DecoratedDevice(std::move(inner)),
+        rank_(rank),
         memory_(std::move(memory)),
         imports_([this](const IpcDescriptor& descriptor) { return open_import(descriptor); },
                  [this](std::byte* local) { memory_->close(local); }) {
-    inner_->set_failure_listener([this](std::exception_ptr reason) { on_inner_failure(reason); });
     worker_ = std::thread([this] { work(); });
   }
 
@@ -115,63 +107,36 @@ class CudaIpcDevice final : public Device {
       stopping_ = true;
     }
     worker_.join();
-    inner_->set_failure_listener(nullptr);
-    inner_.reset();
+    close_inner();
     std::lock_guard lock(mutex_);
     fail_all(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": the device was closed with this message in flight"))));
     imports_.clear();
   }
 
   std::string_view name() const override { return "cuda_ipc"; }
-  int rank() const override { return rank_; }
   std::vector<std::byte> address() const override {
-    return wrap_address(static_cast<uint64_t>(::getpid()), inner_->address());
+    return wrap_address(static_cast<uint64_t>(::getpid()), inner().address());
   }
   void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
-    inner_->check_peer(peer_rank, inner_of(peer_rank, peer_address));
+    inner().check_peer(peer_rank, inner_of(peer_rank, peer_address));
   }
-  int streams() const override { return inner_->streams(); }
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
                                 int stream) override {
     return std::make_unique<CudaIpcPair>(*this,
-                                         inner_->connect(peer_rank, inner_of(peer_rank, peer_address), deadline, stream));
+                                         inner().connect(peer_rank, inner_of(peer_rank, peer_address), deadline, stream));
   }
-  LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
   bool accepts(const Memory& memory) const override {
     return memory.kind == MemoryKind::host || memory.kind == MemoryKind::cuda;
   }
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
-    return inner_->register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
+    return inner().register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
   }
-
   void abort(std::exception_ptr reason) override {
-    inner_->abort(reason);  // no inner request touches a transfer's buffers after this
+    inner().abort(reason);  // no inner request touches a transfer's buffers after this
     record_failure(reason);
     std::lock_guard lock(mutex_);
     fail_all(failure());
   }
-  void abort_async(std::exception_ptr reason) override {
-    record_failure(reason);
-    inner_->abort_async(reason);  // its failed requests wake the worker
-  }
-  std::exception_ptr failure() const override {
-    {
-      std::lock_guard lock(failure_mutex_);
-      if (failure_) return failure_;
-    }
-    return inner_->failure();
-  }
-  // Its own lock, never held while calling out: the inner device may call
-  // the listener on the thread that is aborting it, which may hold mutex_.
-  void record_failure(std::exception_ptr reason) {
-    std::lock_guard lock(failure_mutex_);
-    if (!failure_) failure_ = reason;
-  }
-  bool progress() override { return inner_->progress(); }
-  void begin_polling() override { inner_->begin_polling(); }
-  void end_polling() override { inner_->end_polling(); }
-  void begin_waiting() override { inner_->begin_waiting(); }
-  void end_waiting() override { inner_->end_waiting(); }
 
   void start(CudaIpcPair& pair, Transfer::Direction direction, Request& user, Tag tag, std::span<std::byte> data,
              int device);
@@ -188,12 +153,6 @@ class CudaIpcDevice final : public Device {
     return memory_->open(descriptor.handle, current_device_);
   }
 
-  void on_inner_failure(std::exception_ptr reason) {
-    record_failure(reason);
-    // The inner requests it failed wake the worker.
-    notify_failure(reason);
-  }
-
   void work();
   // Moves one transfer on; returns whether it is finished. Under mutex_.
   bool advance(Transfer& transfer);
@@ -201,11 +160,8 @@ class CudaIpcDevice final : public Device {
   void fail_all(std::exception_ptr reason);
 
   const int rank_;
-  std::unique_ptr<Device> inner_;
   std::shared_ptr<IpcMemory> memory_;
-  mutable std::mutex mutex_;  // the transfers, the pool, the import cache
-  mutable std::mutex failure_mutex_;
-  std::exception_ptr failure_;
+  std::mutex mutex_;  // the transfers and the import cache
   bool stopping_ = false;
   // Declared before the transfers and requests attached to it.
   CompletionSignal signal_;
@@ -216,13 +172,13 @@ class CudaIpcDevice final : public Device {
 };
 
 void CudaIpcPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
-  if (memory.kind == MemoryKind::host) return inner_->post_send(request, tag, data, memory);
+  if (memory.kind == MemoryKind::host) return inner().post_send(request, tag, data, memory);
   device_.start(*this, Transfer::Direction::send, request, tag,
                 std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()), memory.device);
 }
 
 void CudaIpcPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
-  if (memory.kind == MemoryKind::host) return inner_->post_recv(request, tag, data, memory);
+  if (memory.kind == MemoryKind::host) return inner().post_recv(request, tag, data, memory);
   device_.start(*this, Transfer::Direction::receive, request, tag, data, memory.device);
 }
 
@@ -337,7 +293,7 @@ bool CudaIpcDevice::advance(Transfer& transfer) {
       const std::exception_ptr error = std::current_exception();
       settle(transfer, error);
       // The sender waits for an ack that will not come: the job cannot go on.
-      inner_->abort_async(error);
+      inner().abort_async(error);
       return true;
     }
     transfer.copied = true;

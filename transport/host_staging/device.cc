@@ -10,6 +10,7 @@
 #include "base/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/decorated_device.h"
 #include "transport/host_staging/host_staging.h"
 
 namespace chorus::transport::host_staging {
@@ -20,31 +21,16 @@ constexpr size_t kMaxChunksPerMessage = 16;
 
 class StagingDevice;
 
-class StagingPair final : public Pair {
+class StagingPair final : public DecoratedPair {
  public:
-  StagingPair(StagingDevice& device, std::unique_ptr<Pair> inner) : device_(device), inner_(std::move(inner)) {}
-  int peer_rank() const override { return inner_->peer_rank(); }
+  StagingPair(StagingDevice& device, std::unique_ptr<Pair> inner) : DecoratedPair(std::move(inner)), device_(device) {}
   using Pair::post_recv;
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe, uint64_t group) override { inner_->send_liveness_probe(probe, group); }
-  bool liveness_answered(uint64_t probe) const override { return inner_->liveness_answered(probe); }
-  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
-    return inner_->answered_position(probe, group);
-  }
-  bool one_sided() const override { return inner_->one_sided(); }
-  void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
-    inner_->post_put(request, data, target);
-  }
-  void post_get(Request& request, std::span<std::byte> data, RemoteMemory source) override {
-    inner_->post_get(request, data, source);
-  }
-  Pair& inner() { return *inner_; }
 
  private:
   StagingDevice& device_;
-  std::unique_ptr<Pair> inner_;
 };
 
 // One device-memory message in flight, cut into chunks.
@@ -66,19 +52,15 @@ struct Transfer {
   std::array<Slot, kMaxChunksPerMessage> slots;
 };
 
-class StagingDevice final : public Device {
+class StagingDevice final : public DecoratedDevice {
  public:
   StagingDevice(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier, StagingOptions options)
-      : inner_(std::move(inner)), copier_(std::move(copier)), options_(options) {
+      : DecoratedDevice(std::move(inner)), copier_(std::move(copier)), options_(options) {
     if (options_.chunk_bytes == 0 || options_.chunks_per_message == 0 ||
         options_.chunks_per_message > kMaxChunksPerMessage || options_.pool_chunks == 0)
       throw InvalidArgument(cat("host staging: chunks of ", options_.chunk_bytes, " bytes, ",
                                 options_.chunks_per_message, " per message (1..", kMaxChunksPerMessage, "), ",
                                 options_.pool_chunks, " in the pool"));
-    inner_->set_failure_listener([this](std::exception_ptr reason) {
-      record_failure(reason);
-      notify_failure(reason);
-    });
   }
 
   // A normal close, not an abort: the inner device says goodbye to its
@@ -90,59 +72,25 @@ class StagingDevice final : public Device {
       stopping_ = true;
     }
     if (worker_.joinable()) worker_.join();
-    inner_->set_failure_listener(nullptr);
-    inner_.reset();
+    close_inner();
     std::lock_guard lock(mutex_);
     fail_all(std::make_exception_ptr(Aborted("the device was closed with this message in flight")));
     for (std::byte* chunk : pool_) copier_->free_pinned(chunk);
   }
 
-  std::string_view name() const override { return inner_->name(); }
-  int rank() const override { return inner_->rank(); }
-  std::vector<std::byte> address() const override { return inner_->address(); }
-  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
-    inner_->check_peer(peer_rank, peer_address);
-  }
-  int streams() const override { return inner_->streams(); }
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
                                 int stream) override {
-    return std::make_unique<StagingPair>(*this, inner_->connect(peer_rank, peer_address, deadline, stream));
+    return std::make_unique<StagingPair>(*this, inner().connect(peer_rank, peer_address, deadline, stream));
   }
-  LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
   bool accepts(const Memory& memory) const override {
-    return memory.kind == MemoryKind::cuda || inner_->accepts(memory);
-  }
-  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
-    return inner_->register_memory(data, memory);
+    return memory.kind == MemoryKind::cuda || inner().accepts(memory);
   }
   void abort(std::exception_ptr reason) override {
-    inner_->abort(reason);  // no chunk lands in a pinned buffer after this
+    inner().abort(reason);  // no chunk lands in a pinned buffer after this
     record_failure(reason);
     std::lock_guard lock(mutex_);
     fail_all(failure());
   }
-  void abort_async(std::exception_ptr reason) override {
-    record_failure(reason);
-    inner_->abort_async(reason);  // its failed chunks wake the worker
-  }
-  std::exception_ptr failure() const override {
-    {
-      std::lock_guard lock(failure_mutex_);
-      if (failure_) return failure_;
-    }
-    return inner_->failure();
-  }
-  // Its own lock, never held while calling out: the inner device may call
-  // the listener on the thread that is aborting it, which may hold mutex_.
-  void record_failure(std::exception_ptr reason) {
-    std::lock_guard lock(failure_mutex_);
-    if (!failure_) failure_ = reason;
-  }
-  bool progress() override { return inner_->progress(); }
-  void begin_polling() override { inner_->begin_polling(); }
-  void end_polling() override { inner_->end_polling(); }
-  void begin_waiting() override { inner_->begin_waiting(); }
-  void end_waiting() override { inner_->end_waiting(); }
 
   void start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data, int device);
 
@@ -184,14 +132,14 @@ class StagingDevice final : public Device {
 };
 
 void StagingPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
-  if (memory.kind != MemoryKind::cuda) return inner_->post_send(request, tag, data, memory);
-  device_.start(*inner_, true, request, tag, std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()),
+  if (memory.kind != MemoryKind::cuda) return inner().post_send(request, tag, data, memory);
+  device_.start(inner(), true, request, tag, std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()),
                 memory.device);
 }
 
 void StagingPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
-  if (memory.kind != MemoryKind::cuda) return inner_->post_recv(request, tag, data, memory);
-  device_.start(*inner_, false, request, tag, data, memory.device);
+  if (memory.kind != MemoryKind::cuda) return inner().post_recv(request, tag, data, memory);
+  device_.start(inner(), false, request, tag, data, memory.device);
 }
 
 void StagingDevice::start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data,
@@ -291,7 +239,7 @@ bool StagingDevice::advance(Transfer& transfer) {
   } catch (...) {
     settle(transfer, std::current_exception());
     // The peer's half of this message can no longer match: the job ends.
-    inner_->abort_async(std::current_exception());
+    inner().abort_async(std::current_exception());
     for (Transfer::Slot& slot : transfer.slots)
       if (slot.pinned && slot.request.state() != Request::State::pending) release(transfer, slot);
     return std::none_of(transfer.slots.begin(), transfer.slots.end(),

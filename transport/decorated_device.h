@@ -1,0 +1,80 @@
+// A Device that wraps another and adds a kind of memory to what it moves
+// (host_staging/, cuda_ipc/): everything else goes to the inner device as
+// it is. Failures of the inner device become this one's (its listener is
+// told), and the failure this device records itself (an abort) is kept
+// apart, under a lock of its own: the inner device may call the listener on
+// the very thread that is aborting it, which may hold the decorator's locks.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+// The Pair of a DecoratedDevice: the same peer over the inner device's pair;
+// the decorator overrides the posts for its kind of memory.
+class DecoratedPair : public Pair {
+ public:
+  explicit DecoratedPair(std::unique_ptr<Pair> inner) : inner_(std::move(inner)) {}
+  int peer_rank() const override { return inner_->peer_rank(); }
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { inner_->send_liveness_probe(probe, group); }
+  bool liveness_answered(uint64_t probe) const override { return inner_->liveness_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return inner_->answered_position(probe, group);
+  }
+  bool one_sided() const override { return inner_->one_sided(); }
+  void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
+    inner_->post_put(request, data, target);
+  }
+  void post_get(Request& request, std::span<std::byte> data, RemoteMemory source) override {
+    inner_->post_get(request, data, source);
+  }
+  Pair& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Pair> inner_;
+};
+
+class DecoratedDevice : public Device {
+ public:
+  explicit DecoratedDevice(std::unique_ptr<Device> inner);
+  ~DecoratedDevice() override;
+
+  std::string_view name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  std::vector<std::byte> address() const override { return inner_->address(); }
+  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
+    inner_->check_peer(peer_rank, peer_address);
+  }
+  int streams() const override { return inner_->streams(); }
+  LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
+  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
+    return inner_->register_memory(data, memory);
+  }
+  void abort_async(std::exception_ptr reason) override;
+  std::exception_ptr failure() const override;
+  bool progress() override { return inner_->progress(); }
+  void begin_polling() override { inner_->begin_polling(); }
+  void end_polling() override { inner_->end_polling(); }
+  void begin_waiting() override { inner_->begin_waiting(); }
+  void end_waiting() override { inner_->end_waiting(); }
+
+ protected:
+  Device& inner() const { return *inner_; }
+  // The decorator's own failure (from abort), before it fails its own work.
+  void record_failure(std::exception_ptr reason);
+  // Closes the inner device, as a normal close: it says goodbye to its peers
+  // and fails what it still had posted. A decorator's destructor calls it
+  // before its own in-flight work (and the requests the inner device holds)
+  // goes; nothing may use inner() afterwards.
+  void close_inner();
+
+ private:
+  std::unique_ptr<Device> inner_;
+  mutable std::mutex failure_mutex_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace chorus::transport
