@@ -123,6 +123,9 @@ TEST_CASE("cuda_ipc: a device message of the wrong length fails before a byte la
   }
   CHECK(received == std::vector<std::byte>(9'000, std::byte{0x5a}));
   CHECK(memory->copies == 0);
+  // The sender's send fails too (its ack will not come): it must end
+  // before the request goes (the caller keeps a request until it finishes).
+  CHECK_THROWS(wait(send));
 }
 
 TEST_CASE("cuda_ipc: aborting fails device messages in flight and later ones", "[cuda][ipc]") {

@@ -147,6 +147,12 @@ TEST_CASE("a staged message of the wrong length fails, naming the mismatch", "[c
   mesh.pair(0, 1).post_send(send, tag_of(5), sent, kDevice);
   CHECK_THROWS_AS(wait(receive), MismatchError);
   CHECK(mesh.device(1).failure());
+  // The send ends either way (its chunks are eager, or the peer's abort
+  // fails them); it must end before the request goes.
+  try {
+    wait(send);
+  } catch (const Error&) {
+  }
 }
 
 TEST_CASE("aborting fails staged messages in flight and later ones", "[cuda][staging]") {

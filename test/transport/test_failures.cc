@@ -311,6 +311,15 @@ TEST_CASE("transport: a peer killed with SIGKILL mid-transfer is detected prompt
   }
   CHECK(seconds_since(died) < kPromptSeconds);
   REQUIRE(peer.device().failure());
+  // The device fails the other receives on its own thread, soon after; they
+  // must outlive that (the caller keeps a request until it finishes).
+  for (Request* recv : recvs) {
+    try {
+      recv->wait(Deadline::after(10s), "test: a receive outlived the failed device");
+    } catch (const IoError&) {
+    } catch (const Aborted&) {
+    }
+  }
 }
 
 TEST_CASE("transport: waiting for a peer that never posts times out within the deadline", "[transport]") {
