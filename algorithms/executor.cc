@@ -299,7 +299,9 @@ class PlanRun {
   // its connection, so a peer behind a link that is down or too slow (a
   // trickle) does not answer either.
   [[noreturn]] void throw_timeout(Clock::time_point started) {
-    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    // The timeout the call had, not the moment this thread noticed it (a
+    // wake-up a millisecond late would print 2001 ms for a 2 s timeout).
+    const auto elapsed = std::chrono::round<std::chrono::milliseconds>(deadline_.at() - started).count();
     const std::string waiting = describe_oldest_wait();
     const Arrivals arrivals = take_arrivals(communicator_, sequence_, kLivenessGrace);
     throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
