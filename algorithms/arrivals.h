@@ -23,6 +23,13 @@ struct Arrivals {
   std::vector<std::string> missing;          // "rank 2 (finished #11 and has called nothing since)"
   std::vector<int> missing_ranks;            // the same ranks
   std::vector<int> arrived;                  // in #n or past it
+  // Members this rank holds no connection to yet (connections on demand,
+  // transport/mesh.h): it knocks on their listeners instead
+  // (transport/knock.h), which tells whether they are alive (not where),
+  // silent (counted with `silent`), aborted or gone.
+  std::vector<int> unasked;  // alive, or past the knocks a stall may take
+  std::vector<int> aborted;
+  std::vector<int> gone;
 };
 
 // Asks every other member where it is, waiting up to `grace` for answers.

@@ -353,19 +353,32 @@ class PlanRun {
   bool warned_ = false;
 };
 
+// On demand (transport/mesh.h), the Pairs this Plan uses may not exist yet.
+// Every rank of the call connects its Plan's peers here, before posting
+// anything: the peers of one rank's Plan have it among theirs, so each
+// pair's two ranks both reach it, and Mesh::connect's ascending order keeps
+// them from waiting in a circle.
+void connect_peers(const Communicator& communicator, const PlanGraph& graph, Deadline deadline) {
+  std::vector<int> peers;
+  for (const PlanGraph::Queue& queue : graph.queues()) peers.push_back(communicator.mesh_rank(queue.peer));
+  communicator.mesh().connect(std::move(peers), deadline);
+}
+
 }  // namespace
 
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
              const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras) {
   if (plan.size() == 0) return;
+  if (!communicator.mesh().fully_connected()) connect_peers(communicator, graph, deadline);
   PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, extras);
   try {
     run.run();
   } catch (...) {
     // Abort before the requests and the scratch go away: once abort returns
     // no transport thread writes into them or into the caller's buffers.
-    communicator.mesh().abort(std::current_exception());
-    throw;
+    const std::exception_ptr error = communicator.mesh().explain_loss(std::current_exception());
+    communicator.mesh().abort(error);
+    std::rethrow_exception(error);
   }
 }
 

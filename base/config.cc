@@ -99,6 +99,15 @@ std::shared_ptr<const TlsContext> tls_from_environment() {
   return TlsContext::load(files);
 }
 
+const char* to_string(Connections connections) {
+  switch (connections) {
+    case Connections::full_mesh: return "full";
+    case Connections::on_demand: return "on-demand";
+    case Connections::automatic: break;
+  }
+  return "auto";
+}
+
 Config Config::from_environment() {
   Config config;
   if (auto text = variable("CHORUS_TRANSPORT")) {
@@ -115,6 +124,13 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_STREAMS='", *text, "' is not a number of streams per peer (1..", kMaxStreams,
                                 ")"));
     config.streams = *streams;
+  }
+  if (auto text = variable("CHORUS_CONNECTIONS")) {
+    if (*text == "full") config.connections = Connections::full_mesh;
+    else if (*text == "on-demand") config.connections = Connections::on_demand;
+    else if (*text == "auto") config.connections = Connections::automatic;
+    else
+      throw InvalidArgument(cat("CHORUS_CONNECTIONS='", *text, "' is not full, on-demand or auto"));
   }
   if (auto text = variable("CHORUS_POLL_US")) {
     const std::optional<long long> microseconds = integer<long long>(*text);

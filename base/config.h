@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/connections.h"
 #include "base/job_secret.h"
 #include "base/tls.h"
 
@@ -35,6 +36,8 @@ struct Config {
   std::string host_id;
   // CHORUS_STREAMS: TCP connections per pair of ranks.
   std::optional<int> streams;
+  // CHORUS_CONNECTIONS: "full", "on-demand" or "auto" (the default).
+  Connections connections = Connections::automatic;
   // CHORUS_POLL_US: how long a waiting collective polls before it sleeps.
   std::optional<std::chrono::microseconds> poll_time;
   // CHORUS_LINK_MODEL: alpha-beta overrides, parsed by base/link_model.h.

@@ -1,16 +1,25 @@
-// chorus-connect-bench: how long rendezvous takes. For each store and rank
-// count it launches local jobs (through the same launcher as chorus-run) whose
-// ranks time connect_from_env() and report, through one allreduce(max):
+// chorus-connect-bench: how long rendezvous takes. For each store, rank
+// count and connection policy it launches local jobs (through the same
+// launcher as chorus-run) whose ranks time connect_from_env() and report,
+// through allreduce(max):
 //   connect   the longest connect_from_env() call of any rank: from the first
-//             rank starting rendezvous to the last one holding its full mesh
+//             rank starting rendezvous to the last one connected (holding
+//             its full mesh, or only its routes when connecting on demand)
 //   launch    from the launcher's fork of rank 0 to the last rank connected
 //             (adds process start-up, which the first number leaves out)
+//   fds       the most open file descriptors of any rank after connect
+//   sweep     with --sweep: a checked allreduce sweep (auto algorithm, exact
+//             small integers), its time, and then the most descriptors and
+//             the mean number of connected peers of a rank: what connecting
+//             on demand deferred, and what it saved
 // CLOCK_MONOTONIC is one clock for every process on a host, so the launcher's
 // timestamp and the ranks' are comparable.
 //
 //   chorus-connect-bench                                   # 2,4,8,16 ranks x tcp, embedded, file
+//   chorus-connect-bench --stores tcp --ranks 16,64,256 --connections full,on-demand --sweep
 //   chorus-connect-bench --stores tcp,redis://127.0.0.1:6379 --ranks 2,4
 //   mpirun -np 4 chorus-connect-bench --mpi                # over MpiBootstrap
+//   benchmarks/netns/run.sh --hosts 16,16 -- chorus-connect-bench --one-job --sweep --connections on-demand
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -23,6 +32,7 @@
 #include <CLI/CLI.hpp>
 
 #include "chorus/chorus.h"
+#include "base/log.h"
 #include "benchmarks/connect_bench_mpi.h"
 #include "tools/local_launcher.h"
 #include "base/version.h"
@@ -35,18 +45,74 @@ int64_t monotonic_ns() {
   return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
 }
 
-// One rank of a measured job: time the connect, agree on the maxima, and
-// rank 0 writes "connect_ms launch_ms" to the result file.
-int run_rank(int64_t launched_at_ns, const std::string& result_file) {
+int open_descriptors() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  return count - 1;  // the iterator's own
+}
+
+chorus::Connections parse_connections(const std::string& text) {
+  if (text == "full") return chorus::Connections::full_mesh;
+  if (text == "on-demand") return chorus::Connections::on_demand;
+  if (text == "auto") return chorus::Connections::automatic;
+  throw chorus::InvalidArgument("--connections: '" + text + "' is not full, on-demand or auto");
+}
+
+// Sizes up to 256 KiB, each twice: every size's algorithm connects its
+// peers (auto picks per size), the repeat shows nothing reconnects.
+double checked_sweep(chorus::Context& context) {
   const int64_t started = monotonic_ns();
-  auto context = chorus::connect_from_env();
+  const int size = context.size();
+  for (size_t count : {size_t{1}, size_t{64}, size_t{1024}, size_t{16384}, size_t{65536}}) {
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(context.rank() + 1 + static_cast<int>(i % 5));
+      chorus::allreduce(context, std::span(data), chorus::ReduceOp::sum);
+      for (size_t i = 0; i < count; ++i) {
+        const float expected = static_cast<float>(size * (size + 1) / 2 + size * static_cast<int>(i % 5));
+        if (data[i] != expected)
+          throw chorus::Error(chorus::cat("rank ", context.rank(), ": allreduce of ", count, " floats: element ", i,
+                                          " is ", data[i], ", expected ", expected));
+      }
+    }
+  }
+  return static_cast<double>(monotonic_ns() - started) / 1e6;
+}
+
+// One rank of a measured job: time the connect (and the sweep), agree on
+// the maxima, and rank 0 writes "connect_ms launch_ms fds sweep_ms
+// sweep_fds peers" to the result file (or stdout without one).
+int run_rank(int64_t launched_at_ns, const std::string& result_file, const std::string& connections, bool sweep) {
+  chorus::ConnectOptions options;
+  options.connections = parse_connections(connections);
+  const int64_t started = monotonic_ns();
+  auto context = chorus::connect_from_env(options);
   const int64_t connected = monotonic_ns();
-  std::vector<double> times{static_cast<double>(connected - started) / 1e6,
-                            static_cast<double>(connected - launched_at_ns) / 1e6};
-  chorus::allreduce(*context, std::span(times), chorus::ReduceOp::max);
+  const int fds = open_descriptors();
+  double sweep_ms = 0;
+  int sweep_fds = 0, peers = 0;
+  if (sweep) {
+    sweep_ms = checked_sweep(*context);
+    sweep_fds = open_descriptors();
+    for (int peer = 0; peer < context->size(); ++peer)
+      if (peer != context->rank() && context->link_to(peer).connected) ++peers;
+  }
+  std::vector<double> maxima{static_cast<double>(connected - started) / 1e6,
+                             launched_at_ns ? static_cast<double>(connected - launched_at_ns) / 1e6 : 0.0,
+                             static_cast<double>(fds), sweep_ms, static_cast<double>(sweep_fds)};
+  chorus::allreduce(*context, std::span(maxima), chorus::ReduceOp::max);
+  std::vector<double> peer_count{static_cast<double>(peers)};
+  chorus::allreduce(*context, std::span(peer_count), chorus::ReduceOp::sum);
   if (context->rank() == 0) {
+    const std::string line = chorus::cat(maxima[0], " ", maxima[1], " ", maxima[2], " ", maxima[3], " ", maxima[4],
+                                         " ", peer_count[0] / context->size(), "\n");
+    if (result_file.empty()) {
+      std::printf("connect_ms fds sweep_ms sweep_fds peers: %.1f %d %.1f %d %.1f\n", maxima[0],
+                  static_cast<int>(maxima[2]), maxima[3], static_cast<int>(maxima[4]), peer_count[0] / context->size());
+      return 0;
+    }
     std::ofstream out(result_file);
-    out << times[0] << " " << times[1] << "\n";
+    out << line;
     if (!out) throw chorus::IoError("cannot write the result file " + result_file);
   }
   return 0;
@@ -55,6 +121,10 @@ int run_rank(int64_t launched_at_ns, const std::string& result_file) {
 struct Sample {
   double connect_ms;
   double launch_ms;
+  double fds;
+  double sweep_ms;
+  double sweep_fds;
+  double peers;
 };
 
 double median(std::vector<double> values) {
@@ -64,7 +134,8 @@ double median(std::vector<double> values) {
 }
 
 // One measured job; nullopt-like failure is reported through `error`.
-bool measure_once(const std::string& self, const std::string& store, int ranks, Sample& sample, std::string& error) {
+bool measure_once(const std::string& self, const std::string& store, int ranks, const std::string& connections,
+                  bool sweep, Sample& sample, std::string& error) {
   std::string result_file = (std::filesystem::temp_directory_path() /
                              ("chorus-connect-bench-" + std::to_string(getpid()) + ".result"))
                                 .string();
@@ -75,10 +146,13 @@ bool measure_once(const std::string& self, const std::string& store, int ranks, 
   options.grace = std::chrono::milliseconds(2000);
   options.launcher_name = "chorus-connect-bench";
   const int64_t launched_at = monotonic_ns();
-  options.argv = {self, "--rank-of-job", "--launched-at-ns", std::to_string(launched_at), "--result-file", result_file};
+  options.argv = {self, "--rank-of-job", "--launched-at-ns", std::to_string(launched_at), "--result-file", result_file,
+                  "--connections", connections};
+  if (sweep) options.argv.push_back("--sweep");
   chorus::tools::LaunchResult result = chorus::tools::launch_local(options);
   std::ifstream in(result_file);
-  bool read = result.exit_code == 0 && static_cast<bool>(in >> sample.connect_ms >> sample.launch_ms);
+  bool read = result.exit_code == 0 && static_cast<bool>(in >> sample.connect_ms >> sample.launch_ms >> sample.fds >>
+                                                                   sample.sweep_ms >> sample.sweep_fds >> sample.peers);
   std::filesystem::remove(result_file);
   if (!read) error = result.exit_code != 0 ? result.description : "rank 0 wrote no result";
   return read;
@@ -113,6 +187,14 @@ int main(int argc, char** argv) {
                  "URLs such as redis://host:port")
       ->capture_default_str();
   app.add_option("--ranks", rank_counts, "Rank counts")->delimiter(',')->check(CLI::Range(1, 1024));
+  std::string connection_policies = "full";
+  bool sweep = false, one_job = false;
+  app.add_option("--connections", connection_policies,
+                 "Comma-separated: full (every pair at connect), on-demand, auto (ConnectOptions::connections)")
+      ->capture_default_str();
+  app.add_flag("--sweep", sweep, "After connecting, run a checked allreduce sweep and count descriptors and peers");
+  app.add_flag("--one-job", one_job,
+               "Be one rank of a job another launcher started (benchmarks/netns/run.sh): rank 0 prints the numbers");
   app.add_option("--repeats", repeats, "Jobs per (store, ranks); the table shows the median")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -125,31 +207,46 @@ int main(int argc, char** argv) {
 
   try {
     if (over_mpi) return chorus::bench::run_mpi_connect_bench(repeats);
-    if (rank_of_job) return run_rank(launched_at_ns, result_file);
+    if (rank_of_job || one_job) {
+      if (split(connection_policies).size() != 1)
+        throw chorus::InvalidArgument("one job takes one --connections policy");
+      return run_rank(launched_at_ns, result_file, connection_policies, sweep);
+    }
+    for (const std::string& policy : split(connection_policies)) parse_connections(policy);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::printf("| store | ranks | connect ms (median) | connect ms (min..max) | launch to connected ms (median) |\n");
-    std::printf("|---|---:|---:|---:|---:|\n");
+    std::printf("| store | connections | ranks | connect ms (median) | connect ms (min..max) | launch to connected ms "
+                "(median) | fds per rank after connect (max) |%s\n",
+                sweep ? " checked sweep ms (median) | fds per rank after sweep (max) | peers per rank after sweep (mean) |"
+                      : "");
+    std::printf("|---|---|---:|---:|---:|---:|---:|%s\n", sweep ? "---:|---:|---:|" : "");
     std::fflush(stdout);
     int failures = 0;
     for (const std::string& store : split(stores)) {
       for (int ranks : rank_counts) {
-        std::vector<double> connect, launch;
-        std::string error;
-        for (int repeat = 0; repeat < repeats; ++repeat) {
-          Sample sample{};
-          if (!measure_once(self, store, ranks, sample, error)) break;
-          connect.push_back(sample.connect_ms);
-          launch.push_back(sample.launch_ms);
+        for (const std::string& policy : split(connection_policies)) {
+          std::vector<double> connect, launch, sweep_ms;
+          Sample last{};
+          std::string error;
+          for (int repeat = 0; repeat < repeats; ++repeat) {
+            Sample sample{};
+            if (!measure_once(self, store, ranks, policy, sweep, sample, error)) break;
+            connect.push_back(sample.connect_ms);
+            launch.push_back(sample.launch_ms);
+            sweep_ms.push_back(sample.sweep_ms);
+            last = sample;
+          }
+          if (!error.empty()) {
+            std::printf("| %s | %s | %d | failed: %s | | | |\n", store.c_str(), policy.c_str(), ranks, error.c_str());
+            ++failures;
+          } else {
+            std::printf("| %s | %s | %d | %.1f | %.1f..%.1f | %.1f | %.0f |", store.c_str(), policy.c_str(), ranks,
+                        median(connect), *std::min_element(connect.begin(), connect.end()),
+                        *std::max_element(connect.begin(), connect.end()), median(launch), last.fds);
+            if (sweep) std::printf(" %.1f | %.0f | %.1f |", median(sweep_ms), last.sweep_fds, last.peers);
+            std::printf("\n");
+          }
+          std::fflush(stdout);
         }
-        if (!error.empty()) {
-          std::printf("| %s | %d | failed: %s | | |\n", store.c_str(), ranks, error.c_str());
-          ++failures;
-        } else {
-          std::printf("| %s | %d | %.1f | %.1f..%.1f | %.1f |\n", store.c_str(), ranks, median(connect),
-                      *std::min_element(connect.begin(), connect.end()),
-                      *std::max_element(connect.begin(), connect.end()), median(launch));
-        }
-        std::fflush(stdout);
       }
     }
     return failures == 0 ? 0 : 1;

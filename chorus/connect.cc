@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/trace.h"
 #include "chorus/context_state.h"
+#include "chorus/store_abort_board.h"
 #include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
 #include "transport/connect_mesh.h"
@@ -102,8 +103,14 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   settings.transports = options.transports;
   settings.host_id = options.host_id.empty() ? config.host_id : options.host_id;
   settings.timeout = timeout;
+  const Connections connections = options.connections.value_or(config.connections);
+  settings.on_demand = connections == Connections::on_demand ||
+                       (connections == Connections::automatic && size > kFullMeshMaxRanks);
   transport::ConnectedMesh connected = transport::connect_mesh(
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
+  // Only a Mesh with unconnected pairs ever writes or reads it.
+  if (settings.on_demand && bootstrap.store())
+    connected.mesh->set_abort_board(std::make_shared<detail::StoreAbortBoard>(bootstrap.store(), generation, rank));
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/connections.h"
 #include "chorus/context.h"
 #include "rendezvous/bootstrap.h"
 
@@ -45,6 +46,11 @@ struct ConnectOptions {
   // else 1. Every rank must use the same value: connect() fails on every
   // rank, naming both counts, if not.
   std::optional<int> streams;
+  // Whether every pair of ranks connects here (full mesh) or when a
+  // collective or message first needs it (on demand; docs/connections.md).
+  // Unset: CHORUS_CONNECTIONS, else automatic: the full mesh up to
+  // kFullMeshMaxRanks (64) ranks, on demand above.
+  std::optional<Connections> connections;
   // Link model overrides for algorithm selection, as CHORUS_LINK_MODEL
   // ("alpha_us=25,gbps=2", "local:...;remote:gbps=0.125"). Empty: that variable.
   std::string link_model;

@@ -45,7 +45,8 @@ PeerLink Context::link_to(int peer) const {
                               size()));
   const algorithms::Communicator& communicator = state_->communicator;
   const int mesh_peer = communicator.mesh_rank(peer);
-  return {std::string(communicator.mesh().transport_of(mesh_peer)), communicator.mesh().streams(mesh_peer)};
+  return {std::string(communicator.mesh().transport_of(mesh_peer)), communicator.mesh().streams(mesh_peer),
+          communicator.mesh().connected(mesh_peer)};
 }
 
 std::chrono::milliseconds Context::timeout() const { return state_->timeout; }

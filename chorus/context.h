@@ -31,6 +31,9 @@ struct ContextAccess;
 struct PeerLink {
   std::string transport;  // "shm", "tcp", ...
   int streams = 1;
+  // Whether the connections exist yet: always with the full mesh; on demand
+  // (ConnectOptions::connections), once a collective or message needed them.
+  bool connected = true;
 };
 
 class Context {

@@ -76,9 +76,14 @@ void check(Context& context, const Message& message) {
                               context.size() - 1, ")"));
 }
 
-void post(Context& context, const Message& message, transport::Request& request) {
+// On demand (transport/mesh.h), the first message between two ranks
+// connects them here, on the calling thread: a higher rank dials at once; a
+// lower one waits (until `deadline`) for the higher one to post something to
+// it or to reach a collective that needs the pair (docs/connections.md).
+void post(Context& context, const Message& message, transport::Request& request, Deadline deadline) {
   CHORUS_LOG(debug, context.rank(), message.describe(context.rank()));
   const algorithms::Communicator& communicator = detail::communicator_of(context);
+  communicator.mesh().connect(communicator.mesh_rank(message.peer), deadline);
   if (!communicator.mesh().device_of(communicator.mesh_rank(message.peer)).accepts(message.memory))
     throw InvalidArgument(cat(message.describe(context.rank()), ": the ",
                               communicator.mesh().transport_of(communicator.mesh_rank(message.peer)),
@@ -121,8 +126,10 @@ void wait_for(Context& context, const Message& message, transport::Request& requ
     request.wait(deadline, cat(message.describe(context.rank()), ": timed out after ", timeout.count(),
                                " ms waiting for the peer"));
   } catch (...) {
-    detail::abort_for(context, std::current_exception());
-    throw;
+    const std::exception_ptr error =
+        detail::communicator_of(context).mesh().explain_loss(std::current_exception());
+    detail::abort_for(context, error);
+    std::rethrow_exception(error);
   }
 }
 
@@ -192,7 +199,7 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
     const auto timeout = timeout_of(context, options);
     if (async) {
       auto pending = std::make_shared<PendingMessage>(context, message, timeout);
-      post(context, message, pending->request);
+      post(context, message, pending->request, pending->deadline);
       return Work(std::move(pending));
     }
     transport::CompletionSignal signal;
@@ -204,7 +211,7 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
     const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
     std::exception_ptr error;
     try {
-      post(context, message, request);
+      post(context, message, request, deadline);
       wait_for(context, message, request, deadline, timeout);
     } catch (...) {
       error = std::current_exception();

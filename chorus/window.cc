@@ -218,6 +218,9 @@ Window::Window(Context& context, void* data, size_t bytes)
   // hear why instead of waiting in the allgather below.
   std::optional<transport::RemoteMemory> remote;
   const transport::Mesh& mesh = state.communicator.mesh();
+  // A window reaches every member, so on demand (transport/mesh.h) every
+  // rank connects to all of them here, as every rank creates the window.
+  state.communicator.mesh().connect(state.communicator.members(), Deadline::after(state.timeout));
   try {
     for (int rank = 0; rank < size; ++rank) {
       if (rank == context.rank()) continue;

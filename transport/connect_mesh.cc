@@ -179,18 +179,18 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   });
   auto mesh = std::make_shared<Mesh>(rank, size, std::move(devices), positions);
 
-  // Every rank walks peers and streams in the same order; each transport
-  // accepts on its own thread, so a rank dialing never waits for the one it
-  // dials to reach that pair in its own walk.
+  std::vector<int> peers;
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    Device* device = chosen[static_cast<size_t>(peer)];
-    Mesh::Link link;
-    link.device = device;
-    for (int stream = 0; stream < device->streams(); ++stream)
-      link.streams.push_back(device->connect(peer, peer_sections[static_cast<size_t>(peer)], deadline, stream));
-    mesh->set_link(peer, std::move(link));
+    const std::span<const std::byte> section = peer_sections[static_cast<size_t>(peer)];
+    mesh->set_route(peer, chosen[static_cast<size_t>(peer)], std::vector<std::byte>(section.begin(), section.end()));
+    peers.push_back(peer);
   }
+  // Every rank walks peers and streams in the same order; each transport
+  // accepts on its own thread, so a rank dialing never waits for the one it
+  // dials to reach that pair in its own walk. On demand, the first
+  // collective or message that needs a pair connects it instead.
+  if (!settings.on_demand) mesh->connect(peers, deadline);
   JobView job = agree_on_job_view(*mesh, published, allgather);
   const std::array<LinkModel, 2> levels = job.levels;
   mesh->set_device_memory_ranks(std::move(job.device_memory_ranks));
@@ -203,7 +203,8 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
     for (const auto& [name, peers] : peers_by_transport)
       summary += cat(summary.empty() ? "" : "; ", name, " serves ", peers.size() == 1 ? "peer " : "peers ",
                      rank_list(peers));
-    CHORUS_LOG(info, rank, "connected on host ", mine.host_name, ": ", summary.empty() ? "no peers" : summary);
+    CHORUS_LOG(info, rank, settings.on_demand ? "ready to connect on demand on host " : "connected on host ",
+               mine.host_name, ": ", summary.empty() ? "no peers" : summary);
   }
 
   ConnectedMesh connected;

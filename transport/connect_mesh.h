@@ -26,6 +26,9 @@ struct MeshSettings {
   // CHORUS_HOST_ID / ConnectOptions::host_id, empty for the real host.
   std::string host_id;
   std::chrono::milliseconds timeout{30000};
+  // Connect no pair here: each when a collective or message first needs it
+  // (Mesh::connect). Addresses are still checked here, on every rank.
+  bool on_demand = false;
 };
 
 struct ConnectedMesh {
@@ -42,10 +45,11 @@ struct ConnectedMesh {
 using Allgather = std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)>;
 
 // Two rounds of `allgather`: the addresses, then (once this rank holds a
-// Pair to every peer) each rank's slowest link per level. So it returns only
-// once every rank is connected, a failure to connect shows here on every
-// rank, not in the first collective, and every rank learns the same link
-// models. Throws InvalidArgument (bad settings, no transport reaches a peer,
+// Pair to every peer, unless on demand) each rank's slowest link per level.
+// So with the full mesh it returns only once every rank is connected, a
+// failure to connect shows here on every rank, not in the first collective,
+// and every rank learns the same link models (on demand too: they come from
+// the routes, not the Pairs). Throws InvalidArgument (bad settings, no transport reaches a peer,
 // peers that disagree) or IoError/TimeoutError naming the peer.
 ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgather);
 

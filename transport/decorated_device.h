@@ -50,6 +50,10 @@ class DecoratedDevice : public Device {
   }
   int streams() const override { return inner_->streams(); }
   LinkModel link_model(int peer_rank) const override { return inner_->link_model(peer_rank); }
+  bool dials(int peer_rank) const override { return inner_->dials(peer_rank); }
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
+    return inner_->knock(peer_rank, peer_address);
+  }
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
     return inner_->register_memory(data, memory);
   }

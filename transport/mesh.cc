@@ -9,15 +9,27 @@
 #include "base/log.h"
 
 namespace chorus::transport {
+namespace {
+
+// How long a rank whose connect failed looks for the peer's abort report.
+constexpr std::chrono::milliseconds kBoardWait{300};
+// How long a round of looks for awaited dials sleeps on one of them.
+constexpr std::chrono::milliseconds kSlice{20};
+
+}  // namespace
 
 Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionBoard> positions)
     : rank_(rank),
       size_(size),
       devices_(std::move(devices)),
-      links_(static_cast<size_t>(size)),
       positions_(positions ? std::move(positions) : std::make_shared<PositionBoard>()) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgument(cat("rank ", rank_, " is out of range for a job of size ", size_));
+  links_.resize(static_cast<size_t>(size_));
+  peer_addresses_.resize(static_cast<size_t>(size_));
+  ready_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(size_));
+  connecting_ = std::make_unique<std::mutex[]>(static_cast<size_t>(size_));
+  unconnected_.store(size_ - 1);
   for (const auto& device : devices_) {
     const Device* source = device.get();
     device->set_failure_listener([this, source](std::exception_ptr reason) { on_device_failure(source, reason); });
@@ -36,19 +48,170 @@ Mesh::~Mesh() {
   devices_.clear();
 }
 
+void Mesh::check_peer_rank(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw InvalidArgument(cat("rank ", rank_, ": rank ", peer, " is not a peer in a job of ", size_, " ranks"));
+}
+
 void Mesh::set_link(int peer, Link link) {
-  if (peer < 0 || peer >= size_ || peer == rank_ || !link.device || link.streams.empty())
+  check_peer_rank(peer);
+  if (!link.device || link.streams.empty())
     throw InvalidArgument(cat("rank ", rank_, ": no valid link to peer rank ", peer));
-  links_[static_cast<size_t>(peer)] = std::move(link);
+  const auto index = static_cast<size_t>(peer);
+  std::lock_guard<std::mutex> lock(connecting_[index]);
+  if (ready_[index].load(std::memory_order_acquire))
+    throw InvalidArgument(cat("rank ", rank_, ": already connected to peer rank ", peer));
+  links_[index] = std::move(link);
+  ready_[index].store(true, std::memory_order_release);
+  unconnected_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void Mesh::set_route(int peer, Device* device, std::vector<std::byte> peer_address) {
+  check_peer_rank(peer);
+  if (!device) throw InvalidArgument(cat("rank ", rank_, ": no transport serves peer rank ", peer));
+  const auto index = static_cast<size_t>(peer);
+  std::lock_guard<std::mutex> lock(connecting_[index]);
+  if (ready_[index].load(std::memory_order_acquire) || links_[index].device)
+    throw InvalidArgument(cat("rank ", rank_, ": peer rank ", peer, " already has a route"));
+  links_[index].device = device;
+  peer_addresses_[index] = std::move(peer_address);
+}
+
+void Mesh::connect(int peer, Deadline deadline) { connect(std::vector<int>{peer}, deadline); }
+
+void Mesh::connect(std::vector<int> peers, Deadline deadline) {
+  if (fully_connected()) return;
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  // Dials first: they never wait for the peer's application, only for its
+  // listener, so no rank's dial waits on another rank's wait.
+  std::vector<int> waits;
+  for (int peer : peers) {
+    if (peer == rank_ || connected(peer)) continue;
+    check_peer_rank(peer);
+    if (device_of(peer).dials(peer))
+      build_streams(peer, deadline, false);
+    else
+      waits.push_back(peer);
+  }
+  if (waits.empty()) return;
+  // Then the waits, all at once: each round looks at every peer still
+  // awaited and sleeps on one of them for a slice, so whichever peer dials
+  // first is taken first and its connection read (an abort it relays
+  // heard) at once, not after the waits before it. A peer that aborted or
+  // died before dialing is found by knocking on its listener.
+  const auto started = Clock::now();
+  std::vector<KnockSchedule> knocks(waits.size());
+  while (!waits.empty()) {
+    for (size_t i = 0; i < waits.size();) {
+      const int peer = waits[i];
+      const auto look = i == 0 ? std::min(deadline.at(), Clock::now() + kSlice) : Clock::now();
+      if (build_streams(peer, Deadline(look), true)) {
+        waits.erase(waits.begin() + static_cast<std::ptrdiff_t>(i));
+        knocks.erase(knocks.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      if (knocks[i].due(Clock::now() - started)) knock_on(peer);
+      ++i;
+    }
+    if (!waits.empty() && deadline.expired()) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+      std::string listed;
+      for (int peer : waits) listed += cat(listed.empty() ? "" : ", ", peer);
+      fail_to_connect(waits.front(),
+                      std::make_exception_ptr(TimeoutError(cat(
+                          "rank ", rank_, ": timed out after ", waited, " ms waiting for peer rank",
+                          waits.size() > 1 ? "s " : " ", listed, " to connect to this rank (the higher rank dials "
+                          "when it first needs the pair: has it started, and reached a call with this rank?)"))));
+    }
+  }
+}
+
+bool Mesh::build_streams(int peer, Deadline deadline, bool slice) {
+  const auto index = static_cast<size_t>(peer);
+  std::lock_guard<std::mutex> lock(connecting_[index]);
+  if (ready_[index].load(std::memory_order_acquire)) return true;
+  Link& link = links_[index];
+  try {
+    if (failed()) std::rethrow_exception(failure());
+    const auto started = Clock::now();
+    while (link.streams.size() < static_cast<size_t>(link.device->streams()))
+      link.streams.push_back(
+          link.device->connect(peer, peer_addresses_[index], deadline, static_cast<int>(link.streams.size())));
+    CHORUS_LOG(debug, rank_, "connected to peer rank ", peer, " over ", link.device->name(), " in ",
+               std::chrono::duration<double, std::milli>(Clock::now() - started).count(), " ms");
+  } catch (const TimeoutError&) {
+    if (!slice || failed()) fail_to_connect(peer, std::current_exception());
+    return false;  // the caller waits on
+  } catch (...) {
+    fail_to_connect(peer, std::current_exception());
+  }
+  ready_[index].store(true, std::memory_order_release);
+  unconnected_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+void Mesh::knock_on(int peer) {
+  const auto index = static_cast<size_t>(peer);
+  const KnockAnswer answer = links_[index].device->knock(peer, peer_addresses_[index]);
+  if (answer == KnockAnswer::refused)
+    fail_to_connect(peer, std::make_exception_ptr(PeerLostError(
+                              cat("rank ", rank_, ": peer rank ", peer, " is gone: its ", links_[index].device->name(),
+                                  " listener refuses connections while this rank waits for it to connect (the "
+                                  "process exited or closed its Context)"),
+                              peer)));
+  if (answer == KnockAnswer::closed)
+    fail_to_connect(peer, std::make_exception_ptr(Aborted(cat(
+                              "rank ", rank_, ": peer rank ", peer, " aborted before connecting to this rank: its ",
+                              links_[index].device->name(), " listener closes every connection (its own error says "
+                              "why)"))));
+}
+
+std::exception_ptr Mesh::explain_loss(std::exception_ptr error) const {
+  if (!board_ || !error) return error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerLostError& lost) {
+    if (lost.peer_rank() >= 0 && lost.peer_rank() < size_ && lost.peer_rank() != rank_)
+      return with_peer_report(lost.peer_rank(), error);
+  } catch (...) {
+  }
+  return error;
+}
+
+std::exception_ptr Mesh::with_peer_report(int peer, std::exception_ptr error) const {
+  // Even once every pair of this rank is up: the peer's side of one may
+  // never have been (it aborted during the handshake).
+  if (!board_) return error;
+  CHORUS_LOG(debug, rank_, "lost peer rank ", peer, "; looking for its abort report");
+  if (std::optional<AbortReport> report = board_->find(peer, kBoardWait))
+    return adopt_abort(report->error_class, report->blamed_rank, report->text, rank_, peer);
+  return error;
+}
+
+void Mesh::fail_to_connect(int peer, std::exception_ptr error) {
+  // A peer that aborted before this pair connected refuses it, closes it or
+  // never dials; its own words are on the board (unless this Mesh failed
+  // first: then the error is ours).
+  // The Mesh's first failure wins: a dial that failed because the peer
+  // aborted over news this rank already has says less than that news.
+  if (failed()) std::rethrow_exception(failure());
+  error = with_peer_report(peer, std::move(error));
+  // Pairs that did connect go with the abort's cleanup; peers learn why
+  // from the abort, from the board, or from their own knock.
+  abort(error);
+  std::rethrow_exception(error);
 }
 
 bool Mesh::connected(int peer) const {
-  return peer >= 0 && peer < size_ && peer != rank_ && links_[static_cast<size_t>(peer)].device != nullptr;
+  return peer >= 0 && peer < size_ && peer != rank_ && ready_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
 }
 
 const Mesh::Link& Mesh::link_of(int peer) const {
-  if (!connected(peer))
-    throw InvalidArgument(cat("rank ", rank_, ": no connection to rank ", peer, " in a job of ", size_, " ranks"));
+  if (!connected(peer)) {
+    check_peer_rank(peer);
+    throw InvalidArgument(cat("rank ", rank_, ": no connection to rank ", peer, " yet (Mesh::connect makes it)"));
+  }
   return links_[static_cast<size_t>(peer)];
 }
 
@@ -60,9 +223,17 @@ Pair& Mesh::pair(int peer, int stream) {
   return *link.streams[static_cast<size_t>(stream)];
 }
 
-int Mesh::streams(int peer) const { return static_cast<int>(link_of(peer).streams.size()); }
+int Mesh::streams(int peer) const {
+  if (connected(peer)) return static_cast<int>(links_[static_cast<size_t>(peer)].streams.size());
+  return device_of(peer).streams();
+}
 
-Device& Mesh::device_of(int peer) const { return *link_of(peer).device; }
+Device& Mesh::device_of(int peer) const {
+  check_peer_rank(peer);
+  Device* device = links_[static_cast<size_t>(peer)].device;
+  if (!device) throw InvalidArgument(cat("rank ", rank_, ": no transport serves peer rank ", peer));
+  return *device;
+}
 
 bool Mesh::progress() {
   bool consumed = false;
@@ -86,7 +257,15 @@ void Mesh::end_waiting() {
   for (const auto& device : devices_) device->end_waiting();
 }
 
-void Mesh::note_failure_locked(std::exception_ptr reason) {
+void Mesh::post_to_board(std::exception_ptr reason) {
+  // Only peers this rank has no connection to need the board.
+  if (!board_ || fully_connected()) return;
+  CHORUS_LOG(debug, rank_, "leaving this rank's abort report on the board for peers it has no connection to");
+  board_->post(rank_, report_abort(reason));
+}
+
+bool Mesh::note_failure_locked(std::exception_ptr reason) {
+  const bool first = !failure_;
   if (!failure_) {
     failure_ = reason;
     try {
@@ -100,6 +279,7 @@ void Mesh::note_failure_locked(std::exception_ptr reason) {
     }
   }
   failed_.store(true, std::memory_order_release);
+  return first;
 }
 
 std::vector<int> Mesh::suspects() const {
@@ -108,10 +288,14 @@ std::vector<int> Mesh::suspects() const {
 }
 
 void Mesh::abort(std::exception_ptr reason) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    note_failure_locked(reason);
+    first = note_failure_locked(reason);
   }
+  // Before the devices close their listeners to peers that knock: by the
+  // time one learns this rank aborted, the words are there to read.
+  if (first) post_to_board(reason);
   for (const auto& device : devices_) device->abort(reason);
 }
 
@@ -123,10 +307,13 @@ std::exception_ptr Mesh::failure() const {
 }
 
 void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
+  if (!failed()) reason = explain_loss(reason);
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    note_failure_locked(reason);
+    first = note_failure_locked(reason);
   }
+  if (first) post_to_board(reason);
   // Asynchronously: this may be a transport's own progress thread, which must
   // not wait for another transport's thread.
   for (const auto& device : devices_)
@@ -142,6 +329,21 @@ std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {
   for (size_t i = 0; i < everyone.size(); ++i)
     if (!reports[i].answered) silent.push_back(everyone[i]);
   return silent;
+}
+
+std::vector<KnockAnswer> Mesh::knock_unconnected(const std::vector<int>& peers) {
+  std::vector<KnockAnswer> answers;
+  for (int peer : peers) {
+    check_peer_rank(peer);
+    const auto index = static_cast<size_t>(peer);
+    answers.push_back(links_[index].device ? links_[index].device->knock(peer, peer_addresses_[index])
+                                           : KnockAnswer::unknown);
+    if (answers.back() == KnockAnswer::silent || answers.back() == KnockAnswer::refused) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (std::find(suspects_.begin(), suspects_.end(), peer) == suspects_.end()) suspects_.push_back(peer);
+    }
+  }
+  return answers;
 }
 
 std::vector<Mesh::PeerReport> Mesh::ask_positions(const std::vector<int>& peers, uint64_t group,

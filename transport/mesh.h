@@ -1,7 +1,10 @@
 // A Mesh is one rank's connections to every other rank of a job: every
 // Device the rank uses (one per transport) and, per peer, the Pairs of the
 // one transport that serves it (several Pairs where that transport keeps
-// several streams per peer). It is the failure domain: the first failure of
+// several streams per peer). A peer's Pairs exist from the start (a full
+// mesh) or only once something needs them (connect(), on demand: a job of
+// thousands of ranks whose ring uses two peers per rank must not hold a
+// socket to every one). It is the failure domain: the first failure of
 // any Device ends them all, so a rank waiting on a shared-memory peer learns
 // at once that a TCP peer died. A Context and every Context split from it
 // share one Mesh.
@@ -20,8 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/link_model.h"
 #include "base/memory.h"
+#include "transport/abort_board.h"
 #include "transport/positions.h"
 #include "transport/transport.h"
 
@@ -36,8 +41,10 @@ class Mesh {
   };
 
   // Takes the Devices that will serve some peer, before any of them
-  // connects, so that failure spreading is in place from the start. Links
-  // are added with set_link as they connect.
+  // connects, so that failure spreading is in place from the start. Each
+  // peer gets a route (set_route: its transport and published address) and
+  // is connected by connect(), or gets ready Pairs at once (set_link, for
+  // tests that build Pairs themselves).
   // `positions` is the board the Devices' probe answers read (DeviceOptions::
   // positions); null: the Mesh makes one of its own.
   Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices,
@@ -50,8 +57,32 @@ class Mesh {
   int size() const { return size_; }
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
   void set_link(int peer, Link link);
+  // Which Device serves `peer` and the address it published for it; the
+  // Pairs come with connect().
+  void set_route(int peer, Device* device, std::vector<std::byte> peer_address);
+
+  // Builds the Pairs (every stream) to `peer` unless they exist, on the
+  // calling thread, waiting at most until `deadline`; safe from several
+  // threads at once. The Device decides who dials (the higher rank, in every
+  // transport of this build), so a rank waits only for a higher one, and
+  // that one dials as soon as it needs the pair itself: a collective's ranks
+  // need each other alike, so none waits for long. A failure to connect is
+  // a failure of the job: the Mesh is aborted with it (naming the peer)
+  // before it is thrown, as a collective's transport error would be.
+  void connect(int peer, Deadline deadline);
+  // The same for several peers, in ascending order: dials (to lower ranks)
+  // come before waits (for higher ones), so ranks connecting their sets at
+  // once never wait in a circle.
+  void connect(std::vector<int> peers, Deadline deadline);
+  // Where this rank leaves its abort report, and finds a peer's, while some
+  // pair is unconnected (transport/abort_board.h). Null: nowhere (a failure
+  // to connect then says only that the peer aborted or is gone).
+  void set_abort_board(std::shared_ptr<AbortBoard> board) { board_ = std::move(board); }
+  // Whether every peer's Pairs exist (no connect() can have work to do).
+  bool fully_connected() const { return unconnected_.load(std::memory_order_acquire) == 0; }
 
   bool connected(int peer) const;
+  // The Pairs of a connected peer (InvalidArgument for one not connected yet).
   Pair& pair(int peer, int stream = 0);
   int streams(int peer) const;
   Device& device_of(int peer) const;
@@ -92,6 +123,17 @@ class Mesh {
   std::vector<PeerReport> ask_positions(const std::vector<int>& peers, uint64_t group,
                                         std::chrono::milliseconds grace);
 
+  // `error`, or where it is a PeerLostError and the lost peer left an abort
+  // report on the board, that report as this rank's error: a peer that
+  // aborted closes the pairs it never took up (on demand) without a word.
+  // Without a board (the full mesh) always `error`.
+  std::exception_ptr explain_loss(std::exception_ptr error) const;
+
+  // Knocks (transport/knock.h) on the listeners of `peers`, which must have
+  // no connection yet: how a stalled rank asks after them. Silent and gone
+  // ones become suspects, as silent peers of ask_positions do.
+  std::vector<KnockAnswer> knock_unconnected(const std::vector<int>& peers);
+
   // Peers this rank has seen die or freeze: those a probe found silent and
   // the one a PeerLostError ending this Mesh named (its own or relayed). What shrink (chorus/
   // shrink.h) tells the other survivors, so they need not wait for them.
@@ -108,13 +150,32 @@ class Mesh {
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
-  void note_failure_locked(std::exception_ptr reason);
+  // Returns whether this was the Mesh's first failure.
+  bool note_failure_locked(std::exception_ptr reason);
+  void post_to_board(std::exception_ptr reason);
   const Link& link_of(int peer) const;
+  void check_peer_rank(int peer) const;
+  // Connects `peer`'s missing streams; false when `slice` and the deadline
+  // passed while waiting for the peer to dial. Other failures: fail_to_connect.
+  bool build_streams(int peer, Deadline deadline, bool slice);
+  // Throws (after aborting) if the listener of a peer we wait for says it aborted or is gone.
+  void knock_on(int peer);
+  [[noreturn]] void fail_to_connect(int peer, std::exception_ptr error);
+  // `error` or, where the peer left an abort report on the board, that report as this rank's error.
+  std::exception_ptr with_peer_report(int peer, std::exception_ptr error) const;
 
   int rank_;
   int size_;
   std::vector<std::unique_ptr<Device>> devices_;
-  std::vector<Link> links_;  // by peer rank
+  // By peer rank. A Link's device is set once, before any use; its streams
+  // are written once under connecting_[peer] and published by ready_[peer]
+  // (release), which readers load (acquire) before they touch them.
+  std::vector<Link> links_;
+  std::vector<std::vector<std::byte>> peer_addresses_;
+  std::unique_ptr<std::atomic<bool>[]> ready_;
+  std::unique_ptr<std::mutex[]> connecting_;
+  std::atomic<int> unconnected_;
+  std::shared_ptr<AbortBoard> board_;
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

@@ -38,6 +38,7 @@
 #include "base/deadline.h"
 #include "base/link_model.h"
 #include "base/memory.h"
+#include "transport/knock.h"
 #include "transport/registration.h"
 
 namespace chorus::transport {
@@ -192,10 +193,22 @@ class Device {
   // so a large message striped over them moves in parallel.
   virtual int streams() const { return 1; }
   // Builds the connection to one peer. Both sides call it; the transport
-  // decides who dials. Throws IoError/TimeoutError naming the peer.
+  // decides who dials (dials() says which). Throws IoError/TimeoutError
+  // naming the peer. Where this rank waits for the peer to dial, a
+  // TimeoutError changes nothing: calling again with a later deadline goes
+  // on waiting (connections on demand wait in short slices, transport/mesh.h).
   virtual std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address,
                                         Deadline deadline, int stream = 0) = 0;
-  // Alpha and beta of the link to a connected peer, for algorithm selection.
+  // Whether this rank dials `peer_rank` (true) or waits for it to dial. Every
+  // transport of this build has the higher rank dial.
+  virtual bool dials(int peer_rank) const { return rank() > peer_rank; }
+  // What the peer's listener says (transport/knock.h), for a rank waiting for
+  // it to dial: alive, aborted, or gone. unknown where the transport cannot tell.
+  virtual KnockAnswer knock(int /*peer_rank*/, std::span<const std::byte> /*peer_address*/) const {
+    return KnockAnswer::unknown;
+  }
+  // Alpha and beta of the link to a peer whose address check_peer accepted
+  // (connected or not), for algorithm selection.
   virtual LinkModel link_model(int peer_rank) const = 0;
   // Whether this device moves buffers of that memory (host for tcp and shm).
   virtual bool accepts(const Memory& memory) const { return memory.kind == MemoryKind::host; }

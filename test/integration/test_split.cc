@@ -193,7 +193,7 @@ TEST_CASE("split: kNoColor takes part and gets nothing; a bad color fails every 
       std::rethrow_exception(outcomes[static_cast<size_t>(rank)].error);
     } catch (const Error& error) {
       // Rank 1 rejects its own call; the others hear why from it.
-      CHECK(std::string(error.what()).find("split color -7") != std::string::npos);
+      CHECK_THAT(std::string(error.what()), Catch::Contains("split color -7"));
     }
   }
 }

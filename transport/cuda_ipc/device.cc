@@ -125,6 +125,9 @@ class CudaIpcDevice final : public DecoratedDevice {
     return std::make_unique<CudaIpcPair>(*this,
                                          inner().connect(peer_rank, inner_of(peer_rank, peer_address), deadline, stream));
   }
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
+    return inner().knock(peer_rank, inner_of(peer_rank, peer_address));
+  }
   bool accepts(const Memory& memory) const override {
     return memory.kind == MemoryKind::host || memory.kind == MemoryKind::cuda;
   }

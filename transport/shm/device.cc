@@ -431,6 +431,13 @@ void Engine::on_handshake_readable(uint64_t id) {
   std::vector<Fd> fds;
   const ssize_t received = receive_side(incoming.fd.get(), message, fds, incoming.hello_done ? 0 : 1);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (received == 0 && !incoming.hello_done) {
+    // Closed before its hello: a waiting rank knocking (transport/knock.h).
+    CHORUS_LOG(debug, rank(), "shm: a connection closed before its hello (a knock)");
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+    handshakes_.erase(found);
+    return;
+  }
   if (received <= 0) return reject(id, received == 0 ? "the dialer closed the connection" : errno_text(errno));
   SideKind kind{};
   std::string why = check_side_message(message, kind);
@@ -446,7 +453,9 @@ void Engine::on_handshake_readable(uint64_t id) {
       CHORUS_LOG(debug, rank(), "shm: admitted peer rank ", dialer, " (pid ", incoming.credentials.pid, ")");
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (failure_ || admitted_.count(dialer) || by_peer_[static_cast<size_t>(dialer)].load()) {
+        if (failure_) {
+          why = "this rank has aborted";
+        } else if (admitted_.count(dialer) || by_peer_[static_cast<size_t>(dialer)].load()) {
           why = cat("rank ", dialer, " is already connected");
         } else {
           Admitted admitted;
@@ -655,6 +664,9 @@ class ShmDevice final : public Device {
     return engine_->connect(peer_rank, peer_address, deadline);
   }
   LinkModel link_model(int) const override { return engine_->link_model(); }
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
+    return knock_listener(decode_address(peer_address, rank(), peer_rank).socket_name(), kKnockWindow);
+  }
   void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
   void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, false); }
   std::exception_ptr failure() const override { return engine_->failure(); }

@@ -75,6 +75,8 @@ class Reader {
   size_t offset_;
 };
 
+constexpr std::chrono::milliseconds kRefusedMeansGone{1000};
+
 sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -243,6 +245,7 @@ Fd dial(const std::string& abstract_name, int rank, int peer_rank, Deadline dead
   const sockaddr_un address = abstract_address(abstract_name, length);
   int last_error = 0;
   auto backoff = std::chrono::milliseconds(1);
+  const auto started = Clock::now();
   while (true) {
     Fd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!fd.valid()) throw IoError(cat("rank ", rank, ": cannot create a unix socket: ", errno_text(errno)));
@@ -252,6 +255,14 @@ Fd dial(const std::string& abstract_name, int rank, int peer_rank, Deadline dead
     // backlog says EAGAIN. Both are worth another try until the deadline.
     if (last_error != ECONNREFUSED && last_error != EAGAIN && last_error != ENOENT && last_error != EINTR)
       break;
+    // The name was published after its listener opened: a refusal that
+    // lasts means the rank is gone (exited, or closed its Context), which on
+    // demand (transport/mesh.h) a dial may find long after connect.
+    if (last_error != EAGAIN && last_error != EINTR && Clock::now() - started >= kRefusedMeansGone)
+      throw PeerLostError(cat("rank ", rank, ": peer rank ", peer_rank, " is gone: its shared-memory listener has "
+                              "refused connections for ", kRefusedMeansGone.count(),
+                              " ms (the process exited or closed its Context)"),
+                          peer_rank);
     if (deadline.expired()) {
       throw TimeoutError(cat("rank ", rank, ": timed out connecting to the shared-memory listener of peer rank ",
                              peer_rank, " (", errno_text(last_error), "): has it started, and is it alive?"));
@@ -262,6 +273,12 @@ Fd dial(const std::string& abstract_name, int rank, int peer_rank, Deadline dead
   throw IoError(cat("rank ", rank, ": cannot connect to the shared-memory listener of peer rank ", peer_rank, ": ",
                     errno_text(last_error)),
                 peer_rank);
+}
+
+KnockAnswer knock_listener(const std::string& abstract_name, std::chrono::milliseconds window) {
+  socklen_t length = 0;
+  const sockaddr_un address = abstract_address(abstract_name, length);
+  return knock(reinterpret_cast<const sockaddr*>(&address), length, SOCK_SEQPACKET, window);
 }
 
 bool peer_credentials(int fd, Credentials& credentials) {

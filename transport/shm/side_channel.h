@@ -31,6 +31,7 @@
 #include "base/deadline.h"
 #include "base/job_secret.h"
 #include "transport/file_descriptor.h"
+#include "transport/knock.h"
 
 namespace chorus::transport::shm {
 
@@ -116,6 +117,8 @@ Fd listen_on(const std::string& abstract_name, int rank);
 // Connects to an abstract name, retrying while nobody listens yet, until the
 // deadline. Returns a blocking socket. Throws IoError or TimeoutError.
 Fd dial(const std::string& abstract_name, int rank, int peer_rank, Deadline deadline);
+// transport/knock.h on a peer's listener socket, for a rank waiting for it to dial.
+KnockAnswer knock_listener(const std::string& abstract_name, std::chrono::milliseconds window);
 
 struct Credentials {
   pid_t pid = 0;

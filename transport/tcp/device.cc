@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "transport/knock.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -140,6 +141,10 @@ void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) 
     throw InvalidArgument(cat("rank ", rank(), tls ? " uses TLS" : " does not use TLS", " but peer rank ", peer_rank,
                               peer.tls ? " does" : " does not",
                               ": set CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA on every rank or on none"));
+  // Known from the address, so the link model is right before the pair
+  // connects (on demand, the job agrees on link models before any does).
+  peer_on_host_[static_cast<size_t>(peer_rank)].store(on_this_host(peer.socket, listen_address_),
+                                                      std::memory_order_relaxed);
 }
 
 std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
@@ -172,8 +177,6 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
       throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                     peer_rank);
-    if (on_this_host(peer.socket, listen_address_))
-      peer_on_host_[static_cast<size_t>(peer_rank)].store(true, std::memory_order_relaxed);
   }
   // TLS may have read frames along with the handshake's last message; no
   // readiness event will announce those.
@@ -384,8 +387,13 @@ void Engine::admit(uint64_t id) {
 void Engine::reject_handshake(uint64_t id, const std::string& why) {
   auto found = handshakes_.find(id);
   if (found == handshakes_.end()) return;
-  CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
-             " on ", listen_address_.to_string(), ": ", why);
+  // A dialer that closed before sending a byte is a waiting rank knocking
+  // (transport/knock.h) or a port scan: neither is worth a warning.
+  if (why.starts_with("closed after 0 "))
+    CHORUS_LOG(debug, rank(), "tcp: a connection from ", found->second->from().to_string(), " closed before its hello");
+  else
+    CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
+               " on ", listen_address_.to_string(), ": ", why);
   if (found->second->tls_started()) {
     const Hello& hello = found->second->accepted();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -471,6 +479,11 @@ void Engine::end_polling() {
 
 void Engine::stop_watching(Connection& connection) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+}
+
+KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {
+  const ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  return transport::knock(peer.socket.get(), peer.socket.length(), SOCK_STREAM, kKnockWindow);
 }
 
 LinkModel Engine::link_model(int peer_rank) const {
@@ -658,6 +671,9 @@ class TcpDevice final : public Device {
     return engine_->connect(peer_rank, peer_address, deadline, stream);
   }
   LinkModel link_model(int peer_rank) const override { return engine_->link_model(peer_rank); }
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
+    return engine_->knock(peer_rank, peer_address);
+  }
   void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
   void abort_async(std::exception_ptr reason) override {
     engine_->abort(std::move(reason), LogLevel::info, false);

@@ -43,6 +43,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
                                 int stream);
   // The same-host model for a peer behind this host's own address.
   LinkModel link_model(int peer_rank) const;
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const;
   int streams() const { return options_.streams; }
   // Runs `callback` once, outside the device's locks, when it first fails;
   // null stops it (and waits for a call in progress).

@@ -42,6 +42,8 @@ bool wait_ready(int fd, short events, Deadline deadline) {
   }
 }
 
+constexpr std::chrono::milliseconds kRefusedMeansGone{1000};
+
 bool retryable(int error) { return error == ECONNREFUSED || error == ETIMEDOUT || error == EINTR; }
 
 class Dialer {
@@ -65,6 +67,13 @@ class Dialer {
         throw IoError(cat("rank ", my_rank_, ": cannot connect to ", label(), ": ",
                           errno_text(last_error_)),
                       peer_.rank);
+      // The address was published after its listener opened, so a refusal
+      // that lasts means the rank is gone (exited, or closed its Context),
+      // which on demand (transport/mesh.h) a dial may find long after connect.
+      if (last_error_ == ECONNREFUSED && Clock::now() - started_ >= kRefusedMeansGone)
+        throw PeerLostError(cat("rank ", my_rank_, ": ", label(), " is gone: its listener has refused connections "
+                                "for ", kRefusedMeansGone.count(), " ms (the process exited or closed its Context)"),
+                            peer_.rank);
       if (deadline_.expired() || deadline_.remaining() < backoff) timed_out("connecting to");
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
