@@ -5,9 +5,13 @@
 //   connect   the longest connect_from_env() call of any rank: from the first
 //             rank starting rendezvous to the last one connected (holding
 //             its full mesh, or only its routes when connecting on demand)
+//   after the last rank started: from the last rank's start to the last
+//             rank connected, the job's own connecting without the launch
+//             spread the first rank waits out
 //   launch    from the launcher's fork of rank 0 to the last rank connected
 //             (adds process start-up, which the first number leaves out)
-//   fds       the most open file descriptors of any rank after connect
+//   fds       open file descriptors per rank after connect, mean and most
+//             (a rank hosting the store holds one per rank besides)
 //   sweep     with --sweep: a checked allreduce sweep (auto algorithm, exact
 //             small integers), its time, and then the most descriptors and
 //             the mean number of connected peers of a rank: what connecting
@@ -99,16 +103,27 @@ int run_rank(int64_t launched_at_ns, const std::string& result_file, const std::
   }
   std::vector<double> maxima{static_cast<double>(connected - started) / 1e6,
                              launched_at_ns ? static_cast<double>(connected - launched_at_ns) / 1e6 : 0.0,
-                             static_cast<double>(fds), sweep_ms, static_cast<double>(sweep_fds)};
+                             static_cast<double>(fds), sweep_ms, static_cast<double>(sweep_fds),
+                             static_cast<double>(started), static_cast<double>(connected)};
   chorus::allreduce(*context, std::span(maxima), chorus::ReduceOp::max);
-  std::vector<double> peer_count{static_cast<double>(peers)};
-  chorus::allreduce(*context, std::span(peer_count), chorus::ReduceOp::sum);
+  // From the last rank's start to the last rank connected: the job's own
+  // connecting, without the launch spread that the first rank's wait holds.
+  const double after_last_start_ms = (maxima[6] - maxima[5]) / 1e6;
+  // Means too: a rank that hosts the store (rank 0 with an embedded one)
+  // holds a socket per rank, which the maxima show and the means dilute.
+  std::vector<double> sums{static_cast<double>(peers), static_cast<double>(fds), static_cast<double>(sweep_fds)};
+  chorus::allreduce(*context, std::span(sums), chorus::ReduceOp::sum);
+  const double ranks = context->size();
+  std::vector<double> peer_count{sums[0]};
   if (context->rank() == 0) {
     const std::string line = chorus::cat(maxima[0], " ", maxima[1], " ", maxima[2], " ", maxima[3], " ", maxima[4],
-                                         " ", peer_count[0] / context->size(), "\n");
+                                         " ", peer_count[0] / ranks, " ", after_last_start_ms, " ", sums[1] / ranks,
+                                         " ", sums[2] / ranks, "\n");
     if (result_file.empty()) {
-      std::printf("connect_ms fds sweep_ms sweep_fds peers: %.1f %d %.1f %d %.1f\n", maxima[0],
-                  static_cast<int>(maxima[2]), maxima[3], static_cast<int>(maxima[4]), peer_count[0] / context->size());
+      std::printf("connect_ms after_last_start_ms fds_mean fds_max sweep_ms sweep_fds_mean sweep_fds_max peers: %.1f "
+                  "%.1f %.1f %d %.1f %.1f %d %.1f\n",
+                  maxima[0], after_last_start_ms, sums[1] / ranks, static_cast<int>(maxima[2]), maxima[3],
+                  sums[2] / ranks, static_cast<int>(maxima[4]), peer_count[0] / ranks);
       return 0;
     }
     std::ofstream out(result_file);
@@ -125,6 +140,9 @@ struct Sample {
   double sweep_ms;
   double sweep_fds;
   double peers;
+  double after_last_start_ms;
+  double fds_mean;
+  double sweep_fds_mean;
 };
 
 double median(std::vector<double> values) {
@@ -152,7 +170,9 @@ bool measure_once(const std::string& self, const std::string& store, int ranks, 
   chorus::tools::LaunchResult result = chorus::tools::launch_local(options);
   std::ifstream in(result_file);
   bool read = result.exit_code == 0 && static_cast<bool>(in >> sample.connect_ms >> sample.launch_ms >> sample.fds >>
-                                                                   sample.sweep_ms >> sample.sweep_fds >> sample.peers);
+                                                                   sample.sweep_ms >> sample.sweep_fds >> sample.peers >>
+                                                                   sample.after_last_start_ms >> sample.fds_mean >>
+                                                                   sample.sweep_fds_mean);
   std::filesystem::remove(result_file);
   if (!read) error = result.exit_code != 0 ? result.description : "rank 0 wrote no result";
   return read;
@@ -214,17 +234,17 @@ int main(int argc, char** argv) {
     }
     for (const std::string& policy : split(connection_policies)) parse_connections(policy);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::printf("| store | connections | ranks | connect ms (median) | connect ms (min..max) | launch to connected ms "
-                "(median) | fds per rank after connect (max) |%s\n",
-                sweep ? " checked sweep ms (median) | fds per rank after sweep (max) | peers per rank after sweep (mean) |"
+    std::printf("| store | connections | ranks | connect ms (median) | connect ms (min..max) | after the last rank "
+                "started ms (median) | launch to connected ms (median) | fds per rank after connect (mean / max) |%s\n",
+                sweep ? " checked sweep ms (median) | fds per rank after sweep (mean / max) | peers per rank after sweep (mean) |"
                       : "");
-    std::printf("|---|---|---:|---:|---:|---:|---:|%s\n", sweep ? "---:|---:|---:|" : "");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|%s\n", sweep ? "---:|---:|---:|" : "");
     std::fflush(stdout);
     int failures = 0;
     for (const std::string& store : split(stores)) {
       for (int ranks : rank_counts) {
         for (const std::string& policy : split(connection_policies)) {
-          std::vector<double> connect, launch, sweep_ms;
+          std::vector<double> connect, launch, sweep_ms, after_last_start;
           Sample last{};
           std::string error;
           for (int repeat = 0; repeat < repeats; ++repeat) {
@@ -233,16 +253,21 @@ int main(int argc, char** argv) {
             connect.push_back(sample.connect_ms);
             launch.push_back(sample.launch_ms);
             sweep_ms.push_back(sample.sweep_ms);
+            after_last_start.push_back(sample.after_last_start_ms);
             last = sample;
           }
           if (!error.empty()) {
-            std::printf("| %s | %s | %d | failed: %s | | | |\n", store.c_str(), policy.c_str(), ranks, error.c_str());
+            std::printf("| %s | %s | %d | failed: %s | | | | |\n", store.c_str(), policy.c_str(), ranks,
+                        error.c_str());
             ++failures;
           } else {
-            std::printf("| %s | %s | %d | %.1f | %.1f..%.1f | %.1f | %.0f |", store.c_str(), policy.c_str(), ranks,
-                        median(connect), *std::min_element(connect.begin(), connect.end()),
-                        *std::max_element(connect.begin(), connect.end()), median(launch), last.fds);
-            if (sweep) std::printf(" %.1f | %.0f | %.1f |", median(sweep_ms), last.sweep_fds, last.peers);
+            std::printf("| %s | %s | %d | %.1f | %.1f..%.1f | %.1f | %.1f | %.0f / %.0f |", store.c_str(),
+                        policy.c_str(), ranks, median(connect), *std::min_element(connect.begin(), connect.end()),
+                        *std::max_element(connect.begin(), connect.end()), median(after_last_start), median(launch),
+                        last.fds_mean, last.fds);
+            if (sweep)
+              std::printf(" %.1f | %.0f / %.0f | %.1f |", median(sweep_ms), last.sweep_fds_mean, last.sweep_fds,
+                          last.peers);
             std::printf("\n");
           }
           std::fflush(stdout);

@@ -99,6 +99,12 @@ void StoreBootstrap::throw_if_job_failed() {
     why = store_->get(kErrorKey, std::chrono::milliseconds(0));
   } catch (const TimeoutError&) {
     return;
+  } catch (const IoError&) {
+    // A peek with no time to spare: a store that needs a new connection
+    // cannot greet within 0 ms when hundreds of ranks meet at once (256
+    // local ranks did). Nothing is known then; the wait this look sits
+    // between has the real timeout and reports a store that is truly gone.
+    return;
   }
   throw InvalidArgument(cat("rank ", rank_, ": the job cannot start: ", text_of(why)));
 }

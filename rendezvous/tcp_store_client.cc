@@ -36,9 +36,12 @@ using tcp_store::Link;
 
 namespace {
 
-// Sending a request or cancelling one gets at least this long, even when the
-// caller's timeout is 0 ("look once") or has just run out.
-constexpr auto kIoGrace = std::chrono::milliseconds(200);
+// Sending a request, authenticating or cancelling one gets at least this
+// long, even when the caller's timeout is 0 ("look once") or has just run
+// out. A store serving hundreds of ranks at once answers in tens to
+// hundreds of ms: at 200 ms, 256 local ranks polling a rendezvous lost their
+// cancelled connections and then failed to authenticate new ones in time.
+constexpr auto kIoGrace = std::chrono::milliseconds(2000);
 
 Deadline at_least(Deadline deadline, std::chrono::milliseconds floor) {
   return Deadline(std::max(deadline.at(), Clock::now() + floor));
