@@ -19,9 +19,14 @@
 
 namespace chorus::algorithms {
 
-// Bounds what one (peer, direction) queue has posted and not yet finished,
-// so a huge buffer does not post thousands of requests at once. A queue may
-// always post one step, whatever its size.
+// Bounds the sends one peer's queue has posted and not yet finished, so a
+// huge buffer does not hand the transport thousands of messages at once. A
+// queue may always post one step, whatever its size. Receives are not
+// bounded: a posted receive is bookkeeping only, while a message that
+// arrives before its receive is posted is buffered and copied once more.
+// Bounding receives like sends let eager senders run ahead by the window
+// plus the socket buffers, and at 16-64 MiB over tcp that extra copy cost a
+// quarter of the bandwidth (benchmarks/README.md, issue 12).
 struct Window {
   size_t max_steps = 16;
   size_t max_bytes = 16 * 1024 * 1024;
