@@ -410,16 +410,24 @@ void Connection::consume(const std::byte* data, size_t length) {
   }
 }
 
+void Connection::UnexpectedBytes::grow(size_t size, size_t keep) {
+  std::unique_ptr<std::byte[]> grown = std::make_unique_for_overwrite<std::byte[]>(size);
+  if (keep > 0) std::memcpy(grown.get(), bytes_.get(), keep);
+  bytes_ = std::move(grown);
+  size_ = size;
+}
+
 size_t Connection::writable_now() {
   if (sink_ != Sink::unexpected) return payload_remaining_;
-  // Grown in steps that double, from 64 KiB: a length a peer announced costs
-  // memory only as its bytes arrive.
-  constexpr size_t kFirstStepBytes = size_t{64} << 10;
-  std::vector<std::byte>& payload = receiving_unexpected_->payload;
+  // Grown in steps that double, from 1 MiB (a whole segment of the
+  // algorithms' default 512 KiB in one step): a length a peer announced
+  // costs memory only as its bytes arrive, past that first step.
+  constexpr size_t kFirstStepBytes = size_t{1} << 20;
+  UnexpectedBytes& payload = receiving_unexpected_->payload;
   const size_t written = frame_.payload_bytes - payload_remaining_;
   if (written == payload.size() && payload_remaining_ > 0) {
     try {
-      payload.resize(std::min<size_t>(frame_.payload_bytes, std::max(kFirstStepBytes, 2 * payload.size())));
+      payload.grow(std::min<size_t>(frame_.payload_bytes, std::max(kFirstStepBytes, 2 * payload.size())), written);
     } catch (const std::bad_alloc&) {
       abort_after_read(std::make_exception_ptr(IoError(
                            cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",

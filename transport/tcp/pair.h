@@ -131,11 +131,26 @@ class Connection {
     Tag tag;
     std::span<std::byte> buffer;
   };
+  // Bytes allocated as they come and never zeroed: an unexpected message
+  // is copied out again once its receive is posted, and zero-filling (a
+  // vector's resize) cost a memset and fresh page faults per byte besides.
+  class UnexpectedBytes {
+   public:
+    std::byte* data() { return bytes_.get(); }
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    // Reallocates to `size` bytes keeping the first `keep`. Throws std::bad_alloc.
+    void grow(size_t size, size_t keep);
+
+   private:
+    std::unique_ptr<std::byte[]> bytes_;
+    size_t size_ = 0;
+  };
   // A data frame that arrived before its receive was posted.
   struct UnexpectedMessage {
     Tag tag;
-    size_t bytes = 0;                // the length its header announced
-    std::vector<std::byte> payload;  // grows with the bytes that really arrive, up to `bytes`
+    size_t bytes = 0;        // the length its header announced
+    UnexpectedBytes payload;  // grows with the bytes that really arrive, up to `bytes`
     bool complete = false;
     PostedRecv waiting;  // a receive posted while the payload was still arriving
   };
