@@ -108,6 +108,12 @@ const char* to_string(Connections connections) {
   return "auto";
 }
 
+std::optional<Connections> connections_from_string(std::string_view text) {
+  for (Connections connections : {Connections::automatic, Connections::full_mesh, Connections::on_demand})
+    if (text == to_string(connections)) return connections;
+  return std::nullopt;
+}
+
 Config Config::from_environment() {
   Config config;
   if (auto text = variable("CHORUS_TRANSPORT")) {
@@ -126,11 +132,9 @@ Config Config::from_environment() {
     config.streams = *streams;
   }
   if (auto text = variable("CHORUS_CONNECTIONS")) {
-    if (*text == "full") config.connections = Connections::full_mesh;
-    else if (*text == "on-demand") config.connections = Connections::on_demand;
-    else if (*text == "auto") config.connections = Connections::automatic;
-    else
-      throw InvalidArgument(cat("CHORUS_CONNECTIONS='", *text, "' is not full, on-demand or auto"));
+    const std::optional<Connections> connections = connections_from_string(*text);
+    if (!connections) throw InvalidArgument(cat("CHORUS_CONNECTIONS='", *text, "' is not full, on-demand or auto"));
+    config.connections = *connections;
   }
   if (auto text = variable("CHORUS_POLL_US")) {
     const std::optional<long long> microseconds = integer<long long>(*text);

@@ -5,6 +5,9 @@
 // not hold a socket to every rank). docs/connections.md.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 namespace chorus {
 
 // automatic: the full mesh up to kFullMeshMaxRanks ranks, on demand above.
@@ -13,5 +16,7 @@ inline constexpr int kFullMeshMaxRanks = 64;
 
 // As CHORUS_CONNECTIONS spells it: "auto", "full", "on-demand".
 const char* to_string(Connections connections);
+// The reverse; nullopt for any other text.
+std::optional<Connections> connections_from_string(std::string_view text);
 
 }  // namespace chorus

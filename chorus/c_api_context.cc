@@ -15,8 +15,9 @@
 namespace chorus::c_api {
 namespace {
 
-// The first version of chorus_connect_options: every field through reserved.
-constexpr size_t connect_options_v1_size = offsetof(chorus_connect_options, reserved) + sizeof(int32_t);
+// The first version of chorus_connect_options: every field through
+// `connections` (then named `reserved`, and 0).
+constexpr size_t connect_options_v1_size = offsetof(chorus_connect_options, connections) + sizeof(int32_t);
 
 std::string text_or_empty(const char* text) { return text != nullptr ? std::string(text) : std::string(); }
 
@@ -58,8 +59,14 @@ ConnectOptions connect_options_from(const chorus_connect_options* given, const s
   if (c.poll_time_us >= 0) options.poll_time = std::chrono::microseconds(c.poll_time_us);
   // Out-of-range stream counts are left to connect(), which names both the value and the range.
   if (c.streams != 0) options.streams = c.streams;
-  if (c.reserved != 0)
-    throw InvalidArgument(cat(who, "chorus_connect_options.reserved is ", c.reserved, " (must be 0)"));
+  if (c.connections == CHORUS_CONNECTIONS_FULL)
+    options.connections = Connections::full_mesh;
+  else if (c.connections == CHORUS_CONNECTIONS_ON_DEMAND)
+    options.connections = Connections::on_demand;
+  else if (c.connections != 0)
+    throw InvalidArgument(cat(who, "chorus_connect_options.connections is ", c.connections,
+                              " (expected CHORUS_CONNECTIONS_FULL, CHORUS_CONNECTIONS_ON_DEMAND, or 0 for "
+                              "CHORUS_CONNECTIONS)"));
   return options;
 }
 

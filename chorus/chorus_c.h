@@ -141,6 +141,10 @@ enum {
 /* One rank's membership in a group of ranks (chorus::Context). */
 typedef struct chorus_context chorus_context;
 
+/* chorus_connect_options.connections: when pairs of ranks connect. */
+#define CHORUS_CONNECTIONS_FULL 1      /* every pair at connect */
+#define CHORUS_CONNECTIONS_ON_DEMAND 2 /* each pair when a collective or message first needs it */
+
 /* How to connect. Zero or null fields take the documented default; the
  * environment (CHORUS_TRANSPORT, CHORUS_SECRET, ...; README) fills what a
  * field leaves open. Fields are 8 bytes or paired so the struct has no padding. */
@@ -155,7 +159,8 @@ typedef struct chorus_connect_options {
   const char* secret;         /* the job secret; null: CHORUS_SECRET / CHORUS_SECRET_FILE */
   int64_t poll_time_us;       /* polling before sleeping; negative: CHORUS_POLL_US, else 200 */
   int32_t streams;            /* TCP connections per peer, 1..16; 0: CHORUS_STREAMS, else 1 */
-  int32_t reserved;           /* must be 0 */
+  int32_t connections;        /* CHORUS_CONNECTIONS_FULL or _ON_DEMAND (docs/connections.md); 0: CHORUS_CONNECTIONS, else
+                                 automatic (full up to 64 ranks). Was `reserved` (must be 0) before: same layout. */
   /* Tracing (docs/trace.md): */
   const char* trace;          /* Chrome trace file of this rank's calls ("{rank}" for the rank); null: CHORUS_TRACE */
   int32_t trace_steps;        /* 1: the trace shows every step; 0: no; -1: CHORUS_TRACE_STEPS */
@@ -174,7 +179,7 @@ static inline void chorus_connect_options_init(chorus_connect_options* options) 
   options->secret = NULL;
   options->poll_time_us = -1;
   options->streams = 0;
-  options->reserved = 0;
+  options->connections = 0;
   options->trace = NULL;
   options->trace_steps = -1;
   options->reserved2 = 0;

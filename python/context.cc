@@ -17,8 +17,15 @@ namespace {
 ConnectOptions connect_options_of(const py::object& timeout, const py::object& transports,
                                   const std::string& interface, const std::string& hostname,
                                   const std::string& host_id, const py::object& streams, const std::string& secret,
-                                  const std::string& trace, const py::object& trace_steps) {
+                                  const std::string& trace, const py::object& trace_steps,
+                                  const py::object& connections) {
   ConnectOptions options;
+  if (!connections.is_none()) {
+    const std::string text = connections.cast<std::string>();
+    options.connections = connections_from_string(text);
+    if (!options.connections)
+      throw py::value_error("connections='" + text + "' is not 'full', 'on-demand' or 'auto'");
+  }
   if (const auto limit = milliseconds_of(timeout, "timeout")) options.timeout = *limit;
   if (!transports.is_none()) options.transports = transports.cast<std::vector<std::string>>();
   options.interface = interface;
@@ -66,14 +73,17 @@ py::class_<PyContext> bind_context(py::module_& module) {
       "Options (all keyword, defaults from the CHORUS_* variables as in C++): timeout (seconds, default of "
       "every collective and of connecting; CHORUS_TIMEOUT, else 30), transports (['shm', 'tcp']), interface, "
       "hostname, host_id, streams, secret, trace (a Chrome trace file per rank: '{rank}' in the name, else .rank<N> before the "
-      "extension; CHORUS_TRACE), trace_steps (every step of every collective too; CHORUS_TRACE_STEPS).";
+      "extension; CHORUS_TRACE), trace_steps (every step of every collective too; CHORUS_TRACE_STEPS), connections "
+      "('full': every pair at connect, 'on-demand': each pair when first needed, 'auto': full up to 64 ranks; "
+      "CHORUS_CONNECTIONS; docs/connections.md).";
   module.def(
       "connect_from_env",
       [](const py::object& timeout, const py::object& transports, const std::string& interface,
          const std::string& hostname, const std::string& host_id, const py::object& streams,
-         const std::string& secret, const std::string& trace, const py::object& trace_steps) {
+         const std::string& secret, const std::string& trace, const py::object& trace_steps,
+         const py::object& connections) {
         const ConnectOptions options = connect_options_of(timeout, transports, interface, hostname, host_id, streams,
-                                                          secret, trace, trace_steps);
+                                                          secret, trace, trace_steps, connections);
         std::shared_ptr<Context> context;
         {
           py::gil_scoped_release released;
@@ -84,6 +94,7 @@ py::class_<PyContext> bind_context(py::module_& module) {
       py::kw_only(), py::arg("timeout") = py::none(), py::arg("transports") = py::none(),
       py::arg("interface") = "", py::arg("hostname") = "", py::arg("host_id") = "", py::arg("streams") = py::none(),
       py::arg("secret") = "", py::arg("trace") = "", py::arg("trace_steps") = py::none(),
+      py::arg("connections") = py::none(),
       (std::string("Joins the job its launcher described (chorus-run, torchrun, mpirun, Slurm: README). ") +
        connect_options_doc)
           .c_str());
@@ -92,9 +103,9 @@ py::class_<PyContext> bind_context(py::module_& module) {
       [](const std::string& store_url, int rank, int size, const std::string& job_id, const py::object& timeout,
          const py::object& transports, const std::string& interface, const std::string& hostname,
          const std::string& host_id, const py::object& streams, const std::string& secret, const std::string& trace,
-         const py::object& trace_steps) {
+         const py::object& trace_steps, const py::object& connections) {
         const ConnectOptions options = connect_options_of(timeout, transports, interface, hostname, host_id, streams,
-                                                          secret, trace, trace_steps);
+                                                          secret, trace, trace_steps, connections);
         std::shared_ptr<Context> context;
         {
           py::gil_scoped_release released;
@@ -105,7 +116,7 @@ py::class_<PyContext> bind_context(py::module_& module) {
       py::arg("store_url"), py::arg("rank"), py::arg("size"), py::arg("job_id") = "", py::kw_only(),
       py::arg("timeout") = py::none(), py::arg("transports") = py::none(), py::arg("interface") = "",
       py::arg("hostname") = "", py::arg("host_id") = "", py::arg("streams") = py::none(), py::arg("secret") = "",
-      py::arg("trace") = "", py::arg("trace_steps") = py::none(),
+      py::arg("trace") = "", py::arg("trace_steps") = py::none(), py::arg("connections") = py::none(),
       (std::string("Joins the job meeting at store_url (tcp://host:port, file:///dir, redis://...) as rank of "
                    "size; Contexts of one job meet under one job_id. ") +
        connect_options_doc)

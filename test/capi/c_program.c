@@ -585,7 +585,7 @@ static void check_split(chorus_context* context) {
 
 /* A new context of the same ranks under its own job id, so each error case
  * starts on a context no earlier error finished. */
-static chorus_context* fresh_context(const char* phase) {
+static chorus_context* fresh_context_connecting(const char* phase, int32_t connections) {
   char job_id[256];
   chorus_connect_options options;
   chorus_context* context = NULL;
@@ -594,8 +594,22 @@ static chorus_context* fresh_context(const char* phase) {
   snprintf(job_id, sizeof job_id, "%s/c-program/%s", job != NULL ? job : "none", phase);
   chorus_connect_options_init(&options);
   options.timeout_ms = 20000;
+  options.connections = connections;
   CHECK_OK(chorus_context_create(store, job_id, my_rank, job_size, &options, &context));
   return context;
+}
+
+static chorus_context* fresh_context(const char* phase) { return fresh_context_connecting(phase, 0); }
+
+/* Collectives and messages again, each pair connecting when first needed. */
+static void check_on_demand(void) {
+  chorus_context* context = fresh_context_connecting("on-demand", CHORUS_CONNECTIONS_ON_DEMAND);
+  check_point_to_point(context, 1);
+  check_allreduce_every_type(context, 0);
+  check_rooted(context, 0);
+  check_alltoall(context, 0);
+  CHECK_OK(chorus_barrier(context, NULL));
+  CHECK_OK(chorus_context_destroy(context));
 }
 
 /* Local argument errors: each fails on this rank with a message naming it,
@@ -660,9 +674,9 @@ static void check_bad_arguments(void) {
   CHECK_FAILS(chorus_context_create(getenv("CHORUS_STORE"), "x", job_size, job_size, NULL, &none),
               CHORUS_INVALID_ARGUMENT, "out of range");
   chorus_connect_options_init(&connect_options);
-  connect_options.reserved = 1;
+  connect_options.connections = 7;
   CHECK_FAILS(chorus_context_create(getenv("CHORUS_STORE"), "x", my_rank, job_size, &connect_options, &none),
-              CHORUS_INVALID_ARGUMENT, rank_words, "reserved");
+              CHORUS_INVALID_ARGUMENT, rank_words, "connections");
   chorus_connect_options_init(&connect_options);
   connect_options.transports = " , ";
   CHECK_FAILS(chorus_context_create_from_env(&connect_options, &none), CHORUS_INVALID_ARGUMENT, "transports");
@@ -796,6 +810,7 @@ int main(void) {
   CHECK_OK(chorus_barrier(context, NULL));
   CHECK_OK(chorus_context_destroy(context));
 
+  check_on_demand();
   check_bad_arguments();
   mismatch = mismatched_count();
   check_mismatch_reported(mismatch);

@@ -20,3 +20,8 @@ def test_every_collective_and_type(run_job, ranks):
 def test_over_tcp(run_job):
     output = run_job("collectives.py", 3, transport="tcp")
     assert len(oks(output, "collectives")) == 3, output
+
+
+def test_on_demand(run_job):
+    output = run_job("collectives.py", 4, args=("--connections", "on-demand"))
+    assert len(oks(output, "collectives")) == 4, output

@@ -67,3 +67,8 @@ def test_closed(solo):
     assert solo.closed and "closed" in repr(solo)
     with pytest.raises(ValueError, match="closed"):
         solo.allreduce(np.zeros(2, np.int32))
+
+
+def test_bad_connections():
+    with pytest.raises(ValueError, match="connections='sometimes'"):
+        chorus.connect_to_store("file:///nonexistent", 0, 1, "x", connections="sometimes")

@@ -203,7 +203,9 @@ def async_overlap():
     check(barrier.wait() is True and barrier.result() is None, "barrier_async")
 
 
-with chorus.init(timeout=60) as ctx:
+# "--connections on-demand": every pair connects when a call first needs it.
+options = {"connections": sys.argv[sys.argv.index("--connections") + 1]} if "--connections" in sys.argv else {}
+with chorus.init(timeout=60, **options) as ctx:
     for is_async in (False, True):
         for type_name in TYPES:
             reductions(type_name, is_async, 7)
