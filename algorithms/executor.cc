@@ -359,9 +359,16 @@ class PlanRun {
 // pair's two ranks both reach it, and Mesh::connect's ascending order keeps
 // them from waiting in a circle.
 void connect_peers(const Communicator& communicator, const PlanGraph& graph, Deadline deadline) {
+  transport::Mesh& mesh = communicator.mesh();
+  // Once the Plan's pairs are up (every call but the first few), a look per
+  // queue and nothing allocated.
+  const auto& queues = graph.queues();
+  if (std::all_of(queues.begin(), queues.end(),
+                  [&](const PlanGraph::Queue& queue) { return mesh.connected(communicator.mesh_rank(queue.peer)); }))
+    return;
   std::vector<int> peers;
-  for (const PlanGraph::Queue& queue : graph.queues()) peers.push_back(communicator.mesh_rank(queue.peer));
-  communicator.mesh().connect(std::move(peers), deadline);
+  for (const PlanGraph::Queue& queue : queues) peers.push_back(communicator.mesh_rank(queue.peer));
+  mesh.connect(std::move(peers), deadline);
 }
 
 }  // namespace

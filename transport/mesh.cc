@@ -77,7 +77,10 @@ void Mesh::set_route(int peer, Device* device, std::vector<std::byte> peer_addre
   peer_addresses_[index] = std::move(peer_address);
 }
 
-void Mesh::connect(int peer, Deadline deadline) { connect(std::vector<int>{peer}, deadline); }
+void Mesh::connect(int peer, Deadline deadline) {
+  if (connected(peer)) return;  // every message after a pair's first: no allocation
+  connect(std::vector<int>{peer}, deadline);
+}
 
 void Mesh::connect(std::vector<int> peers, Deadline deadline) {
   if (fully_connected()) return;
