@@ -1,0 +1,246 @@
+// The event-by-event timing of Plans on a model network.
+#include "algorithms/timing_simulator.h"
+
+#include <algorithm>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::algorithms {
+
+namespace {
+
+struct RankTimeline {
+  RankTimeline(const Plan& plan, const Window& window) : graph(plan), scheduler(plan, graph, window) {}
+
+  PlanGraph graph;
+  StepScheduler scheduler;
+  double cpu_free = 0;
+  double local_out_free = 0;
+  double local_in_free = 0;
+};
+
+// A step that finishes at `time`; `sequence` keeps equal times in the order
+// they were decided, so a run is deterministic.
+struct Event {
+  double time = 0;
+  uint64_t sequence = 0;
+  int rank = 0;
+  StepId step = 0;
+  bool operator>(const Event& other) const {
+    return time != other.time ? time > other.time : sequence > other.sequence;
+  }
+};
+
+// The messages of one (sender, receiver) pair that arrived before their
+// receive was posted, or the receives posted before their message was sent:
+// never both, since each side takes them in the same order.
+struct Channel {
+  struct Entry {
+    int rank = 0;  // the receiving rank, for a posted receive
+    StepId step = 0;
+    double time = 0;  // arrival of a message, posting of a receive
+  };
+  std::vector<Entry> entries;
+  size_t head = 0;
+  bool holds_messages = false;
+
+  bool empty() const { return head == entries.size(); }
+  Entry take() {
+    Entry entry = entries[head++];
+    if (empty()) entries.clear(), head = 0;
+    return entry;
+  }
+  void put(Entry entry, bool message) {
+    holds_messages = message;
+    entries.push_back(entry);
+  }
+};
+
+class TimingSimulation {
+ public:
+  TimingSimulation(std::span<const Plan* const> plans, const NetworkModel& network, HostSymmetry symmetry,
+                   const Window& window)
+      : network_(network), symmetry_(symmetry) {
+    network.validate();
+    const size_t expected = static_cast<size_t>(symmetry == HostSymmetry::none ? network.ranks() : network.ranks_per_host);
+    if (plans.size() != expected)
+      throw InvalidArgument(cat("timing simulator: ", plans.size(), " Plans for ", expected, " simulated ranks (",
+                                to_string(symmetry), " symmetry, ", network.hosts, " x ", network.ranks_per_host, ")"));
+    if (symmetry == HostSymmetry::exclusive_or && (network.hosts & (network.hosts - 1)) != 0)
+      throw InvalidArgument(cat("timing simulator: xor symmetry needs a power-of-two host count, not ", network.hosts));
+    for (const Plan* plan : plans) {
+      ranks_.push_back(std::make_unique<RankTimeline>(*plan, window));
+      plans_.push_back(plan);
+    }
+    const size_t link_hosts = symmetry == HostSymmetry::none ? static_cast<size_t>(network.hosts) : 1;
+    uplink_free_.assign(link_hosts, 0.0);
+    downlink_free_.assign(link_hosts, 0.0);
+    // In a symmetric run each message stands for one per host, all of
+    // which cross the core.
+    const double copies = symmetry == HostSymmetry::none ? 1.0 : network.hosts;
+    core_seconds_per_byte_ =
+        network.remote.beta_seconds_per_byte * network.oversubscription * copies / network.hosts;
+  }
+
+  TimingReport run() {
+    for (int rank = 0; rank < static_cast<int>(ranks_.size()); ++rank) pump(rank, 0.0);
+    while (!events_.empty()) {
+      const Event event = events_.top();
+      events_.pop();
+      report_.seconds = std::max(report_.seconds, event.time);
+      ranks_[static_cast<size_t>(event.rank)]->scheduler.finish(event.step);
+      pump(event.rank, event.time);
+    }
+    check_finished();
+    for (const Plan* plan : plans_) report_.steps += plan->size();
+    return report_;
+  }
+
+ private:
+  int host_of(int rank) const { return network_.host_of(rank); }
+
+  // The relabelling of hosts that moves host `k` to host 0, applied to `rank`.
+  int to_host_zero_frame(int rank, int k) const {
+    const int hosts = network_.hosts, per_host = network_.ranks_per_host;
+    const int host = host_of(rank), local = rank % per_host;
+    const int moved = symmetry_ == HostSymmetry::rotation ? (host - k + hosts) % hosts : host ^ k;
+    return moved * per_host + local;
+  }
+
+  // The pair a message is filed under: in a symmetric run, seen from the
+  // frame where its sender is on host 0, so that a send of host 0 and the
+  // receive it stands for on another host meet.
+  uint64_t channel_key(int sender, int receiver) const {
+    if (symmetry_ != HostSymmetry::none) {
+      const int k = host_of(sender);
+      receiver = to_host_zero_frame(receiver, k);
+      sender = to_host_zero_frame(sender, k);
+    }
+    return static_cast<uint64_t>(sender) * static_cast<uint64_t>(network_.ranks()) + static_cast<uint64_t>(receiver);
+  }
+
+  size_t link_index(int rank) const { return symmetry_ == HostSymmetry::none ? static_cast<size_t>(host_of(rank)) : 0; }
+
+  void schedule(double time, int rank, StepId step) { events_.push(Event{time, next_sequence_++, rank, step}); }
+
+  void pump(int rank, double now) {
+    RankTimeline& timeline = *ranks_[static_cast<size_t>(rank)];
+    const Plan& plan = *plans_[static_cast<size_t>(rank)];
+    while (std::optional<StepId> id = timeline.scheduler.next_post()) {
+      const Step& step = plan.step(*id);
+      check_peer(rank, *id, step);
+      if (step.kind == StepKind::send) send(rank, *id, step, now);
+      else post_receive(rank, *id, step, now);
+    }
+    while (std::optional<StepId> id = timeline.scheduler.next_local()) {
+      const double start = std::max(now, timeline.cpu_free);
+      timeline.cpu_free = start + static_cast<double>(plan.step(*id).to.length) * network_.gamma_seconds_per_byte;
+      schedule(timeline.cpu_free, rank, *id);
+    }
+  }
+
+  void check_peer(int rank, StepId id, const Step& step) const {
+    if (step.peer < 0 || step.peer >= network_.ranks() || step.peer == rank)
+      throw InvalidArgument(cat("timing simulator: rank ", rank, ": step ", id, " (", describe_step(step),
+                                ") names a peer outside the job of ", network_.ranks(), " ranks"));
+  }
+
+  // When the bytes of a message posted at `now` have left; sets `arrival`.
+  double transfer(int sender, int receiver, size_t bytes, double now, double& arrival) {
+    const double size = static_cast<double>(bytes);
+    if (host_of(sender) == host_of(receiver)) {
+      RankTimeline& from = *ranks_[static_cast<size_t>(sender)];
+      RankTimeline& to = *ranks_[static_cast<size_t>(receiver)];
+      const double start = std::max({now, from.local_out_free, to.local_in_free});
+      const double end = start + size * network_.local.beta_seconds_per_byte;
+      from.local_out_free = to.local_in_free = end;
+      arrival = end + network_.local.alpha_seconds;
+      return end;
+    }
+    double& uplink = uplink_free_[link_index(sender)];
+    double& downlink = downlink_free_[link_index(receiver)];
+    const double start = std::max({now, uplink, downlink});
+    double end = start + size * network_.remote.beta_seconds_per_byte;
+    if (network_.oversubscription > 1) {
+      core_free_ = std::max(core_free_, start) + size * core_seconds_per_byte_;
+      end = std::max(end, core_free_);
+    }
+    uplink = downlink = end;
+    arrival = end + network_.remote.alpha_seconds;
+    return end;
+  }
+
+  void send(int rank, StepId id, const Step& step, double now) {
+    double arrival = 0;
+    const double sent = transfer(rank, step.peer, step.bytes(), now, arrival);
+    ++report_.messages;
+    schedule(sent, rank, id);
+    Channel& channel = channels_[channel_key(rank, step.peer)];
+    if (!channel.empty() && !channel.holds_messages) {
+      const Channel::Entry receive = channel.take();
+      schedule(std::max(arrival, receive.time), receive.rank, receive.step);
+    } else {
+      channel.put({rank, id, arrival}, true);
+    }
+  }
+
+  void post_receive(int rank, StepId id, const Step& step, double now) {
+    Channel& channel = channels_[channel_key(step.peer, rank)];
+    if (!channel.empty() && channel.holds_messages) {
+      const Channel::Entry message = channel.take();
+      schedule(std::max(message.time, now), rank, id);
+    } else {
+      channel.put({rank, id, now}, false);
+    }
+  }
+
+  void check_finished() const {
+    for (size_t rank = 0; rank < ranks_.size(); ++rank) {
+      if (ranks_[rank]->scheduler.done()) continue;
+      size_t left = 0;
+      for (StepId id = 0; id < plans_[rank]->size(); ++id) left += ranks_[rank]->scheduler.is_finished(id) ? 0 : 1;
+      throw Error(cat("timing simulator: deadlock: rank ", rank, " has ", left, " of ", plans_[rank]->size(),
+                      " steps left and nothing can run"));
+    }
+    for (const auto& [key, channel] : channels_)
+      if (!channel.empty())
+        throw Error(cat("timing simulator: ", channel.entries.size() - channel.head, " message(s) from rank ",
+                        key / static_cast<uint64_t>(network_.ranks()), " to rank ",
+                        key % static_cast<uint64_t>(network_.ranks()), " were never matched"));
+  }
+
+  NetworkModel network_;
+  HostSymmetry symmetry_;
+  std::vector<std::unique_ptr<RankTimeline>> ranks_;
+  std::vector<const Plan*> plans_;
+  std::vector<double> uplink_free_, downlink_free_;
+  double core_free_ = 0;
+  double core_seconds_per_byte_ = 0;
+  std::unordered_map<uint64_t, Channel> channels_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t next_sequence_ = 0;
+  TimingReport report_;
+};
+
+}  // namespace
+
+std::string_view to_string(HostSymmetry symmetry) {
+  switch (symmetry) {
+    case HostSymmetry::none: return "no";
+    case HostSymmetry::rotation: return "rotation";
+    case HostSymmetry::exclusive_or: return "xor";
+  }
+  return "?";
+}
+
+TimingReport simulate_timing(std::span<const Plan* const> plans, const NetworkModel& network, HostSymmetry symmetry,
+                             const Window& window) {
+  return TimingSimulation(plans, network, symmetry, window).run();
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,60 @@
+// Times real Plans on a model network (algorithms/network_model.h) without
+// data: no buffers and no copies, only when each step of each rank finishes.
+//
+// It follows the Executor's rules through the same StepScheduler (queues per
+// peer and direction, the send window) and times them event by event:
+// - a send starts once posted and once the ports it crosses are free: the
+//   two ranks' local ports within a host; the sender host's uplink, the
+//   receiver host's downlink and the core between hosts. It holds them for
+//   bytes x beta, and arrives alpha later. Messages claim ports in the
+//   order they are posted (first come, first served, no fair sharing).
+// - the core is a first-come first-served server of hosts / (oversubscription
+//   x beta) bytes per second: a remote message is done no earlier than the
+//   core has passed its bytes, and its uplink and downlink stay busy until
+//   then (TCP's back pressure);
+// - a receive finishes when its message has arrived and it is posted;
+// - reduce and copy steps take bytes x gamma on their rank's one CPU.
+// The Plans are not checked for data races or wrong results: that is the
+// data simulator's job (algorithms/simulator.h); a deadlock is still found.
+//
+// Symmetric runs: when every host runs the same Plans up to a relabelling of
+// hosts that keeps the network the same (a rotation h -> h + k, or h -> h xor
+// k for a power-of-two host count), all hosts finish each step at the same
+// time, so host 0's ranks stand for the job: a message to another host is
+// received, in host 0's frame, as the same message sent to host 0 by the host
+// the relabelling moves there. The caller vouches for the symmetry
+// (algorithms/projection.h checks it on sample hosts).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "algorithms/network_model.h"
+#include "algorithms/plan.h"
+#include "algorithms/schedule.h"
+
+namespace chorus::algorithms {
+
+// How the simulated ranks stand for the job.
+enum class HostSymmetry {
+  none,      // every rank is simulated
+  rotation,  // host 0 stands for all; host h runs host 0's Plans with host h' -> h' + h (mod hosts)
+  exclusive_or,  // the same with h' -> h' xor h (a power-of-two host count)
+};
+std::string_view to_string(HostSymmetry symmetry);
+
+struct TimingReport {
+  double seconds = 0;  // when the last step of any rank finishes
+  size_t steps = 0;     // steps simulated
+  size_t messages = 0;  // sends simulated
+};
+
+// plans[r] is rank r's Plan: every rank of `network` for HostSymmetry::none,
+// host 0's ranks (0 .. ranks_per_host-1) otherwise. Throws InvalidArgument
+// for a wrong number of Plans or a peer outside the job, Error for a
+// deadlock or a message no one receives.
+TimingReport simulate_timing(std::span<const Plan* const> plans, const NetworkModel& network,
+                             HostSymmetry symmetry = HostSymmetry::none, const Window& window = {});
+
+}  // namespace chorus::algorithms
