@@ -12,6 +12,7 @@
 // split child inherits (its links are a subset of them).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <atomic>
@@ -35,6 +36,7 @@ struct CommunicatorSettings {
   // The job's agreed slowest link within a host and between hosts.
   LinkModel local;
   LinkModel remote;
+  std::array<bool, 2> measured{};  // local, remote: measured at connect, not built in
   std::chrono::microseconds poll_time{200};
   // CHORUS_LINK_MODEL / ConnectOptions::link_model text (base/link_model.h).
   std::string link_model;

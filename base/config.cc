@@ -143,6 +143,11 @@ Config Config::from_environment() {
     config.poll_time = std::chrono::microseconds(*microseconds);
   }
   if (auto text = variable("CHORUS_LINK_MODEL")) config.link_model = *text;
+  if (auto text = variable("CHORUS_MEASURE_LINKS")) {
+    if (*text != "0" && *text != "1")
+      throw InvalidArgument(cat("CHORUS_MEASURE_LINKS='", *text, "' must be 0 or 1"));
+    config.measure_links = *text == "1";
+  }
   config.secret = secret_from_environment();
   config.tls = tls_from_environment();
   if (auto text = variable("CHORUS_MAX_UNEXPECTED_BYTES")) {

@@ -106,13 +106,16 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   const Connections connections = options.connections.value_or(config.connections);
   settings.on_demand = connections == Connections::on_demand ||
                        (connections == Connections::automatic && size > kFullMeshMaxRanks);
+  settings.measure_links = size > 1 && options.measure_links.value_or(config.measure_links);
   transport::ConnectedMesh connected = transport::connect_mesh(
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   // Only a Mesh with unconnected pairs ever writes or reads it.
   if (settings.on_demand && bootstrap.store())
     connected.mesh->set_abort_board(std::make_shared<detail::StoreAbortBoard>(bootstrap.store(), generation, rank));
+  const std::string override_text = communicator_settings.link_model;
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;
+  communicator_settings.measured = connected.measured;
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
   if (!config.secret.configured() && topology->hosts() > 1 && rank == 0)
@@ -129,9 +132,21 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",
              context->local_rank(), " of ", context->local_size(), " on host ", connected.host_names[static_cast<size_t>(rank)]);
   const algorithms::CostModel& model = detail::communicator_of(*context).cost_model();
-  CHORUS_LOG(debug, rank, "link models: local ", model.local.alpha_seconds * 1e6, " us, ",
-             1e-9 / model.local.beta_seconds_per_byte, " GB/s; remote ", model.remote.alpha_seconds * 1e6, " us, ",
-             1e-9 / model.remote.beta_seconds_per_byte, " GB/s");
+  auto origin = [&](size_t level) {
+    return connected.measured[level] ? "measured" : "built in";
+  };
+  if (log_enabled(LogLevel::debug) || (rank == 0 && log_enabled(LogLevel::info))) {
+    const std::string models =
+        cat("link models: local ", model.local.alpha_seconds * 1e6, " us, ", 1e-9 / model.local.beta_seconds_per_byte,
+            " GB/s (", origin(0), "); remote ", model.remote.alpha_seconds * 1e6, " us, ",
+            1e-9 / model.remote.beta_seconds_per_byte, " GB/s (", origin(1), ")",
+            override_text.empty() ? "" : cat(", then CHORUS_LINK_MODEL / ConnectOptions::link_model '", override_text,
+                                             "'"));
+    if (rank == 0)
+      CHORUS_LOG(info, rank, models);
+    else
+      CHORUS_LOG(debug, rank, models);
+  }
   return context;
 }
 

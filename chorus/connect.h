@@ -54,6 +54,11 @@ struct ConnectOptions {
   // Link model overrides for algorithm selection, as CHORUS_LINK_MODEL
   // ("alpha_us=25,gbps=2", "local:...;remote:gbps=0.125"). Empty: that variable.
   std::string link_model;
+  // Whether connect measures alpha and beta within and between hosts on a
+  // few pairs of ranks (a few ms; transport/link_probe.h) for algorithm
+  // selection; link_model then overrides parts of what was measured. Every
+  // rank must agree. Unset: CHORUS_MEASURE_LINKS, else true.
+  std::optional<bool> measure_links;
   // The job secret every connection proves (the store's and every
   // transport's; README "Security"). Empty: CHORUS_SECRET, else the file
   // CHORUS_SECRET_FILE, else none: the job is unauthenticated, and a job that

@@ -45,8 +45,16 @@ PeerLink Context::link_to(int peer) const {
                               size()));
   const algorithms::Communicator& communicator = state_->communicator;
   const int mesh_peer = communicator.mesh_rank(peer);
-  return {std::string(communicator.mesh().transport_of(mesh_peer)), communicator.mesh().streams(mesh_peer),
-          communicator.mesh().connected(mesh_peer)};
+  const bool same_host = communicator.topology().host_of(peer) == communicator.topology().host_of(rank());
+  const LinkModel& model = same_host ? communicator.cost_model().local : communicator.cost_model().remote;
+  PeerLink link;
+  link.transport = std::string(communicator.mesh().transport_of(mesh_peer));
+  link.streams = communicator.mesh().streams(mesh_peer);
+  link.connected = communicator.mesh().connected(mesh_peer);
+  link.alpha_seconds = model.alpha_seconds;
+  link.beta_seconds_per_byte = model.beta_seconds_per_byte;
+  link.measured = communicator.settings().measured[same_host ? 0 : 1];
+  return link;
 }
 
 std::chrono::milliseconds Context::timeout() const { return state_->timeout; }

@@ -34,6 +34,13 @@ struct PeerLink {
   // Whether the connections exist yet: always with the full mesh; on demand
   // (ConnectOptions::connections), once a collective or message needed them.
   bool connected = true;
+  // What algorithm selection assumes of the pair's level of the topology
+  // (within the host or between hosts), the same on every rank: measured at
+  // connect unless ConnectOptions::measure_links / CHORUS_MEASURE_LINKS says
+  // not to, then CHORUS_LINK_MODEL / ConnectOptions::link_model applied.
+  double alpha_seconds = 0;           // per message
+  double beta_seconds_per_byte = 0;   // 1 / bandwidth
+  bool measured = false;              // false: the transport's built-in model
 };
 
 class Context {

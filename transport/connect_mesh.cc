@@ -5,12 +5,14 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/link_probe.h"
 #include "transport/published_address.h"
 
 namespace chorus::transport {
@@ -56,19 +58,32 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-// Each rank's slowest link per level, as 8-byte doubles: local alpha, local
-// beta, remote alpha, remote beta, 0 where it has no peer at that level;
-// then 1 where every peer's transport moves CUDA memory, else 0.
-constexpr size_t kViewNumbers = 5;
+// Each rank's slowest link per level by its transports' own models, as
+// 8-byte doubles: local alpha, local beta, remote alpha, remote beta, 0 where
+// it has no peer at that level; then 1 where every peer's transport moves
+// CUDA memory, else 0; then what it measured (link_probe.h) in the same
+// order, NaN for a level it did not lead.
+constexpr size_t kViewNumbers = 9;
 constexpr size_t kDeviceMemoryView = 4;
+constexpr size_t kMeasuredView = 5;
 
 struct JobView {
   std::array<LinkModel, 2> levels;
+  std::array<bool, 2> measured{};
   std::vector<bool> device_memory_ranks;
 };
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// A measured number is trusted only inside the range an override may give.
+bool plausible(double value) { return std::isfinite(value) && value >= 1e-12 && value <= 1e12; }
+
 JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>& published,
-                          const Allgather& allgather) {
+                          const MeasuredLinks& measured, const Allgather& allgather) {
   const int rank = mesh.rank();
   std::array<double, kViewNumbers> view{};
   view[kDeviceMemoryView] = 1;
@@ -81,10 +96,18 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
     view[level] = std::max(view[level], link.alpha_seconds);
     view[level + 1] = std::max(view[level + 1], link.beta_seconds_per_byte);
   }
+  const double not_measured = std::numeric_limits<double>::quiet_NaN();
+  const std::optional<LinkModel>* measured_levels[] = {&measured.local, &measured.remote};
+  for (size_t level = 0; level < 2; ++level) {
+    const std::optional<LinkModel>& link = *measured_levels[level];
+    view[kMeasuredView + 2 * level] = link ? link->alpha_seconds : not_measured;
+    view[kMeasuredView + 2 * level + 1] = link ? link->beta_seconds_per_byte : not_measured;
+  }
   std::vector<std::byte> mine(sizeof(view));
   std::memcpy(mine.data(), view.data(), sizeof(view));
   const std::vector<std::vector<std::byte>> views = allgather(mine);
-  std::array<double, kViewNumbers> slowest{};
+  std::array<double, 4> slowest{};
+  std::array<std::vector<double>, 4> measurements;
   JobView job;
   for (size_t peer = 0; peer < views.size(); ++peer) {
     if (views[peer].size() != sizeof(view))
@@ -92,16 +115,37 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
                                 " bytes, expected ", sizeof(view)));
     std::array<double, kViewNumbers> theirs;
     std::memcpy(theirs.data(), views[peer].data(), sizeof(theirs));
-    for (size_t i = 0; i < kDeviceMemoryView; ++i)
+    for (size_t i = 0; i < slowest.size(); ++i)
       if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
     job.device_memory_ranks.push_back(theirs[kDeviceMemoryView] == 1);
+    // A level counts only with both numbers: alpha and beta come from one pair.
+    for (size_t level = 0; level < 2; ++level) {
+      const double alpha = theirs[kMeasuredView + 2 * level], beta = theirs[kMeasuredView + 2 * level + 1];
+      if (!plausible(alpha) || !plausible(beta)) continue;
+      measurements[2 * level].push_back(alpha);
+      measurements[2 * level + 1].push_back(beta);
+    }
   }
-  std::optional<LinkModel> local, remote;
-  if (slowest[1] > 0) local = LinkModel{slowest[0], slowest[1]};
-  if (slowest[3] > 0) remote = LinkModel{slowest[2], slowest[3]};
-  if (!local) local = remote.value_or(LinkModel{});
-  if (!remote) remote = local;
-  job.levels = {*local, *remote};
+  // Per level: the median of what its pairs measured (robust to one pair
+  // that a busy core slowed), else the transports' slowest model.
+  std::array<std::optional<LinkModel>, 2> levels;
+  for (size_t level = 0; level < 2; ++level) {
+    if (!measurements[2 * level].empty()) {
+      levels[level] = LinkModel{median_of(measurements[2 * level]), median_of(measurements[2 * level + 1])};
+      job.measured[level] = true;
+    } else if (slowest[2 * level + 1] > 0) {
+      levels[level] = LinkModel{slowest[2 * level], slowest[2 * level + 1]};
+    }
+  }
+  if (!levels[0]) {
+    levels[0] = levels[1].value_or(LinkModel{});
+    job.measured[0] = job.measured[1];
+  }
+  if (!levels[1]) {
+    levels[1] = levels[0];
+    job.measured[1] = job.measured[0];
+  }
+  job.levels = {*levels[0], *levels[1]};
   return job;
 }
 
@@ -191,7 +235,13 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   // dials to reach that pair in its own walk. On demand, the first
   // collective or message that needs a pair connects it instead.
   if (!settings.on_demand) mesh->connect(peers, deadline);
-  JobView job = agree_on_job_view(*mesh, published, allgather);
+  MeasuredLinks measured;
+  if (settings.measure_links) {
+    std::vector<uint64_t> host_ids;
+    for (const PublishedAddress& address : published) host_ids.push_back(address.host_id);
+    measured = measure_links(*mesh, host_ids, deadline);
+  }
+  JobView job = agree_on_job_view(*mesh, published, measured, allgather);
   const std::array<LinkModel, 2> levels = job.levels;
   mesh->set_device_memory_ranks(std::move(job.device_memory_ranks));
 
@@ -211,6 +261,7 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   connected.mesh = std::move(mesh);
   connected.local = levels[0];
   connected.remote = levels[1];
+  connected.measured = job.measured;
   for (const PublishedAddress& address : published) {
     connected.host_ids.push_back(address.host_id);
     connected.host_names.push_back(address.host_name);

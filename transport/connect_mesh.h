@@ -6,6 +6,7 @@
 // rendezvous.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,17 +30,23 @@ struct MeshSettings {
   // Connect no pair here: each when a collective or message first needs it
   // (Mesh::connect). Addresses are still checked here, on every rank.
   bool on_demand = false;
+  // Measure each level's alpha and beta on a few pairs (link_probe.h) and
+  // let the job agree on the medians; false: the transports' own models.
+  bool measure_links = true;
 };
 
 struct ConnectedMesh {
   std::shared_ptr<Mesh> mesh;
   std::vector<uint64_t> host_ids;        // by rank
   std::vector<std::string> host_names;   // by rank
-  // The slowest link of the whole job within a host and between hosts, the
-  // same on every rank (algorithm selection must agree everywhere). A level
-  // no pair of the job has takes the other level's model.
+  // The link of the whole job within a host and between hosts, the same on
+  // every rank (algorithm selection must agree everywhere): the median of
+  // what the level's probed pairs measured, else the slowest of the
+  // transports' own models. A level no pair of the job has takes the other
+  // level's model.
   LinkModel local;
   LinkModel remote;
+  std::array<bool, 2> measured{};  // local, remote: from measurement
 };
 
 using Allgather = std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)>;

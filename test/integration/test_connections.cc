@@ -61,10 +61,13 @@ void check_allreduce(Context& context, size_t count, const std::string& algorith
   }
 }
 
+// Without measuring links: the probes of link_probe.h would connect pairs
+// of their own at connect (the last test case counts those).
 auto on_demand(const std::string& transport) {
   return [transport](int, ConnectOptions& options) {
     options.connections = Connections::on_demand;
     options.transports = {transport};
+    options.measure_links = false;
   };
 }
 
@@ -196,4 +199,39 @@ TEST_CASE("connections: CHORUS_CONNECTIONS is parsed and checked", "[connections
           if (peer != context.rank()) expect(context.link_to(peer).connected, "full mesh: every pair at connect");
       },
       20s, [](int, ConnectOptions& options) { options.connections = Connections::automatic; }));
+}
+
+TEST_CASE("on demand: measuring links connects only the probed pairs; link_to reports the models",
+          "[connections][link-probe]") {
+  // Ranks 0,1 on "host a", 2,3 on "host b" (all TCP): pairs 0-1 and 2-3
+  // probe within a host, 0-2 between hosts.
+  const std::vector<std::vector<int>> probed = {{1, 2}, {0}, {0, 3}, {2}};
+  for (const bool measure : {true, false}) {
+    INFO("measure_links " << measure);
+    require_all_ok(run_ranks(
+        4,
+        [&](Context& context) {
+          const int rank = context.rank();
+          expect_peers(context, measure ? probed[static_cast<size_t>(rank)] : std::vector<int>{}, "after connect");
+          const PeerLink local = context.link_to(rank ^ 1), remote = context.link_to(rank ^ 2);
+          for (const PeerLink& link : {local, remote}) {
+            expect(link.measured == measure, cat("rank ", rank, ": measured is ", link.measured));
+            expect(link.alpha_seconds > 0 && link.alpha_seconds < 0.1,
+                   cat("rank ", rank, ": alpha ", link.alpha_seconds, " s"));
+          }
+          // The override still wins: remote:gbps=0.5 is 2e-9 s per byte, exactly.
+          expect(remote.beta_seconds_per_byte == 2e-9,
+                 cat("rank ", rank, ": remote beta ", remote.beta_seconds_per_byte, ", expected the override's 2e-9"));
+          expect(local.beta_seconds_per_byte > 0 && local.beta_seconds_per_byte < 1e-6,
+                 cat("rank ", rank, ": local beta ", local.beta_seconds_per_byte));
+          check_allreduce(context, 5000, "auto");
+        },
+        20s, [measure](int rank, ConnectOptions& options) {
+          options.connections = Connections::on_demand;
+          options.transports = {"tcp"};
+          options.host_id = rank < 2 ? "link-probe-host-a" : "link-probe-host-b";
+          options.measure_links = measure;
+          options.link_model = "remote:gbps=0.5";
+        }));
+  }
 }

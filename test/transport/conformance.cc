@@ -409,4 +409,24 @@ int ForkedPeer::reap() {
   return status;
 }
 
+// One Mesh per device, with a route to every peer and no Pair yet.
+std::vector<std::unique_ptr<Mesh>> routed_meshes(std::vector<std::unique_ptr<Device>> devices) {
+  const int size = static_cast<int>(devices.size());
+  std::vector<std::vector<std::byte>> addresses;
+  for (const auto& device : devices) addresses.push_back(device->address());
+  std::vector<std::unique_ptr<Mesh>> meshes;
+  for (int rank = 0; rank < size; ++rank) {
+    std::vector<std::unique_ptr<Device>> own;
+    own.push_back(std::move(devices[static_cast<size_t>(rank)]));
+    Device* device = own.front().get();
+    meshes.push_back(std::make_unique<Mesh>(rank, size, std::move(own)));
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      device->check_peer(peer, addresses[static_cast<size_t>(peer)]);
+      meshes.back()->set_route(peer, device, addresses[static_cast<size_t>(peer)]);
+    }
+  }
+  return meshes;
+}
+
 }  // namespace chorus::transport::testing

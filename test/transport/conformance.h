@@ -30,6 +30,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/mesh.h"
 #include "transport/registry.h"
 #include "transport/transport.h"
 
@@ -230,5 +231,9 @@ class ForkedPeer {
   std::unique_ptr<Device> device_;
   std::unique_ptr<Pair> pair_;
 };
+
+// One Mesh per device, with a route to every peer and no Pair yet (each
+// connects on demand, Mesh::connect).
+std::vector<std::unique_ptr<Mesh>> routed_meshes(std::vector<std::unique_ptr<Device>> devices);
 
 }  // namespace chorus::transport::testing
