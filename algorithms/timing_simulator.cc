@@ -2,11 +2,13 @@
 #include "algorithms/timing_simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <queue>
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/link_calendar.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -20,8 +22,7 @@ struct RankTimeline {
   PlanGraph graph;
   StepScheduler scheduler;
   double cpu_free = 0;
-  double local_out_free = 0;
-  double local_in_free = 0;
+  LinkCalendar local_out, local_in;
 };
 
 // A step that finishes at `time`; `sequence` keeps equal times in the order
@@ -78,13 +79,16 @@ class TimingSimulation {
       plans_.push_back(plan);
     }
     const size_t link_hosts = symmetry == HostSymmetry::none ? static_cast<size_t>(network.hosts) : 1;
-    uplink_free_.assign(link_hosts, 0.0);
-    downlink_free_.assign(link_hosts, 0.0);
-    // In a symmetric run each message stands for one per host, all of
-    // which cross the core.
-    const double copies = symmetry == HostSymmetry::none ? 1.0 : network.hosts;
-    core_seconds_per_byte_ =
-        network.remote.beta_seconds_per_byte * network.oversubscription * copies / network.hosts;
+    uplinks_.assign(link_hosts, LinkCalendar(1));
+    downlinks_.assign(link_hosts, LinkCalendar(1));
+    // The core as lanes of one uplink's bandwidth: hosts / oversubscription
+    // of them (rounded, at least one). In a symmetric run every host sends
+    // whenever host 0 does, so the core gives each host 1/oversubscription
+    // of its uplink: a remote message takes that much longer.
+    if (network.oversubscription > 1 && symmetry == HostSymmetry::none)
+      core_ = LinkCalendar(std::max(1, static_cast<int>(std::lround(network.hosts / network.oversubscription))));
+    remote_seconds_per_byte_ = network.remote.beta_seconds_per_byte *
+                               (symmetry == HostSymmetry::none ? 1.0 : std::max(1.0, network.oversubscription));
   }
 
   TimingReport run() {
@@ -152,27 +156,28 @@ class TimingSimulation {
 
   // When the bytes of a message posted at `now` have left; sets `arrival`.
   double transfer(int sender, int receiver, size_t bytes, double now, double& arrival) {
-    const double size = static_cast<double>(bytes);
-    if (host_of(sender) == host_of(receiver)) {
-      RankTimeline& from = *ranks_[static_cast<size_t>(sender)];
-      RankTimeline& to = *ranks_[static_cast<size_t>(receiver)];
-      const double start = std::max({now, from.local_out_free, to.local_in_free});
-      const double end = start + size * network_.local.beta_seconds_per_byte;
-      from.local_out_free = to.local_in_free = end;
-      arrival = end + network_.local.alpha_seconds;
-      return end;
+    const bool local = host_of(sender) == host_of(receiver);
+    const LinkModel& link = local ? network_.local : network_.remote;
+    const double length =
+        static_cast<double>(bytes) * (local ? network_.local.beta_seconds_per_byte : remote_seconds_per_byte_);
+    std::vector<LinkCalendar*>& path = path_;
+    path.clear();
+    if (local) {
+      path.push_back(&ranks_[static_cast<size_t>(sender)]->local_out);
+      path.push_back(&ranks_[static_cast<size_t>(receiver)]->local_in);
+    } else {
+      path.push_back(&uplinks_[link_index(sender)]);
+      path.push_back(&downlinks_[link_index(receiver)]);
+      if (core_) path.push_back(&*core_);
     }
-    double& uplink = uplink_free_[link_index(sender)];
-    double& downlink = downlink_free_[link_index(receiver)];
-    const double start = std::max({now, uplink, downlink});
-    double end = start + size * network_.remote.beta_seconds_per_byte;
-    if (network_.oversubscription > 1) {
-      core_free_ = std::max(core_free_, start) + size * core_seconds_per_byte_;
-      end = std::max(end, core_free_);
+    double start = now;
+    if (length > 0) {
+      for (LinkCalendar* calendar : path) calendar->forget_until(now);
+      start = earliest_common_fit(path, now, length);
+      for (LinkCalendar* calendar : path) calendar->book(start, length);
     }
-    uplink = downlink = end;
-    arrival = end + network_.remote.alpha_seconds;
-    return end;
+    arrival = start + length + link.alpha_seconds;
+    return start + length;
   }
 
   void send(int rank, StepId id, const Step& step, double now) {
@@ -218,9 +223,10 @@ class TimingSimulation {
   HostSymmetry symmetry_;
   std::vector<std::unique_ptr<RankTimeline>> ranks_;
   std::vector<const Plan*> plans_;
-  std::vector<double> uplink_free_, downlink_free_;
-  double core_free_ = 0;
-  double core_seconds_per_byte_ = 0;
+  std::vector<LinkCalendar> uplinks_, downlinks_;
+  std::optional<LinkCalendar> core_;
+  double remote_seconds_per_byte_ = 0;
+  std::vector<LinkCalendar*> path_;  // reused by transfer()
   std::unordered_map<uint64_t, Channel> channels_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t next_sequence_ = 0;

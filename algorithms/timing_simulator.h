@@ -3,15 +3,14 @@
 //
 // It follows the Executor's rules through the same StepScheduler (queues per
 // peer and direction, the send window) and times them event by event:
-// - a send starts once posted and once the ports it crosses are free: the
-//   two ranks' local ports within a host; the sender host's uplink, the
-//   receiver host's downlink and the core between hosts. It holds them for
-//   bytes x beta, and arrives alpha later. Messages claim ports in the
-//   order they are posted (first come, first served, no fair sharing).
-// - the core is a first-come first-served server of hosts / (oversubscription
-//   x beta) bytes per second: a remote message is done no earlier than the
-//   core has passed its bytes, and its uplink and downlink stay busy until
-//   then (TCP's back pressure);
+// - a send starts once posted and once the links it crosses are free for
+//   its bytes x beta: the two ranks' local ports within a host; the sender
+//   host's uplink, the receiver host's downlink and, with an oversubscribed
+//   core, one of the core's hosts / oversubscription lanes between hosts.
+//   It arrives alpha after its last byte left. Links are booked in the
+//   order messages are posted, each message in the earliest gap that fits
+//   it on every link (algorithms/link_calendar.h): no fair sharing of one
+//   link between messages, which TCP would do.
 // - a receive finishes when its message has arrived and it is posted;
 // - reduce and copy steps take bytes x gamma on their rank's one CPU.
 // The Plans are not checked for data races or wrong results: that is the
@@ -22,8 +21,9 @@
 // k for a power-of-two host count), all hosts finish each step at the same
 // time, so host 0's ranks stand for the job: a message to another host is
 // received, in host 0's frame, as the same message sent to host 0 by the host
-// the relabelling moves there. The caller vouches for the symmetry
-// (algorithms/projection.h checks it on sample hosts).
+// the relabelling moves there; the core, which every host then crosses at
+// once, gives each host 1/oversubscription of its uplink. The caller vouches
+// for the symmetry (algorithms/projection.h checks it on sample hosts).
 #pragma once
 
 #include <cstddef>

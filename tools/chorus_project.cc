@@ -148,7 +148,7 @@ void project_size(const Settings& settings, size_t bytes) {
     const double seconds = row.projection.seconds;
     const double busbw = seconds > 0 ? static_cast<double>(total_bytes) / seconds * factor * 1e-9 : 0;
     std::string mark = &row == best ? "best" : "";
-    if (row.algorithm == &chosen) mark += mark.empty() ? "auto" : ",auto";
+    if (row.algorithm == &chosen) mark += mark.empty() ? "auto" : "+auto";
     if (settings.csv) {
       std::printf("%zu,%.*s,%.9g,%.6g,%s,%s\n", total_bytes, static_cast<int>(row.algorithm->name.size()),
                   row.algorithm->name.data(), seconds, busbw,

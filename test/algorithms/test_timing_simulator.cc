@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "algorithms/link_calendar.h"
 #include "algorithms/projection.h"
 #include "algorithms/registry.h"
 #include "algorithms/timing_simulator.h"
@@ -58,6 +59,28 @@ double run(const std::vector<Plan>& plans, const NetworkModel& model) {
 }
 
 }  // namespace
+
+TEST_CASE("a link calendar back-fills gaps and counts lanes", "[timing]") {
+  LinkCalendar link;
+  link.book(10, 10);  // busy [10, 20)
+  CHECK(link.earliest_fit(0, 5) == 0);    // fits before the booking
+  CHECK(link.earliest_fit(0, 15) == 20);  // does not: after it
+  CHECK(link.earliest_fit(12, 1) == 20);
+  link.book(0, 5);
+  CHECK(link.earliest_fit(0, 5) == 5);  // the gap [5, 10) exactly
+  CHECK(link.earliest_fit(0, 6) == 20);
+  link.forget_until(12);
+  CHECK(link.earliest_fit(12, 1) == 20);  // still busy after forgetting the past
+  LinkCalendar two(2);
+  two.book(0, 10);
+  CHECK(two.earliest_fit(0, 10) == 0);
+  two.book(0, 10);
+  CHECK(two.earliest_fit(0, 10) == 10);
+  LinkCalendar other;
+  other.book(10, 5);
+  LinkCalendar* both[] = {&link, &other};
+  CHECK(earliest_common_fit(both, 12, 3) == 20);
+}
 
 TEST_CASE("one message between hosts takes alpha + n beta", "[timing]") {
   const NetworkModel model = network(2, 1);
