@@ -1,50 +1,58 @@
 // Interval bookings of a link with one or more lanes.
 #include "algorithms/link_calendar.h"
 
+#include <iterator>
+
 namespace chorus::algorithms {
 
+int LinkCalendar::busy_at(double time) const {
+  auto after = busy_.upper_bound(time);
+  return after == busy_.begin() ? busy_before_ : std::prev(after)->second;
+}
+
 double LinkCalendar::earliest_fit(double from, double length) const {
-  int busy = busy_before_;
-  auto next = changes_.begin();
-  for (; next != changes_.end() && next->first <= from; ++next) busy += next->second;
   double start = from;
   while (true) {
-    // Move to the first moment a lane is free.
-    while (busy >= lanes_ && next != changes_.end()) {
+    auto next = busy_.upper_bound(start);
+    int busy = next == busy_.begin() ? busy_before_ : std::prev(next)->second;
+    // Move to the first moment a lane is free (every booking ends).
+    for (; busy >= lanes_ && next != busy_.end(); ++next) {
       start = next->first;
-      busy += next->second;
-      ++next;
+      busy = next->second;
     }
-    if (busy >= lanes_) return start;  // unreachable while bookings end; kept safe
-    // Does the lane stay free for the whole length?
-    int ahead = busy;
-    auto probe = next;
-    for (; probe != changes_.end() && probe->first < start + length; ++probe) {
-      ahead += probe->second;
-      if (ahead >= lanes_) break;
+    // Does a lane stay free for the whole length?
+    bool fits = true;
+    for (; next != busy_.end() && next->first < start + length; ++next) {
+      if (next->second >= lanes_) {
+        start = next->first;
+        fits = false;
+        break;
+      }
     }
-    if (probe == changes_.end() || probe->first >= start + length) return start;
-    // Full at `probe`: try again from there.
-    for (; next != probe; ++next) busy += next->second;
-    start = next->first;
-    busy += next->second;
-    ++next;
+    if (fits) return start;
   }
 }
 
 void LinkCalendar::book(double start, double length) {
   if (length <= 0) return;
-  for (auto [time, delta] : {std::pair{start, 1}, std::pair{start + length, -1}}) {
-    auto [entry, inserted] = changes_.try_emplace(time, 0);
-    entry->second += delta;
-    if (entry->second == 0) changes_.erase(entry);
+  const double end = start + length;
+  busy_.try_emplace(end, busy_at(end));
+  busy_.try_emplace(start, busy_at(start));
+  for (auto entry = busy_.find(start); entry->first < end; ++entry) ++entry->second;
+  // Entries that repeat the level before them say nothing: dropping them
+  // keeps a run of back-to-back bookings one entry, so the next message
+  // skips it in one step.
+  for (double time : {end, start}) {
+    auto entry = busy_.find(time);
+    const int before = entry == busy_.begin() ? busy_before_ : std::prev(entry)->second;
+    if (entry->second == before) busy_.erase(entry);
   }
 }
 
 void LinkCalendar::forget_until(double now) {
-  while (!changes_.empty() && changes_.begin()->first <= now) {
-    busy_before_ += changes_.begin()->second;
-    changes_.erase(changes_.begin());
+  while (!busy_.empty() && busy_.begin()->first <= now) {
+    busy_before_ = busy_.begin()->second;
+    busy_.erase(busy_.begin());
   }
 }
 

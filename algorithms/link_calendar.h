@@ -23,9 +23,11 @@ class LinkCalendar {
   void forget_until(double now);
 
  private:
+  int busy_at(double time) const;
+
   int lanes_;
-  int busy_before_ = 0;             // lanes held at the first change point's left
-  std::map<double, int> changes_;   // time -> lanes taken (+) or given back (-) then
+  int busy_before_ = 0;         // lanes held before the first change
+  std::map<double, int> busy_;  // time -> lanes held from then until the next entry
 };
 
 // The earliest start >= `from` at which every calendar has a lane free for

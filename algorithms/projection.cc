@@ -124,7 +124,7 @@ Projection project(const Algorithm& algorithm, const Call& call, const NetworkMo
   const PlanTuning tuning = plan_tuning(algorithm, call, network.cost_model());
   if (options.method == ProjectionMethod::simulated) return simulate_all(algorithm, call, tuning, network, options);
 
-  // Host 0's Plans: the first test of size, and all a symmetric run needs.
+  // Host 0's Plans: all a symmetric run needs, and a first measure of size.
   std::vector<Plan> host_zero;
   size_t host_zero_steps = 0, largest = 0;
   for (int rank = 0; rank < network.ranks_per_host; ++rank) {
@@ -132,15 +132,9 @@ Projection project(const Algorithm& algorithm, const Call& call, const NetworkMo
     host_zero_steps += host_zero.back().size();
     largest = std::max(largest, host_zero.back().size());
   }
-  if (options.method == ProjectionMethod::automatic && network.hosts > 1) {
-    // Rooted algorithms give the root's host the most work; the last
-    // rank is a second sample of the others.
-    largest = std::max(largest, plan_of(algorithm, call, tuning, network.ranks() - 1).size());
-  }
-  const size_t estimate = largest * static_cast<size_t>(network.ranks());
-  if (options.method == ProjectionMethod::automatic && estimate <= options.step_budget)
-    return simulate_all(algorithm, call, tuning, network, options);
-
+  // A symmetric run when the Plans allow it: it is exact where every host
+  // really does the same (no core limit; tested against full runs) and
+  // hosts times cheaper.
   const HostSymmetry symmetry =
       host_zero_steps <= options.step_budget ? find_symmetry(algorithm, call, tuning, network, host_zero)
                                              : HostSymmetry::none;
@@ -155,6 +149,11 @@ Projection project(const Algorithm& algorithm, const Call& call, const NetworkMo
                               host_zero_steps > options.step_budget ? "host 0's alone exceed the step budget"
                                                                     : "no rotation or xor of hosts maps them",
                               ")"));
+  // Rooted algorithms give the root's host the most work; the last rank
+  // is a second sample of the others.
+  if (network.hosts > 1) largest = std::max(largest, plan_of(algorithm, call, tuning, network.ranks() - 1).size());
+  if (largest * static_cast<size_t>(network.ranks()) <= options.step_budget)
+    return simulate_all(algorithm, call, tuning, network, options);
   return Projection{formula_seconds(algorithm, call, network), ProjectionMethod::formula, HostSymmetry::none, 0};
 }
 

@@ -1,7 +1,7 @@
 // Projects how long one algorithm takes for one call on a model network:
-// by simulating every rank's Plan (algorithms/timing_simulator.h) when the
-// job is small enough, by simulating one host's ranks when the Plans are
-// symmetric under relabelling hosts, and else by the algorithm's own cost
+// by simulating one host's ranks when the Plans are symmetric under
+// relabelling hosts, else every rank's Plan (algorithms/timing_simulator.h)
+// when the job is small enough, and else by the algorithm's own cost
 // formula. The result says which, so a table never passes a formula off as
 // a simulation.
 #pragma once
@@ -19,7 +19,7 @@
 namespace chorus::algorithms {
 
 enum class ProjectionMethod {
-  automatic,  // as a request: simulated if it fits the budget, else symmetric, else formula
+  automatic,  // as a request: symmetric where the Plans are, else simulated within the budget, else formula
   simulated,  // every rank's Plan simulated
   symmetric,  // host 0's Plans simulated, standing for every host
   formula,    // the algorithm's cost_seconds

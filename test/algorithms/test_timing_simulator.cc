@@ -167,6 +167,7 @@ TEST_CASE("a symmetric run of host 0 matches simulating every rank", "[timing]")
       CHECK(symmetric.method == ProjectionMethod::symmetric);
       CHECK(symmetric.symmetry == test.symmetry);
       CHECK(symmetric.simulated_steps * 8 == full.simulated_steps);
+      CHECK(project(algorithm, call, model).method == ProjectionMethod::symmetric);  // the cheaper, when it holds
       // Exact without a core limit; with one, the full run's first-come
       // first-served core lets some hosts finish early, which the
       // symmetric run (every host as late as the last) cannot.
