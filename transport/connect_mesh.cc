@@ -61,23 +61,19 @@ std::string rank_list(const std::vector<int>& ranks) {
 // Each rank's slowest link per level by its transports' own models, as
 // 8-byte doubles: local alpha, local beta, remote alpha, remote beta, 0 where
 // it has no peer at that level; then 1 where every peer's transport moves
-// CUDA memory, else 0; then what it measured (link_probe.h) in the same
-// order, NaN for a level it did not lead.
-constexpr size_t kViewNumbers = 9;
+// CUDA memory, else 0; then per level (local, remote) what it measured
+// (link_probe.h): fastest exchange, typical exchange, beta; NaN for a level
+// it did not lead.
 constexpr size_t kDeviceMemoryView = 4;
 constexpr size_t kMeasuredView = 5;
+constexpr size_t kMeasuredNumbers = 3;
+constexpr size_t kViewNumbers = kMeasuredView + 2 * kMeasuredNumbers;
 
 struct JobView {
   std::array<LinkModel, 2> levels;
   std::array<bool, 2> measured{};
   std::vector<bool> device_memory_ranks;
 };
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
 
 // A measured number is trusted only inside the range an override may give.
 bool plausible(double value) { return std::isfinite(value) && value >= 1e-12 && value <= 1e12; }
@@ -97,17 +93,19 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
     view[level + 1] = std::max(view[level + 1], link.beta_seconds_per_byte);
   }
   const double not_measured = std::numeric_limits<double>::quiet_NaN();
-  const std::optional<LinkModel>* measured_levels[] = {&measured.local, &measured.remote};
+  const std::optional<LinkMeasurement>* measured_levels[] = {&measured.local, &measured.remote};
   for (size_t level = 0; level < 2; ++level) {
-    const std::optional<LinkModel>& link = *measured_levels[level];
-    view[kMeasuredView + 2 * level] = link ? link->alpha_seconds : not_measured;
-    view[kMeasuredView + 2 * level + 1] = link ? link->beta_seconds_per_byte : not_measured;
+    const std::optional<LinkMeasurement>& link = *measured_levels[level];
+    double* numbers = &view[kMeasuredView + kMeasuredNumbers * level];
+    numbers[0] = link ? link->fastest_exchange_seconds : not_measured;
+    numbers[1] = link ? link->typical_exchange_seconds : not_measured;
+    numbers[2] = link ? link->beta_seconds_per_byte : not_measured;
   }
   std::vector<std::byte> mine(sizeof(view));
   std::memcpy(mine.data(), view.data(), sizeof(view));
   const std::vector<std::vector<std::byte>> views = allgather(mine);
   std::array<double, 4> slowest{};
-  std::array<std::vector<double>, 4> measurements;
+  std::array<std::vector<LinkMeasurement>, 2> measurements;
   JobView job;
   for (size_t peer = 0; peer < views.size(); ++peer) {
     if (views[peer].size() != sizeof(view))
@@ -118,24 +116,21 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
     for (size_t i = 0; i < slowest.size(); ++i)
       if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
     job.device_memory_ranks.push_back(theirs[kDeviceMemoryView] == 1);
-    // A level counts only with both numbers: alpha and beta come from one pair.
+    // A level counts only with all its numbers: they come from one pair.
     for (size_t level = 0; level < 2; ++level) {
-      const double alpha = theirs[kMeasuredView + 2 * level], beta = theirs[kMeasuredView + 2 * level + 1];
-      if (!plausible(alpha) || !plausible(beta)) continue;
-      measurements[2 * level].push_back(alpha);
-      measurements[2 * level + 1].push_back(beta);
+      const double* numbers = &theirs[kMeasuredView + kMeasuredNumbers * level];
+      if (!plausible(numbers[0]) || !plausible(numbers[1]) || !plausible(numbers[2])) continue;
+      measurements[level].push_back({numbers[0], numbers[1], numbers[2]});
     }
   }
-  // Per level: the median of what its pairs measured (robust to one pair
-  // that a busy core slowed), else the transports' slowest model.
-  std::array<std::optional<LinkModel>, 2> levels;
+  // Per level: what its pairs measured, combined (link_probe.h), else the
+  // transports' slowest model.
+  std::array<std::optional<LinkModel>, 2> levels = combine_measurements(measurements);
   for (size_t level = 0; level < 2; ++level) {
-    if (!measurements[2 * level].empty()) {
-      levels[level] = LinkModel{median_of(measurements[2 * level]), median_of(measurements[2 * level + 1])};
+    if (levels[level])
       job.measured[level] = true;
-    } else if (slowest[2 * level + 1] > 0) {
+    else if (slowest[2 * level + 1] > 0)
       levels[level] = LinkModel{slowest[2 * level], slowest[2 * level + 1]};
-    }
   }
   if (!levels[0]) {
     levels[0] = levels[1].value_or(LinkModel{});

@@ -1,12 +1,15 @@
 // The link measurement at connect (link_probe.h).
 //
 // The wire between a leader and its partner, all on stream 0 of their Pair,
-// under a group no Context uses: the leader sends 8-byte commands, the
-// partner answers each.
-//   kPing          partner echoes 8 bytes              (round trips, for alpha)
-//   N > kPing      partner posts a receive of N bytes, says "ready", receives
-//                  the N bytes and acknowledges them   (for beta)
-//   kDone          partner stops
+// under a group no Context uses. Both directions move at once, as in a
+// collective's step (every rank sends and receives), so contention for the
+// cores and the wire shows in what is measured.
+//  1. Exchanges: both send 8 bytes and wait for the other's, kWarmup +
+//     kTimedExchanges times, timed by the leader.
+//  2. Transfers: the leader's 8-byte command N (N = 0: stop); the partner
+//     posts its receive of N bytes, says "ready", sends N bytes of its own,
+//     and acknowledges the leader's N once they landed. The leader times
+//     from "ready" to that acknowledgement: two alphas and N bytes each way.
 // Every receive is posted before its message can arrive, so the time is the
 // wire's and the transport's, not that of buffering an unexpected message.
 #include "transport/link_probe.h"
@@ -26,9 +29,8 @@ namespace {
 
 constexpr uint64_t kProbeGroup = 0x6c696e6b2d70726full;  // "link-pro"
 constexpr uint64_t kDone = 0;
-constexpr uint64_t kPing = 1;
-constexpr int kWarmupPings = 3;
-constexpr int kTimedPings = 15;
+constexpr int kWarmupExchanges = 3;
+constexpr int kTimedExchanges = 30;
 constexpr size_t kFirstTransferBytes = size_t{64} << 10;
 constexpr size_t kMaxTransferBytes = size_t{8} << 20;
 constexpr int kTimedTransfers = 3;
@@ -37,62 +39,68 @@ constexpr std::chrono::microseconds kLongEnough{4000};
 // How long a waiter reads its sockets itself before it sleeps.
 constexpr std::chrono::microseconds kPollFor{200};
 
-enum Message : uint64_t { kCommand = 1, kReply = 2, kPayload = 3 };
+enum Message : uint64_t { kCommand = 1, kReply = 2, kPayload = 3, kExchange = 4 };
 
 class Prober {
  public:
   Prober(Mesh& mesh, int peer, Deadline deadline)
       : mesh_(mesh), peer_(peer), deadline_(deadline), pair_(mesh.pair(peer)), device_(mesh.device_of(peer)) {}
 
+  // One message in flight, posted by post() and waited for by finish().
+  struct Posted {
+    Request request;
+    CompletionSignal signal;
+    bool send = false;
+    size_t bytes = 0;
+  };
+  void post_send(Posted& posted, Message kind, std::span<const std::byte> data) {
+    start(posted, true, data.size());
+    pair_.post_send(posted.request, tag_of(kind), data);
+  }
+  void post_receive(Posted& posted, Message kind, std::span<std::byte> data) {
+    start(posted, false, data.size());
+    pair_.post_recv(posted.request, tag_of(kind), data);
+  }
+  void finish(Posted& posted) { wait(posted.request, timeout_message(posted)); }
+
   void send_word(Message kind, uint64_t word) {
     std::byte bytes[sizeof(word)];
     std::memcpy(bytes, &word, sizeof(word));
-    transfer(kind, bytes, true, "an 8-byte probe message");
+    Posted posted;
+    post_send(posted, kind, bytes);
+    finish(posted);
   }
   uint64_t receive_word(Message kind) {
     std::byte bytes[sizeof(uint64_t)];
-    transfer(kind, bytes, false, "an 8-byte probe message");
+    Posted posted;
+    post_receive(posted, kind, bytes);
+    finish(posted);
     uint64_t word;
     std::memcpy(&word, bytes, sizeof(word));
     return word;
   }
-  void send_payload(std::span<const std::byte> data) {
-    std::byte* mutable_data = const_cast<std::byte*>(data.data());
-    transfer(kPayload, std::span<std::byte>(mutable_data, data.size()), true, "a probe transfer");
-  }
-  // A receive posted now and waited for by finish_receive.
-  struct PostedReceive {
-    Request request;
-    CompletionSignal signal;
-    size_t bytes = 0;
-  };
-  void post_payload_receive(PostedReceive& posted, std::span<std::byte> data) {
-    posted.request.attach(&posted.signal);
-    posted.bytes = data.size();
-    pair_.post_recv(posted.request, tag_of(kPayload), data);
-  }
-  void finish_receive(PostedReceive& posted) {
-    wait(posted.request, timeout_message(false, "a probe transfer", posted.bytes));
+  // Both send 8 bytes, each waits for the other's.
+  void exchange() {
+    std::byte mine[8] = {}, theirs[8];
+    Posted sent, received;
+    post_receive(received, kExchange, theirs);
+    post_send(sent, kExchange, mine);
+    finish(sent);
+    finish(received);
   }
   int peer() const { return peer_; }
   int rank() const { return mesh_.rank(); }
 
  private:
   static Tag tag_of(Message kind) { return Tag{.value = kind, .signature = 0, .group = kProbeGroup}; }
-  std::string timeout_message(bool send, const char* what, size_t bytes) const {
-    return cat("rank ", mesh_.rank(), ": timed out measuring the link to rank ", peer_, " (",
-               send ? "sending " : "receiving ", what, " of ", bytes, " bytes)");
+  static void start(Posted& posted, bool send, size_t bytes) {
+    posted.request.attach(&posted.signal);
+    posted.send = send;
+    posted.bytes = bytes;
   }
-
-  void transfer(Message kind, std::span<std::byte> data, bool send, const char* what) {
-    Request request;
-    CompletionSignal signal;
-    request.attach(&signal);
-    if (send)
-      pair_.post_send(request, tag_of(kind), data);
-    else
-      pair_.post_recv(request, tag_of(kind), data);
-    wait(request, timeout_message(send, what, data.size()));
+  std::string timeout_message(const Posted& posted) const {
+    return cat("rank ", mesh_.rank(), ": timed out measuring the link to rank ", peer_, " (",
+               posted.send ? "sending " : "receiving ", posted.bytes, " bytes)");
   }
 
   // Reads the sockets itself for a while (as a collective does, so the
@@ -130,28 +138,41 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
-LinkModel lead(Prober& prober) {
-  std::vector<double> round_trips;
-  for (int ping = 0; ping < kWarmupPings + kTimedPings; ++ping) {
-    const auto start = Clock::now();
-    prober.send_word(kCommand, kPing);
-    prober.receive_word(kReply);
-    if (ping >= kWarmupPings) round_trips.push_back(seconds_since(start));
-  }
-  const double alpha = median(round_trips) / 2;
+struct ExchangeTimes {
+  double fastest = 0;
+  double typical = 0;
+};
 
-  std::vector<std::byte> payload(kFirstTransferBytes);
+// On both sides; only the leader's count.
+ExchangeTimes time_exchanges(Prober& prober) {
+  std::vector<double> times;
+  for (int round = 0; round < kWarmupExchanges + kTimedExchanges; ++round) {
+    const auto start = Clock::now();
+    prober.exchange();
+    if (round >= kWarmupExchanges) times.push_back(seconds_since(start));
+  }
+  return {*std::min_element(times.begin(), times.end()), median(times)};
+}
+
+LinkMeasurement lead(Prober& prober) {
+  const ExchangeTimes exchanges = time_exchanges(prober);
+  std::vector<std::byte> outgoing(kFirstTransferBytes), incoming(kFirstTransferBytes);
   std::vector<double> times;
   while (times.size() < static_cast<size_t>(kTimedTransfers)) {
-    prober.send_word(kCommand, payload.size());
+    Prober::Posted theirs, mine;
+    prober.post_receive(theirs, kPayload, incoming);
+    prober.send_word(kCommand, outgoing.size());
     prober.receive_word(kReply);
     const auto start = Clock::now();
-    prober.send_payload(payload);
+    prober.post_send(mine, kPayload, outgoing);
+    prober.finish(mine);
+    prober.finish(theirs);
     prober.receive_word(kReply);
     const double time = seconds_since(start);
     if (times.empty() && time < std::chrono::duration<double>(kLongEnough).count() &&
-        payload.size() < kMaxTransferBytes) {
-      payload.resize(std::min(payload.size() * 4, kMaxTransferBytes));
+        outgoing.size() < kMaxTransferBytes) {
+      outgoing.resize(std::min(outgoing.size() * 4, kMaxTransferBytes));
+      incoming.resize(outgoing.size());
       continue;
     }
     times.push_back(time);
@@ -159,34 +180,36 @@ LinkModel lead(Prober& prober) {
   prober.send_word(kCommand, kDone);
   const double transfer = median(times);
   // What the two 8-byte latencies leave; never below half the time, so a
-  // noisy alpha cannot make the link look infinitely fast.
-  const double wire = std::max(transfer - 2 * alpha, transfer / 2);
-  return LinkModel{.alpha_seconds = alpha,
-                   .beta_seconds_per_byte = wire / static_cast<double>(payload.size())};
+  // noisy exchange cannot make the link look infinitely fast.
+  const double wire = std::max(transfer - 2 * exchanges.typical, transfer / 2);
+  return LinkMeasurement{.fastest_exchange_seconds = exchanges.fastest,
+                         .typical_exchange_seconds = exchanges.typical,
+                         .beta_seconds_per_byte = wire / static_cast<double>(outgoing.size())};
 }
 
 void answer(Prober& prober) {
-  std::vector<std::byte> payload;
+  time_exchanges(prober);
+  std::vector<std::byte> outgoing, incoming;
   for (;;) {
     const uint64_t command = prober.receive_word(kCommand);
     if (command == kDone) return;
-    if (command == kPing) {
-      prober.send_word(kReply, kPing);
-      continue;
-    }
     if (command > kMaxTransferBytes)
-      throw InvalidArgument(cat("rank ", prober.rank(), ": rank ", prober.peer(), " asked for a link probe transfer of ", command,
-                                " bytes; at most ", kMaxTransferBytes, " are expected"));
-    payload.resize(static_cast<size_t>(command));
-    Prober::PostedReceive posted;
-    prober.post_payload_receive(posted, payload);
+      throw InvalidArgument(cat("rank ", prober.rank(), ": rank ", prober.peer(),
+                                " asked for a link probe transfer of ", command, " bytes; at most ",
+                                kMaxTransferBytes, " are expected"));
+    outgoing.resize(static_cast<size_t>(command));
+    incoming.resize(static_cast<size_t>(command));
+    Prober::Posted theirs, mine;
+    prober.post_receive(theirs, kPayload, incoming);
     prober.send_word(kReply, command);
-    prober.finish_receive(posted);
+    prober.post_send(mine, kPayload, outgoing);
+    prober.finish(theirs);
+    prober.finish(mine);
     prober.send_word(kReply, command);
   }
 }
 
-LinkModel probe(Mesh& mesh, int peer, bool leads, Deadline deadline) {
+LinkMeasurement probe(Mesh& mesh, int peer, bool leads, Deadline deadline) {
   mesh.connect(peer, deadline);
   Prober prober(mesh, peer, deadline);
   if (leads) return lead(prober);
@@ -228,14 +251,34 @@ MeasuredLinks measure_links(Mesh& mesh, const std::vector<uint64_t>& host_ids, D
   // Local first everywhere: a leader of the host then probes the remote
   // level once its own local pair is done, and no rank waits in a circle.
   if (partners.local) {
-    LinkModel link = probe(mesh, *partners.local, rank < *partners.local, deadline);
+    const LinkMeasurement link = probe(mesh, *partners.local, rank < *partners.local, deadline);
     if (rank < *partners.local) measured.local = link;
   }
   if (partners.remote) {
-    LinkModel link = probe(mesh, *partners.remote, rank < *partners.remote, deadline);
+    const LinkMeasurement link = probe(mesh, *partners.remote, rank < *partners.remote, deadline);
     if (rank < *partners.remote) measured.remote = link;
   }
   return measured;
+}
+
+std::array<std::optional<LinkModel>, 2> combine_measurements(
+    const std::array<std::vector<LinkMeasurement>, 2>& by_level) {
+  std::vector<double> waiting;
+  for (const auto& level : by_level)
+    for (const LinkMeasurement& pair : level)
+      waiting.push_back(std::max(0.0, pair.typical_exchange_seconds - pair.fastest_exchange_seconds));
+  std::array<std::optional<LinkModel>, 2> models;
+  for (size_t level = 0; level < by_level.size(); ++level) {
+    if (by_level[level].empty()) continue;
+    std::vector<double> fastest, betas;
+    for (const LinkMeasurement& pair : by_level[level]) {
+      fastest.push_back(pair.fastest_exchange_seconds);
+      betas.push_back(pair.beta_seconds_per_byte);
+    }
+    models[level] = LinkModel{.alpha_seconds = median(fastest) + median(waiting),
+                              .beta_seconds_per_byte = median(betas)};
+  }
+  return models;
 }
 
 }  // namespace chorus::transport

@@ -38,6 +38,26 @@ TEST_CASE("link probe partners: pairs of local ranks, and the first ranks of pai
   CHECK_FALSE(probe_partners(0, {5}).remote);
 }
 
+TEST_CASE("link probe: the job's model per level from every pair's measurement", "[link-probe]") {
+  // Local pairs: fastest 1 and 3 µs, waiting 4 and 2 µs; remote: fastest 10, waiting 10.
+  const std::array<std::vector<LinkMeasurement>, 2> measured = {
+      std::vector<LinkMeasurement>{{1e-6, 5e-6, 1e-10}, {3e-6, 5e-6, 3e-10}},
+      std::vector<LinkMeasurement>{{10e-6, 20e-6, 8e-9}}};
+  const auto models = combine_measurements(measured);
+  REQUIRE(models[0]);
+  REQUIRE(models[1]);
+  // Waiting: the median of 4, 2 and 10 µs is 4, counted on both levels.
+  CHECK(models[0]->alpha_seconds == Approx(2e-6 + 4e-6));
+  CHECK(models[1]->alpha_seconds == Approx(10e-6 + 4e-6));
+  CHECK(models[0]->beta_seconds_per_byte == Approx(2e-10));
+  CHECK(models[1]->beta_seconds_per_byte == Approx(8e-9));
+  // A level without measurements stays unset; a typical below the fastest waits 0.
+  const auto local_only = combine_measurements({std::vector<LinkMeasurement>{{5e-6, 4e-6, 1e-9}}, {}});
+  REQUIRE(local_only[0]);
+  CHECK(local_only[0]->alpha_seconds == Approx(5e-6));
+  CHECK_FALSE(local_only[1]);
+}
+
 TEST_CASE("link probe: every transport measures a finite alpha and beta, connecting only the probed pairs",
           "[transport][link-probe]") {
   FOR_EACH_TRANSPORT(transport);
@@ -56,11 +76,11 @@ TEST_CASE("link probe: every transport measures a finite alpha and beta, connect
     return;
   }
 
-  for (const std::optional<LinkModel>& link : {measured[0].local, measured[0].remote, measured[2].local}) {
+  for (const std::optional<LinkMeasurement>& link : {measured[0].local, measured[0].remote, measured[2].local}) {
     REQUIRE(link);
-    CHECK(std::isfinite(link->alpha_seconds));
-    CHECK(link->alpha_seconds > 0);
-    CHECK(link->alpha_seconds < 0.1);
+    CHECK(link->fastest_exchange_seconds > 0);
+    CHECK(link->fastest_exchange_seconds <= link->typical_exchange_seconds);
+    CHECK(link->typical_exchange_seconds < 0.1);
     CHECK(std::isfinite(link->beta_seconds_per_byte));
     CHECK(link->beta_seconds_per_byte > 0);
     // Slower than 1 MB/s would be no transport of ours on loopback.
@@ -87,13 +107,27 @@ TEST_CASE("link probe: a partner asking for an oversized transfer is refused, na
   auto answering =
       std::async(std::launch::async, [&] { return measure_links(*meshes[1], hosts, Deadline::after(20s)); });
   meshes[0]->connect(1, Deadline::after(20s));
+  // The probe's wire (link_probe.cc): 3 + 30 exchanges of 8 bytes on tag 4,
+  // then commands on tag 1, all in group "link-pro".
+  constexpr uint64_t probe_group = 0x6c696e6b2d70726full;
+  // Asleep, as a waiting rank is: the transport's thread moves the bytes.
+  WaitingScope<Mesh> waits(*meshes[0]);
+  for (int round = 0; round < 33; ++round) {
+    std::byte mine[8] = {}, theirs[8];
+    Requests exchange;
+    Request& out = exchange.add();
+    Request& in = exchange.add();
+    meshes[0]->pair(1).post_recv(in, Tag{.value = 4, .signature = 0, .group = probe_group}, theirs);
+    meshes[0]->pair(1).post_send(out, Tag{.value = 4, .signature = 0, .group = probe_group}, mine);
+    wait_ok(out);
+    wait_ok(in);
+  }
   const uint64_t huge = uint64_t{1} << 40;
   std::byte command[sizeof(huge)];
   std::memcpy(command, &huge, sizeof(huge));
   Requests requests;
   Request& sent = requests.add();
-  // The probe's wire (link_probe.cc): commands are tag 1 of group "link-pro".
-  meshes[0]->pair(1).post_send(sent, Tag{.value = 1, .signature = 0, .group = 0x6c696e6b2d70726full}, command);
+  meshes[0]->pair(1).post_send(sent, Tag{.value = 1, .signature = 0, .group = probe_group}, command);
   wait_ok(sent);
   CHECK_THROWS_WITH(answering.get(), Catch::Contains("rank 1: rank 0 asked for a link probe transfer of 1099511627776 "
                                                      "bytes"));
