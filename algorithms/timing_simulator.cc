@@ -22,6 +22,7 @@ struct RankTimeline {
   PlanGraph graph;
   StepScheduler scheduler;
   double cpu_free = 0;
+  LinkCalendar sender;  // alpha per message: the cost of starting one
   LinkCalendar local_out, local_in;
 };
 
@@ -170,14 +171,20 @@ class TimingSimulation {
       path.push_back(&downlinks_[link_index(receiver)]);
       if (core_) path.push_back(&*core_);
     }
-    double start = now;
+    // The sender spends alpha on each message before its bytes go, one
+    // message at a time; then the bytes hold every link on the way.
+    LinkCalendar& starter = ranks_[static_cast<size_t>(sender)]->sender;
+    starter.forget_until(now);
+    const double issued = starter.earliest_fit(now, link.alpha_seconds);
+    starter.book(issued, link.alpha_seconds);
+    double start = issued + link.alpha_seconds;
     if (length > 0) {
       for (LinkCalendar* calendar : path) calendar->forget_until(now);
-      start = earliest_common_fit(path, now, length);
+      start = earliest_common_fit(path, start, length);
       for (LinkCalendar* calendar : path) calendar->book(start, length);
     }
-    arrival = start + length + link.alpha_seconds;
-    return start + length;
+    arrival = start + length;
+    return arrival;
   }
 
   void send(int rank, StepId id, const Step& step, double now) {

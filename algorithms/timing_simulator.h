@@ -3,14 +3,16 @@
 //
 // It follows the Executor's rules through the same StepScheduler (queues per
 // peer and direction, the send window) and times them event by event:
-// - a send starts once posted and once the links it crosses are free for
-//   its bytes x beta: the two ranks' local ports within a host; the sender
-//   host's uplink, the receiver host's downlink and, with an oversubscribed
-//   core, one of the core's hosts / oversubscription lanes between hosts.
-//   It arrives alpha after its last byte left. Links are booked in the
-//   order messages are posted, each message in the earliest gap that fits
-//   it on every link (algorithms/link_calendar.h): no fair sharing of one
-//   link between messages, which TCP would do.
+// - a send costs its rank alpha (of the level it crosses) before its bytes
+//   go, one message at a time per rank: alpha is the price of a message,
+//   not a latency any number of messages hide behind one another;
+// - then its bytes hold every link they cross for bytes x beta: the two
+//   ranks' local ports within a host; the sender host's uplink, the
+//   receiver host's downlink and, with an oversubscribed core, one of the
+//   core's hosts / oversubscription lanes between hosts. Links are booked
+//   in the order messages are posted, each message in the earliest gap that
+//   fits it on every link (algorithms/link_calendar.h): no fair sharing of
+//   one link between messages, which TCP would do.
 // - a receive finishes when its message has arrived and it is posted;
 // - reduce and copy steps take bytes x gamma on their rank's one CPU.
 // The Plans are not checked for data races or wrong results: that is the
