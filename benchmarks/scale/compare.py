@@ -12,25 +12,15 @@ the largest.
     benchmarks/scale/compare.py /tmp/chorus-scale [build/tools/chorus-project]
 """
 import statistics
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from auto_vs_best import tables  # noqa: E402  (chorus-bench's tables, parsed once)
+
 LAYOUTS = {"r2": (2, 1), "h22": (2, 2), "h44": (2, 4), "h4444": (4, 4)}
 GAMMA_GBPS = 14  # chorus-reduce-bench, float32 sum at 1-8 MiB on this machine
-
-
-def tables(path):
-    """{algorithm: {size: time_us}} from a chorus-bench output (as auto_vs_best.py)."""
-    result, current = {}, None
-    for line in open(path):
-        if line.startswith("# chorus-bench:") and "algorithm" in line:
-            current = line.split("algorithm", 1)[1].split(",")[0].strip()
-            result[current] = {}
-        elif current and line.strip() and not line.startswith("#"):
-            fields = line.split()
-            if len(fields) >= 8 and fields[5] != "unsupported":
-                result[current][int(fields[0])] = float(fields[5])
-    return result
 
 
 def fit(path):
