@@ -58,6 +58,7 @@ class DecoratedDevice : public Device {
     return inner_->register_memory(data, memory);
   }
   void abort_async(std::exception_ptr reason) override;
+  void relay_instead(std::exception_ptr reason) override { inner_->relay_instead(std::move(reason)); }
   std::exception_ptr failure() const override;
   bool progress() override { return inner_->progress(); }
   void begin_polling() override { inner_->begin_polling(); }

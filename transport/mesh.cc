@@ -310,7 +310,15 @@ std::exception_ptr Mesh::failure() const {
 }
 
 void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
-  if (!failed()) reason = explain_loss(reason);
+  if (!failed()) {
+    std::exception_ptr explained = explain_loss(reason);
+    // The source relays its abort to its own peers after this returns:
+    // with the lost peer's words, not "the connection closed".
+    if (explained != reason)
+      for (const auto& device : devices_)
+        if (device.get() == source) device->relay_instead(explained);
+    reason = explained;
+  }
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -233,6 +233,13 @@ class Device {
   virtual void abort_async(std::exception_ptr reason) = 0;
   // The error that aborted the device, or null.
   virtual std::exception_ptr failure() const = 0;
+  // Called from inside the failure listener: tell the connected peers
+  // `reason` instead of failure() when this device relays its abort. The
+  // Mesh uses it where it explained a lost peer with that peer's own abort
+  // report (Mesh::explain_loss): otherwise a peer that merely saw the
+  // connection close would pass its bare "closed" on to every rank it
+  // relays to. No effect once the device began telling its peers.
+  virtual void relay_instead(std::exception_ptr /*reason*/) {}
   // Called once, on the thread that failed the device (maybe its progress
   // thread), right after failure() is set, whatever failed it: a peer, an
   // abort. Must not block. Set before connecting; set null (which waits for

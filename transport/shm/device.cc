@@ -577,6 +577,14 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   run_cleanup_if_needed();
 }
 
+void Engine::relay_instead(std::exception_ptr reason) {
+  if (!reason) return;
+  const AbortReport report = report_abort(reason);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_ && !cleanup_started_)
+    abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
+}
+
 void Engine::run_cleanup_if_needed() {
   std::exception_ptr error;
   std::vector<std::byte> message;
@@ -669,6 +677,7 @@ class ShmDevice final : public Device {
   }
   void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
   void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, false); }
+  void relay_instead(std::exception_ptr reason) override { engine_->relay_instead(std::move(reason)); }
   std::exception_ptr failure() const override { return engine_->failure(); }
   bool progress() override { return engine_->progress(); }
   void begin_polling() override { engine_->begin_polling(); }

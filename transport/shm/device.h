@@ -78,6 +78,8 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
   // wait = false: the device's thread fails the requests; returns at once.
   void abort(std::exception_ptr reason, LogLevel level, bool wait);
+  // Device::relay_instead.
+  void relay_instead(std::exception_ptr reason);
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   std::string describe_signature(uint64_t signature) const override;
   void work_pending() override {

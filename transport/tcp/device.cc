@@ -561,6 +561,13 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   }
 }
 
+void Engine::relay_instead(std::exception_ptr reason) {
+  if (!reason) return;
+  std::vector<std::byte> frame = encode_abort_frame(reason);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_ && !cleanup_started_) abort_frame_ = std::move(frame);
+}
+
 void Engine::run_cleanup_if_needed() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -678,6 +685,7 @@ class TcpDevice final : public Device {
   void abort_async(std::exception_ptr reason) override {
     engine_->abort(std::move(reason), LogLevel::info, false);
   }
+  void relay_instead(std::exception_ptr reason) override { engine_->relay_instead(std::move(reason)); }
   bool progress() override { return engine_->progress(); }
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }

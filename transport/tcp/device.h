@@ -62,6 +62,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
   // wait = false: the progress thread fails the requests; returns at once.
   void abort(std::exception_ptr reason, LogLevel level, bool wait);
+  // Device::relay_instead.
+  void relay_instead(std::exception_ptr reason);
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   void set_write_interest(Connection& connection, bool writable) override;
   void stop_watching(Connection& connection) override;
