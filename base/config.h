@@ -42,9 +42,11 @@ struct Config {
   std::optional<std::chrono::microseconds> poll_time;
   // CHORUS_LINK_MODEL: alpha-beta overrides, parsed by base/link_model.h.
   std::string link_model;
-  // CHORUS_MEASURE_LINKS=0: select algorithms with the transports' built-in
-  // link models instead of measuring each level at connect (transport/link_probe.h).
-  bool measure_links = true;
+  // CHORUS_MEASURE_LINKS: 1 measures each level's links at connect for
+  // algorithm selection (transport/link_probe.h), 0 keeps the transports'
+  // built-in models. Unset: measure with the full mesh, not on demand
+  // (chorus/connect.h, ConnectOptions::measure_links, says why).
+  std::optional<bool> measure_links;
   // CHORUS_ALGO: per-collective algorithm overrides, parsed by the algorithm layer.
   std::string algorithms;
   // CHORUS_SHM_SINGLE_COPY=0: the shared-memory transport copies large

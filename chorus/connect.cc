@@ -106,7 +106,8 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   const Connections connections = options.connections.value_or(config.connections);
   settings.on_demand = connections == Connections::on_demand ||
                        (connections == Connections::automatic && size > kFullMeshMaxRanks);
-  settings.measure_links = size > 1 && options.measure_links.value_or(config.measure_links);
+  settings.measure_links =
+      size > 1 && options.measure_links.value_or(config.measure_links.value_or(!settings.on_demand));
   transport::ConnectedMesh connected = transport::connect_mesh(
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   // Only a Mesh with unconnected pairs ever writes or reads it.

@@ -598,7 +598,13 @@ void Engine::run_cleanup_if_needed() {
     cleanup_started_ = true;
     error = failure_;
     message = abort_message_;
-    admitted_.clear();  // their dialers see the socket close
+    // A dialer whose handshake this rank admitted but never took up already
+    // holds a channel: it reads the abort (after the handshake's reply, in
+    // order) before the socket closes, as a taken-up channel's peer does,
+    // instead of a bare end of stream. Non-blocking: one small message.
+    for (const auto& [dialer, admitted] : admitted_)
+      if (admitted.side.valid() && !message.empty()) send_side(admitted.side.get(), message);
+    admitted_.clear();
   }
   for (Channel* channel : channels()) channel->fail_everything(error, message);
   {
