@@ -16,6 +16,22 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+// allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced (what
+// torch's _coalescing_manager calls) exist from torch 2.1 on.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define CHORUS_TORCH_HAS_TENSOR_COALESCED 1
+#else
+#define CHORUS_TORCH_HAS_TENSOR_COALESCED 0
+#endif
+
+// c10d::Store::clone() (a store handle for another thread), pure virtual
+// from torch 2.4 on.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define CHORUS_TORCH_STORE_HAS_CLONE 1
+#else
+#define CHORUS_TORCH_STORE_HAS_CLONE 0
+#endif
+
 namespace chorus::torch_backend {
 
 #if TORCH_VERSION_MAJOR >= 2

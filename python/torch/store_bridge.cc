@@ -133,6 +133,12 @@ void LauncherStore::wait(const std::vector<std::string>& keys, const std::chrono
   store_->wait(keys, timeout);
 }
 
+#if CHORUS_TORCH_STORE_HAS_CLONE
+c10::intrusive_ptr<c10d::Store> LauncherStore::clone() {
+  return c10::make_intrusive<LauncherStore>(store_, keep_alive_, timeout_);
+}
+#endif
+
 LaunchedStore open_launcher_store(std::chrono::milliseconds timeout) {
   const LaunchEnv launch = detect_launch_env(process_environment());
   CHORUS_LOG(info, launch.rank, "chorus.torch rendezvous: ", describe(launch));

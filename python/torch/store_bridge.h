@@ -50,6 +50,11 @@ class LauncherStore : public c10d::Store {
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+#if CHORUS_TORCH_STORE_HAS_CLONE
+  // torch 2.x asks for a store of its own for helper threads: one more
+  // handle on the same (thread-safe) chorus store.
+  c10::intrusive_ptr<c10d::Store> clone() override;
+#endif
 
  private:
   std::shared_ptr<chorus::Store> store_;
