@@ -62,10 +62,12 @@ py::object translate(const std::exception_ptr& error) {
 }  // namespace
 
 void bind_errors(py::module_& module) {
+  // A RuntimeError, as torch's and Horovod's errors are: their tests and
+  // users' `except RuntimeError` must catch chorus's failures too.
   types.error = new_type(module, "Error",
-                         "Base of every chorus failure. .peer is the rank to blame (or None); str() is the full "
-                         "message, naming this rank and what was expected.",
-                         {PyExc_Exception});
+                         "Base of every chorus failure (a RuntimeError). .peer is the rank to blame (or None); str() "
+                         "is the full message, naming this rank and what was expected.",
+                         {PyExc_RuntimeError});
   // A class attribute, so .peer exists even on errors raised from Python.
   PyObject_SetAttrString(types.error, "peer", Py_None);
   types.io_error = new_type(module, "IoError",

@@ -35,7 +35,9 @@ std::exception_ptr with_context(std::exception_ptr error, const std::string& wha
   } catch (const IoError& e) {
     return std::make_exception_ptr(IoError(prefix + e.what(), e.peer_rank()));
   } catch (const TimeoutError& e) {
-    return std::make_exception_ptr(TimeoutError(prefix + e.what()));
+    // " Timed out " is what torch's tests and tools look for in a
+    // backend's timeout (gloo's words); chorus's own follow.
+    return std::make_exception_ptr(TimeoutError(prefix + "Timed out (" + e.what() + ")"));
   } catch (const InvalidArgument& e) {
     return std::make_exception_ptr(InvalidArgument(prefix + e.what()));
   } catch (const MismatchError& e) {

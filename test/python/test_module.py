@@ -14,6 +14,9 @@ def test_exception_hierarchy():
     assert issubclass(chorus.IoError, ConnectionError)
     assert issubclass(chorus.TimeoutError, TimeoutError)
     assert issubclass(chorus.InvalidArgument, ValueError)
+    # torch's and Horovod's tests, and users, catch RuntimeError.
+    for name in ("Error", "IoError", "PeerLostError", "TimeoutError", "InvalidArgument", "MismatchError", "Aborted"):
+        assert issubclass(getattr(chorus, name), RuntimeError)
     assert chorus.Error.peer is None
     assert chorus.Error.__module__ == "chorus"
 
