@@ -47,6 +47,7 @@ ChorusProcessGroup::~ChorusProcessGroup() {
 c10::intrusive_ptr<ChorusWork> ChorusProcessGroup::make_work(c10d::OpType type, const char* collective,
                                                              std::vector<at::Tensor> outputs,
                                                              int source_rank) const {
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE) ++sequence_;
   return c10::make_intrusive<ChorusWork>(getRank(), type, cat(collective, " on rank ", getRank(), " of ", getSize()),
                                          std::move(outputs), source_rank);
 }

@@ -10,6 +10,7 @@
 // every rank.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -61,6 +62,36 @@ class ChorusProcessGroup : public BackendBase {
   c10::intrusive_ptr<TorchWork> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
   c10::intrusive_ptr<TorchWork> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  // Coalesced calls are one fused chorus collective over all their tensors
+  // (process_group_coalesced.cc), never a loop of calls.
+  c10::intrusive_ptr<TorchWork> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<TorchWork> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+#if CHORUS_TORCH_HAS_TENSOR_COALESCED
+  c10::intrusive_ptr<TorchWork> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<TorchWork> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<TorchWork> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                 const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+#endif
+  // The number of collectives this group issued: the same on every rank,
+  // since every rank issues them in the same order (torch compares them
+  // across ranks to find desynchronized groups). Every rank starts at 0, so
+  // there is nothing to agree on first.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+  // Rank 0 hears from every other rank within the timeout and names those it
+  // did not (monitored_barrier.cc).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
   c10::intrusive_ptr<TorchWork> send(std::vector<at::Tensor>& tensors, int destination, int tag) override;
   c10::intrusive_ptr<TorchWork> recv(std::vector<at::Tensor>& tensors, int source, int tag) override;
 
@@ -85,12 +116,17 @@ class ChorusProcessGroup : public BackendBase {
   }
   // The call's options: the group's timeout unless torch passed one.
   CollectiveOptions options(std::chrono::milliseconds timeout) const;
+  // A sparse COO tensor summed over the group as gloo does it: every rank's
+  // indices and values gathered, then coalesced (process_group_coalesced.cc).
+  c10::intrusive_ptr<TorchWork> allreduce_sparse_tensor(const at::Tensor& tensor, const c10d::AllreduceOptions& opts);
   // `root` as a rank of this group (InvalidArgument naming `what`, "root" or "peer", if it is not one).
   int root_of(int64_t root, const char* collective, const char* what = "root") const;
 
   std::chrono::milliseconds timeout_;
   std::shared_ptr<Context> context_;
   Completer completer_;
+  uint32_t monitored_barriers_ = 0;  // numbers each monitored barrier's messages
+  mutable std::atomic<uint64_t> sequence_{0};  // collectives issued (make_work counts them)
 };
 
 }  // namespace chorus::torch_backend

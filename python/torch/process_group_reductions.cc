@@ -12,6 +12,7 @@ namespace chorus::torch_backend {
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) return allreduce_sparse_tensor(tensors[0], opts);
   const at::Tensor& tensor = single(tensors, "allreduce", "", getRank());
   const Elements elements = reduction_elements(tensor, "allreduce", getRank());
   const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "allreduce", getRank());

@@ -71,7 +71,7 @@ ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* colle
 void expect_cpu(const at::Tensor& tensor, const char* collective, int rank) {
   if (tensor.is_cuda()) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": chorus: CUDA tensors are not supported ",
-                              "yet (issue 15); got a tensor on ", tensor.device().str(), ", expected one on the CPU"));
+                              "yet (issue 28); got a tensor on ", tensor.device().str(), ", expected one on the CPU"));
   }
   if (!tensor.device().is_cpu()) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": expected a CPU tensor, got one on ",

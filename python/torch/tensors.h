@@ -33,7 +33,7 @@ Elements movement_elements(const at::Tensor& tensor);
 // are errors. Checked against the type here, before the call.
 ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* collective, int rank);
 
-// CPU only until CUDA tensors come with the GPU transports (issue 15): a
+// CPU only until CUDA tensors come with the GPU transports (issue 28): a
 // CUDA tensor is an error, never a silent copy through host memory.
 void expect_cpu(const at::Tensor& tensor, const char* collective, int rank);
 // Exactly one tensor per call (torch's lists are one per device).

@@ -7,7 +7,7 @@
 Each process group (the default one and every new_group) is a chorus Context
 of its own, connected through the store torch hands the backend, with the
 group's timeout. CPU tensors only for now (CUDA tensors are an error, see
-docs/torch.md).
+docs/torch.md). Works with Debian's torch 1.13 and PyPI's torch 2.x.
 
 Under torchrun, torch's env:// rendezvous (MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE) gives that store. Where CHORUS_STORE is set and MASTER_ADDR is
@@ -57,9 +57,12 @@ def _under_chorus_launcher():
 def _register():
     if "CHORUS" in dist.Backend._plugins:  # noqa: SLF001  (registered by an earlier import)
         return
-    # torch 2.x maps a backend to device types; chorus moves CPU tensors.
+    # torch 2.x maps a backend to device types. chorus takes both, so that
+    # init_process_group("chorus") serves a job's CPU and CUDA tensors alike
+    # (CUDA tensors are refused with an error naming the issue that brings
+    # them, never sent through another backend behind the user's back).
     if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
-        dist.Backend.register_backend("chorus", _create_process_group, devices=["cpu"])
+        dist.Backend.register_backend("chorus", _create_process_group, devices=["cpu", "cuda"])
     else:
         dist.Backend.register_backend("chorus", _create_process_group)
 
