@@ -47,17 +47,7 @@ build() {
   local dir=$1
   shift
   local targets
-  targets=$(meson introspect "$dir" --tests --targets | python3 -c '
-import json, os, sys
-info = json.load(sys.stdin)
-wanted = set(sys.argv[2:])
-files = {t["id"]: t["filename"] for t in info["targets"]}
-out = set()
-for test in info["tests"]:
-    if not wanted or test["name"] in wanted:
-        for dep in test["depends"]:
-            out.update(os.path.relpath(f, sys.argv[1]) for f in files[dep])
-print("\n".join(sorted(out)))' "$(cd "$dir" && pwd)" "$@")
+  targets=$(python3 scripts/test-targets.py "$dir" "$@")
   # shellcheck disable=SC2086
   ninja -C "$dir" -j2 $targets
 }

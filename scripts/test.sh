@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, build, run every Meson test,
-# then install the library and build a consumer program against the installed
+# The whole test suite: install dependencies, build, run every Meson test
+# (the PyTorch backend against Debian's torch 1.13, then against torch 2.x:
+# scripts/torch2-test.sh), then install the library and build a consumer program against the installed
 # copy through pkg-config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,11 @@ if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -f build/libchorus_cuda.so ]; then
 fi
 
 meson test -C build --print-errorlogs --num-processes 2
+
+# The Python module and PyTorch backend again against torch 2.x from PyPI
+# (build-torch2/, a virtual environment reused across runs): build/ above
+# tested them against Debian's torch 1.13.
+scripts/torch2-test.sh
 
 # PyTorch loads the real Gloo into the same process: no symbol of ours may live in gloo::.
 if nm -DC build/libchorus.so | grep -q 'gloo::'; then

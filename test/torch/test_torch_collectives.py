@@ -1,5 +1,5 @@
-"""Every collective, every dtype, bit-exact, at 2 and 3 ranks; async work and futures; new_group; torchrun and
-mpirun as launchers."""
+"""Every collective, every dtype, bit-exact, at 2 and 3 ranks; async work and futures; new_group; the
+framework-facing API (coalescing, object collectives, monitored_barrier, ...); torchrun and mpirun as launchers."""
 
 import pytest
 
@@ -10,6 +10,13 @@ from conftest import oks
 def test_every_collective_and_dtype(run_job, ranks):
     output = run_job("collectives.py", ranks)
     assert len(oks(output, "collectives")) == ranks, output
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_framework_api(run_job, ranks):
+    """Coalescing, batch_isend_irecv, object collectives, new_subgroups, sparse, monitored_barrier, cpu:chorus."""
+    output = run_job("framework_api.py", ranks)
+    assert len(oks(output, "framework_api")) == ranks, output
 
 
 def test_new_group_two_subgroups_and_a_group_timeout(run_job):

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Prints the build targets (paths relative to the build directory) that the
+named Meson tests depend on, or all tests' with no names, one per line, for
+`ninja -C DIR $(scripts/test-targets.py DIR TEST...)`: what a test run needs,
+not the benchmarks and tools no test uses.
+
+    scripts/test-targets.py BUILD_DIR [--suite SUITE]... [TEST]...
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def main():
+    build_dir = os.path.abspath(sys.argv[1])
+    names, suites, arguments = set(), set(), sys.argv[2:]
+    while arguments:
+        argument = arguments.pop(0)
+        if argument == "--suite":
+            suites.add(arguments.pop(0))
+        else:
+            names.add(argument)
+    info = json.loads(subprocess.run(["meson", "introspect", build_dir, "--tests", "--targets"], check=True,
+                                     capture_output=True, text=True).stdout)
+    files = {target["id"]: target["filename"] for target in info["targets"]}
+    wanted = set()
+    for test in info["tests"]:
+        # Meson names a test's suites "<project>:<suite>".
+        test_suites = {suite.split(":")[-1] for suite in test["suite"]}
+        if (not names and not suites) or test["name"] in names or test_suites & suites:
+            for dependency in test["depends"]:
+                wanted.update(os.path.relpath(path, build_dir) for path in files[dependency])
+    print("\n".join(sorted(wanted)))
+
+
+if __name__ == "__main__":
+    main()
