@@ -138,9 +138,11 @@ TEST_CASE("every rank naming itself root fails with MismatchError on every rank,
         INFO("rank " << rank << ": " << verdict.error_class << ": " << verdict.text);
         CHECK(verdict.error_class == "MismatchError");
         CHECK(verdict.failed_call == 1);
-        // Every rank's left neighbour names another root: whether this rank
-        // saw it or adopted a neighbour's report first, the words are the check's.
-        CHECK(verdict.text.find(" names root ") != std::string::npos);
+        // Whether this rank saw it or adopted a neighbour's report, the words
+        // are about roots: the check's ("names root 1"), or a Plan's frame
+        // that met a receive for another root (a broadcast's root receives
+        // in scatter-allgather).
+        CHECK(verdict.text.find(" root ") != std::string::npos);
       }
     }
   }
@@ -195,5 +197,30 @@ TEST_CASE("ranks that agree on the root still run every rooted collective", "[ro
       }, kTimeout);
       chorus::testing::require_all_ok(outcomes);
     }
+  }
+}
+
+TEST_CASE("split children check their roots among their own ranks", "[roots][split]") {
+  // Children {0, 2} and {1, 3}: each agrees on its roots in a first round
+  // (group tags keep the two children's checks apart on the shared pairs),
+  // then each member names itself root.
+  std::vector<std::string> classes(4, "none");
+  auto outcomes = run_ranks(4, [&](Context& world) {
+    std::shared_ptr<Context> child = world.split(world.rank() % 2, world.rank());
+    for (Rooted kind : kEveryRooted)
+      for (int root = 0; root < child->size(); ++root) call_rooted(*child, kind, root);
+    try {
+      // In the try: a rank whose barrier ends early may abort with the
+      // mismatch while another still waits in it.
+      barrier(world);
+      call_rooted(*child, Rooted::broadcast, child->rank());
+    } catch (...) {
+      classes[static_cast<size_t>(world.rank())] = class_of(std::current_exception());
+      throw;
+    }
+  }, kTimeout);
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    INFO("rank " << rank << ": " << (outcomes[rank].error ? text_of(outcomes[rank].error) : "no error"));
+    CHECK(classes[rank] == "MismatchError");
   }
 }
