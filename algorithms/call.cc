@@ -1,7 +1,7 @@
 // Names of collectives and the 64-bit call signature checked on every frame.
 //
 // Signature layout (high to low): 8 bits collective kind + 1 (so no real call
-// has signature 0), 8 bits data type, 8 bits reduce op, 8 bits root (low
+// has signature 0; its top bits mark CUDA memory and a root check), 8 bits data type, 8 bits reduce op, 8 bits root (low
 // bits), 32 bits count (low bits). Fields a collective ignores are zero, so
 // ranks that differ only in something irrelevant (the root of an allreduce)
 // still agree.
@@ -25,6 +25,9 @@ constexpr uint64_t collective_count = static_cast<uint64_t>(Collective::recv) + 
 // same collective would otherwise speak different protocols on a pair that
 // moves both (cuda_ipc); with the bit they fail with MismatchError.
 constexpr uint64_t cuda_memory_bit = 0x80;
+// Also in the kind byte: the frame is a rooted call's root check, whose
+// signature carries no root.
+constexpr uint64_t root_check_bit = 0x40;
 }  // namespace
 
 std::string_view to_string(Collective collective) {
@@ -130,9 +133,14 @@ uint64_t call_signature(const Call& call) {
   return signature;
 }
 
+uint64_t root_check_signature(const Call& call) {
+  return (call_signature(call) & ~(byte_mask << root_shift)) | root_check_bit << kind_shift;
+}
+
 std::string describe_signature(uint64_t signature) {
   const bool cuda = (signature >> kind_shift) & cuda_memory_bit;
-  uint64_t kind = (signature >> kind_shift) & ~cuda_memory_bit & byte_mask;
+  const bool root_check = (signature >> kind_shift) & root_check_bit;
+  uint64_t kind = (signature >> kind_shift) & ~(cuda_memory_bit | root_check_bit) & byte_mask;
   if (kind == 0 || kind > collective_count) return cat("unknown call (signature 0x", std::hex, signature, ")");
   auto collective = static_cast<Collective>(kind - 1);
   const std::string memory = cuda ? " on CUDA memory" : "";
@@ -156,7 +164,7 @@ std::string describe_signature(uint64_t signature) {
   }
   const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
                       collective == Collective::gather || collective == Collective::scatter;
-  if (rooted) text += cat(" from root ", (signature >> root_shift) & byte_mask);
+  if (rooted && !root_check) text += cat(" from root ", (signature >> root_shift) & byte_mask);
   // The whole buffer's bytes (a block's, for the collectives whose count is
   // per rank), not a message's: large calls travel in many messages.
   if (!digest && type_bits <= static_cast<uint64_t>(DataType::float64)) {
@@ -166,7 +174,7 @@ std::string describe_signature(uint64_t signature) {
                           collective == Collective::alltoall;
     text += cat(" (", bytes, per_rank ? " bytes per rank)" : " bytes)");
   }
-  return text + memory;
+  return text + memory + (root_check ? " (its root check)" : "");
 }
 
 }  // namespace chorus::algorithms

@@ -94,6 +94,11 @@ inline Call make_call(Collective collective, int rank, int size, size_t count, D
 // 64 bits every rank computes identically for the same call; carried in every
 // frame so a rank that called something else gets MismatchError.
 uint64_t call_signature(const Call& call);
+// The signature of a rooted call's root check (algorithms/root_check.h):
+// the call's without the root's byte (the check's payload carries the whole
+// root) and marked, so a mismatch message neither prints a root nor passes
+// the check's 4-byte message for the call's data.
+uint64_t root_check_signature(const Call& call);
 // Human description of the call a signature came from, for MismatchError
 // messages ("allreduce of 1000 float32 sum"); the count is only known modulo 2^32.
 std::string describe_signature(uint64_t signature);

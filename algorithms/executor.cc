@@ -12,6 +12,7 @@
 
 #include "algorithms/arrivals.h"
 #include "algorithms/local_steps.h"
+#include "algorithms/root_check.h"
 #include "algorithms/striping.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -111,7 +112,10 @@ class PlanRun {
     buffers_.input = static_cast<const std::byte*>(input);
     buffers_.output = static_cast<std::byte*>(output);
     buffers_.scratch = plan.scratch_bytes ? buffers_.backend->thread_scratch(plan.scratch_bytes) : nullptr;
-    requests_ = state_.reserve_requests(number_stripes());
+    // The root check's two requests follow the Plan's.
+    plan_requests_ = number_stripes();
+    checks_root_ = RootCheck::needed(call);
+    requests_ = state_.reserve_requests(plan_requests_ + (checks_root_ ? 2 : 0));
     tag_.signature = call_signature(call);
     tag_.group = communicator.group();
   }
@@ -125,11 +129,13 @@ class PlanRun {
     // While this thread runs the plan it reads its own sockets and rings
     // (see Device::begin_polling); it hands reading back only to sleep.
     transport::PollingScope polling(mesh);
-    while (!scheduler_.done()) {
+    if (checks_root_) post_root_check();
+    while (!finished()) {
       // Read the count before looking at requests: a completion after the
       // scan then changes it, and the wait below returns at once.
       const uint64_t seen = signal_.count();
       bool progressed = harvest_completions();
+      if (root_check_pending_) progressed = harvest_root_check() || progressed;
       while (std::optional<StepId> id = scheduler_.next_post()) {
         post(*id);
         progressed = true;
@@ -147,7 +153,7 @@ class PlanRun {
         mesh.progress();
         continue;
       }
-      if (progressed || scheduler_.done()) continue;
+      if (progressed || finished()) continue;
       // Progress is counted on the hot path and timed only here, where the
       // clock is read anyway: a small collective reads it no more than before.
       const Clock::time_point now = Clock::now();
@@ -170,6 +176,35 @@ class PlanRun {
   }
 
  private:
+  // The Plan ran to its end and the root check, if any, is answered.
+  bool finished() const { return scheduler_.done() && !root_check_pending_; }
+
+  // Before any step of the Plan (root_check.h says why).
+  void post_root_check() {
+    transport::Tag tag = tag_;
+    tag.value = static_cast<uint64_t>(sequence_ & 0x7fffffffu) << 32;
+    root_check_pending_ = true;
+    root_check_.post(communicator_, call_, tag, requests_[plan_requests_], requests_[plan_requests_ + 1]);
+  }
+
+  // Verifies the neighbour's root as soon as it arrives, not after the Plan:
+  // with roots that disagree the Plan may never end. True once both
+  // messages are done.
+  bool harvest_root_check() {
+    const transport::Request& send = requests_[plan_requests_];
+    const transport::Request& recv = requests_[plan_requests_ + 1];
+    const auto received = recv.state();
+    if (received == transport::Request::State::failed) std::rethrow_exception(recv.error());
+    if (received == transport::Request::State::done && !root_verified_) {
+      root_check_.verify(call_, sequence_);
+      root_verified_ = true;
+    }
+    const auto sent = send.state();
+    if (sent == transport::Request::State::failed) std::rethrow_exception(send.error());
+    root_check_pending_ = !root_verified_ || sent != transport::Request::State::done;
+    return !root_check_pending_;
+  }
+
   // Reads the sockets on this thread until a request completes, or until it
   // has polled for poll_time with no byte arriving; then the caller sleeps
   // and the transport's thread reads. A message that lands while we poll
@@ -285,6 +320,8 @@ class PlanRun {
   }
 
   std::string describe_oldest_wait() {
+    if (in_flight_.empty() && root_check_pending_)
+      return cat("the root check's message from rank ", RootCheck::left(call_), " (4 bytes)");
     if (in_flight_.empty()) return "its own steps";
     const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
     return describe_wait(plan_.step(oldest), requests_of(oldest).size());
@@ -344,6 +381,11 @@ class PlanRun {
   std::vector<StepTiming>* step_timings_;
   const std::optional<Clock::time_point> started_;
   transport::Request* requests_ = nullptr;
+  size_t plan_requests_ = 0;
+  RootCheck root_check_;
+  bool checks_root_ = false;
+  bool root_check_pending_ = false;
+  bool root_verified_ = false;
   PlanBuffers buffers_;
   transport::Tag tag_;
   Clock::duration quiet_before_warning_{};
@@ -357,17 +399,24 @@ class PlanRun {
 // Every rank of the call connects its Plan's peers here, before posting
 // anything: the peers of one rank's Plan have it among theirs, so each
 // pair's two ranks both reach it, and Mesh::connect's ascending order keeps
-// them from waiting in a circle.
-void connect_peers(const Communicator& communicator, const PlanGraph& graph, Deadline deadline) {
+// them from waiting in a circle. The root check's neighbours are peers too;
+// the ring has each rank among its neighbours' neighbours alike.
+void connect_peers(const Communicator& communicator, const PlanGraph& graph, const Call& call, Deadline deadline) {
   transport::Mesh& mesh = communicator.mesh();
+  const auto connected = [&](int peer) { return mesh.connected(communicator.mesh_rank(peer)); };
+  const bool checks_root = RootCheck::needed(call);
   // Once the Plan's pairs are up (every call but the first few), a look per
   // queue and nothing allocated.
   const auto& queues = graph.queues();
-  if (std::all_of(queues.begin(), queues.end(),
-                  [&](const PlanGraph::Queue& queue) { return mesh.connected(communicator.mesh_rank(queue.peer)); }))
+  if (std::all_of(queues.begin(), queues.end(), [&](const PlanGraph::Queue& queue) { return connected(queue.peer); }) &&
+      (!checks_root || (connected(RootCheck::left(call)) && connected(RootCheck::right(call)))))
     return;
   std::vector<int> peers;
   for (const PlanGraph::Queue& queue : queues) peers.push_back(communicator.mesh_rank(queue.peer));
+  if (checks_root) {
+    peers.push_back(communicator.mesh_rank(RootCheck::left(call)));
+    peers.push_back(communicator.mesh_rank(RootCheck::right(call)));
+  }
   mesh.connect(std::move(peers), deadline);
 }
 
@@ -375,8 +424,9 @@ void connect_peers(const Communicator& communicator, const PlanGraph& graph, Dea
 
 void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
              const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras) {
-  if (plan.size() == 0) return;
-  if (!communicator.mesh().fully_connected()) connect_peers(communicator, graph, deadline);
+  // A rooted call checks its root even when its Plan is empty (nothing to move).
+  if (plan.size() == 0 && !RootCheck::needed(call)) return;
+  if (!communicator.mesh().fully_connected()) connect_peers(communicator, graph, call, deadline);
   PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, extras);
   try {
     run.run();

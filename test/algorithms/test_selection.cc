@@ -57,6 +57,22 @@ TEST_CASE("call signatures differ in everything that matters and ignore the rest
   REQUIRE(call_signature(broadcast) == call_signature(other_op));
 }
 
+TEST_CASE("a root check's signature leaves out the root and says what it is") {
+  Call reduce = make_call(Collective::reduce, 0, 300, 10, DataType::int32, ReduceOp::max, 2, true);
+  Call other_root = reduce;
+  other_root.root = 258;  // the same low byte: only the check's payload tells them apart
+  REQUIRE(call_signature(reduce) == call_signature(other_root));
+  REQUIRE(root_check_signature(reduce) == root_check_signature(other_root));
+  other_root.root = 7;
+  REQUIRE(root_check_signature(reduce) == root_check_signature(other_root));
+  // Neither a frame of the call's data nor another call's root check.
+  REQUIRE(root_check_signature(reduce) != call_signature(reduce));
+  Call other_count = reduce;
+  other_count.count = 11;
+  REQUIRE(root_check_signature(reduce) != root_check_signature(other_count));
+  REQUIRE(describe_signature(root_check_signature(reduce)) == "reduce of 10 int32 max (40 bytes) (its root check)");
+}
+
 TEST_CASE("registry lists one algorithm per collective by name") {
   REQUIRE(find_algorithm(Collective::allreduce, "ring") != nullptr);
   REQUIRE(find_algorithm(Collective::broadcast, "binomial") != nullptr);

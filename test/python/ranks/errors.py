@@ -1,5 +1,5 @@
 """Errors as Python exceptions, on a job of at least 2 ranks: an invalid root,
-a count that differs across ranks, a rank that exits without closing. Each
+a count that differs across ranks, roots that differ, a rank that exits without closing. Each
 phase runs on a fresh Context (an error finishes the Context it happens on).
 Prints "errors OK <checks>"."""
 
@@ -80,6 +80,15 @@ with fresh("mismatch") as ctx:
 with fresh("mismatch-report") as ctx:
     reports = ctx.allgather(np.array([mine], np.int32))
     check(int(reports.sum()) >= 1, "at least one rank raised chorus.MismatchError")
+
+# Ranks disagreeing on a broadcast's root (each names itself): chorus.MismatchError
+# on every rank, the roots included, in that very call and long before the timeout.
+with fresh("roots") as ctx:
+    data = np.full(4, rank, np.float32)
+    started = time.monotonic()
+    error = expect(chorus.MismatchError, lambda: ctx.broadcast(data, rank), f"rank {rank}", "root")
+    check(time.monotonic() - started < 10, "disagreeing roots fail well within the timeout")
+    print(f"rank {rank}: disagreeing roots: {error}", flush=True)
 
 # A bounded wait on a Work that cannot finish yet: False, then the real result.
 with fresh("wait-timeout") as ctx:

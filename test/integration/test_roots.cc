@@ -1,0 +1,226 @@
+// Ranks that disagree on the root of a rooted collective (broadcast, reduce,
+// gather(v), scatter(v)) all fail with MismatchError, the roots included, and
+// well within the timeout: ranks as threads over a HashStore, on whichever
+// transport the test's environment picks (meson runs it over shm and tcp,
+// with every pair connected at once and on demand).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "test/integration/rank_threads.h"
+
+using namespace chorus;
+using chorus::testing::run_ranks;
+
+namespace {
+
+enum class Rooted { broadcast, reduce, gather, gatherv, scatter, scatterv };
+
+const char* name_of(Rooted kind) {
+  switch (kind) {
+    case Rooted::broadcast: return "broadcast";
+    case Rooted::reduce: return "reduce";
+    case Rooted::gather: return "gather";
+    case Rooted::gatherv: return "gatherv";
+    case Rooted::scatter: return "scatter";
+    case Rooted::scatterv: return "scatterv";
+  }
+  return "?";
+}
+
+constexpr Rooted kEveryRooted[] = {Rooted::broadcast, Rooted::reduce,  Rooted::gather,
+                                   Rooted::gatherv,   Rooted::scatter, Rooted::scatterv};
+
+// Long enough that a hang shows as a timeout far beyond what a mismatch takes.
+constexpr std::chrono::milliseconds kTimeout{20000};
+constexpr std::chrono::milliseconds kWellWithin{5000};
+
+// One rooted call naming `root`, with buffers every rank could use as root
+// (each rank may believe it is).
+void call_rooted(Context& context, Rooted kind, int root) {
+  const auto ranks = static_cast<size_t>(context.size());
+  const size_t count = 1000;
+  std::vector<float> block(count, static_cast<float>(context.rank()));
+  std::vector<float> all(count * ranks, -1.0f);
+  std::vector<size_t> counts(ranks);
+  for (size_t r = 0; r < ranks; ++r) counts[r] = count - r;  // unequal blocks, all within `count`
+  const size_t own = counts[static_cast<size_t>(context.rank())];
+  switch (kind) {
+    case Rooted::broadcast: broadcast(context, block.data(), count, DataType::float32, root); break;
+    case Rooted::reduce:
+      reduce(context, block.data(), all.data(), count, DataType::float32, ReduceOp::sum, root);
+      break;
+    case Rooted::gather: gather(context, block.data(), all.data(), count, DataType::float32, root); break;
+    case Rooted::gatherv: gatherv(context, block.data(), all.data(), counts, DataType::float32, root); break;
+    case Rooted::scatter: scatter(context, all.data(), block.data(), count, DataType::float32, root); break;
+    case Rooted::scatterv:
+      block.resize(own);
+      scatterv(context, all.data(), block.data(), counts, DataType::float32, root);
+      break;
+  }
+}
+
+// What one rank ended with: the error's class and text, and which call raised it.
+struct Verdict {
+  std::string error_class = "none";
+  std::string text;
+  int failed_call = 0;  // 1: the mismatched call itself; 2: the one after it
+};
+
+std::string class_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const MismatchError&) {
+    return "MismatchError";
+  } catch (const TimeoutError&) {
+    return "TimeoutError";
+  } catch (const Aborted&) {
+    return "Aborted";
+  } catch (const IoError&) {
+    return "IoError";
+  } catch (const std::exception&) {
+    return "other";
+  }
+}
+
+std::string text_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// Runs `kind` with each rank naming root_of(rank), then (on ranks whose call
+// returned) a barrier, which must fail with the first call's error.
+std::vector<Verdict> run_disagreement(int size, Rooted kind, int (*root_of)(int rank, int size),
+                                      std::chrono::milliseconds& took) {
+  std::vector<Verdict> verdicts(static_cast<size_t>(size));
+  const auto started = std::chrono::steady_clock::now();
+  auto outcomes = run_ranks(size, [&](Context& context) {
+    Verdict& verdict = verdicts[static_cast<size_t>(context.rank())];
+    verdict.failed_call = 1;
+    call_rooted(context, kind, root_of(context.rank(), size));
+    verdict.failed_call = 2;
+    barrier(context);
+    verdict.failed_call = 0;
+  }, kTimeout);
+  took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    if (!outcomes[rank].error) {
+      verdicts[rank].failed_call = 0;
+      continue;
+    }
+    verdicts[rank].error_class = class_of(outcomes[rank].error);
+    verdicts[rank].text = text_of(outcomes[rank].error);
+  }
+  return verdicts;
+}
+
+int own_rank(int rank, int) { return rank; }
+// Every rank names root 0 but the last, which names 1.
+int last_names_one(int rank, int size) { return rank == size - 1 ? 1 : 0; }
+
+}  // namespace
+
+TEST_CASE("every rank naming itself root fails with MismatchError on every rank, in that call", "[roots]") {
+  for (int size : {2, 3, 4}) {
+    for (Rooted kind : kEveryRooted) {
+      CAPTURE(size, name_of(kind));
+      std::chrono::milliseconds took{};
+      const std::vector<Verdict> verdicts = run_disagreement(size, kind, own_rank, took);
+      CHECK(took < kWellWithin);
+      for (size_t rank = 0; rank < verdicts.size(); ++rank) {
+        const Verdict& verdict = verdicts[rank];
+        INFO("rank " << rank << ": " << verdict.error_class << ": " << verdict.text);
+        CHECK(verdict.error_class == "MismatchError");
+        CHECK(verdict.failed_call == 1);
+        // Whether this rank saw it or adopted a neighbour's report, the words
+        // are about roots: the check's ("names root 1"), or a Plan's frame
+        // that met a receive for another root (a broadcast's root receives
+        // in scatter-allgather).
+        CHECK(verdict.text.find(" root ") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("the root check's words name this rank, the peer and both roots", "[roots]") {
+  std::chrono::milliseconds took{};
+  const std::vector<Verdict> verdicts = run_disagreement(3, Rooted::broadcast, own_rank, took);
+  // Rank 1's own verdict, unless rank 0's or rank 2's report reached it first.
+  const std::string own = "rank 1: broadcast #0: peer rank 0 names root 0 but this rank names root 1";
+  bool someone_saw_it_first_hand = false;
+  for (int rank = 0; rank < 3; ++rank) {
+    const int left = (rank + 2) % 3;
+    const std::string first_hand = cat("rank ", rank, ": broadcast #0: peer rank ", left, " names root ", left,
+                                       " but this rank names root ", rank);
+    const std::string& text = verdicts[static_cast<size_t>(rank)].text;
+    INFO(text);
+    someone_saw_it_first_hand = someone_saw_it_first_hand || text == first_hand;
+    if (rank == 1 && text.find("aborted") == std::string::npos) CHECK(text == own);
+  }
+  CHECK(someone_saw_it_first_hand);
+}
+
+TEST_CASE("one rank naming another root fails every rank with MismatchError, this call or the next", "[roots]") {
+  for (int size : {2, 3, 4}) {
+    for (Rooted kind : kEveryRooted) {
+      CAPTURE(size, name_of(kind));
+      std::chrono::milliseconds took{};
+      const std::vector<Verdict> verdicts = run_disagreement(size, kind, last_names_one, took);
+      CHECK(took < kWellWithin);
+      for (size_t rank = 0; rank < verdicts.size(); ++rank) {
+        const Verdict& verdict = verdicts[rank];
+        INFO("rank " << rank << " (failed in call " << verdict.failed_call << "): " << verdict.error_class << ": "
+                     << verdict.text);
+        CHECK(verdict.error_class == "MismatchError");
+        CHECK(verdict.failed_call >= 1);
+      }
+      // The two ranks whose left neighbour disagrees (the last, and rank 0
+      // after it) see it in the call itself.
+      CHECK(verdicts.front().failed_call == 1);
+      CHECK(verdicts.back().failed_call == 1);
+    }
+  }
+}
+
+TEST_CASE("ranks that agree on the root still run every rooted collective", "[roots]") {
+  for (int size : {1, 2, 3}) {
+    for (Rooted kind : kEveryRooted) {
+      CAPTURE(size, name_of(kind));
+      auto outcomes = run_ranks(size, [&](Context& context) {
+        for (int root = 0; root < size; ++root) call_rooted(context, kind, root);
+      }, kTimeout);
+      chorus::testing::require_all_ok(outcomes);
+    }
+  }
+}
+
+TEST_CASE("split children check their roots among their own ranks", "[roots][split]") {
+  // Children {0, 2} and {1, 3}: each agrees on its roots in a first round
+  // (group tags keep the two children's checks apart on the shared pairs),
+  // then each member names itself root.
+  std::vector<std::string> classes(4, "none");
+  auto outcomes = run_ranks(4, [&](Context& world) {
+    std::shared_ptr<Context> child = world.split(world.rank() % 2, world.rank());
+    for (Rooted kind : kEveryRooted)
+      for (int root = 0; root < child->size(); ++root) call_rooted(*child, kind, root);
+    try {
+      // In the try: a rank whose barrier ends early may abort with the
+      // mismatch while another still waits in it.
+      barrier(world);
+      call_rooted(*child, Rooted::broadcast, child->rank());
+    } catch (...) {
+      classes[static_cast<size_t>(world.rank())] = class_of(std::current_exception());
+      throw;
+    }
+  }, kTimeout);
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    INFO("rank " << rank << ": " << (outcomes[rank].error ? text_of(outcomes[rank].error) : "no error"));
+    CHECK(classes[rank] == "MismatchError");
+  }
+}
