@@ -1,8 +1,8 @@
 """The torch.distributed API that frameworks build on, beyond the plain
 collectives: coalesced calls (fused), the coalescing manager, batch_isend_irecv,
 object collectives, new_subgroups, sparse all_reduce, sequence numbers,
-monitored_barrier (torch 2.x asks the backend; 1.13 reserves it to gloo) and
-the "cpu:chorus" form of init_process_group. Bit-exact, at 2 and 3 ranks.
+monitored_barrier (torch 2.x asks the backend; 1.13 reserves it to gloo), the
+"cpu:chorus" form of init_process_group, and roots that ranks disagree on. Bit-exact, at 2 and 3 ranks.
 Prints "framework_api OK <checks>" at the end."""
 
 import sys
@@ -139,6 +139,17 @@ if TORCH2:
         except RuntimeError as error:
             check(f"Rank {rank} successfully reached monitoredBarrier" in str(error), f"says it came: {error}")
     dist.barrier()
+
+# Ranks that disagree on a root: MismatchError on every rank, the root
+# included (each rank names itself), in a group of their own (the failure
+# finishes that group).
+disagreeing = dist.new_group(list(range(size)))
+try:
+    dist.broadcast(torch.full((4,), float(rank)), src=rank, group=disagreeing)
+    check(False, "a broadcast whose ranks name different roots must fail")
+except chorus.MismatchError as error:
+    check("root" in str(error), f"the mismatch names the roots: {error}")
+dist.barrier()
 
 dist.destroy_process_group()
 print(f"framework_api OK {check.count}", flush=True)
