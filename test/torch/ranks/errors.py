@@ -35,9 +35,11 @@ def still_usable(what):
     check.equal(tensor, torch.full((8,), 3.0), f"the group works after {what}")
 
 
-# Only dense CPU tensors. (CUDA ones are refused naming issue 15, but torch
-# without CUDA cannot make one, and torch dispatches no other device to a backend.)
-expect(ValueError, lambda: dist.all_reduce(torch.eye(3).to_sparse()), f"rank {rank}", "sparse tensors")
+# Only dense CPU tensors, except all_reduce's sparse SUM. (CUDA ones are refused
+# naming issue 28, but torch without CUDA cannot make one, and torch dispatches
+# no other device to a backend.)
+expect(ValueError, lambda: dist.all_reduce(torch.eye(3).to_sparse(), op=dist.ReduceOp.MAX), f"rank {rank}",
+       "only SUM")
 still_usable("a sparse tensor")
 
 # Bitwise ops are for integers.
@@ -55,8 +57,12 @@ expect(ValueError, lambda: dist.all_gather([torch.empty(3), torch.empty(2)], tor
        "2 elements", "expected 3")
 still_usable("lists of the wrong shape")
 
-# A message to oneself (chorus itself would finish the group over it).
-expect(ValueError, lambda: dist.send(torch.ones(2), dst=rank), f"rank {rank}", "this rank itself")
+# A message to oneself (chorus itself would finish the group over it); torch
+# 2.x refuses it in Python before the backend sees it, in its own words.
+if int(torch.__version__.split(".")[0]) >= 2:
+    expect(ValueError, lambda: dist.send(torch.ones(2), dst=rank), "should not be the same as the rank")
+else:
+    expect(ValueError, lambda: dist.send(torch.ones(2), dst=rank), f"rank {rank}", "this rank itself")
 still_usable("a send to oneself")
 
 # A rank that leaves without a goodbye: the other's next collective names it.
