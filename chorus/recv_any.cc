@@ -21,6 +21,9 @@
 // they come (Mesh::connect_if_ready). A dial is seen by the device's
 // listener, which tells nobody, so while some pair is still down the
 // receive also looks every kSlice: the one poll here, and only on demand.
+// Meanwhile it knocks on the listeners of the peers it waits for, as
+// Mesh::connect does, so a peer that died or aborted before connecting fails
+// the receive as it would over the full mesh instead of leaving it to time out.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -43,6 +46,9 @@ namespace {
 
 // How often a receive looks for dials of peers not connected yet (on demand).
 constexpr std::chrono::milliseconds kSlice{20};
+// When it first knocks on peers that have not dialed yet, and how often after.
+constexpr std::chrono::milliseconds kFirstKnock{200};
+constexpr std::chrono::milliseconds kKnockEvery{500};
 
 struct AnySourceReceive {
   AnySourceReceive(Context& owner, void* buffer, size_t elements, DataType element_type, uint32_t user_tag,
@@ -71,10 +77,12 @@ struct AnySourceReceive {
     std::atomic<int>& next = detail::state_of(context).next_any_source;
     const int first = next.load(std::memory_order_relaxed) % size;
     waiting_for_dials = false;
+    const bool knock = !mesh().fully_connected() && Clock::now() >= next_knock;
+    if (knock) next_knock = Clock::now() + kKnockEvery;
     for (int step = 0; step < size; ++step) {
       const int member = (first + step) % size;
       if (member == context.rank()) continue;
-      if (!mesh().connect_if_ready(communicator().mesh_rank(member), deadline)) {
+      if (!mesh().connect_if_ready(communicator().mesh_rank(member), deadline, knock)) {
         waiting_for_dials = true;
         continue;
       }
@@ -157,6 +165,7 @@ struct AnySourceReceive {
   Deadline deadline;
   int source = -1;  // the member claimed from
   bool waiting_for_dials = false;
+  Clock::time_point next_knock = Clock::now() + kFirstKnock;
   // The signal outlives the request attached to it.
   transport::CompletionSignal signal;
   transport::Request request;

@@ -134,12 +134,14 @@ void Mesh::connect(std::vector<int> peers, Deadline deadline) {
   }
 }
 
-bool Mesh::connect_if_ready(int peer, Deadline deadline) {
+bool Mesh::connect_if_ready(int peer, Deadline deadline, bool knock) {
   if (connected(peer)) return true;
   check_peer_rank(peer);
   if (device_of(peer).dials(peer)) return build_streams(peer, deadline, false);
   // A deadline already passed: the device takes a dial that came, waits for none.
-  return build_streams(peer, Deadline(Clock::now()), true);
+  if (build_streams(peer, Deadline(Clock::now()), true)) return true;
+  if (knock) knock_on(peer);
+  return false;
 }
 
 bool Mesh::build_streams(int peer, Deadline deadline, bool slice) {

@@ -79,8 +79,10 @@ class Mesh {
   // one that dials this rank is taken only if its dial already came.
   // Returns whether the pair is up. How a receive from any peer (which
   // cannot know who will send) reaches peers on demand: a peer can only
-  // have sent once its pair is up. Failures as connect().
-  bool connect_if_ready(int peer, Deadline deadline);
+  // have sent once its pair is up. Failures as connect(). `knock`: for a
+  // peer not dialed yet, also knock on its listener (transport/knock.h), so
+  // one that aborted or is gone fails this rank as connect()'s wait would.
+  bool connect_if_ready(int peer, Deadline deadline, bool knock = false);
   // Where this rank leaves its abort report, and finds a peer's, while some
   // pair is unconnected (transport/abort_board.h). Null: nowhere (a failure
   // to connect then says only that the peer aborted or is gone).
