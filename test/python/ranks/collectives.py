@@ -169,6 +169,22 @@ def movement(type_name, is_async, count):
         receiving = ctx.recv_async(incoming, left, 7, dtype=override)
         call("send", is_async, blocks[rank], right, 7, dtype=override)
         check(receiving.result() is incoming and same_bits(incoming, blocks[left]), f"send/recv {type_name}")
+        # Every other rank sends to rank 0, which takes them from any peer.
+        if rank == 0:
+            seen = []
+            for k in range(size - 1):
+                incoming = np.zeros_like(blocks[0])
+                if is_async:
+                    work = ctx.recv_any_async(incoming, 8, dtype=override)
+                    check(work.result() is incoming, f"recv_any_async result {type_name}")
+                    source = work.source_rank()
+                else:
+                    source = ctx.recv_any(incoming, 8, dtype=override)
+                check(0 < source < size and same_bits(incoming, blocks[source]), f"recv_any {type_name} from {source}")
+                seen.append(source)
+            check(sorted(seen) == list(range(1, size)), f"recv_any {type_name}: every sender once ({seen})")
+        else:
+            ctx.send(blocks[rank], 0, 8, dtype=override)
 
 
 def other_buffers():
