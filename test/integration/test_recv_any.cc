@@ -174,15 +174,17 @@ TEST_CASE("recv_any and specific receives on other threads neither lose nor dupl
           barrier(context);
           return;
         }
-        // Two threads take from any peer, one thread from each sender
-        // specifically: 2 * 20 + 2 * 20 = 80 messages.
+        // Two threads take 15 each from any peer while one thread per sender
+        // takes 10 from it specifically; then the rest (30) from any peer.
+        // Sized so that the greedy any-source threads cannot leave a
+        // specific receiver without messages: 2 * 15 + 10 <= kPerSender.
         std::mutex mutex;
         std::vector<std::pair<int, int>> got;
         std::map<std::string, std::vector<int>> orders;  // per receiving thread and sender
         std::vector<std::string> failures;
-        auto take = [&](const std::string& who, int specific) {
+        auto take = [&](const std::string& who, int specific, int messages) {
           try {
-            for (int i = 0; i < kPerSender / 2; ++i) {
+            for (int i = 0; i < messages; ++i) {
               std::vector<int64_t> data(64);
               int source = specific;
               if (specific < 0) source = recv_any(context, std::span(data), tag);
@@ -199,11 +201,12 @@ TEST_CASE("recv_any and specific receives on other threads neither lose nor dupl
           }
         };
         std::vector<std::thread> threads;
-        threads.emplace_back(take, "any 1", -1);
-        threads.emplace_back(take, "any 2", -1);
-        threads.emplace_back(take, "from 1", 1);
-        threads.emplace_back(take, "from 2", 2);
+        threads.emplace_back(take, "any 1", -1, 15);
+        threads.emplace_back(take, "any 2", -1, 15);
+        threads.emplace_back(take, "from 1", 1, 10);
+        threads.emplace_back(take, "from 2", 2, 10);
         for (auto& thread : threads) thread.join();
+        take("rest", -1, 2 * kPerSender - 50);
         INFO((failures.empty() ? "" : failures.front()));
         REQUIRE(failures.empty());
         std::set<std::pair<int, int>> unique(got.begin(), got.end());
