@@ -281,4 +281,19 @@ chorus_status chorus_recv_async(chorus_context* context, void* data, size_t coun
   });
 }
 
+chorus_status chorus_recv_any(chorus_context* context, void* data, size_t count, chorus_datatype type, uint32_t tag,
+                              const chorus_collective_options* options, int* source) {
+  return c_api::blocking(context, "chorus_recv_any", "recv_any", options, [&](const CollectiveCall& c) {
+    const int sender = chorus::recv_any(c.context(), data, count, c.type(type), tag, c.options());
+    if (source) *source = sender;
+  });
+}
+
+chorus_status chorus_recv_any_async(chorus_context* context, void* data, size_t count, chorus_datatype type,
+                                    uint32_t tag, const chorus_collective_options* options, chorus_work** work) {
+  return c_api::async(context, "chorus_recv_any_async", "recv_any", options, work, [&](const CollectiveCall& c) {
+    return chorus::recv_any_async(c.context(), data, count, c.type(type), tag, c.options());
+  });
+}
+
 }  // extern "C"

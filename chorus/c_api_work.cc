@@ -41,6 +41,13 @@ chorus_status chorus_work_test(chorus_work* work, int* done) {
   });
 }
 
+chorus_status chorus_work_source(chorus_work* work, int* source) {
+  return guarded([&] {
+    Work& w = c_api::work_of(work, "chorus_work_source");
+    c_api::output(source, nullptr, "chorus_work_source", "source") = w.source_rank();
+  });
+}
+
 chorus_status chorus_work_free(chorus_work* work) {
   return guarded([&] {
     if (work == nullptr) return;

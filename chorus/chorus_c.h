@@ -43,7 +43,7 @@ extern "C" {
  * serves a program built against a header of the same major version and a
  * minor version no newer than its own: CHORUS_C_API_COMPATIBLE(chorus_version()). */
 #define CHORUS_C_API_VERSION_MAJOR 1
-#define CHORUS_C_API_VERSION_MINOR 0
+#define CHORUS_C_API_VERSION_MINOR 1
 #define CHORUS_C_API_VERSION_PATCH 0
 #define CHORUS_MAKE_VERSION(major, minor, patch) \
   ((((uint32_t)(major)) << 16) | (((uint32_t)(minor)) << 8) | ((uint32_t)(patch)))
@@ -312,6 +312,9 @@ chorus_status chorus_work_test(chorus_work* work, int* done);
  * first, so its buffers are free once this returns. Its outcome is not
  * reported here (the context keeps any error). */
 chorus_status chorus_work_free(chorus_work* work);
+/* Never blocks: the sender's rank of a finished chorus_recv_any_async; -1
+ * while it runs, after it failed, and for every other work. */
+chorus_status chorus_work_source(chorus_work* work, int* source);
 
 /* ---- collectives ----------------------------------------------------------
  * Every rank of the context calls the same collective with the same count,
@@ -430,6 +433,14 @@ chorus_status chorus_recv(chorus_context* context, void* data, size_t count, cho
                           uint32_t tag, const chorus_collective_options* options);
 chorus_status chorus_recv_async(chorus_context* context, void* data, size_t count, chorus_datatype type, int peer,
                                 uint32_t tag, const chorus_collective_options* options, chorus_work** work);
+/* Receives the first message with `tag` from any other rank (MPI_ANY_SOURCE);
+ * *source (may be null) gets the sender's rank. Exactly one message is taken;
+ * the others stay for later receives. Host memory only. The async form's
+ * sender comes from chorus_work_source once the work finished. */
+chorus_status chorus_recv_any(chorus_context* context, void* data, size_t count, chorus_datatype type, uint32_t tag,
+                              const chorus_collective_options* options, int* source);
+chorus_status chorus_recv_any_async(chorus_context* context, void* data, size_t count, chorus_datatype type,
+                                    uint32_t tag, const chorus_collective_options* options, chorus_work** work);
 
 #ifdef __cplusplus
 }

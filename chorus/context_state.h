@@ -4,6 +4,7 @@
 // reaches it through ContextAccess. Internal (not installed).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,9 @@ struct ContextState {
   std::chrono::milliseconds timeout;
   uint32_t sequence = 0;
   uint64_t windows = 0;
+  // The member a receive from any peer looks at first (chorus/recv_any.cc):
+  // one after the last one it took from, so a chatty peer cannot starve the rest.
+  std::atomic<int> next_any_source{0};
   // How a Context made by connect was made, for shrink (chorus/shrink.h): the
   // job's store (null over MPI), the options and configuration, and which
   // generation of the job it is (0 first, then one more per shrink). Unset

@@ -1,10 +1,5 @@
-// send/recv between two ranks, posted straight on the Pair to the peer.
-//
-// Their wire tags live apart from the collectives': a collective's tag is
-// (31-bit wrapping sequence << 32 | slot) and a point-to-point tag is (top
-// bit | user tag), so a message from one never matches a receive of the other. Both sides describe the
-// message the same way (count and type) in the tag signature, so a receive
-// of another size or type fails with MismatchError rather than landing bytes.
+// send/recv between two ranks, posted straight on the Pair to the peer, with
+// the tags of chorus/message_tag.h.
 #include "chorus/point_to_point.h"
 
 #include <memory>
@@ -14,6 +9,7 @@
 #include "algorithms/call.h"
 #include "chorus/collective_checks.h"
 #include "chorus/device_memory.h"
+#include "chorus/message_tag.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/trace.h"
@@ -23,11 +19,6 @@
 
 namespace chorus {
 namespace {
-
-using algorithms::Call;
-using algorithms::Collective;
-
-constexpr uint64_t point_to_point_tag_bit = uint64_t{1} << 63;
 
 enum class Direction { send, recv };
 
@@ -43,19 +34,7 @@ struct Message {
   const char* name() const { return direction == Direction::send ? "send" : "recv"; }
   size_t bytes() const { return count * element_size(type); }
   transport::Tag tag(uint64_t group) const {
-    // Collective::send on both sides: the signature must be identical for
-    // the sender and the receiver of one message.
-    Call call;
-    call.collective = Collective::send;
-    call.count = count;
-    call.type = type;
-    // Both ends must move the same kind of memory (a device message is a
-    // descriptor or chunks, a host one its bytes): a mismatch fails.
-    call.memory = memory;
-    // A send finishes once the transport holds the data, received or not:
-    // eager, so a blocking send never waits for the peer's recv.
-    return {point_to_point_tag_bit | user_tag, algorithms::call_signature(call), group,
-            direction == Direction::send};
+    return detail::point_to_point_tag(count, type, memory, user_tag, group, direction == Direction::send);
   }
   std::string describe(int rank) const {
     return cat("rank ", rank, ": ", name(), " of ", count, " ", to_string(type),

@@ -137,4 +137,11 @@ std::exception_ptr Work::exception() const {
   return state_->error;
 }
 
+int Work::source_rank() const {
+  if (!state_) return -1;
+  if (state_->drive) state_->drive(false);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->finished && !state_->error ? state_->source_rank : -1;
+}
+
 }  // namespace chorus

@@ -25,6 +25,10 @@ class Work {
   // The error the collective finished with, or null (also while running).
   std::exception_ptr exception() const;
   bool valid() const { return state_ != nullptr; }
+  // The rank the message of a receive from any peer (recv_any_async) came
+  // from, once the Work finished successfully; -1 while it runs, after a
+  // failure, and for every other kind of Work. Never blocks.
+  int source_rank() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

@@ -22,6 +22,8 @@ struct WorkState {
   std::condition_variable finished_cv;
   bool finished = false;
   std::exception_ptr error;
+  // Where the message of a receive from any peer came from (Work::source_rank); -1 otherwise.
+  int source_rank = -1;
   // Set for work that no queue runs (point-to-point): Work::wait/test/
   // exception call it first so the caller's thread finishes it; `blocking`
   // says whether it may wait for the transport.

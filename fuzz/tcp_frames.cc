@@ -72,8 +72,10 @@ class Owner final : public ConnectionOwner {
   std::string describe_signature(uint64_t signature) const override { return cat("signature ", signature); }
   size_t max_unexpected_bytes() const override { return size_t{1} << 30; }
   uint64_t position_in(uint64_t) const override { return 0; }
+  ArrivalNotifier& arrivals() override { return arrivals_; }
 
   std::exception_ptr failure_;
+  ArrivalNotifier arrivals_;
 };
 
 struct Receive {

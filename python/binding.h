@@ -57,6 +57,8 @@ class PyWork {
   py::object exception();
   // Waits, then returns the output (None where this rank has none).
   py::object result(const py::object& timeout);
+  // Work::source_rank: the sender of a finished recv_any_async, else -1.
+  int source_rank();
 
  private:
   // Gives the buffers back once C++ no longer touches them.

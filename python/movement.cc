@@ -1,5 +1,5 @@
 // The collectives that move blocks (allgather[v], gather[v], scatter[v],
-// alltoall[v]) and send/recv as Context methods, each blocking and _async.
+// alltoall[v]) and send/recv/recv_any as Context methods, each blocking and _async.
 // Outputs left out are allocated as numpy arrays of the input's type;
 // argument errors follow the rules at the top of reductions.cc.
 #include <pybind11/stl.h>
@@ -244,6 +244,21 @@ py::object recv_call(bool async, PyContext& self, const py::object& data, int pe
   return call.run(data, CHORUS_PYTHON_INVOKE(recv, context, buffer.data(), buffer.count(), buffer.type(), peer, tag));
 }
 
+// Blocking: the sender's rank; async: a Work whose source_rank() tells it.
+py::object recv_any_call(bool async, PyContext& self, const py::object& data, uint32_t tag, const py::object& dtype,
+                         const py::object& timeout) {
+  Call call(self, "recv_any", async, dtype, timeout, py::none());
+  Context& context = call.context();
+  BufferView& buffer = call.write(data, "data");
+  int source = -1;
+  py::object work = call.run(data, [&](const CollectiveOptions& options, bool is_async) -> Work {
+    if (is_async) return recv_any_async(context, buffer.data(), buffer.count(), buffer.type(), tag, options);
+    source = recv_any(context, buffer.data(), buffer.count(), buffer.type(), tag, options);
+    return Work();
+  });
+  return async ? work : py::int_(source);
+}
+
 }  // namespace
 
 void bind_movement(py::module_&, py::class_<PyContext>& context) {
@@ -286,6 +301,11 @@ void bind_movement(py::module_&, py::class_<PyContext>& context) {
   def_blocking_and_async(context, "recv", &recv_call,
                          "Receives into data (same count and type as the send) from peer under tag; returns data.",
                          py::arg("data"), py::arg("peer"), py::arg("tag") = 0u, py::kw_only(), dtype, timeout);
+  def_blocking_and_async(context, "recv_any", &recv_any_call,
+                         "Receives into data the first message under tag from any other rank and returns that "
+                         "rank (the _async form's Work tells it with source_rank()). Other ranks' messages stay "
+                         "for later receives.",
+                         py::arg("data"), py::arg("tag") = 0u, py::kw_only(), dtype, timeout);
 }
 
 }  // namespace chorus::python

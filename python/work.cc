@@ -71,6 +71,16 @@ py::object PyWork::exception() {
   return python_error_of(error);
 }
 
+int PyWork::source_rank() {
+  int source = -1;
+  {
+    // Like test(): an unfinished receive from any peer looks for its message here.
+    py::gil_scoped_release released;
+    source = work_.source_rank();
+  }
+  return source;
+}
+
 py::object PyWork::result(const py::object& timeout) {
   if (!wait(timeout)) {
     PyErr_SetString(PyExc_TimeoutError, "Work.result: the call is still running");
@@ -159,6 +169,9 @@ void bind_work(py::module_& module) {
       .def("test", &PyWork::test, "True once finished (successfully or not); never blocks.")
       .def("done", &PyWork::test, "Same as test().")
       .def("exception", &PyWork::exception, "The error the call finished with, or None (also while running).")
+      .def("source_rank", &PyWork::source_rank,
+           "The rank a finished recv_any_async's message came from; -1 while it runs, after an error, and for "
+           "every other call. Never blocks.")
       .def("result", &PyWork::result, py::arg("timeout") = py::none(),
            "Waits as wait() and returns the output buffer (None on ranks without one); raises the builtin "
            "TimeoutError if the timeout passes first.");

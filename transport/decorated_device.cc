@@ -1,7 +1,17 @@
 // The forwarding and failure bookkeeping of decorated_device.h.
 #include "transport/decorated_device.h"
 
+#include "base/error.h"
+
 namespace chorus::transport {
+
+bool DecoratedPair::post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  if (memory.kind == MemoryKind::host) return inner_->post_recv_if_arrived(request, tag, data, memory);
+  request.mark_pending();
+  request.fail(std::make_exception_ptr(InvalidArgument(cat("a receive from any peer (here peer rank ", peer_rank(),
+                                                           ") lands in host memory only, not ", to_string(memory)))));
+  return true;
+}
 
 DecoratedDevice::DecoratedDevice(std::unique_ptr<Device> inner) : inner_(std::move(inner)) {
   inner_->set_failure_listener([this](std::exception_ptr reason) {

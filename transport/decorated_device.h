@@ -24,6 +24,10 @@ class DecoratedPair : public Pair {
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
     return inner_->answered_position(probe, group);
   }
+  // A claim binds the receive to one message of the inner pair, which only
+  // host memory maps onto one to one (device memory travels as several
+  // messages of the decorator's own protocol): other memory fails.
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
   bool one_sided() const override { return inner_->one_sided(); }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
     inner_->post_put(request, data, target);
@@ -65,6 +69,8 @@ class DecoratedDevice : public Device {
   void end_polling() override { inner_->end_polling(); }
   void begin_waiting() override { inner_->begin_waiting(); }
   void end_waiting() override { inner_->end_waiting(); }
+  // The inner device buffers the messages, so it reports their arrival.
+  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override { inner_->watch_arrivals(std::move(signal)); }
 
  protected:
   Device& inner() const { return *inner_; }

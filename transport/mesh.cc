@@ -33,6 +33,7 @@ Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std
   for (const auto& device : devices_) {
     const Device* source = device.get();
     device->set_failure_listener([this, source](std::exception_ptr reason) { on_device_failure(source, reason); });
+    device->watch_arrivals(arrivals_);
   }
   // One may have failed before it had a listener to tell.
   for (const auto& device : devices_)
@@ -43,7 +44,10 @@ Mesh::~Mesh() {
   // A Device failing while the others are torn down (the last one's
   // shutdown) must not reach into a half-destroyed Mesh, nor turn the other
   // Devices' orderly goodbyes into aborts.
-  for (const auto& device : devices_) device->set_failure_listener(nullptr);
+  for (const auto& device : devices_) {
+    device->set_failure_listener(nullptr);
+    device->watch_arrivals(nullptr);
+  }
   links_.clear();  // the Pairs, before their Devices
   devices_.clear();
 }
@@ -128,6 +132,16 @@ void Mesh::connect(std::vector<int> peers, Deadline deadline) {
                           "when it first needs the pair: has it started, and reached a call with this rank?)"))));
     }
   }
+}
+
+bool Mesh::connect_if_ready(int peer, Deadline deadline, bool knock) {
+  if (connected(peer)) return true;
+  check_peer_rank(peer);
+  if (device_of(peer).dials(peer)) return build_streams(peer, deadline, false);
+  // A deadline already passed: the device takes a dial that came, waits for none.
+  if (build_streams(peer, Deadline(Clock::now()), true)) return true;
+  if (knock) knock_on(peer);
+  return false;
 }
 
 bool Mesh::build_streams(int peer, Deadline deadline, bool slice) {
@@ -300,6 +314,7 @@ void Mesh::abort(std::exception_ptr reason) {
   // time one learns this rank aborted, the words are there to read.
   if (first) post_to_board(reason);
   for (const auto& device : devices_) device->abort(reason);
+  arrivals_->bump();  // a receive from any peer waits on no request: wake it
 }
 
 bool Mesh::failed() const { return failed_.load(std::memory_order_acquire); }
@@ -329,6 +344,7 @@ void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
   // not wait for another transport's thread.
   for (const auto& device : devices_)
     if (device.get() != source) device->abort_async(reason);
+  arrivals_->bump();  // a receive from any peer waits on no request: wake it
 }
 
 std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {

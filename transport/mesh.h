@@ -74,6 +74,15 @@ class Mesh {
   // come before waits (for higher ones), so ranks connecting their sets at
   // once never wait in a circle.
   void connect(std::vector<int> peers, Deadline deadline);
+  // Connects `peer` unless that means waiting for it: a peer this rank
+  // dials is dialed (waiting at most until `deadline` for its listener);
+  // one that dials this rank is taken only if its dial already came.
+  // Returns whether the pair is up. How a receive from any peer (which
+  // cannot know who will send) reaches peers on demand: a peer can only
+  // have sent once its pair is up. Failures as connect(). `knock`: for a
+  // peer not dialed yet, also knock on its listener (transport/knock.h), so
+  // one that aborted or is gone fails this rank as connect()'s wait would.
+  bool connect_if_ready(int peer, Deadline deadline, bool knock = false);
   // Where this rank leaves its abort report, and finds a peer's, while some
   // pair is unconnected (transport/abort_board.h). Null: nowhere (a failure
   // to connect then says only that the peer aborted or is gone).
@@ -88,6 +97,11 @@ class Mesh {
   Device& device_of(int peer) const;
   std::string_view transport_of(int peer) const { return device_of(peer).name(); }
   LinkModel link_model(int peer) const { return device_of(peer).link_model(peer); }
+
+  // Bumped whenever any Device buffers a message no receive was posted for
+  // (Device::watch_arrivals) and when the Mesh fails: what a receive from
+  // any peer sleeps on between its looks (Pair::post_recv_if_arrived).
+  CompletionSignal& arrivals() const { return *arrivals_; }
 
   // Fan-out over every Device.
   bool progress();
@@ -166,6 +180,8 @@ class Mesh {
 
   int rank_;
   int size_;
+  // Shared with the Devices, whose cores may outlive the Mesh.
+  std::shared_ptr<CompletionSignal> arrivals_ = std::make_shared<CompletionSignal>();
   std::vector<std::unique_ptr<Device>> devices_;
   // By peer rank. A Link's device is set once, before any use; its streams
   // are written once under connecting_[peer] and published by ready_[peer]

@@ -32,6 +32,22 @@ uint64_t CompletionSignal::wait_change(uint64_t seen, Deadline deadline) {
   return count_.load(std::memory_order_acquire);
 }
 
+void CompletionSignal::bump() {
+  notify([] {});
+}
+
+void ArrivalNotifier::watch(std::shared_ptr<CompletionSignal> signal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  signal_ = std::move(signal);
+  watched_.store(signal_ != nullptr, std::memory_order_release);
+}
+
+void ArrivalNotifier::notify() {
+  if (!watched_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (signal_) signal_->bump();
+}
+
 void Request::complete() {
   signal_->notify([this] { state_.store(State::done, std::memory_order_release); });
 }

@@ -78,7 +78,7 @@ struct TagKeyHash {
 // "tag 0x100000003", "tag 0x100000003 of group 0x5d1c..." for error messages.
 std::string describe_tag(uint64_t group, uint64_t value);
 
-// Wakes one waiter when any of the requests attached to it completes.
+// Wakes its waiters when any of the requests attached to it completes (or bump() counts another event).
 class CompletionSignal {
  public:
   CompletionSignal() = default;
@@ -88,6 +88,9 @@ class CompletionSignal {
   uint64_t count() const { return count_.load(std::memory_order_acquire); }
   // Returns once count() != seen or the deadline passed; returns count().
   uint64_t wait_change(uint64_t seen, Deadline deadline);
+  // Counts an event that is no request's completion and wakes the waiters:
+  // an arrival (ArrivalNotifier), a failure of the Mesh.
+  void bump();
 
  private:
   std::atomic<uint64_t> count_{0};
@@ -128,6 +131,24 @@ class Request {
   CompletionSignal* signal_ = nullptr;
 };
 
+// How a transport tells a receive from any peer (chorus::recv_any) that a
+// message arrived which no posted receive took, so that
+// Pair::post_recv_if_arrived may now claim it. A transport keeps one in its
+// core and calls notify() whenever it starts buffering such a message (at
+// its header: the claim may come before the payload is complete). The
+// signal is shared because a transport's core may outlive its Device handle.
+// Cheap while nobody watches: one atomic load.
+class ArrivalNotifier {
+ public:
+  void watch(std::shared_ptr<CompletionSignal> signal);  // null: stop
+  void notify();
+
+ private:
+  std::atomic<bool> watched_{false};
+  std::mutex mutex_;
+  std::shared_ptr<CompletionSignal> signal_;
+};
+
 // One connected peer. Posting is thread-safe: the Contexts split from one
 // Context share its Pairs, and their collectives may run on different threads.
 class Pair {
@@ -140,6 +161,19 @@ class Pair {
   // Receives a message of exactly data.size() bytes straight into data.
   // A message of another length fails with MismatchError.
   virtual void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) = 0;
+  // post_recv, but only where a message with this tag from the peer has
+  // already arrived (announced at least: it may still be arriving) and no
+  // receive took it yet: then it is posted exactly as post_recv would post
+  // it (the same FIFO order, MismatchError for another length) and true is
+  // returned; so it is where the device has failed (the request fails as
+  // post_recv's would). Otherwise nothing is posted, the request stays idle
+  // and false comes back. Checking and claiming happen under the pair's own
+  // lock, so no receive posted meanwhile by another thread can take the
+  // message in between: this is what makes a receive from any peer safe
+  // beside concurrent specific receives without serializing them.
+  // Messages arriving while nobody claims them are reported to the
+  // Device's arrival watcher (Device::watch_arrivals).
+  virtual bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) = 0;
 
   // Liveness. The peer's progress (its transport thread, or a caller
   // polling) answers a probe whatever its application is doing, so a probe
@@ -210,6 +244,11 @@ class Device {
   // Alpha and beta of the link to a peer whose address check_peer accepted
   // (connected or not), for algorithm selection.
   virtual LinkModel link_model(int peer_rank) const = 0;
+  // Every message that arrives with no receive posted for it (the ones
+  // Pair::post_recv_if_arrived can claim) bumps `signal`, so a receive from
+  // any peer sleeps until there is something new to look at instead of
+  // polling. Null stops it. The Mesh sets it before connecting.
+  virtual void watch_arrivals(std::shared_ptr<CompletionSignal> signal) = 0;
   // Whether this device moves buffers of that memory (host for tcp and shm).
   virtual bool accepts(const Memory& memory) const { return memory.kind == MemoryKind::host; }
 

@@ -431,6 +431,34 @@ static void check_point_to_point(chorus_context* context, int async) {
   RUN(async, chorus_barrier, context, NULL);
 }
 
+/* Every other rank sends its rank to rank 0, which takes the messages from
+ * any peer (blocking and async alternately) and must see each sender once. */
+static void check_recv_any(chorus_context* context) {
+  int32_t mine = my_rank, got = -1;
+  int seen[64] = {0};
+  int received, source;
+  if (my_rank != 0) {
+    CHECK_OK(chorus_send(context, &mine, 1, CHORUS_INT32, 0, 11u, NULL));
+  } else {
+    for (received = 0; received < job_size - 1; ++received) {
+      source = -1;
+      if (received % 2 == 0) {
+        CHECK_OK(chorus_recv_any(context, &got, 1, CHORUS_INT32, 11u, NULL, &source));
+      } else {
+        chorus_work* work = NULL;
+        CHECK_OK(chorus_recv_any_async(context, &got, 1, CHORUS_INT32, 11u, NULL, &work));
+        CHECK_OK(chorus_work_wait(work, -1));
+        CHECK_OK(chorus_work_source(work, &source));
+        CHECK_OK(chorus_work_free(work));
+      }
+      CHECK(source > 0 && source < job_size && source < 64 && got == source);
+      if (source > 0 && source < 64) ++seen[source];
+    }
+    for (source = 1; source < job_size && source < 64; ++source) CHECK(seen[source] == 1);
+  }
+  CHECK_OK(chorus_barrier(context, NULL));
+}
+
 /* Several async collectives in flight at once, waited for in reverse order. */
 static void check_async_in_flight(chorus_context* context) {
   enum { count = 4096 };
@@ -806,6 +834,7 @@ int main(void) {
   }
   check_async_in_flight(context);
   check_wait_timeout(context);
+  check_recv_any(context);
   check_split(context);
   CHECK_OK(chorus_barrier(context, NULL));
   CHECK_OK(chorus_context_destroy(context));

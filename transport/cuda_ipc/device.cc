@@ -334,6 +334,7 @@ class NotOffered final : public Device {
   void abort(std::exception_ptr) override {}
   void abort_async(std::exception_ptr) override {}
   std::exception_ptr failure() const override { return nullptr; }
+  void watch_arrivals(std::shared_ptr<CompletionSignal>) override {}  // no pairs, no arrivals
 
  private:
   [[noreturn]] void refuse(int peer_rank) const {

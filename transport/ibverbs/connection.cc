@@ -509,6 +509,8 @@ void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, u
   Arrival arrival{tag, bytes, rendezvous, send_id, {}};
   if (!rendezvous) arrival.payload.assign(payload.begin(), payload.end());
   unexpected_[TagKey(tag)].push_back(std::move(arrival));
+  // Claimable now (post_recv_if_arrived); the notifier takes only its own locks.
+  owner_.arrivals().notify();
 }
 
 bool Connection::deliver_locked(PostedRecv& posted, const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,

@@ -52,6 +52,8 @@ class ConnectionOwner {
   virtual std::string describe_signature(uint64_t signature) const = 0;
   virtual size_t max_unexpected_bytes() const = 0;
   virtual uint64_t position_in(uint64_t group) const = 0;
+  // Told of every message buffered with no receive posted (Device::watch_arrivals).
+  virtual ArrivalNotifier& arrivals() = 0;
   // Fails the whole device; the engine finishes the abort after the caller lets go of the lock.
   virtual void fail_locked(std::exception_ptr reason) = 0;
   // A registration for a message's buffer (cached or for this message only).
@@ -108,6 +110,12 @@ class Connection {
   // User side.
   void post_send_locked(Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv_locked(Request& request, Tag tag, std::span<std::byte> data);
+  // Whether a message with this tag arrived that no receive took yet
+  // (post_recv_locked would take it at once): Pair::post_recv_if_arrived.
+  bool has_arrival_locked(const Tag& tag) const {
+    auto found = unexpected_.find(TagKey(tag));
+    return found != unexpected_.end() && !found->second.empty();
+  }
   void send_probe_locked(uint64_t probe, uint64_t group);
   // RDMA write (put) or read (get) of [local, local + bytes) to or from the
   // peer's registered memory, in chunks of at most the largest message.

@@ -34,6 +34,14 @@ class VerbsPair final : public Pair {
     }
     engine_->post_recv(connection_, request, tag, data);
   }
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override {
+    // Nothing of another memory can have arrived: post_recv fails it alike.
+    if (memory.kind != MemoryKind::host) {
+      post_recv(request, tag, data, memory);
+      return true;
+    }
+    return engine_->post_recv_if_arrived(connection_, request, tag, data);
+  }
   bool one_sided() const override { return true; }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
     engine_->post_one_sided(connection_, request, true, const_cast<std::byte*>(data.data()), data.size(), target);
@@ -86,6 +94,9 @@ class VerbsDevice final : public Device {
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }
   std::exception_ptr failure() const override { return engine_->failure(); }
+  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
+    engine_->arrivals().watch(std::move(signal));
+  }
 
  private:
   std::shared_ptr<Engine> engine_;

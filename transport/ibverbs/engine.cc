@@ -356,6 +356,19 @@ void Engine::post_recv(Connection& connection, Request& request, Tag tag, std::s
   connection.post_recv_locked(request, tag, data);
 }
 
+bool Engine::post_recv_if_arrived(Connection& connection, Request& request, Tag tag, std::span<std::byte> data) {
+  // The request stays idle unless something is posted: marked under the lock.
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_ && !connection.has_arrival_locked(tag)) return false;
+  request.mark_pending();
+  if (failure_) {
+    request.fail(failure_);
+    return true;
+  }
+  connection.post_recv_locked(request, tag, data);
+  return true;
+}
+
 void Engine::post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
                             RemoteMemory remote) {
   request.mark_pending();

@@ -69,6 +69,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   // Pair side.
   void post_send(Connection& connection, Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data);
+  bool post_recv_if_arrived(Connection& connection, Request& request, Tag tag, std::span<std::byte> data);
   void send_probe(Connection& connection, uint64_t probe, uint64_t group);
   void post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
                       RemoteMemory remote);
@@ -80,6 +81,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   uint64_t position_in(uint64_t group) const override {
     return options_.positions ? options_.positions->read(group) : 0;
   }
+  ArrivalNotifier& arrivals() override { return arrivals_; }
   void fail_locked(std::exception_ptr reason) override;
   std::shared_ptr<MemoryRegion> region_for(const std::byte* data, size_t bytes) override;
   std::shared_ptr<MemoryRegion> register_owned(const std::byte* data, size_t bytes) override;
@@ -150,6 +152,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool shut_down_ = false;
   std::mutex callback_mutex_;
   std::function<void(std::exception_ptr)> failure_callback_;
+  ArrivalNotifier arrivals_;
   // By id (never reused); null once destroyed.
   std::vector<std::unique_ptr<Connection>> connections_;
   // Proven acceptor-side connections by (peer, stream), until connect() takes them.

@@ -173,20 +173,28 @@ void Channel::ring_peer_doorbell() {
 // ---------------------------------------------------------------- receiving
 
 void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
-  request.mark_pending();
+  post_recv(request, tag, data, false);
+}
+
+bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
+  // Pending from here on, except where only_if_arrived finds nothing: then
+  // the request must stay idle, so it is marked only once it is taken on.
+  if (!only_if_arrived) request.mark_pending();
   std::exception_ptr error;
   bool pull_queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (owner_.failed() || failed_) {
+      if (only_if_arrived) request.mark_pending();
       request.fail(owner_.failure());
-      return;
+      return true;
     }
     const TagKey key(tag);
     auto message = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) {
       return TagKey(m->tag) == key && !m->waiting.request;
     });
     if (message != unexpected_.end()) {
+      if (only_if_arrived) request.mark_pending();
       Unexpected& arrived = **message;
       if (arrived.total != data.size() || arrived.tag.signature != tag.signature) {
         error = mismatch_error(arrived.tag, arrived.total, tag, data.size());
@@ -197,26 +205,30 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
         pull_queued = true;
       } else if (!arrived.complete) {
         arrived.waiting = {&request, tag, data};
-        return;
+        return true;
       } else {
         if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
         recycle(message);
         request.complete();
-        return;
+        return true;
       }
     }
     if (pull_queued) {
       // reported below, without the lock
     } else if (!error) {
+      if (only_if_arrived) return false;
       if (peer_said_goodbye_) {
         error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
       } else {
         posted_.push_back({&request, tag, data});
-        return;
+        return true;
       }
     }
   }
-  if (pull_queued) return owner_.work_pending();
+  if (pull_queued) {
+    owner_.work_pending();
+    return true;
+  }
   bool mismatch = false;
   try {
     std::rethrow_exception(error);
@@ -226,6 +238,7 @@ void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
   }
   owner_.abort(error, mismatch ? LogLevel::warn : LogLevel::debug);
   request.fail(owner_.failure());
+  return true;
 }
 
 bool Channel::progress() {
@@ -309,6 +322,8 @@ void Channel::on_message(const RingReader::Record& record) {
       incoming_target_ = nullptr;
     }
   }
+  // Claimable from now on (post_recv_if_arrived), while the records arrive.
+  if (incoming_unexpected_) owner_.arrivals().notify();
   in_message_ = true;
   incoming_tag_ = tag;
   incoming_total_ = header.total;
@@ -390,6 +405,7 @@ void Channel::on_pull(const RingReader::Record& record) {
   message.address = offer.address;
   message.slot = offer.slot;
   message.generation = offer.generation;
+  owner_.arrivals().notify();  // under mutex_: the notifier takes only its own locks
 }
 
 std::vector<Channel::PostedRecv>::iterator Channel::find_posted(const Tag& tag) {
@@ -744,6 +760,15 @@ void ShmPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Me
     return;
   }
   channel_.post_recv(request, tag, data);
+}
+
+bool ShmPair::post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  // Nothing of another memory can have arrived: post_recv fails it alike.
+  if (memory.kind != MemoryKind::host) {
+    post_recv(request, tag, data, memory);
+    return true;
+  }
+  return channel_.post_recv(request, tag, data, true);
 }
 
 }  // namespace chorus::transport::shm

@@ -61,6 +61,8 @@ class ChannelOwner {
   virtual size_t max_unexpected_bytes() const = 0;
   // This rank's encoded position in `group`, for a probe's answer (0: none).
   virtual uint64_t position_in(uint64_t group) const = 0;
+  // Told of every message buffered with no receive posted (Device::watch_arrivals).
+  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ChannelOwner() = default;
@@ -91,6 +93,8 @@ class Channel {
   // User side.
   void post_send(Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv(Request& request, Tag tag, std::span<std::byte> data);
+  // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
+  bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
 
   // Any thread: consumes arrived records, pushes queued sends and runs
   // pending pulls, each part only if no other thread is at it. Non-blocking;
@@ -261,6 +265,7 @@ class ShmPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
   void send_liveness_probe(uint64_t probe, uint64_t group) override { channel_.send_probe(probe, group); }
   bool liveness_answered(uint64_t probe) const override { return channel_.probe_answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {

@@ -690,6 +690,9 @@ class ShmDevice final : public Device {
   void end_polling() override { engine_->end_polling(); }
   void begin_waiting() override { engine_->begin_waiting(); }
   void end_waiting() override { engine_->end_waiting(); }
+  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
+    engine_->arrivals().watch(std::move(signal));
+  }
 
  private:
   std::shared_ptr<Engine> engine_;

@@ -73,6 +73,7 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   uint64_t position_in(uint64_t group) const override {
     return options_.positions ? options_.positions->read(group) : 0;
   }
+  ArrivalNotifier& arrivals() override { return arrivals_; }
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
@@ -153,6 +154,7 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   std::unique_ptr<std::atomic<Channel*>[]> by_peer_;
   std::mutex failure_callback_mutex_;
   std::function<void(std::exception_ptr)> failure_callback_;
+  ArrivalNotifier arrivals_;
   std::atomic<int> polling_callers_{0};
   std::atomic<int> waiting_callers_{0};
   std::atomic<bool> pending_work_{false};

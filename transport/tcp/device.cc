@@ -690,6 +690,9 @@ class TcpDevice final : public Device {
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }
   std::exception_ptr failure() const override { return engine_->failure(); }
+  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
+    engine_->arrivals().watch(std::move(signal));
+  }
 
  private:
   std::shared_ptr<Engine> engine_;

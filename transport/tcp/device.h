@@ -72,6 +72,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   uint64_t position_in(uint64_t group) const override {
     return options_.positions ? options_.positions->read(group) : 0;
   }
+  ArrivalNotifier& arrivals() override { return arrivals_; }
 
  private:
   void run();
@@ -107,6 +108,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   LinkModel same_host_link_model_;
   std::mutex failure_callback_mutex_;
   std::function<void(std::exception_ptr)> failure_callback_;
+  ArrivalNotifier arrivals_;
   uint64_t nonce_ = 0;
   Fd listener_;
   Fd epoll_;

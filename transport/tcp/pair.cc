@@ -260,13 +260,20 @@ void Connection::on_writable() {
 // ---------------------------------------------------------------- receiving
 
 void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
-  request.mark_pending();
+  post_recv(request, tag, data, false);
+}
+
+bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
+  // Pending from here on, except where only_if_arrived finds nothing: then
+  // the request must stay idle, so it is marked only once it is taken on.
+  if (!only_if_arrived) request.mark_pending();
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (owner_.failed()) {
+      if (only_if_arrived) request.mark_pending();
       request.fail(owner_.failure());
-      return;
+      return true;
     }
     auto found = unexpected_.find(TagKey(tag));
     if (found != unexpected_.end()) {
@@ -274,32 +281,35 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
       auto message = std::find_if(queue.begin(), queue.end(),
                                   [](const auto& m) { return m->waiting.request == nullptr; });
       if (message != queue.end()) {
+        if (only_if_arrived) request.mark_pending();
         UnexpectedMessage& arrived = **message;
         if (arrived.bytes != data.size() || arrived.tag.signature != tag.signature) {
           error = mismatch_error(arrived.tag, arrived.bytes, tag, data.size());
         } else if (!arrived.complete) {
           arrived.waiting = {&request, tag, data};
           receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-          return;
+          return true;
         } else {
           if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
           unexpected_bytes_ -= arrived.bytes;
           queue.erase(message);
           if (queue.empty()) unexpected_.erase(found);
           request.complete();
-          return;
+          return true;
         }
       }
     }
     if (error) {
       // reported below, without the lock
+    } else if (only_if_arrived) {
+      return false;
     } else if (peer_said_goodbye_) {
       error = closed_context_error(
           cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
     } else {
       posted_[TagKey(tag)].push_back({&request, tag, data});
       receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-      return;
+      return true;
     }
   }
   bool mismatch = false;
@@ -311,6 +321,7 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
   }
   owner_.abort(error, mismatch ? LogLevel::warn : LogLevel::debug);
   request.fail(owner_.failure());
+  return true;
 }
 
 void Connection::on_readable() {
@@ -516,6 +527,8 @@ void Connection::begin_data_payload() {
     }
   }
   if (error) return abort_after_read(error, LogLevel::warn);
+  // Claimable from now on (post_recv_if_arrived), while the payload arrives.
+  if (receiving_unexpected_) owner_.arrivals().notify();
   in_payload_ = true;
   payload_remaining_ = frame_.payload_bytes;
   if (receiving_request_) {
@@ -779,6 +792,15 @@ void TcpPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Me
     return;
   }
   connection_.post_recv(request, tag, data);
+}
+
+bool TcpPair::post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
+  // Nothing of another memory can have arrived: post_recv fails it alike.
+  if (memory.kind != MemoryKind::host) {
+    post_recv(request, tag, data, memory);
+    return true;
+  }
+  return connection_.post_recv(request, tag, data, true);
 }
 
 }  // namespace chorus::transport::tcp

@@ -52,6 +52,8 @@ class ConnectionOwner {
   virtual size_t max_unexpected_bytes() const = 0;
   // This rank's encoded position in `group`, for a probe's answer (0: none).
   virtual uint64_t position_in(uint64_t group) const = 0;
+  // Told of every message buffered with no receive posted (Device::watch_arrivals).
+  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ConnectionOwner() = default;
@@ -73,6 +75,8 @@ class Connection {
   // User side (host memory only; the device accepts nothing else).
   void post_send(Request& request, Tag tag, std::span<const std::byte> data);
   void post_recv(Request& request, Tag tag, std::span<std::byte> data);
+  // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
+  bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
 
   // Progress thread.
   void on_readable();
@@ -255,6 +259,7 @@ class TcpPair final : public Pair {
   using Pair::post_send;
   void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
   void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
   void send_liveness_probe(uint64_t probe, uint64_t group) override { connection_.send_probe(probe, group); }
   bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {

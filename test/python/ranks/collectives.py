@@ -169,6 +169,24 @@ def movement(type_name, is_async, count):
         receiving = ctx.recv_async(incoming, left, 7, dtype=override)
         call("send", is_async, blocks[rank], right, 7, dtype=override)
         check(receiving.result() is incoming and same_bits(incoming, blocks[left]), f"send/recv {type_name}")
+        # Every other rank sends to rank 0, which takes them from any peer.
+        # One check on every rank (the driver compares the ranks' counts).
+        ok, seen = True, []
+        if rank == 0:
+            for k in range(size - 1):
+                incoming = np.zeros_like(blocks[0])
+                if is_async:
+                    work = ctx.recv_any_async(incoming, 8, dtype=override)
+                    ok = ok and work.result() is incoming
+                    source = work.source_rank()
+                else:
+                    source = ctx.recv_any(incoming, 8, dtype=override)
+                ok = ok and 0 < source < size and same_bits(incoming, blocks[source])
+                seen.append(source)
+            ok = ok and sorted(seen) == list(range(1, size))
+        else:
+            ctx.send(blocks[rank], 0, 8, dtype=override)
+        check(ok, f"recv_any {type_name}: every sender once with its block (took {seen})")
 
 
 def other_buffers():
