@@ -2,6 +2,7 @@
 #include "transport/decorated_device.h"
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace chorus::transport {
 

@@ -126,4 +126,18 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recv(std::vector<at::Tensor>& 
                                              tag_of(tag, getRank(), "recv"), options(timeout_)); });
 }
 
+c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const at::Tensor& tensor = single(tensors, "recv from any source", "", getRank());
+  if (getSize() == 1) {
+    throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch recv from any source: this group has no other rank"));
+  }
+  auto work = make_work(c10d::OpType::RECVANYSOURCE, "recv from any source", {tensor});
+  at::Tensor buffer = work->staging().output(tensor);
+  const Elements elements = movement_elements(buffer);
+  return issue(work, [&] {
+    return recv_any_async(*context_, buffer.data_ptr(), elements.count, elements.type,
+                          tag_of(tag, getRank(), "recv from any source"), options(timeout_));
+  });
+}
+
 }  // namespace chorus::torch_backend

@@ -94,6 +94,9 @@ class ChorusProcessGroup : public BackendBase {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
   c10::intrusive_ptr<TorchWork> send(std::vector<at::Tensor>& tensors, int destination, int tag) override;
   c10::intrusive_ptr<TorchWork> recv(std::vector<at::Tensor>& tensors, int source, int tag) override;
+  // The first message with `tag` from any rank of the group (chorus's
+  // recv_any); the Work's sourceRank() names the sender once it finished.
+  c10::intrusive_ptr<TorchWork> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
   // A Work for `collective` on this rank ("allreduce on rank 1 of 3").

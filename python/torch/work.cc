@@ -114,8 +114,13 @@ std::exception_ptr ChorusWork::exception() const {
 }
 
 int ChorusWork::sourceRank() const {
-  if (source_rank_ < 0) return TorchWork::sourceRank();
-  return source_rank_;
+  if (source_rank_ >= 0) return source_rank_;
+  // A receive from any source learns its sender when it finishes.
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (finished_ && !error_ && chorus_work_.valid() && chorus_work_.source_rank() >= 0) {
+    return chorus_work_.source_rank();
+  }
+  return TorchWork::sourceRank();
 }
 
 std::vector<at::Tensor> ChorusWork::result() { return outputs_; }

@@ -1,6 +1,7 @@
 """The torch.distributed API that frameworks build on, beyond the plain
 collectives: coalesced calls (fused), the coalescing manager, batch_isend_irecv,
-object collectives, new_subgroups, sparse all_reduce, sequence numbers,
+object collectives, new_subgroups, sparse all_reduce, receives from any source,
+sequence numbers,
 monitored_barrier (torch 2.x asks the backend; 1.13 reserves it to gloo), the
 "cpu:chorus" form of init_process_group, and roots that ranks disagree on. Bit-exact, at 2 and 3 ranks.
 Prints "framework_api OK <checks>" at the end."""
@@ -76,6 +77,25 @@ operations = [dist.P2POp(dist.isend, send, (rank + 1) % size), dist.P2POp(dist.i
 for work in dist.batch_isend_irecv(operations):
     work.wait()
 check.equal(received, torch.full((5,), float((rank - 1) % size)), "batch_isend_irecv ring")
+
+# Receive from any source: rank 0 takes every other rank's message, each once, and learns the sender.
+if rank == 0:
+    senders = []
+    for _ in range(size - 1):
+        message = torch.zeros(3)
+        sender = dist.recv(message, tag=5)
+        check.equal(message, torch.full((3,), 10.0 * sender), f"the message from any source came from {sender}")
+        senders.append(sender)
+    check(sorted(senders) == list(range(1, size)), f"each sender once: {senders}")
+    pending = dist.irecv(torch.zeros(3), tag=6)
+    dist.send(torch.zeros(1), dst=1, tag=7)   # tells rank 1 to send now
+    pending.wait()
+    check(pending.source_rank() == 1, f"irecv from any source names its sender: {pending.source_rank()}")
+else:
+    dist.send(torch.full((3,), 10.0 * rank), dst=0, tag=5)
+    if rank == 1:
+        dist.recv(torch.zeros(1), src=0, tag=7)
+        dist.send(torch.full((3,), 1.0), dst=0, tag=6)
 
 # Object collectives.
 objects = [None] * size
