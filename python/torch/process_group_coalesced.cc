@@ -40,6 +40,35 @@ at::Tensor packed(const std::vector<at::Tensor>& tensors) {
   return at::cat(flats);
 }
 
+#if CHORUS_TORCH_HAS_TENSOR_COALESCED
+// Which side of a tensor-coalesced call holds the group's size times the other's elements.
+enum class Larger { input, output };
+
+// One output per input, of one type, each pair sized as `larger` says.
+void expect_pairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, Larger larger,
+                  const char* collective, int size, int rank) {
+  common_type(inputs, collective, rank);
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": ", outputs.size(), " outputs for ",
+                              inputs.size(), " inputs, expected one each"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    expect_cpu(outputs[i], collective, rank);
+    const at::Tensor& big = larger == Larger::output ? outputs[i] : inputs[i];
+    const at::Tensor& small = larger == Larger::output ? inputs[i] : outputs[i];
+    if (outputs[i].scalar_type() != inputs[i].scalar_type() || big.numel() != small.numel() * size) {
+      const char* big_name = larger == Larger::output ? "output" : "input";
+      const char* small_name = larger == Larger::output ? "input" : "output";
+      throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": ", big_name, " ", i, " has ",
+                                big.numel(), " elements of ", c10::toString(big.scalar_type()), ", expected ", size,
+                                " x its ", small_name, "'s ", small.numel(), " of ",
+                                c10::toString(small.scalar_type())));
+    }
+  }
+}
+
+#endif
+
 // Copies consecutive pieces of `flat`, from element `offset` on, into `targets`.
 int64_t unpack(const at::Tensor& flat, int64_t offset, const std::vector<at::Tensor>& targets) {
   for (const at::Tensor& target : targets) {
@@ -106,20 +135,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_coalesced(
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   const char* collective = "allgather_into_tensor_coalesced";
-  common_type(inputs, collective, getRank());
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": ", outputs.size(),
-                              " outputs for ", inputs.size(), " inputs, expected one each"));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    expect_cpu(outputs[i], collective, getRank());
-    if (outputs[i].scalar_type() != inputs[i].scalar_type() || outputs[i].numel() != inputs[i].numel() * getSize()) {
-      throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": output ", i, " has ",
-                                outputs[i].numel(), " elements of ", c10::toString(outputs[i].scalar_type()),
-                                ", expected ", getSize(), " x its input's ", inputs[i].numel(), " of ",
-                                c10::toString(inputs[i].scalar_type())));
-    }
-  }
+  expect_pairs(outputs, inputs, Larger::output, collective, getSize(), getRank());
   at::Tensor flat_input = packed(inputs);
   at::Tensor flat_output = at::empty({flat_input.numel() * getSize()}, flat_input.options());
   auto work = make_work(c10d::OpType::COALESCED, collective, outputs);
@@ -147,20 +163,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_into_tensor_coalesce
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   const char* collective = "reduce_scatter_tensor_coalesced";
-  common_type(inputs, collective, getRank());
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": ", outputs.size(),
-                              " outputs for ", inputs.size(), " inputs, expected one each"));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    expect_cpu(outputs[i], collective, getRank());
-    if (outputs[i].scalar_type() != inputs[i].scalar_type() || inputs[i].numel() != outputs[i].numel() * getSize()) {
-      throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch ", collective, ": input ", i, " has ",
-                                inputs[i].numel(), " elements of ", c10::toString(inputs[i].scalar_type()),
-                                ", expected ", getSize(), " x its output's ", outputs[i].numel(), " of ",
-                                c10::toString(outputs[i].scalar_type())));
-    }
-  }
+  expect_pairs(outputs, inputs, Larger::input, collective, getSize(), getRank());
   // chorus reduces rank r's block into rank r: block r is every input's
   // r-th piece, end to end.
   std::vector<at::Tensor> pieces;
