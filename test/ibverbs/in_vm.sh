@@ -17,6 +17,9 @@ export CHORUS_TEST_TRANSPORT=ibverbs CHORUS_TEST_ADDRESS=$RXE_IP0
   "$conformance" "$(printf '%s' "$name" | sed 's/,/\\,/g')"
 done
 
+section "receives from any peer over ibverbs (recv_any)"
+CHORUS_TEST_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 "$build/test/integration/test_recv_any" "~[kill]"
+
 section "strangers at the rdma_cm listener; a peer with another job secret"
 "$build/test/ibverbs/test_ibverbs_strangers"
 

@@ -38,11 +38,18 @@ struct Setup {
   const char* transport;
   bool on_demand;
 };
-const Setup kSetups[] = {{"shm", "shm", false}, {"tcp", "tcp", false}, {"tcp on demand", "tcp", true}};
+// CHORUS_TEST_TRANSPORT=ibverbs (test/ibverbs/in_vm.sh, on Soft-RoCE) runs
+// every case over that one transport instead.
+std::vector<Setup> setups() {
+  if (const char* transport = std::getenv("CHORUS_TEST_TRANSPORT")) return {{transport, transport, false}};
+  return {{"shm", "shm", false}, {"tcp", "tcp", false}, {"tcp on demand", "tcp", true}};
+}
 
 std::function<void(int, ConnectOptions&)> configure(const Setup& setup) {
   return [setup](int, ConnectOptions& options) {
     options.transports = {setup.transport};
+    // Network transports publish the interface the job names (veth0 in the VM).
+    if (const char* interface = std::getenv("CHORUS_SOCKET_IFNAME")) options.interface = interface;
     if (setup.on_demand) options.connections = Connections::on_demand;
   };
 }
@@ -80,7 +87,7 @@ double thread_cpu_seconds() {
 }  // namespace
 
 TEST_CASE("recv_any takes every sender exactly once, with its data, and keeps each sender's order", "[recv_any]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     for (int size : {2, 3, 4}) {
       // 1000 elements: one eager message; 200000 (1.6 MB): shm's single-copy
       // pull and more than its ring, many TCP reads.
@@ -129,7 +136,7 @@ TEST_CASE("recv_any takes every sender exactly once, with its data, and keeps ea
 }
 
 TEST_CASE("a waiting recv_any wakes when a message arrives later, without spinning", "[recv_any]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     for (int size : {2, 4}) {
       DYNAMIC_SECTION(setup.name << ", " << size << " ranks") {
         require_all_ok(run_ranks(size, [&](Context& context) {
@@ -162,7 +169,7 @@ TEST_CASE("a waiting recv_any wakes when a message arrives later, without spinni
 }
 
 TEST_CASE("recv_any and specific receives on other threads neither lose nor duplicate messages", "[recv_any]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     DYNAMIC_SECTION(setup.name) {
       constexpr int kPerSender = 40;
       const int size = 3;
@@ -224,7 +231,7 @@ TEST_CASE("recv_any and specific receives on other threads neither lose nor dupl
 }
 
 TEST_CASE("recv_any of another size fails with MismatchError naming the sender", "[recv_any]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     DYNAMIC_SECTION(setup.name) {
       auto outcomes = run_ranks(3, [&](Context& context) {
         if (context.rank() == 2) {
@@ -250,7 +257,7 @@ TEST_CASE("recv_any of another size fails with MismatchError naming the sender",
 }
 
 TEST_CASE("recv_any times out naming what it waited for; a peer's abort ends it", "[recv_any]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     DYNAMIC_SECTION(setup.name << ": timeout") {
       require_all_ok(run_ranks(3, [&](Context& context) {
         if (context.rank() == 0) {
@@ -301,7 +308,7 @@ TEST_CASE("recv_any times out naming what it waited for; a peer's abort ends it"
 
 // Its own process (meson runs it alone): fork is only safe before threads.
 TEST_CASE("a peer killed while recv_any waits fails it, naming the peer", "[kill]") {
-  for (const Setup& setup : kSetups) {
+  for (const Setup& setup : setups()) {
     DYNAMIC_SECTION(setup.name) {
       const std::filesystem::path directory = std::filesystem::temp_directory_path() /
                                               cat("chorus-recv-any-", ::getpid(), "-", setup.transport,
