@@ -24,7 +24,8 @@ fi
 # python3-torch (torch 1.13 for Debian's Python) and libtorch-dev (its C++
 # headers: c10d's ProcessGroup and Store): the PyTorch backend chorus.torch
 # (python/torch/) and its tests (test/torch), which also train with Gloo.
-# python3-venv: the torch 2.x environment from PyPI (scripts/torch2-env.sh).
+# python3-venv: the torch 2.x environment from PyPI (scripts/torch2-env.sh);
+# python3-pip: expecttest for Debian's Python (below).
 # ccache: the torch 2.x tree (build-torch2/) compiles the same library
 # sources as build/ with the same flags; ccache makes that second build cheap.
 apt-get update
@@ -39,7 +40,7 @@ apt-get install -y --no-install-recommends \
   clang-14 libclang-rt-14-dev llvm-14 \
   pybind11-dev python3-dev python3-numpy python3-pytest \
   python3-torch libtorch-dev \
-  python3-venv ccache
+  python3-venv python3-pip ccache
 # PyTorch's own distributed suite (test/torch/pytorch_suite.py) imports
 # expecttest, which Debian does not package: pinned from PyPI into
 # /usr/local (pip's place for root beside Debian's packages), for Debian's
