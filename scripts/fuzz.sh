@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, docs/fuzzing.md) into build-fuzz/
 # with clang-14, AddressSanitizer and UndefinedBehaviorSanitizer, then runs
-# each one for SECONDS (default 60), starting from its seed corpus in
+# each one for SECONDS (default 60; one per core at a time), starting from its seed corpus in
 # fuzz/corpus/<harness>/. Exits nonzero when any harness finds something: a
 # crash, a sanitizer report, a failed check, a leak, an input slower than
 # the timeout or one that takes more memory than the limit. The input that
@@ -35,32 +35,48 @@ ninja -C build-fuzz -j"${FUZZ_JOBS:-2}" "${targets[@]}"
 symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 if [ -x "$symbolizer" ]; then export ASAN_SYMBOLIZER_PATH="$symbolizer" UBSAN_SYMBOLIZER_PATH="$symbolizer"; fi
 
-failed=()
-printf '%-20s %12s %10s %8s  %s\n' harness executions exec/s corpus result
-for harness in "${harnesses[@]}"; do
-  work="build-fuzz/fuzz-runs/$harness"
+# run_harness NAME: one harness for SECONDS in its own folder; its exit
+# status goes to that folder's status file.
+run_harness() {
+  local harness=$1 work="build-fuzz/fuzz-runs/$1" seeds="$PWD/fuzz/corpus/$1" status=0
   rm -rf "$work"
   mkdir -p "$work/corpus"
-  options=(-max_total_time="$seconds" -max_len=4096 -timeout=25 -rss_limit_mb=2048 -print_final_stats=1)
+  local options=(-max_total_time="$seconds" -max_len=4096 -timeout=25 -rss_limit_mb=2048 -print_final_stats=1)
   case "$harness" in
     # hiredis callocs a multi-bulk's element array from its count, before
     # the elements arrive (fuzz/redis_reply.cc): let those sizes through.
     redis_reply) options+=(-malloc_limit_mb=65536) ;;
   esac
-  seeds="$PWD/fuzz/corpus/$harness"
-  status=0
   (cd "$work" && "../../fuzz/fuzz_$harness" "${options[@]}" corpus "$seeds" > log.txt 2>&1) || status=$?
+  echo "$status" > "$work/status"
+}
+
+# A libFuzzer process uses one core: the harnesses run FUZZ_PARALLEL at a
+# time (default: one per core), each still for its whole SECONDS.
+parallel=${FUZZ_PARALLEL:-$(nproc)}
+for harness in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  run_harness "$harness" &
+done
+wait
+
+failed=()
+printf '%-20s %12s %10s %8s  %s\n' harness executions exec/s corpus result
+for harness in "${harnesses[@]}"; do
+  work="build-fuzz/fuzz-runs/$harness"
+  seeds="$PWD/fuzz/corpus/$harness"
+  status=$(cat "$work/status" 2>/dev/null || echo "no status")
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log.txt" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log.txt" | tail -1)
   corpus=$(find "$work/corpus" "$seeds" -type f | wc -l)
-  if [ "$status" -eq 0 ]; then
+  if [ "$status" = 0 ]; then
     result=ok
   else
     result="FAILED (exit $status; see $work/log.txt)"
     failed+=("$harness")
   fi
   printf '%-20s %12s %10s %8s  %s\n' "$harness" "${executions:-?}" "${rate:-?}" "$corpus" "$result"
-  if [ "$status" -ne 0 ]; then
+  if [ "$status" != 0 ]; then
     grep -E '^==fuzz check failed|ERROR: |runtime error|SUMMARY' "$work/log.txt" | head -5 | sed 's/^/    /'
   fi
 done

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+SECONDS=0
 scripts/build.sh
+echo "test.sh: build: ${SECONDS} s"
 
 # CI has CUDA's compiler but no GPU: the CUDA module must build there
 # (its GPU suite then skips; scripts/gpu-test.sh runs it on a GPU).
@@ -15,12 +17,16 @@ if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -f build/libchorus_cuda.so ]; then
   exit 1
 fi
 
+SECONDS=0
 meson test -C build --print-errorlogs --num-processes 2
+echo "test.sh: meson test: ${SECONDS} s"
 
 # The Python module and PyTorch backend again against torch 2.x from PyPI
 # (build-torch2/, a virtual environment reused across runs): build/ above
 # tested them against Debian's torch 1.13.
+SECONDS=0
 scripts/torch2-test.sh
+echo "test.sh: torch 2.x: ${SECONDS} s"
 
 # PyTorch loads the real Gloo into the same process: no symbol of ours may live in gloo::.
 if nm -DC build/libchorus.so | grep -q 'gloo::'; then

@@ -6,7 +6,8 @@ set -eu
 build=$1
 ulimit -l unlimited   # registered memory is locked memory
 conformance=$build/test/transport/test_transport_conformance
-section() { echo; echo "== rdma: $*"; }
+# Each section says when it began (the VM's clock), so a slow run shows where its time went.
+section() { echo; echo "== rdma [$(date +%T)]: $*"; }
 
 section "the transport conformance suite over ibverbs (rxe0)"
 export CHORUS_TEST_TRANSPORT=ibverbs CHORUS_TEST_ADDRESS=$RXE_IP0

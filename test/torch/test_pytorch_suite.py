@@ -1,6 +1,9 @@
 """PyTorch's own distributed suite as the judge of chorus.torch: every test
-that gloo passes must pass on chorus, at 2 and 3 ranks, with the torch this
-Python has (Debian's 1.13 in build/, PyPI's 2.x in build-torch2/).
+that gloo passes must pass on chorus, with the torch this Python has
+(Debian's 1.13 in build/, at 2 and 3 ranks; PyPI's 2.x in build-torch2/, at
+2 ranks: torch 2.x skips its tests that need more ranks below 8, so at 3 it
+runs the same tests again, and CI's budget is better spent elsewhere; the 3-rank
+code paths of chorus are judged under 1.13).
 
 pytorch_suite.py runs the suite installed with torch (never copied here)
 with chorus standing in for gloo. chorus runs every test; gloo then runs the
@@ -16,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from importlib.metadata import version
 
 SUITE = Path(__file__).parent / "pytorch_suite.py"
 
@@ -70,7 +74,10 @@ def _counts(outcomes):
     return ", ".join(f"{number} {outcome}" for outcome, number in sorted(counts.items()))
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
+TORCH_MAJOR = int(version("torch").split(".")[0])
+
+
+@pytest.mark.parametrize("world_size", [2, 3] if TORCH_MAJOR < 2 else [2])
 def test_every_test_gloo_passes_passes_on_chorus(world_size, tmp_path):
     chorus = _run_suite("chorus", world_size, tmp_path)
     outcomes = chorus["outcomes"]
