@@ -52,11 +52,6 @@ uint64_t field(const std::vector<std::byte>& bytes, size_t offset, size_t width)
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
   const uint64_t error_class = in.u64();

@@ -162,4 +162,14 @@ std::string run_expecting_chorus_errors(std::string_view context, Body&& body) {
 // before anything logs (LLVMFuzzerInitialize): the level is read once.
 inline void quiet_logs() { ::setenv("CHORUS_LOG", "error", 1); }
 
+// For harnesses that play one input as a script of steps against a fresh
+// Script (its constructor sets up, run() plays, its destructor tears down).
+template <class Script>
+int run_script(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  Script script;
+  script.run(in);
+  return 0;
+}
+
 }  // namespace chorus::fuzz

@@ -151,11 +151,6 @@ void store_exchange(ByteReader& in, const JobSecret& secret, const Challenge& ch
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
   const uint8_t parser = in.u8() % 5;

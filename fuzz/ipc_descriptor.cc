@@ -15,11 +15,6 @@ using namespace chorus;
 using namespace chorus::fuzz;
 using namespace chorus::transport::cuda_ipc;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   IpcDescriptor decoded;

@@ -125,11 +125,6 @@ void check(const redisReply& reply) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   redisReader* reader = redisReaderCreate();
   if (!reader) return 0;

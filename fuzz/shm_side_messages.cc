@@ -30,11 +30,6 @@ void expect_same(std::span<const std::byte> message, const std::vector<std::byte
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> message(reinterpret_cast<const std::byte*>(data), size);
   SideKind kind{};

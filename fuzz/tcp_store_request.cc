@@ -30,11 +30,6 @@ void expect_incomplete(std::span<const std::byte> prefix, const char* what) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  quiet_logs();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> buffer(reinterpret_cast<const std::byte*>(data), size);
   while (true) {
