@@ -4,18 +4,18 @@
 #include <cstring>
 
 #include "base/half.h"
-#include "verify/reference_data.h"
+#include "oracle/reference_data.h"
 
 namespace chorus::bench {
 namespace {
 
-// The value patterns of verify/reference_data.h: small integers, so every
+// The value patterns of oracle/reference_data.h: small integers, so every
 // type holds them exactly and sums, products, min and max of them are exact
 // whatever the order; moved data differs between ranks and along the buffer,
 // so a block landing in the wrong place is caught.
-using verify::moved_input;
-using verify::reduced_value;
-using verify::reduction_input;
+using oracle::moved_input;
+using oracle::reduced_value;
+using oracle::reduction_input;
 
 template <class T>
 T to_element(int64_t value) {

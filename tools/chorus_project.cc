@@ -17,13 +17,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "algorithms/projection.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "base/error.h"
 #include "base/link_model.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "simulation/projection.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 // (Context::split) that run some operations on their own for a while.
 // Inputs are small integers, so every result is exact whatever the
 // reduction order; each rank compares its own output with the one it
-// computes locally (verify/reference_data.h), bit for bit, along with guard
+// computes locally (oracle/reference_data.h), bit for bit, along with guard
 // bytes after every buffer and inputs that must stay untouched. A wrong
 // result prints seed, step, collective, type, op, counts, root, algorithm,
 // rank and the first differing element, and exits 1 (--keep-going counts
@@ -35,10 +35,10 @@
 
 #include "algorithms/registry.h"
 #include "base/log.h"
-#include "tools/soak_ops.h"
-#include "verify/collective_cases.h"
-#include "verify/reference_data.h"
 #include "base/version.h"
+#include "oracle/collective_cases.h"
+#include "oracle/reference_data.h"
+#include "tools/soak_ops.h"
 
 namespace {
 
@@ -89,7 +89,7 @@ class Tally {
       ++values_[types_at + static_cast<size_t>(operation.ring.type)];
       if (operation.ring.mode != 0) ++values_[flags_at + async_flag];
     } else {
-      const verify::Case& test = operation.test;
+      const oracle::Case& test = operation.test;
       ++values_[types_at + static_cast<size_t>(test.call.type)];
       ++values_[algorithm_index(test)];
       if (test.async) ++values_[flags_at + async_flag];
@@ -172,7 +172,7 @@ class Tally {
   static constexpr size_t algorithms_at = autos_at + collectives;
   static size_t size() { return algorithms_at + algorithms::all_algorithms().size(); }
 
-  static size_t algorithm_index(const verify::Case& test) {
+  static size_t algorithm_index(const oracle::Case& test) {
     if (test.algorithm == "auto") return autos_at + static_cast<size_t>(test.call.collective);
     const auto algorithms = algorithms::all_algorithms();
     for (size_t i = 0; i < algorithms.size(); ++i)
@@ -197,14 +197,14 @@ struct Pending {
   int index = 0;        // in its step
   uint64_t number = 0;  // collectives before it
   bool injected = false;
-  std::unique_ptr<verify::CheckedCall> checked;
+  std::unique_ptr<oracle::CheckedCall> checked;
   // sendrecv
   std::vector<std::byte> outgoing, sent, incoming, expected;
   std::vector<Work> works;
 
   void issue() {
     if (operation.kind != Kind::sendrecv) {
-      checked = std::make_unique<verify::CheckedCall>(operation.test);
+      checked = std::make_unique<oracle::CheckedCall>(operation.test);
       Work work = checked->issue(*context);
       if (work.valid()) works.push_back(std::move(work));
       return;
@@ -216,9 +216,9 @@ struct Pending {
         algorithms::make_call(algorithms::Collective::send, rank, size, ring.count, ring.type, ReduceOp::sum, right, false);
     const auto recv_call =
         algorithms::make_call(algorithms::Collective::recv, rank, size, ring.count, ring.type, ReduceOp::sum, left, false);
-    outgoing = verify::input_bytes_of(send_call, rank, ring.salt);
+    outgoing = oracle::input_bytes_of(send_call, rank, ring.salt);
     sent = outgoing;
-    expected = verify::expected_output(recv_call, ring.salt);
+    expected = oracle::expected_output(recv_call, ring.salt);
     incoming.assign(expected.size() + guard_bytes, garbage);
     std::fill(incoming.begin() + static_cast<std::ptrdiff_t>(expected.size()), incoming.end(), guard_value);
     void* in = expected.empty() ? nullptr : incoming.data();
@@ -257,11 +257,11 @@ struct Pending {
     const size_t element = element_size(ring.type);
     const std::string what = describe(operation);
     if (!expected.empty()) {
-      const size_t index = verify::first_difference(ring.type, expected, incoming.data());
+      const size_t index = oracle::first_difference(ring.type, expected, incoming.data());
       if (index * element < expected.size())
         return cat(what, ": received element ", index, " of ", ring.count, " is ",
-                   verify::element_text(ring.type, incoming.data() + index * element), ", expected ",
-                   verify::element_text(ring.type, expected.data() + index * element));
+                   oracle::element_text(ring.type, incoming.data() + index * element), ", expected ",
+                   oracle::element_text(ring.type, expected.data() + index * element));
     }
     for (size_t i = expected.size(); i < incoming.size(); ++i)
       if (incoming[i] != guard_value) return cat(what, ": the receive wrote past the end of its buffer");

@@ -6,7 +6,7 @@
 #include "algorithms/registry.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "verify/reference_data.h"
+#include "oracle/reference_data.h"
 
 namespace chorus::soak {
 namespace {
@@ -95,15 +95,15 @@ Kind draw_kind(Random& random, const Limits& limits, int size) {
   return Kind::barrier;
 }
 
-std::string pick_algorithm(Random& random, const verify::Case& test, const GroupShape& shape) {
+std::string pick_algorithm(Random& random, const oracle::Case& test, const GroupShape& shape) {
   std::vector<std::string_view> candidates;
   for (const algorithms::Algorithm& algorithm : algorithms::all_algorithms()) {
     if (algorithm.collective != test.call.collective) continue;
-    const verify::Support support = verify::algorithm_support(algorithm, test, shape.topology);
-    if (support == verify::Support::some)
-      throw InvalidArgument(cat("chorus-soak: ", verify::describe(test), ": algorithm ", algorithm.name,
+    const oracle::Support support = oracle::algorithm_support(algorithm, test, shape.topology);
+    if (support == oracle::Support::some)
+      throw InvalidArgument(cat("chorus-soak: ", oracle::describe(test), ": algorithm ", algorithm.name,
                                 " serves the call on some ranks of ", shape.size, " but not on others"));
-    if (support == verify::Support::all) candidates.push_back(algorithm.name);
+    if (support == oracle::Support::all) candidates.push_back(algorithm.name);
   }
   // auto a quarter of the time (and whenever no algorithm can be named).
   const bool automatic = random.chance(0.25);
@@ -204,7 +204,7 @@ Operation make_operation(uint64_t seed, uint64_t step, uint64_t index, const Gro
   const ReduceOp op = is_floating_point(type) ? integer_ops[random.below(float_op_count)]
                                               : integer_ops[random.below(std::size(integer_ops))];
   const int root = static_cast<int>(random.below(ranks));
-  verify::Case& test = operation.test;
+  oracle::Case& test = operation.test;
   test.call = algorithms::make_call(collective, shape.rank, shape.size, 0, type, op, root, false);
   algorithms::Call& call = test.call;
   switch (operation.kind) {
@@ -231,14 +231,14 @@ Operation make_operation(uint64_t seed, uint64_t step, uint64_t index, const Gro
       operation.payload_bytes = call.total_count() * element;
       break;
     case Kind::alltoallv: {
-      // verify::alltoallv_count: rank `from` sends 0, 1 or 2 times (scale + 1) to each peer.
+      // oracle::alltoallv_count: rank `from` sends 0, 1 or 2 times (scale + 1) to each peer.
       const size_t most = max_block / 2;
       call.count = draw_count(random, most == 0 ? 0 : most - 1, shape.size);
-      call.send_counts = {1};  // marks alltoallv (verify/collective_cases.h)
+      call.send_counts = {1};  // marks alltoallv (oracle/collective_cases.h)
       call.recv_counts = {1};
       size_t total = 0;
       for (int from = 0; from < shape.size; ++from)
-        for (int to = 0; to < shape.size; ++to) total += verify::alltoallv_count(from, to, call.count);
+        for (int to = 0; to < shape.size; ++to) total += oracle::alltoallv_count(from, to, call.count);
       operation.payload_bytes = total / ranks * element;  // one rank's buffer, on average
       break;
     }
@@ -259,7 +259,7 @@ Operation make_operation(uint64_t seed, uint64_t step, uint64_t index, const Gro
 }
 
 std::string describe(const Operation& operation) {
-  if (operation.kind != Kind::sendrecv) return verify::describe(operation.test);
+  if (operation.kind != Kind::sendrecv) return oracle::describe(operation.test);
   const RingExchange& ring = operation.ring;
   static constexpr std::string_view modes[] = {"send then recv", "recv_async, send, wait", "send_async, recv_async"};
   return cat("sendrecv shift ", ring.shift, " count ", ring.count, " ", chorus::to_string(ring.type), " tag ", ring.tag,

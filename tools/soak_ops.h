@@ -16,7 +16,7 @@
 #include "base/topology.h"
 #include "base/types.h"
 #include "chorus/context.h"
-#include "verify/collective_cases.h"
+#include "oracle/collective_cases.h"
 
 namespace chorus::soak {
 
@@ -76,7 +76,7 @@ struct RingExchange {
 
 struct Operation {
   Kind kind = Kind::allreduce;
-  verify::Case test;   // every kind but sendrecv
+  oracle::Case test;   // every kind but sendrecv
   RingExchange ring;   // sendrecv
   // The collective's data size (nccl-tests "size": the whole buffer, or
   // all blocks together; one message for sendrecv), for the byte count.

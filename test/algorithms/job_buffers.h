@@ -9,7 +9,7 @@
 
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
-#include "algorithms/simulator.h"
+#include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {
 

@@ -13,7 +13,7 @@
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
 #include "algorithms/registry.h"
-#include "algorithms/simulator.h"
+#include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {
 

@@ -10,7 +10,7 @@
 
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
-#include "algorithms/simulator.h"
+#include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {
 

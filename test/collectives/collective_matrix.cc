@@ -6,16 +6,16 @@
 #include "algorithms/registry.h"
 #include "base/log.h"
 #include "base/topology.h"
-#include "verify/collective_cases.h"
+#include "oracle/collective_cases.h"
 
 namespace chorus::collective_test {
 namespace {
 
-using verify::algorithm_support;
-using verify::Case;
-using verify::describe;
-using verify::run_case;
-using verify::Support;
+using oracle::algorithm_support;
+using oracle::Case;
+using oracle::describe;
+using oracle::run_case;
+using oracle::Support;
 
 using algorithms::Algorithm;
 using algorithms::Collective;

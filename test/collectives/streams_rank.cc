@@ -21,12 +21,12 @@
 
 #include "algorithms/striping.h"
 #include "base/log.h"
-#include "verify/collective_cases.h"
+#include "oracle/collective_cases.h"
 
 namespace {
 
 using namespace chorus;
-using namespace chorus::verify;
+using namespace chorus::oracle;
 using algorithms::Collective;
 using Clock = std::chrono::steady_clock;
 

@@ -9,8 +9,8 @@
 #include "algorithms/registry.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "oracle/reference_data.h"
 #include "tools/soak_ops.h"
-#include "verify/reference_data.h"
 
 using namespace chorus;
 using namespace chorus::soak;
@@ -28,7 +28,7 @@ GroupShape shape(int rank, const std::vector<int>& host_of) {
 // The buffers of this rank, in bytes (the largest must stay within max_bytes).
 size_t largest_buffer(const Operation& operation) {
   if (operation.kind == Kind::sendrecv) return operation.ring.count * element_size(operation.ring.type);
-  const algorithms::Call call = verify::library_call(operation.test);
+  const algorithms::Call call = oracle::library_call(operation.test);
   return std::max(algorithms::input_bytes(call), algorithms::output_bytes(call));
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("soak: calls stay within max_bytes and name algorithms that serve them
           const algorithms::Algorithm* algorithm =
               algorithms::find_algorithm(operation.test.call.collective, operation.test.algorithm);
           REQUIRE(algorithm != nullptr);
-          REQUIRE(verify::algorithm_support(*algorithm, operation.test, group.topology) == verify::Support::all);
+          REQUIRE(oracle::algorithm_support(*algorithm, operation.test, group.topology) == oracle::Support::all);
         }
       }
     }
@@ -97,7 +97,7 @@ TEST_CASE("soak: the sequence covers every kind, type, op and form", "[soak]") {
     const Operation operation = make_operation(1, step, 0, shape(0, two_hosts), limits);
     kinds.insert(std::string(to_string(operation.kind)));
     if (operation.kind == Kind::sendrecv) continue;
-    const verify::Case& test = operation.test;
+    const oracle::Case& test = operation.test;
     types.insert(std::string(to_string(test.call.type)));
     ops.insert(std::string(to_string(test.call.op)));
     named.insert(cat(algorithms::to_string(test.call.collective), "/", test.algorithm));

@@ -1,5 +1,5 @@
 // The in-memory simulation of a whole job.
-#include "algorithms/simulator.h"
+#include "simulation/simulator.h"
 
 #include <algorithm>
 #include <cstring>

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "algorithms/simulator.h"
 #include "base/error.h"
+#include "simulation/simulator.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;

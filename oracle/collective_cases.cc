@@ -1,15 +1,15 @@
-#include "verify/collective_cases.h"
+#include "oracle/collective_cases.h"
 
 #include <cstring>
 #include <span>
 #include <vector>
 
-#include "chorus/collectives.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "verify/reference_data.h"
+#include "chorus/collectives.h"
+#include "oracle/reference_data.h"
 
-namespace chorus::verify {
+namespace chorus::oracle {
 namespace {
 
 // Bytes after every buffer that no collective may write.
@@ -398,4 +398,4 @@ std::string run_case(Context& context, const Case& test) {
   return checked.check();
 }
 
-}  // namespace chorus::verify
+}  // namespace chorus::oracle

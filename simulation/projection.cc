@@ -1,5 +1,5 @@
 // Choosing how to project, and checking the symmetry a symmetric run assumes.
-#include "algorithms/projection.h"
+#include "simulation/projection.h"
 
 #include <algorithm>
 #include <vector>

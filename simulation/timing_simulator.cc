@@ -1,5 +1,5 @@
 // The event-by-event timing of Plans on a model network.
-#include "algorithms/timing_simulator.h"
+#include "simulation/timing_simulator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "algorithms/link_calendar.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "simulation/link_calendar.h"
 
 namespace chorus::algorithms {
 

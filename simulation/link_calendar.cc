@@ -1,5 +1,5 @@
 // Interval bookings of a link with one or more lanes.
-#include "algorithms/link_calendar.h"
+#include "simulation/link_calendar.h"
 
 #include <iterator>
 

@@ -16,7 +16,7 @@
 #include "algorithms/call.h"
 #include "base/types.h"
 
-namespace chorus::verify {
+namespace chorus::oracle {
 
 using algorithms::Call;
 using algorithms::Collective;
@@ -56,4 +56,4 @@ std::string element_text(DataType type, const std::byte* element);
 size_t input_elements(const Call& call);
 size_t output_elements(const Call& call);
 
-}  // namespace chorus::verify
+}  // namespace chorus::oracle

@@ -4,11 +4,11 @@
 
 #include <vector>
 
-#include "algorithms/link_calendar.h"
-#include "algorithms/projection.h"
 #include "algorithms/registry.h"
-#include "algorithms/timing_simulator.h"
 #include "base/error.h"
+#include "simulation/link_calendar.h"
+#include "simulation/projection.h"
+#include "simulation/timing_simulator.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;

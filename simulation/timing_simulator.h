@@ -1,4 +1,4 @@
-// Times real Plans on a model network (algorithms/network_model.h) without
+// Times real Plans on a model network (simulation/network_model.h) without
 // data: no buffers and no copies, only when each step of each rank finishes.
 //
 // It follows the Executor's rules through the same StepScheduler (queues per
@@ -11,12 +11,12 @@
 //   receiver host's downlink and, with an oversubscribed core, one of the
 //   core's hosts / oversubscription lanes between hosts. Links are booked
 //   in the order messages are posted, each message in the earliest gap that
-//   fits it on every link (algorithms/link_calendar.h): no fair sharing of
+//   fits it on every link (simulation/link_calendar.h): no fair sharing of
 //   one link between messages, which TCP would do.
 // - a receive finishes when its message has arrived and it is posted;
 // - reduce and copy steps take bytes x gamma on their rank's one CPU.
 // The Plans are not checked for data races or wrong results: that is the
-// data simulator's job (algorithms/simulator.h); a deadlock is still found.
+// data simulator's job (simulation/simulator.h); a deadlock is still found.
 //
 // Symmetric runs: when every host runs the same Plans up to a relabelling of
 // hosts that keeps the network the same (a rotation h -> h + k, or h -> h xor
@@ -25,16 +25,16 @@
 // received, in host 0's frame, as the same message sent to host 0 by the host
 // the relabelling moves there; the core, which every host then crosses at
 // once, gives each host 1/oversubscription of its uplink. The caller vouches
-// for the symmetry (algorithms/projection.h checks it on sample hosts).
+// for the symmetry (simulation/projection.h checks it on sample hosts).
 #pragma once
 
 #include <cstddef>
 #include <span>
 #include <string_view>
 
-#include "algorithms/network_model.h"
 #include "algorithms/plan.h"
 #include "algorithms/schedule.h"
+#include "simulation/network_model.h"
 
 namespace chorus::algorithms {
 

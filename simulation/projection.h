@@ -1,6 +1,6 @@
 // Projects how long one algorithm takes for one call on a model network:
 // by simulating one host's ranks when the Plans are symmetric under
-// relabelling hosts, else every rank's Plan (algorithms/timing_simulator.h)
+// relabelling hosts, else every rank's Plan (simulation/timing_simulator.h)
 // when the job is small enough, and else by the algorithm's own cost
 // formula. The result says which, so a table never passes a formula off as
 // a simulation.
@@ -11,10 +11,10 @@
 #include <string_view>
 
 #include "algorithms/call.h"
-#include "algorithms/network_model.h"
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
-#include "algorithms/timing_simulator.h"
+#include "simulation/network_model.h"
+#include "simulation/timing_simulator.h"
 
 namespace chorus::algorithms {
 

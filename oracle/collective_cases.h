@@ -16,7 +16,7 @@
 #include "chorus/context.h"
 #include "chorus/work.h"
 
-namespace chorus::verify {
+namespace chorus::oracle {
 
 struct Case {
   // The test's description of the call: count is the per-rank block (the
@@ -73,4 +73,4 @@ enum class Support { all, none, some };
 Support algorithm_support(const algorithms::Algorithm& algorithm, const Case& test,
                           const std::shared_ptr<const Topology>& topology);
 
-}  // namespace chorus::verify
+}  // namespace chorus::oracle

@@ -1,5 +1,5 @@
 // Checks and derived views of a NetworkModel.
-#include "algorithms/network_model.h"
+#include "simulation/network_model.h"
 
 #include <cmath>
 #include <limits>

@@ -1,10 +1,10 @@
-#include "verify/reference_data.h"
+#include "oracle/reference_data.h"
 
 #include <cstring>
 
 #include "base/half.h"
 
-namespace chorus::verify {
+namespace chorus::oracle {
 namespace {
 
 void store(DataType type, std::byte* base, size_t index, int64_t value) {
@@ -229,4 +229,4 @@ std::string element_text(DataType type, const std::byte* element) {
   return value + " (" + hex + ")";
 }
 
-}  // namespace chorus::verify
+}  // namespace chorus::oracle
