@@ -182,6 +182,10 @@ Config Config::from_environment() {
 
 std::string log_setting_from_environment() { return variable("CHORUS_LOG").value_or(""); }
 
+std::optional<std::string> module_path_from_environment(std::string_view variable_name) {
+  return variable(variable_name);
+}
+
 EnvLookup process_environment() {
   return [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());

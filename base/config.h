@@ -1,7 +1,9 @@
-// The configuration snapshot. Every CHORUS_* environment variable the
-// library reads is read in config.cc and nowhere else: connect() takes one
-// snapshot (Config::from_environment), lets ConnectOptions override it, and
-// hands the result down to the transports, the selection and the executor.
+// The configuration snapshot. Every environment variable the library reads
+// (CHORUS_*, and the launchers' through process_environment) is read in
+// config.cc and nowhere else (test/core/environment_readers.sh checks it):
+// connect() takes one snapshot (Config::from_environment), lets
+// ConnectOptions override it, and hands the result down to the transports,
+// the selection and the executor.
 // So a variable is validated once, at connect, and a program can see in one
 // place everything the environment may change. The README's variable table
 // lists the same names.
@@ -93,6 +95,12 @@ std::vector<std::string> comma_list(std::string_view text);
 // CHORUS_LOG's raw text (empty when unset), read once per process by the
 // logger, which runs before any connect and parses it itself.
 std::string log_setting_from_environment();
+
+// The file an optional module's variable (CHORUS_TLS_MODULE,
+// CHORUS_CUDA_MODULE) names instead of the installed one, or nullopt when it
+// is unset or empty. Read by base/module_loader.h when the module is first
+// needed, which may be before any connect.
+std::optional<std::string> module_path_from_environment(std::string_view variable_name);
 
 // Returns the value of an environment variable, or nullopt when it is unset.
 // An empty value counts as unset: launchers and shells leave empty variables around.

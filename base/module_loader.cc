@@ -3,10 +3,12 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "base/config.h"
 #include "base/log.h"
 
 namespace chorus {
@@ -25,8 +27,8 @@ std::string directory_of_this_code() {
 
 void* load_module_entry(const ModuleSymbols& symbols, std::string& failure) {
   std::vector<std::string> candidates;
-  if (const char* named = std::getenv(symbols.path_variable); named && *named) {
-    candidates.push_back(named);
+  if (std::optional<std::string> named = module_path_from_environment(symbols.path_variable)) {
+    candidates.push_back(std::move(*named));
   } else {
     if (std::string here = directory_of_this_code(); !here.empty()) candidates.push_back(here + "/" + symbols.file);
     candidates.push_back(std::string(CHORUS_INSTALLED_LIBDIR) + "/" + symbols.file);

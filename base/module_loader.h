@@ -3,7 +3,8 @@
 // third-party runtime the core must not depend on. Looked for beside the
 // library holding this code (libchorus.so, installed or in the build tree),
 // else in the installed library directory; an environment variable names
-// the file instead (tests whose programs link the layers statically set it).
+// the file instead (tests whose programs link the layers statically set it;
+// read through base/config.h, like every variable).
 // Internal (not installed).
 #pragma once
 

@@ -3,6 +3,10 @@
 #include "benchmarks/bench_connect.h"
 
 #include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "base/config.h"
 
 #if CHORUS_BENCH_HAVE_MPI
 #include "chorus/mpi.h"
@@ -11,9 +15,10 @@
 namespace chorus::bench {
 namespace {
 
+// The launchers' variables as the library reads them (base/config.h).
 bool set(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0';
+  const std::optional<std::string> value = process_environment()(name);
+  return value && !value->empty();
 }
 
 bool launched_by_mpirun() { return set("OMPI_COMM_WORLD_SIZE"); }

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/trace.h"
 #include "chorus/context_state.h"
+#include "chorus/launch_config.h"
 #include "chorus/store_abort_board.h"
 #include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
@@ -58,6 +59,27 @@ Config read_config(const ConnectOptions& options, int rank) {
   }
   if (!options.secret.empty()) config.secret = JobSecret(options.secret);
   return config;
+}
+
+// connect_to_store once the configuration is read (connect_from_env reads it with the launcher's variables).
+std::shared_ptr<Context> connect_to_store_with(std::string_view store_url, int rank, int size,
+                                               const std::string& job_id, const ConnectOptions& options,
+                                               const Config& config) {
+  // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
+  const std::chrono::milliseconds timeout = detail::timeout_of(options, config);
+  OpenedStore opened = open_store(store_url, rank, job_id, timeout, config.secret, config.tls);
+  StoreBootstrap bootstrap(opened.store, rank, size, timeout);
+  std::shared_ptr<Context> context;
+  try {
+    context = detail::connect_with(bootstrap, options, config, 0);
+  } catch (...) {
+    // The other ranks learn why the job cannot start from this rank's store
+    // (StoreBootstrap's join error), looking every 200 ms: keep it up that long.
+    if (opened.keep_alive) std::this_thread::sleep_for(kHostedStoreLinger);
+    throw;
+  }
+  if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
+  return context;
 }
 
 }  // namespace
@@ -159,33 +181,26 @@ std::shared_ptr<Context> connect(Bootstrap& bootstrap, const ConnectOptions& opt
   return detail::connect_with(bootstrap, options, read_config(options, rank), 0);
 }
 
-std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
+detail::LaunchConfig detail::read_launch_config(const ConnectOptions& options, std::string_view purpose) {
+  LaunchConfig read;
   // Which launcher started us (CHORUS_*, torchrun, Open MPI, PMI, Slurm): see launch_env.h.
-  const LaunchEnv launch = detect_launch_env(process_environment());
-  CHORUS_LOG(info, launch.rank, "launch environment: ", describe(launch));
-  return connect_to_store(launch.store, launch.rank, launch.size, launch.job_id, options);
+  read.launch = detect_launch_env(process_environment());
+  CHORUS_LOG(info, read.launch.rank, purpose, ": ", describe(read.launch));
+  read.config = read_config(options, read.launch.rank);
+  return read;
+}
+
+std::shared_ptr<Context> connect_from_env(const ConnectOptions& options) {
+  const detail::LaunchConfig read = detail::read_launch_config(options, "launch environment");
+  const LaunchEnv& launch = read.launch;
+  return connect_to_store_with(launch.store, launch.rank, launch.size, launch.job_id, options, read.config);
 }
 
 std::shared_ptr<Context> connect_to_store(std::string_view store_url, int rank, int size, const std::string& job_id,
                                           const ConnectOptions& options) {
   if (size < 1 || rank < 0 || rank >= size)
     throw InvalidArgument(cat("rank ", rank, " is out of range for a job of size ", size));
-  const Config config = read_config(options, rank);
-  // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  const std::chrono::milliseconds timeout = detail::timeout_of(options, config);
-  OpenedStore opened = open_store(store_url, rank, job_id, timeout, config.secret, config.tls);
-  StoreBootstrap bootstrap(opened.store, rank, size, timeout);
-  std::shared_ptr<Context> context;
-  try {
-    context = detail::connect_with(bootstrap, options, config, 0);
-  } catch (...) {
-    // The other ranks learn why the job cannot start from this rank's store
-    // (StoreBootstrap's join error), looking every 200 ms: keep it up that long.
-    if (opened.keep_alive) std::this_thread::sleep_for(kHostedStoreLinger);
-    throw;
-  }
-  if (opened.keep_alive) detail::state_of(*context).kept_alive.push_back(opened.keep_alive);
-  return context;
+  return connect_to_store_with(store_url, rank, size, job_id, options, read_config(options, rank));
 }
 
 }  // namespace chorus

@@ -4,10 +4,9 @@
 #include <exception>
 #include <utility>
 
-#include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "rendezvous/launch_env.h"
+#include "chorus/launch_config.h"
 #include "rendezvous/store_url.h"
 
 namespace chorus::torch_backend {
@@ -140,9 +139,10 @@ c10::intrusive_ptr<c10d::Store> LauncherStore::clone() {
 #endif
 
 LaunchedStore open_launcher_store(std::chrono::milliseconds timeout) {
-  const LaunchEnv launch = detect_launch_env(process_environment());
-  CHORUS_LOG(info, launch.rank, "chorus.torch rendezvous: ", describe(launch));
-  const Config config = Config::from_environment();
+  // The launcher's variables and the job's secret and TLS, read as connect_from_env reads them.
+  const detail::LaunchConfig read = detail::read_launch_config(ConnectOptions{}, "chorus.torch rendezvous");
+  const LaunchEnv& launch = read.launch;
+  const Config& config = read.config;
   // The job id namespace keeps torch's keys apart from those of other jobs
   // (and of chorus Contexts of this job) at the same store.
   // Without a job id, file:// and Redis refuse (keys outlive the job) and

@@ -19,12 +19,12 @@ too) then meets there. init_method="chorus://" asks for that explicitly.
 import atexit
 import importlib
 import inspect
-import os
 import urllib.parse
 from datetime import timedelta
 
 import torch.distributed as dist
 
+from .. import _environment
 from ._backend import LauncherStore, ProcessGroupChorus, _drain, launcher_store
 
 __all__ = ["LauncherStore", "ProcessGroupChorus", "launcher_store"]
@@ -45,13 +45,6 @@ def _chorus_rendezvous(url, timeout=None, **kwargs):
                              f"chorus's launcher says {launched} (CHORUS_RANK/CHORUS_SIZE)")
     yield store, rank, size
     raise RuntimeError("chorus:// rendezvous cannot rendezvous again (chorus-run restarts whole jobs)")
-
-
-def _under_chorus_launcher():
-    # CHORUS_STORE names the store (chorus-run sets it; under mpirun or srun
-    # the user does, and chorus reads their rank variables). torchrun's
-    # variables win: MASTER_ADDR means torch's own env:// works.
-    return "CHORUS_STORE" in os.environ and "MASTER_ADDR" not in os.environ
 
 
 def _register():
@@ -78,7 +71,7 @@ def _register():
     torch_env = handlers.get("env")
     if torch_env is not None and not getattr(torch_env, "_chorus_wrapper", False):
         def env_or_chorus(url, **kwargs):
-            if _under_chorus_launcher():
+            if _environment.under_chorus_launcher():
                 return _chorus_rendezvous(url, **kwargs)
             return torch_env(url, **kwargs)
         env_or_chorus._chorus_wrapper = True

@@ -38,6 +38,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from .. import _environment
 from . import ProcessGroupChorus
 
 __all__ = [
@@ -401,19 +402,6 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
 
 # ---- the optimizer ------------------------------------------------------------
 
-def _fusion_bytes_from_environment():
-    text = os.environ.get("CHORUS_FUSION_BYTES")
-    if not text:
-        return _DEFAULT_FUSION_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"CHORUS_FUSION_BYTES='{text}' is not a number of bytes (1 or more)")
-    return value
-
-
 class _Bucket:
     def __init__(self, dtype):
         self.dtype = dtype  # of the fusion buffer
@@ -614,7 +602,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, op=Average, backward_
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
         raise ValueError(f"chorus.torch.hvd.DistributedOptimizer: backward_passes_per_step must be 1 or more, "
                          f"not {backward_passes_per_step!r}")
-    fusion = _fusion_bytes_from_environment() if fusion_bytes is None else int(fusion_bytes)
+    fusion = _environment.fusion_bytes(_DEFAULT_FUSION_BYTES) if fusion_bytes is None else int(fusion_bytes)
     if fusion < 1:
         raise ValueError(f"chorus.torch.hvd.DistributedOptimizer: fusion_bytes must be 1 or more, not {fusion}")
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
