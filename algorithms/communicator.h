@@ -54,7 +54,13 @@ class Communicator {
   // `mesh_topology` is the Mesh's (by Mesh rank). Throws InvalidArgument for
   // a malformed link model override.
   Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
-               const Topology& mesh_topology, CommunicatorSettings settings);
+               std::shared_ptr<const Topology> mesh_topology, CommunicatorSettings settings);
+
+  // A Communicator of some of these members (in this numbering, in the
+  // order given; this rank among them) over the same Mesh and settings,
+  // under `group`: a split whose members every rank knows already, so it
+  // exchanges nothing. The caller derives `group` alike on every member.
+  Communicator subgroup(const std::vector<int>& members, uint64_t group) const;
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -94,6 +100,7 @@ class Communicator {
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
+  std::shared_ptr<const Topology> mesh_topology_;
   std::vector<int> members_;
   int rank_ = -1;
   uint64_t group_;
