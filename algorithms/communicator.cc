@@ -17,7 +17,8 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
       members_(std::move(members)),
       group_(group),
       settings_(std::move(settings)),
-      plan_cache_(std::make_unique<PlanCache>()) {
+      plan_cache_(std::make_unique<PlanCache>()),
+      backend_states_(std::make_unique<BackendStates>()) {
   if (!mesh_ || members_.empty()) throw InvalidArgument("a communicator needs a mesh and at least one member");
   if (!mesh_topology_) throw InvalidArgument("a communicator needs the topology of its mesh");
   for (size_t i = 0; i < members_.size(); ++i) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/backend_state.h"
 #include "algorithms/call.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/plan_cache.h"
@@ -97,6 +98,8 @@ class Communicator {
   // More of the job's ranks on this rank's host than it has cores to run
   // them: a waiting rank then gives its core away at once.
   bool oversubscribed() const { return oversubscribed_; }
+  // What backends (registry.h) built for this Communicator on first use.
+  BackendStates& backend_states() const { return *backend_states_; }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
@@ -113,6 +116,8 @@ class Communicator {
   std::unique_ptr<PlanCache> plan_cache_;
   std::shared_ptr<Telemetry> telemetry_;
   std::atomic<uint64_t>* position_ = nullptr;
+  // Last, so a backend's state (NCCL's communicators) goes first.
+  std::unique_ptr<BackendStates> backend_states_;
 };
 
 // The group of a Context split from `parent` by the split collective number

@@ -61,10 +61,6 @@ struct ContextState {
     uint32_t generation = 0;
   };
   std::optional<Origin> origin;
-  // The NCCL communicators of allreduce's "nccl" algorithm (chorus/
-  // nccl_allreduce.h), built by its first call.
-  std::mutex nccl_mutex;
-  std::shared_ptr<void> nccl;
   std::once_flag work_queue_once;
   std::unique_ptr<WorkQueue> work_queue_;
 };
