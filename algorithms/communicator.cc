@@ -11,13 +11,16 @@
 
 namespace chorus::algorithms {
 Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
-                           const Topology& mesh_topology, CommunicatorSettings settings)
+                           std::shared_ptr<const Topology> mesh_topology, CommunicatorSettings settings)
     : mesh_(std::move(mesh)),
+      mesh_topology_(std::move(mesh_topology)),
       members_(std::move(members)),
       group_(group),
       settings_(std::move(settings)),
-      plan_cache_(std::make_unique<PlanCache>()) {
+      plan_cache_(std::make_unique<PlanCache>()),
+      backend_states_(std::make_unique<BackendStates>()) {
   if (!mesh_ || members_.empty()) throw InvalidArgument("a communicator needs a mesh and at least one member");
+  if (!mesh_topology_) throw InvalidArgument("a communicator needs the topology of its mesh");
   for (size_t i = 0; i < members_.size(); ++i) {
     const int member = members_[i];
     if (member < 0 || member >= mesh_->size())
@@ -25,7 +28,7 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
     if (member == mesh_->rank()) rank_ = static_cast<int>(i);
   }
   if (rank_ < 0) throw InvalidArgument(cat("rank ", mesh_->rank(), " is not a member of its own communicator"));
-  topology_ = std::make_shared<const Topology>(mesh_topology.subset(members_));
+  topology_ = std::make_shared<const Topology>(mesh_topology_->subset(members_));
   position_ = &mesh_->positions().slot(group_);
   telemetry_ = std::make_shared<Telemetry>(
       settings_.trace, settings_.trace_steps,
@@ -41,7 +44,7 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   CPU_ZERO(&usable);
   const int cores = ::sched_getaffinity(0, sizeof(usable), &usable) == 0 ? CPU_COUNT(&usable)
                                                                         : static_cast<int>(std::thread::hardware_concurrency());
-  oversubscribed_ = cores > 0 && mesh_topology.local_size(mesh_->rank()) > cores;
+  oversubscribed_ = cores > 0 && mesh_topology_->local_size(mesh_->rank()) > cores;
   // Asked on every call: computed once.
   all_accept_host_ = true;
   for (int member = 0; member < size(); ++member) {
@@ -49,6 +52,17 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
     striped_ = striped_ || streams(member) > 1;
     all_accept_host_ = all_accept_host_ && mesh_->device_of(mesh_rank(member)).accepts(Memory::host());
   }
+}
+
+Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t group) const {
+  std::vector<int> mesh_ranks;
+  mesh_ranks.reserve(members.size());
+  for (int member : members) {
+    if (member < 0 || member >= size())
+      throw InvalidArgument(cat("rank ", rank_, ": member ", member, " of a subgroup is not one of ", size()));
+    mesh_ranks.push_back(mesh_rank(member));
+  }
+  return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, settings_);
 }
 
 void Communicator::note_started(uint32_t sequence) const {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/backend_state.h"
 #include "algorithms/call.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/plan_cache.h"
@@ -54,7 +55,13 @@ class Communicator {
   // `mesh_topology` is the Mesh's (by Mesh rank). Throws InvalidArgument for
   // a malformed link model override.
   Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<int> members, uint64_t group,
-               const Topology& mesh_topology, CommunicatorSettings settings);
+               std::shared_ptr<const Topology> mesh_topology, CommunicatorSettings settings);
+
+  // A Communicator of some of these members (in this numbering, in the
+  // order given; this rank among them) over the same Mesh and settings,
+  // under `group`: a split whose members every rank knows already, so it
+  // exchanges nothing. The caller derives `group` alike on every member.
+  Communicator subgroup(const std::vector<int>& members, uint64_t group) const;
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -91,9 +98,12 @@ class Communicator {
   // More of the job's ranks on this rank's host than it has cores to run
   // them: a waiting rank then gives its core away at once.
   bool oversubscribed() const { return oversubscribed_; }
+  // What backends (registry.h) built for this Communicator on first use.
+  BackendStates& backend_states() const { return *backend_states_; }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
+  std::shared_ptr<const Topology> mesh_topology_;
   std::vector<int> members_;
   int rank_ = -1;
   uint64_t group_;
@@ -106,6 +116,8 @@ class Communicator {
   std::unique_ptr<PlanCache> plan_cache_;
   std::shared_ptr<Telemetry> telemetry_;
   std::atomic<uint64_t>* position_ = nullptr;
+  // Last, so a backend's state (NCCL's communicators) goes first.
+  std::unique_ptr<BackendStates> backend_states_;
 };
 
 // The group of a Context split from `parent` by the split collective number

@@ -23,6 +23,7 @@
 #include "algorithms/recursive_halving_reduce_scatter.h"
 #include "algorithms/binomial_reduce.h"
 #include "algorithms/reduce_scatter_gather_reduce.h"
+#include "algorithms/nccl/nccl_allreduce.h"
 
 namespace chorus::algorithms {
 
@@ -70,6 +71,10 @@ constexpr Algorithm algorithm_table[] = {
     {Collective::alltoall, "pairwise", pairwise_alltoall_supports, pairwise_alltoall_cost, pairwise_alltoall_plan},
     {Collective::alltoall, "bruck", bruck_alltoall_supports, bruck_alltoall_cost, bruck_alltoall_plan},
 };
+
+constexpr Backend backend_table[] = {
+    {Collective::allreduce, "nccl", nccl_allreduce},
+};
 }  // namespace
 
 std::span<const Algorithm> all_algorithms() { return algorithm_table; }
@@ -81,6 +86,14 @@ PlanTuning plan_tuning(const Algorithm& algorithm, const Call& call, const CostM
 const Algorithm* find_algorithm(Collective collective, std::string_view name) {
   for (const Algorithm& algorithm : algorithm_table)
     if (algorithm.collective == collective && algorithm.name == name) return &algorithm;
+  return nullptr;
+}
+
+std::span<const Backend> all_backends() { return backend_table; }
+
+const Backend* find_backend(Collective collective, std::string_view name) {
+  for (const Backend& backend : backend_table)
+    if (backend.collective == collective && backend.name == name) return &backend;
   return nullptr;
 }
 

@@ -197,10 +197,34 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
   if (error) std::rethrow_exception(error);
 }
 
+// A backend runs the call as it is: neither staged nor validated as a Plan
+// would be (its memory is the backend's, not the transports', business).
+void run_backend(const Communicator& communicator, const Backend& backend, const Call& call, const void* input,
+                 void* output, uint32_t sequence, Deadline deadline) {
+  communicator.note_started(sequence);
+  const Clock::time_point started = Clock::now();
+  std::exception_ptr error;
+  try {
+    backend.run(communicator, call, input, output, sequence, deadline);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  communicator.note_finished(sequence);
+  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (", call.count, " ",
+             to_string(call.type), "): ", backend.name, ", ",
+             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count(), " us",
+             error ? ", failed" : "");
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
+  if (const Backend* backend = find_backend(call.collective, algorithm)) {
+    run_backend(communicator, *backend, call, input, output, sequence, deadline);
+    return;
+  }
   // An out-of-place plan reads the input after writing the output; the same
   // buffer passed twice must take the in-place plan.
   Call effective = call;

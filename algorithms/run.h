@@ -1,5 +1,6 @@
 // Entry point of the algorithm layer for the public API: select an algorithm
-// for the call, build its Plan, run it on the Communicator.
+// for the call, build its Plan, run it on the Communicator; or, for a
+// backend named by the call (registry.h), hand the call to it.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace chorus::algorithms {
 // neither). In place, they are laid out as the public API documents:
 // input == output for allreduce/reduce; this rank's block inside the large
 // buffer for allgather, gather (root), scatter (root) and reduce_scatter. `algorithm` is "auto" or a
-// name; the communicator's CHORUS_ALGO overrides apply when it is "auto".
+// name (a Plan's or a backend's); the communicator's CHORUS_ALGO overrides
+// apply when it is "auto".
 // Throws InvalidArgument for an unknown algorithm or one that cannot serve
 // the call (listing valid names), or for memory a transport cannot move.
 // On any failure of the run the Mesh is aborted before this returns, so no

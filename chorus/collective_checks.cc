@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "algorithms/registry.h"
 #include "algorithms/run.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
@@ -122,17 +123,24 @@ Work issue(Context& context, const Call& described, const void* input, void* out
   ContextState& state = state_of(context);
   Call call = described;
   call.memory = options.memory;
+  call.cuda_stream = options.cuda_stream;
   uint32_t sequence = state.next_sequence();
   CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
   std::string algorithm = options.algorithm;
   const algorithms::Communicator& communicator = state.communicator;
+  // A backend (NCCL) queues on the caller's stream itself and returns with
+  // the result in place (algorithms/registry.h): it runs now, async or not,
+  // after the calls queued before it, and orders itself against the stream.
+  const bool backend = algorithms::find_backend(call.collective, algorithm) != nullptr;
   // CUDA memory: buffers checked, and the call ordered after the caller's
   // stream (now, at issue) and the stream after the call.
-  std::shared_ptr<cuda::StreamOrder> stream_order = prepare_device_call(
-      context, algorithms::to_string(call.collective), options, {{"input", input}, {"output", output}}, async);
-  if (!async) {
+  std::shared_ptr<cuda::StreamOrder> stream_order =
+      prepare_device_call(context, algorithms::to_string(call.collective), options,
+                          {{"input", input}, {"output", output}}, async && !backend);
+  if (backend) stream_order.reset();
+  if (!async || backend) {
     // The caller waits for the whole call: the queue of earlier async calls
     // (timed only when there is one) and the run (timed by the run itself).
     if (!state.work_queue().idle()) {

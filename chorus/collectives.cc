@@ -8,7 +8,6 @@
 
 #include "chorus/collective_checks.h"
 #include "chorus/context_state.h"
-#include "chorus/nccl_allreduce.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -27,13 +26,6 @@ Work allreduce_impl(Context& context, const void* input, void* output, size_t co
   check_buffer(context, "allreduce", "output", output, count);
   if (input != output)
     check_overlap(context, "allreduce", input, count * element_size(type), output, count * element_size(type));
-  if (options.algorithm == "nccl") {
-    // NCCL orders itself on the caller's stream; the call returns with the
-    // result in place, async or not.
-    state_of(context).work_queue().drain();
-    nccl_allreduce(context, input, output, count, type, op, options);
-    return Work();
-  }
   Call call = make_call(context, Collective::allreduce, count, type, op, 0, input == output);
   return issue(context, call, input, output, options, async);
 }

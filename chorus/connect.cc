@@ -147,9 +147,9 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
                "Security); chorus-run sets one by itself");
   std::vector<int> everyone(static_cast<size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
-  algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, *topology,
+  algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, topology,
                                         std::move(communicator_settings));
-  auto state = std::make_unique<detail::ContextState>(std::move(communicator), topology, timeout);
+  auto state = std::make_unique<detail::ContextState>(std::move(communicator), timeout);
   state->origin = detail::ContextState::Origin{bootstrap.store(), options, config, generation};
   auto context = detail::ContextAccess::make(std::move(state));
   CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",

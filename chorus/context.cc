@@ -95,16 +95,14 @@ std::shared_ptr<Context> Context::split(int color, int key) {
   for (int r = 0; r < size(); ++r)
     if (everyone[2 * static_cast<size_t>(r)] == color) ordered.emplace_back(everyone[2 * static_cast<size_t>(r) + 1], r);
   std::sort(ordered.begin(), ordered.end());
-  std::vector<int> members;  // as ranks of the Mesh
+  std::vector<int> members;  // as ranks of this Context
   members.reserve(ordered.size());
-  for (const auto& [member_key, r] : ordered) members.push_back(state.communicator.mesh_rank(r));
+  for (const auto& [member_key, r] : ordered) members.push_back(r);
 
   const algorithms::Communicator& parent = state.communicator;
-  algorithms::Communicator communicator(parent.shared_mesh(), std::move(members),
-                                        algorithms::child_group(parent.group(), sequence, color),
-                                        *state.mesh_topology, parent.settings());
-  auto child = detail::ContextAccess::make(
-      std::make_unique<detail::ContextState>(std::move(communicator), state.mesh_topology, state.timeout));
+  algorithms::Communicator communicator =
+      parent.subgroup(members, algorithms::child_group(parent.group(), sequence, color));
+  auto child = detail::ContextAccess::make(std::make_unique<detail::ContextState>(std::move(communicator), state.timeout));
   CHORUS_LOG(debug, rank(), "split color ", color, " key ", key, ": rank ", child->rank(), " of ", child->size());
   return child;
 }

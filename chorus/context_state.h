@@ -14,7 +14,6 @@
 
 #include "algorithms/communicator.h"
 #include "base/config.h"
-#include "base/topology.h"
 #include "chorus/connect.h"
 #include "chorus/context.h"
 #include "rendezvous/bootstrap.h"
@@ -24,9 +23,8 @@
 namespace chorus::detail {
 
 struct ContextState {
-  ContextState(algorithms::Communicator communicator, std::shared_ptr<const Topology> mesh_topology,
-               std::chrono::milliseconds timeout)
-      : communicator(std::move(communicator)), mesh_topology(std::move(mesh_topology)), timeout(timeout) {}
+  ContextState(algorithms::Communicator communicator, std::chrono::milliseconds timeout)
+      : communicator(std::move(communicator)), timeout(timeout) {}
 
   // Numbers collectives in issue order; equal on every rank for the same call.
   uint32_t next_sequence() { return sequence++; }
@@ -46,8 +44,6 @@ struct ContextState {
   // server) last.
   std::vector<std::shared_ptr<void>> kept_alive;
   algorithms::Communicator communicator;
-  // By rank of the Mesh, shared with every Context split from this one.
-  std::shared_ptr<const Topology> mesh_topology;
   std::chrono::milliseconds timeout;
   uint32_t sequence = 0;
   uint64_t windows = 0;
@@ -65,10 +61,6 @@ struct ContextState {
     uint32_t generation = 0;
   };
   std::optional<Origin> origin;
-  // The NCCL communicators of allreduce's "nccl" algorithm (chorus/
-  // nccl_allreduce.h), built by its first call.
-  std::mutex nccl_mutex;
-  std::shared_ptr<void> nccl;
   std::once_flag work_queue_once;
   std::unique_ptr<WorkQueue> work_queue_;
 };

@@ -75,7 +75,7 @@ struct IpcExport {
   uint64_t buffer_id = 0;  // the driver's id of the allocation, unique for this process's life
 };
 
-// An NCCL communicator (chorus/nccl_allreduce.h); its collectives are
+// An NCCL communicator (the nccl allreduce backend, algorithms/nccl/); its collectives are
 // queued on `stream` and return at once, as NCCL's do.
 class NcclCommunicator {
  public:

@@ -79,7 +79,8 @@ std::vector<std::unique_ptr<Context>> make_contexts(int size, std::chrono::milli
   std::vector<std::unique_ptr<Context>> contexts;
   for (int rank = 0; rank < size; ++rank)
     contexts.push_back(
-        std::make_unique<Communicator>(meshes[rank], members, 0, Topology::single_host(size), settings));
+        std::make_unique<Communicator>(meshes[rank], members, 0,
+                                       std::make_shared<const Topology>(Topology::single_host(size)), settings));
   return contexts;
 }
 

@@ -83,6 +83,16 @@ TEST_CASE("registry lists one algorithm per collective by name") {
   for (const Algorithm& algorithm : all_algorithms()) REQUIRE(algorithm.build != nullptr);
 }
 
+TEST_CASE("registry names the nccl backend for allreduce, chosen by name only") {
+  const Backend* nccl = find_backend(Collective::allreduce, "nccl");
+  REQUIRE(nccl != nullptr);
+  REQUIRE(nccl->run != nullptr);
+  REQUIRE(find_backend(Collective::broadcast, "nccl") == nullptr);
+  REQUIRE(find_backend(Collective::allreduce, "ring") == nullptr);
+  REQUIRE(find_algorithm(Collective::allreduce, "nccl") == nullptr);
+  REQUIRE_THROWS_WITH(parse_algorithm_overrides("allreduce:nccl"), Catch::Contains("unknown allreduce algorithm 'nccl'"));
+}
+
 TEST_CASE("overrides parse collective:algorithm lists") {
   auto overrides = parse_algorithm_overrides(" allreduce:ring , broadcast : binomial");
   REQUIRE(overrides.size() == 2);

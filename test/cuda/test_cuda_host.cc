@@ -181,6 +181,11 @@ TEST_CASE("allreduce through NCCL wants CUDA memory", "[cuda][host]") {
   options.algorithm = "nccl";
   CHECK_THROWS_WITH(allreduce(*context, data.data(), data.data(), data.size(), DataType::float32, ReduceOp::sum, options),
                     Catch::Contains("rank 0: allreduce with algorithm nccl needs CUDA memory (the options say host)"));
+  // NCCL runs at once, async or not: the error comes from the call, not from Work::wait.
+  context = connect_to_store("file://" + directory.string(), 0, 1, "cuda-nccl-async", {});
+  CHECK_THROWS_WITH(
+      allreduce_async(*context, data.data(), data.data(), data.size(), DataType::float32, ReduceOp::sum, options),
+      Catch::Contains("rank 0: allreduce with algorithm nccl needs CUDA memory (the options say host)"));
   context.reset();
   std::filesystem::remove_all(directory);
 }

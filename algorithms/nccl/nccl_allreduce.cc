@@ -1,0 +1,54 @@
+// The NCCL backend of allreduce.
+#include "algorithms/nccl/nccl_allreduce.h"
+
+#include <cstddef>
+
+#include "algorithms/nccl/nccl_groups.h"
+#include "algorithms/run.h"
+#include "base/cuda/runtime.h"
+#include "base/error.h"
+#include "base/log.h"
+
+namespace chorus::algorithms {
+
+void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                    uint32_t sequence, Deadline deadline) {
+  const int rank = communicator.rank();
+  if (call.memory.kind != MemoryKind::cuda)
+    throw InvalidArgument(cat("rank ", rank, ": allreduce with algorithm nccl needs CUDA memory (the options say ",
+                              to_string(call.memory), ")"));
+  const ReduceOp op = call.op;
+  if (op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor)
+    throw InvalidArgument(cat("rank ", rank, ": allreduce with algorithm nccl: NCCL has no ", to_string(op),
+                              " reduction"));
+  const int device = call.memory.device;
+  NcclGroups& groups = nccl_groups(communicator, device, sequence, deadline);
+  cuda::Runtime& runtime = cuda::cuda_runtime();
+  void* stream = call.cuda_stream;
+  const size_t count = call.count;
+  // NCCL queues on the caller's stream: ordered after its work as it is.
+  if (communicator.topology().hosts() == 1) {
+    groups.local->allreduce(input, output, count, call.type, op, stream);
+  } else {
+    const ReduceOp summing = op == ReduceOp::avg ? ReduceOp::sum : op;
+    groups.local->reduce(input, output, count, call.type, summing, 0, stream);
+    if (groups.leaders) {
+      runtime.synchronize(stream, device);
+      const Communicator& leaders = *groups.leaders;
+      Call across = make_call(Collective::allreduce, leaders.rank(), leaders.size(), count, call.type, summing, 0,
+                              /*in_place=*/true);
+      across.memory = call.memory;
+      run_collective(leaders, across, output, output, "auto", groups.leaders_sequence++, deadline);
+    }
+    groups.local->broadcast(output, count, call.type, 0, stream);
+    if (op == ReduceOp::avg) {
+      runtime.synchronize(stream, device);
+      runtime.backend(device).average(call.type, static_cast<std::byte*>(output), count,
+                                      static_cast<size_t>(communicator.size()));
+    }
+  }
+  // The call returns with the result in place, async or not.
+  runtime.synchronize(stream, device);
+}
+
+}  // namespace chorus::algorithms
