@@ -38,8 +38,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .. import _environment
-from . import ProcessGroupChorus
+from ... import _environment
+from .. import ProcessGroupChorus
 
 __all__ = [
     "Average", "Sum", "Min", "Max", "Product",
