@@ -1,0 +1,161 @@
+"""Gradient fusion for DistributedOptimizer: buckets of gradients, each reduced as one allreduce."""
+
+import torch
+import torch.distributed as dist
+
+from ._ops import _HALF_TYPES, Average
+
+_FIRST_BUCKET_BYTES = 1 << 20
+
+
+class _Bucket:
+    def __init__(self, dtype):
+        self.dtype = dtype  # of the fusion buffer
+        self.indices = []
+        self.offsets = []
+        self.elements = 0
+        self.unready = 0
+        self.buffer = None
+        self.work = None
+
+    def nbytes(self):
+        return self.elements * torch.empty(0, dtype=self.dtype).element_size()
+
+
+class _GradientFusion:
+    """The gradients of one DistributedOptimizer: buckets, hooks, and the allreduces in flight."""
+
+    def __init__(self, params, names, op, fusion_bytes, backward_passes_per_step):
+        self.params = params
+        self.names = names
+        self.op = op
+        self.fusion_bytes = fusion_bytes
+        self.passes_per_step = backward_passes_per_step
+        self.passes = [0] * len(params)
+        self.first_step = True
+        self.ready_order = []
+        self._hooks = []
+        self.buckets = []
+        self.bucket_of = []
+        self.next_launch = 0
+        self.ready_count = 0
+        # Expected readiness: backward runs from the last layer to the first.
+        self._plan(list(reversed(range(len(params)))))
+        for index, param in enumerate(params):
+            self._hooks.append(self._hook(index, param))
+
+    def _hook(self, index, param):
+        def ready(*_):
+            self._ready(index)
+
+        if hasattr(param, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+            return param.register_post_accumulate_grad_hook(lambda _param: ready())
+        # torch 1.x: the gradient accumulator of the parameter (kept alive here).
+        accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
+        handle = accumulator.register_hook(ready)
+        return (accumulator, handle)
+
+    def _buffer_dtype(self, param):
+        if self.op is Average and param.dtype in _HALF_TYPES:
+            return torch.float32
+        return param.dtype
+
+    def _plan(self, order):
+        """Buckets over the parameters in `order`: consecutive ones of one buffer dtype, up to the fusion size."""
+        self.buckets = []
+        self.bucket_of = [None] * len(self.params)
+        open_bucket = {}
+        for index in order:
+            param = self.params[index]
+            dtype = self._buffer_dtype(param)
+            bucket = open_bucket.get(dtype)
+            if bucket is not None:
+                limit = min(_FIRST_BUCKET_BYTES, self.fusion_bytes) if bucket is self.buckets[0] else self.fusion_bytes
+                element = torch.empty(0, dtype=dtype).element_size()
+                if (bucket.elements + param.numel()) * element > limit:
+                    bucket = None  # full: this parameter opens the next one
+            if bucket is None:
+                bucket = _Bucket(dtype)
+                self.buckets.append(bucket)
+                open_bucket[dtype] = bucket
+            bucket.indices.append(index)
+            bucket.offsets.append(bucket.elements)
+            bucket.elements += param.numel()
+            self.bucket_of[index] = bucket
+        self._reset_counts()
+
+    def _reset_counts(self):
+        for bucket in self.buckets:
+            bucket.unready = len(bucket.indices)
+            bucket.work = None
+        self.passes = [0] * len(self.params)
+        self.next_launch = 0
+        self.ready_count = 0
+
+    def _ready(self, index):
+        self.passes[index] += 1
+        if self.passes[index] > self.passes_per_step:
+            raise RuntimeError(
+                f"chorus.torch.hvd: the gradient of {self.names[index]} was computed {self.passes[index]} times "
+                f"before optimizer.step() (backward_passes_per_step={self.passes_per_step}); call step() or "
+                f"synchronize() after every {self.passes_per_step} backward pass(es)")
+        if self.passes[index] < self.passes_per_step:
+            return
+        if self.first_step:
+            self.ready_order.append(index)
+        self.ready_count += 1
+        self.bucket_of[index].unready -= 1
+        self._launch_ready()
+
+    def _launch_ready(self):
+        # In bucket order only: every rank issues the same allreduces in the same order.
+        while self.next_launch < len(self.buckets) and self.buckets[self.next_launch].unready == 0:
+            self._launch(self.buckets[self.next_launch])
+            self.next_launch += 1
+
+    def _launch(self, bucket):
+        if bucket.buffer is None or bucket.buffer.numel() != bucket.elements:
+            bucket.buffer = torch.empty(bucket.elements, dtype=bucket.dtype)
+        with torch.no_grad():
+            for index, offset in zip(bucket.indices, bucket.offsets):
+                param = self.params[index]
+                if param.grad is None:
+                    # Unused on this rank (maybe not on others): it contributes zeros.
+                    param.grad = torch.zeros_like(param)
+                if param.grad.is_sparse:
+                    raise ValueError(f"chorus.torch.hvd: {self.names[index]} has a sparse gradient, which "
+                                     f"DistributedOptimizer does not reduce")
+                bucket.buffer[offset:offset + param.numel()].copy_(param.grad.reshape(-1))
+        bucket.work = dist.all_reduce(bucket.buffer, op=self.op.torch_op, async_op=True)
+
+    def pending(self):
+        """Whether gradients were computed for reduction since the last synchronize."""
+        return self.ready_count > 0
+
+    def synchronize(self):
+        # Buckets whose gradients never became ready go out now, in order.
+        while self.next_launch < len(self.buckets):
+            self._launch(self.buckets[self.next_launch])
+            self.next_launch += 1
+        world = dist.get_world_size()
+        with torch.no_grad():
+            for bucket in self.buckets:
+                bucket.work.wait()
+                if self.op is Average:
+                    bucket.buffer.div_(world)
+                for index, offset in zip(bucket.indices, bucket.offsets):
+                    param = self.params[index]
+                    param.grad.copy_(bucket.buffer[offset:offset + param.numel()].view_as(param.grad))
+        if self.first_step:
+            self.first_step = False
+            self._rebuild()
+        self._reset_counts()
+
+    def _rebuild(self):
+        """Buckets in the order rank 0 saw gradients become ready (the same on every rank)."""
+        seen = set(self.ready_order)
+        order = self.ready_order + [i for i in reversed(range(len(self.params))) if i not in seen]
+        order = torch.tensor(order, dtype=torch.int64)
+        dist.broadcast(order, src=0)
+        self._plan([int(i) for i in order.tolist()])
+        self.ready_order = []
