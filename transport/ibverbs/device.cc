@@ -1,10 +1,12 @@
-// The Device and Pair handles of the verbs transport, and its factory.
+// The Pair handle of the verbs transport, and its factory (its Device is
+// the shared EngineDevice).
 #include <memory>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/ibverbs/engine.h"
 #include "transport/ibverbs/ibverbs.h"
+#include "transport/engine_device.h"
 
 namespace chorus::transport::ibverbs {
 namespace {
@@ -60,48 +62,6 @@ class VerbsPair final : public Pair {
   Connection& connection_;
 };
 
-class VerbsDevice final : public Device {
- public:
-  explicit VerbsDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
-    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
-  }
-  ~VerbsDevice() override {
-    // The engine outlives this handle while Pairs hold it: it must not call back.
-    engine_->set_failure_callback(nullptr);
-    engine_->shutdown();
-  }
-
-  std::string_view name() const override { return "ibverbs"; }
-  int rank() const override { return engine_->rank(); }
-  std::vector<std::byte> address() const override { return engine_->address(); }
-  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
-    engine_->check_peer(peer_rank, peer_address);
-  }
-  int streams() const override { return engine_->streams(); }
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
-                                int stream = 0) override {
-    return engine_->connect(peer_rank, peer_address, deadline, stream);
-  }
-  LinkModel link_model(int) const override { return engine_->link_model(); }
-  std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
-    if (!accepts(memory))
-      throw InvalidArgument(cat("rank ", rank(), ": the ibverbs transport cannot move ", to_string(memory), " memory"));
-    return engine_->register_memory(data);
-  }
-  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), true); }
-  void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), false); }
-  bool progress() override { return engine_->progress(); }
-  void begin_polling() override { engine_->begin_polling(); }
-  void end_polling() override { engine_->end_polling(); }
-  std::exception_ptr failure() const override { return engine_->failure(); }
-  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
-    engine_->arrivals().watch(std::move(signal));
-  }
-
- private:
-  std::shared_ptr<Engine> engine_;
-};
-
 }  // namespace
 
 std::unique_ptr<Pair> Engine::make_pair_locked(Connection& connection) {
@@ -109,9 +69,7 @@ std::unique_ptr<Pair> Engine::make_pair_locked(Connection& connection) {
 }
 
 std::unique_ptr<Device> create_device(const IbverbsDeviceOptions& options) {
-  auto engine = std::make_shared<Engine>(options);
-  engine->start();
-  return std::make_unique<VerbsDevice>(std::move(engine));
+  return start_engine_device<Engine>("ibverbs", options);
 }
 
 bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b) { return !a.empty() && !b.empty(); }

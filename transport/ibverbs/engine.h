@@ -56,7 +56,8 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   void check_peer(int peer_rank, std::span<const std::byte> peer_address) const;
   std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
                                 int stream);
-  LinkModel link_model() const { return link_model_; }
+  // Every peer is the same fabric away.
+  LinkModel link_model(int /*peer_rank*/) const { return link_model_; }
   int streams() const { return options_.streams; }
   void abort(std::exception_ptr reason, bool wait);
   std::exception_ptr failure() const;

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "transport/abort_report.h"
+#include "transport/engine_device.h"
 
 namespace chorus::transport::shm {
 namespace {
@@ -133,7 +134,11 @@ bool Engine::probe(pid_t pid, uint64_t address, uint64_t value) const {
   return read == value;
 }
 
-std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline) {
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                      int stream) {
+  if (stream != 0)
+    throw InvalidArgument(cat("rank ", rank(), ": the shm transport keeps one connection per peer, not stream ",
+                              stream));
   check_peer(peer_rank, peer_address);
   const ShmAddress peer = decode_address(peer_address, rank(), peer_rank);
   if (auto error = failure()) std::rethrow_exception(error);
@@ -650,60 +655,12 @@ void Engine::shutdown() {
   listener_.reset();
 }
 
-// ---------------------------------------------------------------- the Device
-
-namespace {
-
-class ShmDevice final : public Device {
- public:
-  explicit ShmDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
-    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
-  }
-  ~ShmDevice() override {
-    engine_->set_failure_callback(nullptr);
-    engine_->shutdown();
-  }
-
-  std::string_view name() const override { return "shm"; }
-  int rank() const override { return engine_->rank(); }
-  std::vector<std::byte> address() const override { return engine_->address(); }
-  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
-    engine_->check_peer(peer_rank, peer_address);
-  }
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
-                                int stream = 0) override {
-    if (stream != 0)
-      throw InvalidArgument(cat("rank ", rank(), ": the shm transport keeps one connection per peer, not stream ",
-                                stream));
-    return engine_->connect(peer_rank, peer_address, deadline);
-  }
-  LinkModel link_model(int) const override { return engine_->link_model(); }
-  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
-    return knock_listener(decode_address(peer_address, rank(), peer_rank).socket_name(), kKnockWindow);
-  }
-  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
-  void abort_async(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, false); }
-  void relay_instead(std::exception_ptr reason) override { engine_->relay_instead(std::move(reason)); }
-  std::exception_ptr failure() const override { return engine_->failure(); }
-  bool progress() override { return engine_->progress(); }
-  void begin_polling() override { engine_->begin_polling(); }
-  void end_polling() override { engine_->end_polling(); }
-  void begin_waiting() override { engine_->begin_waiting(); }
-  void end_waiting() override { engine_->end_waiting(); }
-  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
-    engine_->arrivals().watch(std::move(signal));
-  }
-
- private:
-  std::shared_ptr<Engine> engine_;
-};
-
-}  // namespace
-
 std::unique_ptr<Device> create_device(const ShmDeviceOptions& options) {
-  auto engine = std::make_shared<Engine>(options);
-  engine->start();
-  return std::make_unique<ShmDevice>(std::move(engine));
+  return start_engine_device<Engine>("shm", options);
+}
+
+KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {
+  return knock_listener(decode_address(peer_address, rank(), peer_rank).socket_name(), kKnockWindow);
 }
 
 bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b) {

@@ -58,8 +58,11 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
 
   std::vector<std::byte> address() const { return encode_address(address_); }
   void check_peer(int peer_rank, std::span<const std::byte> peer_address) const;
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline);
-  LinkModel link_model() const { return link_model_; }
+  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                int stream);
+  // Every peer on this host is the same shared memory away.
+  LinkModel link_model(int /*peer_rank*/) const { return link_model_; }
+  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const;
   bool progress();
   void begin_polling();
   void end_polling();

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "transport/engine_device.h"
 #include "transport/knock.h"
 #include "transport/tcp/abort_frame.h"
 
@@ -651,59 +652,8 @@ void Engine::shutdown() {
   listener_.reset();
 }
 
-// ---------------------------------------------------------------- the Device
-
-namespace {
-
-class TcpDevice final : public Device {
- public:
-  explicit TcpDevice(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {
-    engine_->set_failure_callback([this](std::exception_ptr reason) { notify_failure(reason); });
-  }
-  ~TcpDevice() override {
-    // The engine outlives this handle while Pairs hold it: it must not call back.
-    engine_->set_failure_callback(nullptr);
-    engine_->shutdown();
-  }
-
-  std::string_view name() const override { return "tcp"; }
-  int rank() const override { return engine_->rank(); }
-  std::vector<std::byte> address() const override { return engine_->address(); }
-  void check_peer(int peer_rank, std::span<const std::byte> peer_address) const override {
-    engine_->check_peer(peer_rank, peer_address);
-  }
-  int streams() const override { return engine_->streams(); }
-  std::unique_ptr<Pair> connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
-                                int stream = 0) override {
-    return engine_->connect(peer_rank, peer_address, deadline, stream);
-  }
-  LinkModel link_model(int peer_rank) const override { return engine_->link_model(peer_rank); }
-  KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
-    return engine_->knock(peer_rank, peer_address);
-  }
-  void abort(std::exception_ptr reason) override { engine_->abort(std::move(reason), LogLevel::info, true); }
-  void abort_async(std::exception_ptr reason) override {
-    engine_->abort(std::move(reason), LogLevel::info, false);
-  }
-  void relay_instead(std::exception_ptr reason) override { engine_->relay_instead(std::move(reason)); }
-  bool progress() override { return engine_->progress(); }
-  void begin_polling() override { engine_->begin_polling(); }
-  void end_polling() override { engine_->end_polling(); }
-  std::exception_ptr failure() const override { return engine_->failure(); }
-  void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
-    engine_->arrivals().watch(std::move(signal));
-  }
-
- private:
-  std::shared_ptr<Engine> engine_;
-};
-
-}  // namespace
-
 std::unique_ptr<Device> create_device(const TcpDeviceOptions& options) {
-  auto engine = std::make_shared<Engine>(options);
-  engine->start();
-  return std::make_unique<TcpDevice>(std::move(engine));
+  return start_engine_device<Engine>("tcp", options);
 }
 
 }  // namespace chorus::transport::tcp
