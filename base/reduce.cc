@@ -180,7 +180,7 @@ void average_16bit(void* data, size_t count, size_t contributors) {
   for_aligned<uint16_t>(data, count, [contributors](uint16_t* d, size_t n) { divide_16bit<Format>(d, n, contributors); });
 }
 
-void check_buffer(const char* what, const void* pointer, size_t count, DataType type) {
+void check_addressable(const char* what, const void* pointer, size_t count, DataType type) {
   if (count > std::numeric_limits<size_t>::max() / element_size(type)) {
     throw InvalidArgument(std::string(what) + ": " + std::to_string(count) + " elements of " +
                           std::string(to_string(type)) + " exceed the address space");
@@ -195,8 +195,8 @@ void check_buffer(const char* what, const void* pointer, size_t count, DataType 
 
 void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count) {
   validate_reduction(type, op);
-  check_buffer("reduce_into accumulator", accumulator, count, type);
-  check_buffer("reduce_into operand", operand, count, type);
+  check_addressable("reduce_into accumulator", accumulator, count, type);
+  check_addressable("reduce_into operand", operand, count, type);
   if (count == 0) return;
 
   // Identical buffers are fine (x op x); a partial overlap means the caller
@@ -228,7 +228,7 @@ void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* oper
 
 void finish_average(DataType type, void* data, size_t count, size_t contributors) {
   validate_reduction(type, ReduceOp::avg);
-  check_buffer("finish_average", data, count, type);
+  check_addressable("finish_average", data, count, type);
   if (contributors == 0) {
     throw InvalidArgument("finish_average: cannot average over 0 contributors");
   }
