@@ -36,7 +36,7 @@ Work allreduce_impl(Context& context, const void* input, void* output, size_t co
     return Work();
   }
   Call call = make_call(context, Collective::allreduce, count, type, op, 0, input == output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work broadcast_impl(Context& context, void* data, size_t count, DataType type, int root,
@@ -46,12 +46,12 @@ Work broadcast_impl(Context& context, void* data, size_t count, DataType type, i
   check_not_null(context, "broadcast", "data", data, count);
   check_root(context, "broadcast", root);
   Call call = make_call(context, Collective::broadcast, count, type, ReduceOp::sum, root, true);
-  return issue(context, call, data, data, options, async);
+  return issue(context, std::move(call), data, data, options, async);
 }
 
 Work barrier_impl(Context& context, const CollectiveOptions& options, bool async) {
   Call call = make_call(context, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0, true);
-  return issue(context, call, nullptr, nullptr, options, async);
+  return issue(context, std::move(call), nullptr, nullptr, options, async);
 }
 
 // Only root's output is written: other ranks' output is not even looked at.
@@ -68,7 +68,7 @@ Work reduce_impl(Context& context, const void* input, void* output, size_t count
       check_overlap(context, "reduce", input, count * element_size(type), output, count * element_size(type));
   }
   Call call = make_call(context, Collective::reduce, count, type, op, root, is_root && input == output);
-  return issue(context, call, input, is_root ? output : nullptr, options, async);
+  return issue(context, std::move(call), input, is_root ? output : nullptr, options, async);
 }
 
 // `call` carries count or counts; in place means output is this rank's
@@ -81,7 +81,7 @@ Work reduce_scatter_impl(Context& context, Call call, const void* input, void* o
   check_not_null(context, name, "input", input, total);
   check_not_null(context, name, "output", output, own);
   call.in_place = block_in_place(context, name, call, input, output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work reduce_scatter_fixed(Context& context, const void* input, void* output, size_t count, DataType type,

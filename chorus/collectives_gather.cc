@@ -49,7 +49,7 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
   check_not_null(context, name, "input", input, own);
   check_not_null(context, name, "output", output, total);
   call.in_place = block_in_place(context, name, call, output, input);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 // Only root's output is used; other ranks' is not looked at.
@@ -59,11 +59,11 @@ Work gather_impl(Context& context, Call call, const void* input, void* output, c
   check_root(context, name, call.root);
   const size_t own = call.block_count(context.rank());
   check_not_null(context, name, "input", input, own);
-  if (context.rank() != call.root) return issue(context, call, input, nullptr, options, async);
+  if (context.rank() != call.root) return issue(context, std::move(call), input, nullptr, options, async);
   const size_t total = call.total_count();
   check_not_null(context, name, "output (on root)", output, total);
   call.in_place = block_in_place(context, name, call, output, input);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 // Only root's input is used; other ranks' is not looked at.
@@ -73,11 +73,11 @@ Work scatter_impl(Context& context, Call call, const void* input, void* output, 
   check_root(context, name, call.root);
   const size_t own = call.block_count(context.rank());
   check_not_null(context, name, "output", output, own);
-  if (context.rank() != call.root) return issue(context, call, nullptr, output, options, async);
+  if (context.rank() != call.root) return issue(context, std::move(call), nullptr, output, options, async);
   const size_t total = call.total_count();
   check_not_null(context, name, "input (on root)", input, total);
   call.in_place = block_in_place(context, name, call, input, output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work alltoall_impl(Context& context, Call call, const void* input, void* output, size_t send_total,
@@ -87,7 +87,7 @@ Work alltoall_impl(Context& context, Call call, const void* input, void* output,
   check_not_null(context, name, "output", output, recv_total);
   check_overlap(context, name, input, send_total * element_size(call.type), output,
                 recv_total * element_size(call.type));
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work alltoall_fixed(Context& context, const void* input, void* output, size_t count, DataType type,

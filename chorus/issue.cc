@@ -24,18 +24,17 @@ Deadline deadline_for(const Context& context, const CollectiveOptions& options) 
 // Runs inline after every earlier async collective, or queues behind them.
 // The sequence number is taken here, at issue time, so the order of issue is
 // the order on the wire whichever thread ends up running the call.
-Work issue(Context& context, const Call& described, const void* input, void* output,
-           const CollectiveOptions& options, bool async) {
+Work issue(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
+           bool async) {
   context.throw_if_failed();
   ContextState& state = state_of(context);
-  Call call = described;
+  const algorithms::Communicator& communicator = state.communicator;
   call.memory = options.memory;
+  call.topology = communicator.shared_topology();
   uint32_t sequence = state.next_sequence();
   CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
-  std::string algorithm = options.algorithm;
-  const algorithms::Communicator& communicator = state.communicator;
   // CUDA memory: buffers checked, and the call ordered after the caller's
   // stream (now, at issue) and the stream after the call.
   std::shared_ptr<cuda::StreamOrder> stream_order = prepare_device_call(
@@ -49,14 +48,14 @@ Work issue(Context& context, const Call& described, const void* input, void* out
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
     }
     if (stream_order) stream_order->inputs_ready();
-    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, deadline_for(context, options),
-                               /*caller_waits=*/true);
+    algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
+                               deadline_for(context, options), /*caller_waits=*/true);
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
   auto timeout = options.timeout.value_or(context.timeout());
-  auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout,
-                                         stream_order] {
+  auto work = state.work_queue().submit([&communicator, call = std::move(call), input, output,
+                                         algorithm = options.algorithm, sequence, timeout, stream_order] {
     // The caller's stream goes on when the call ends, failed or not (the
     // error is Work::wait's to report).
     struct ReleaseStream {

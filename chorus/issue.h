@@ -10,8 +10,10 @@
 
 namespace chorus::detail {
 
-// Numbers the call and runs it (blocking) or queues it (async).
-Work issue(Context& context, const algorithms::Call& call, const void* input, void* output,
+// Numbers the call and runs it (blocking) or queues it (async). `call` was
+// checked by the caller, and is completed here with what the options and the
+// Context fix (memory, topology), then carried down unchanged.
+Work issue(Context& context, algorithms::Call call, const void* input, void* output,
            const CollectiveOptions& options, bool async);
 
 }  // namespace chorus::detail
