@@ -4,6 +4,7 @@
 #include "base/reduce.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -212,7 +213,12 @@ void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* oper
                                                                                : operand_address - accumulator_address) +
                           " bytes apart)");
   }
+  reduce_unchecked(type, op, accumulator, operand, count);
+}
 
+void reduce_unchecked(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count) {
+  assert(is_valid_reduction(type, op) && (count == 0 || (accumulator && operand)));
+  if (count == 0) return;
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: return reduce_with(type, accumulator, operand, count, SumOp{});
@@ -232,6 +238,11 @@ void finish_average(DataType type, void* data, size_t count, size_t contributors
   if (contributors == 0) {
     throw InvalidArgument("finish_average: cannot average over 0 contributors");
   }
+  average_unchecked(type, data, count, contributors);
+}
+
+void average_unchecked(DataType type, void* data, size_t count, size_t contributors) {
+  assert(is_valid_reduction(type, ReduceOp::avg) && (count == 0 || data) && contributors > 0);
   switch (type) {
     case DataType::int8: return average_integers<int8_t>(data, count, contributors);
     case DataType::uint8: return average_integers<uint8_t>(data, count, contributors);
