@@ -1,11 +1,14 @@
-// run_collective: validate, select, build (or reuse) the Plan, execute, finish.
+// run_collective: select, build (or reuse) the Plan, execute, finish; and
+// checked_call, the checks for callers below the public API.
 #include "algorithms/run.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "algorithms/executor.h"
@@ -57,43 +60,50 @@ std::string describe_in_place_layout(const Call& call) {
   }
 }
 
-// The public API checks all of this with friendlier words; this is the
-// last line for callers of the algorithm layer itself (tests, adapters).
-void validate(const Communicator& communicator, const Call& call, const void* input, const void* output) {
+// What is wrong with the call, or nothing: thrown by checked_call, asserted
+// by run_collective.
+std::string problem_of(const Communicator& communicator, const Call& call, const void* input,
+                       const void* output) {
   const int rank = communicator.rank();
   if (call.rank != rank || call.size != communicator.size())
-    throw InvalidArgument(cat("rank ", rank, ": call describes rank ", call.rank, " of ", call.size,
-                              " but the context is rank ", rank, " of ", communicator.size()));
-  if (!communicator.accepts(call.memory))
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " on ", to_string(call.memory),
-                              " memory, which a transport of this context cannot move"));
-  if (call.collective == Collective::barrier) return;
+    return cat("rank ", rank, ": call describes rank ", call.rank, " of ", call.size, " but the context is rank ",
+               rank, " of ", communicator.size());
+  if (!communicator.accepts(call.memory) && !runs_staged(communicator, call))
+    return cat("rank ", rank, ": ", to_string(call.collective), " on ", to_string(call.memory),
+               " memory, which a transport of this context cannot move");
+  if (call.collective == Collective::barrier) return {};
   if (call.collective == Collective::send || call.collective == Collective::recv)
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective),
-                              " is point to point; use chorus::send/recv, not a collective"));
+    return cat("rank ", rank, ": ", to_string(call.collective),
+               " is point to point; use chorus::send/recv, not a collective");
   const auto ranks = static_cast<size_t>(call.size);
   if (!call.counts.empty() && call.counts.size() != ranks)
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " has ", call.counts.size(),
-                              " counts for ", call.size, " ranks"));
+    return cat("rank ", rank, ": ", to_string(call.collective), " has ", call.counts.size(), " counts for ",
+               call.size, " ranks");
   if (call.collective == Collective::alltoall && call.send_counts.size() != call.recv_counts.size())
-    throw InvalidArgument(cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " send counts but ",
-                              call.recv_counts.size(), " receive counts"));
+    return cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " send counts but ",
+               call.recv_counts.size(), " receive counts");
   if (!call.send_counts.empty() && call.send_counts.size() != ranks)
-    throw InvalidArgument(cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " counts for ", call.size,
-                              " ranks"));
+    return cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " counts for ", call.size, " ranks");
   if (is_rooted(call.collective) && (call.root < 0 || call.root >= call.size))
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " root ", call.root,
-                              " is not a rank of this ", call.size, "-rank context"));
-  if (is_reduction(call.collective)) validate_reduction(call.type, call.op);
+    return cat("rank ", rank, ": ", to_string(call.collective), " root ", call.root, " is not a rank of this ",
+               call.size, "-rank context");
+  if (is_reduction(call.collective)) {
+    try {
+      validate_reduction(call.type, call.op);
+    } catch (const InvalidArgument& error) {
+      return error.what();
+    }
+  }
   if (output_bytes(call) > 0 && output == nullptr)
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " needs ", output_bytes(call),
-                              " output bytes but was given a null output"));
+    return cat("rank ", rank, ": ", to_string(call.collective), " needs ", output_bytes(call),
+               " output bytes but was given a null output");
   if (call.in_place && !is_in_place_layout(call, input, output))
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " marked in place but ",
-                              describe_in_place_layout(call)));
+    return cat("rank ", rank, ": ", to_string(call.collective), " marked in place but ",
+               describe_in_place_layout(call));
   if (!call.in_place && input_bytes(call) > 0 && input == nullptr)
-    throw InvalidArgument(cat("rank ", rank, ": ", to_string(call.collective), " needs ", input_bytes(call),
-                              " input bytes but was given a null input"));
+    return cat("rank ", rank, ": ", to_string(call.collective), " needs ", input_bytes(call),
+               " input bytes but was given a null input");
+  return {};
 }
 
 }  // namespace
@@ -161,7 +171,6 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
   std::optional<CachedChoice> choice;
   std::exception_ptr error;
   try {
-    validate(communicator, call, input, output);
     choice = communicator.plan_cache().find(call, algorithm);
     if (!choice) {
       const CostModel& model = communicator.cost_model();
@@ -219,41 +228,45 @@ void run_backend(const Communicator& communicator, const Backend& backend, const
 
 }  // namespace
 
+Call checked_call(const Communicator& communicator, Call call, const void* input, const void* output) {
+  if (!call.topology) call.topology = communicator.shared_topology();
+  if ((call.collective == Collective::allreduce || call.collective == Collective::reduce) && input == output &&
+      input != nullptr)
+    call.in_place = true;
+  if (std::string problem = problem_of(communicator, call, input, output); !problem.empty())
+    throw InvalidArgument(problem);
+  return call;
+}
+
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   if (const Backend* backend = find_backend(call.collective, algorithm)) {
     run_backend(communicator, *backend, call, input, output, sequence, deadline);
     return;
   }
-  // An out-of-place plan reads the input after writing the output; the same
-  // buffer passed twice must take the in-place plan.
-  Call effective = call;
-  if (!effective.topology) effective.topology = communicator.shared_topology();
+  assert(call.topology && problem_of(communicator, call, input, output).empty());
   // CUDA memory that a transport of this Communicator cannot move, or a
   // small collective on it, runs on pinned host copies (algorithms/staging.h).
-  if (runs_staged(communicator, effective)) {
-    run_staged(effective, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {
+  if (runs_staged(communicator, call)) {
+    run_staged(call, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {
       run_collective(communicator, host_call, host_input, host_output, algorithm, sequence, deadline, caller_waits);
     });
     return;
   }
-  if ((call.collective == Collective::allreduce || call.collective == Collective::reduce) && input == output &&
-      input != nullptr)
-    effective.in_place = true;
-  if (effective.collective == Collective::reduce_scatter && effective.in_place) {
+  if (call.collective == Collective::reduce_scatter && call.in_place) {
     // Reduce-scatter Plans read this rank's input block until their last
     // step, so none reduces into it in place: run out of place into a
     // block-sized buffer (1/size of the data) and copy the result into place.
-    validate(communicator, effective, input, output);
-    effective.in_place = false;
-    MemoryBackend& backend = memory_backend(effective.memory);
-    const size_t bytes = output_bytes(effective);
+    Call out_of_place = call;
+    out_of_place.in_place = false;
+    MemoryBackend& backend = memory_backend(call.memory);
+    const size_t bytes = output_bytes(out_of_place);
     std::shared_ptr<std::byte> block = backend.allocate(bytes);
-    run_plan(communicator, effective, input, block.get(), algorithm, sequence, deadline, caller_waits);
+    run_plan(communicator, out_of_place, input, block.get(), algorithm, sequence, deadline, caller_waits);
     backend.copy(static_cast<std::byte*>(output), block.get(), bytes);
     return;
   }
-  run_plan(communicator, effective, input, output, algorithm, sequence, deadline, caller_waits);
+  run_plan(communicator, call, input, output, algorithm, sequence, deadline, caller_waits);
 }
 
 }  // namespace chorus::algorithms

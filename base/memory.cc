@@ -45,11 +45,11 @@ class HostMemoryBackend final : public MemoryBackend {
   }
 
   void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand, size_t count) override {
-    reduce_into(type, op, accumulator, operand, count);
+    reduce_unchecked(type, op, accumulator, operand, count);
   }
 
   void average(DataType type, std::byte* data, size_t count, size_t ranks) override {
-    finish_average(type, data, count, ranks);
+    average_unchecked(type, data, count, ranks);
   }
 };
 

@@ -28,6 +28,8 @@ class MemoryBackend {
   // memmove semantics: an in-place call may copy a region onto itself.
   virtual void copy(std::byte* to, const std::byte* from, size_t bytes) = 0;
   // accumulator[i] = accumulator[i] op operand[i] for i < count (avg sums).
+  // The executor's reduce steps call these for a call checked once above
+  // them: the pair is valid and the buffers are there (asserted, not checked).
   virtual void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand,
                       size_t count) = 0;
   // Divides each of `count` elements by `ranks` (the end of an average).

@@ -4,6 +4,7 @@
 #include "base/reduce.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -180,7 +181,7 @@ void average_16bit(void* data, size_t count, size_t contributors) {
   for_aligned<uint16_t>(data, count, [contributors](uint16_t* d, size_t n) { divide_16bit<Format>(d, n, contributors); });
 }
 
-void check_buffer(const char* what, const void* pointer, size_t count, DataType type) {
+void check_addressable(const char* what, const void* pointer, size_t count, DataType type) {
   if (count > std::numeric_limits<size_t>::max() / element_size(type)) {
     throw InvalidArgument(std::string(what) + ": " + std::to_string(count) + " elements of " +
                           std::string(to_string(type)) + " exceed the address space");
@@ -195,8 +196,8 @@ void check_buffer(const char* what, const void* pointer, size_t count, DataType 
 
 void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count) {
   validate_reduction(type, op);
-  check_buffer("reduce_into accumulator", accumulator, count, type);
-  check_buffer("reduce_into operand", operand, count, type);
+  check_addressable("reduce_into accumulator", accumulator, count, type);
+  check_addressable("reduce_into operand", operand, count, type);
   if (count == 0) return;
 
   // Identical buffers are fine (x op x); a partial overlap means the caller
@@ -212,7 +213,12 @@ void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* oper
                                                                                : operand_address - accumulator_address) +
                           " bytes apart)");
   }
+  reduce_unchecked(type, op, accumulator, operand, count);
+}
 
+void reduce_unchecked(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count) {
+  assert(is_valid_reduction(type, op) && (count == 0 || (accumulator && operand)));
+  if (count == 0) return;
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: return reduce_with(type, accumulator, operand, count, SumOp{});
@@ -228,10 +234,15 @@ void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* oper
 
 void finish_average(DataType type, void* data, size_t count, size_t contributors) {
   validate_reduction(type, ReduceOp::avg);
-  check_buffer("finish_average", data, count, type);
+  check_addressable("finish_average", data, count, type);
   if (contributors == 0) {
     throw InvalidArgument("finish_average: cannot average over 0 contributors");
   }
+  average_unchecked(type, data, count, contributors);
+}
+
+void average_unchecked(DataType type, void* data, size_t count, size_t contributors) {
+  assert(is_valid_reduction(type, ReduceOp::avg) && (count == 0 || data) && contributors > 0);
   switch (type) {
     case DataType::int8: return average_integers<int8_t>(data, count, contributors);
     case DataType::uint8: return average_integers<uint8_t>(data, count, contributors);

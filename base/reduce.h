@@ -18,4 +18,11 @@ void reduce_into(DataType type, ReduceOp op, void* accumulator, const void* oper
 // float16/bfloat16 round to nearest even).
 void finish_average(DataType type, void* data, size_t count, size_t contributors);
 
+// The same kernels without the argument checks, for callers that made them
+// once for a whole call (the executor's reduce steps: the public API or
+// algorithms::checked_call checked the call's type, op and buffers, and the
+// Plan's regions never overlap partially). Asserted, not checked.
+void reduce_unchecked(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count);
+void average_unchecked(DataType type, void* data, size_t count, size_t contributors);
+
 }  // namespace chorus

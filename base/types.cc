@@ -111,6 +111,10 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   return std::nullopt;
 }
 
+bool is_valid_reduction(DataType type, ReduceOp op) {
+  return valid(type) && valid(op) && !(is_bitwise(op) && is_floating_point(type));
+}
+
 void validate_reduction(DataType type, ReduceOp op) {
   if (!valid(type)) {
     throw InvalidArgument(invalid_data_type_message(type));

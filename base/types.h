@@ -27,6 +27,8 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 
 // Throws InvalidArgument for meaningless pairs (bitwise ops on floating point types).
 void validate_reduction(DataType type, ReduceOp op);
+// Whether validate_reduction accepts the pair, for assertions below the checks.
+bool is_valid_reduction(DataType type, ReduceOp op);
 
 template <class T> constexpr DataType data_type_of();
 template <> constexpr DataType data_type_of<int8_t>() { return DataType::int8; }

@@ -1,16 +1,11 @@
-// The shared checks and the issuing of public collectives.
+// The argument checks every public collective shares.
 #include "chorus/collective_checks.h"
-#include "chorus/device_memory.h"
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
-#include "algorithms/registry.h"
-#include "algorithms/run.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
-#include "chorus/work_queue.h"
 
 namespace chorus::detail {
 
@@ -50,7 +45,7 @@ void check_bytes(Context& context, const char* collective, size_t count, DataTyp
                               " overflows size_t bytes"));
 }
 
-void check_buffer(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
+void check_not_null(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
   if (count > 0 && buffer == nullptr)
     throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got a null ", name, " buffer for ", count,
                               " elements"));
@@ -106,71 +101,6 @@ size_t check_counts(Context& context, const char* collective, const char* name, 
   }
   check_bytes(context, collective, total, type);
   return total;
-}
-
-namespace {
-Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
-  return Deadline::after(options.timeout.value_or(context.timeout()));
-}
-}  // namespace
-
-// Runs inline after every earlier async collective, or queues behind them.
-// The sequence number is taken here, at issue time, so the order of issue is
-// the order on the wire whichever thread ends up running the call.
-Work issue(Context& context, const Call& described, const void* input, void* output,
-           const CollectiveOptions& options, bool async) {
-  context.throw_if_failed();
-  ContextState& state = state_of(context);
-  Call call = described;
-  call.memory = options.memory;
-  call.cuda_stream = options.cuda_stream;
-  uint32_t sequence = state.next_sequence();
-  CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
-             call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
-             to_string(call.type), async ? " (async)" : "");
-  std::string algorithm = options.algorithm;
-  const algorithms::Communicator& communicator = state.communicator;
-  // A backend (NCCL) queues on the caller's stream itself and returns with
-  // the result in place (algorithms/registry.h): it runs now, async or not,
-  // after the calls queued before it, and orders itself against the stream.
-  const bool backend = algorithms::find_backend(call.collective, algorithm) != nullptr;
-  // CUDA memory: buffers checked, and the call ordered after the caller's
-  // stream (now, at issue) and the stream after the call.
-  std::shared_ptr<cuda::StreamOrder> stream_order =
-      prepare_device_call(context, algorithms::to_string(call.collective), options,
-                          {{"input", input}, {"output", output}}, async && !backend);
-  if (backend) stream_order.reset();
-  if (!async || backend) {
-    // The caller waits for the whole call: the queue of earlier async calls
-    // (timed only when there is one) and the run (timed by the run itself).
-    if (!state.work_queue().idle()) {
-      const auto drain_started = std::chrono::steady_clock::now();
-      state.work_queue().drain();
-      communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
-    }
-    if (stream_order) stream_order->inputs_ready();
-    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, deadline_for(context, options),
-                               /*caller_waits=*/true);
-    return Work();
-  }
-  // The deadline starts when the collective starts running, not when queued.
-  auto timeout = options.timeout.value_or(context.timeout());
-  auto work = state.work_queue().submit([&communicator, call, input, output, algorithm, sequence, timeout,
-                                         stream_order] {
-    // The caller's stream goes on when the call ends, failed or not (the
-    // error is Work::wait's to report).
-    struct ReleaseStream {
-      cuda::StreamOrder* order;
-      ~ReleaseStream() {
-        if (order) order->finished();
-      }
-    } release{stream_order.get()};
-    if (stream_order) stream_order->inputs_ready();
-    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
-  });
-  // Read by the caller's Work::wait only, never by the worker.
-  work->telemetry = communicator.shared_telemetry();
-  return Work(std::move(work));
 }
 
 }  // namespace chorus::detail

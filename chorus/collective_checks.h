@@ -1,7 +1,7 @@
-// What every public collective does before the algorithm layer sees a call:
+// What every public collective checks before the algorithm layer sees a call:
 // local argument checks (so a bad call fails on the rank that made it, with a
-// message naming that rank and what was expected), numbering the call, and
-// running it inline or on the Context's work queue. Internal (not installed).
+// message naming that rank and what was expected), and the abort that tells
+// the other ranks why. Internal (not installed).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,7 @@ void check_type(Context& context, const char* collective, DataType type);
 void check_reduction(Context& context, const char* collective, DataType type, ReduceOp op);
 // count elements of type fit in size_t bytes.
 void check_bytes(Context& context, const char* collective, size_t count, DataType type);
-void check_buffer(Context& context, const char* collective, const char* name, const void* buffer, size_t count);
+void check_not_null(Context& context, const char* collective, const char* name, const void* buffer, size_t count);
 void check_root(Context& context, const char* collective, int root);
 // Buffers that overlap without being the collective's in-place layout would
 // be read after being overwritten.
@@ -42,10 +42,6 @@ size_t check_counts(Context& context, const char* collective, const char* name, 
 // count * blocks elements, checked against overflow.
 size_t checked_product(Context& context, const char* collective, size_t count, size_t blocks, DataType type);
 
-// Numbers the call and runs it (blocking) or queues it (async).
-Work issue(Context& context, const algorithms::Call& call, const void* input, void* output,
-           const CollectiveOptions& options, bool async);
-
 // A call this rank rejects would leave the other ranks waiting inside the
 // same collective until their timeout. Aborting the Context tells them at
 // once, and why ("peer rank 2 aborted: rank 2: broadcast root 7 is out of
@@ -53,7 +49,7 @@ Work issue(Context& context, const algorithms::Call& call, const void* input, vo
 void abort_for(Context& context, std::exception_ptr reason);
 
 template <class Body>
-Work rejecting_bad_arguments(Context& context, Body&& body) {
+Work aborting_on_invalid_argument(Context& context, Body&& body) {
   try {
     return body();
   } catch (const InvalidArgument&) {

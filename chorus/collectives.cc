@@ -8,6 +8,7 @@
 
 #include "chorus/collective_checks.h"
 #include "chorus/context_state.h"
+#include "chorus/issue.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -22,27 +23,27 @@ Work allreduce_impl(Context& context, const void* input, void* output, size_t co
                     const CollectiveOptions& options, bool async) {
   check_reduction(context, "allreduce", type, op);
   check_bytes(context, "allreduce", count, type);
-  check_buffer(context, "allreduce", "input", input, count);
-  check_buffer(context, "allreduce", "output", output, count);
+  check_not_null(context, "allreduce", "input", input, count);
+  check_not_null(context, "allreduce", "output", output, count);
   if (input != output)
     check_overlap(context, "allreduce", input, count * element_size(type), output, count * element_size(type));
   Call call = make_call(context, Collective::allreduce, count, type, op, 0, input == output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work broadcast_impl(Context& context, void* data, size_t count, DataType type, int root,
                     const CollectiveOptions& options, bool async) {
   check_type(context, "broadcast", type);
   check_bytes(context, "broadcast", count, type);
-  check_buffer(context, "broadcast", "data", data, count);
+  check_not_null(context, "broadcast", "data", data, count);
   check_root(context, "broadcast", root);
   Call call = make_call(context, Collective::broadcast, count, type, ReduceOp::sum, root, true);
-  return issue(context, call, data, data, options, async);
+  return issue(context, std::move(call), data, data, options, async);
 }
 
 Work barrier_impl(Context& context, const CollectiveOptions& options, bool async) {
   Call call = make_call(context, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0, true);
-  return issue(context, call, nullptr, nullptr, options, async);
+  return issue(context, std::move(call), nullptr, nullptr, options, async);
 }
 
 // Only root's output is written: other ranks' output is not even looked at.
@@ -51,15 +52,15 @@ Work reduce_impl(Context& context, const void* input, void* output, size_t count
   check_reduction(context, "reduce", type, op);
   check_bytes(context, "reduce", count, type);
   check_root(context, "reduce", root);
-  check_buffer(context, "reduce", "input", input, count);
+  check_not_null(context, "reduce", "input", input, count);
   const bool is_root = context.rank() == root;
   if (is_root) {
-    check_buffer(context, "reduce", "output (on root)", output, count);
+    check_not_null(context, "reduce", "output (on root)", output, count);
     if (input != output)
       check_overlap(context, "reduce", input, count * element_size(type), output, count * element_size(type));
   }
   Call call = make_call(context, Collective::reduce, count, type, op, root, is_root && input == output);
-  return issue(context, call, input, is_root ? output : nullptr, options, async);
+  return issue(context, std::move(call), input, is_root ? output : nullptr, options, async);
 }
 
 // `call` carries count or counts; in place means output is this rank's
@@ -69,10 +70,10 @@ Work reduce_scatter_impl(Context& context, Call call, const void* input, void* o
   const char* name = call.variable() ? "reduce_scatter_v" : "reduce_scatter";
   const size_t total = call.total_count();
   const size_t own = call.block_count(context.rank());
-  check_buffer(context, name, "input", input, total);
-  check_buffer(context, name, "output", output, own);
+  check_not_null(context, name, "input", input, total);
+  check_not_null(context, name, "output", output, own);
   call.in_place = block_in_place(context, name, call, input, output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work reduce_scatter_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
@@ -98,24 +99,25 @@ Work reduce_scatter_variable(Context& context, const void* input, void* output, 
 
 void allreduce(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                const CollectiveOptions& options) {
-  rejecting_bad_arguments(context,
-                          [&] { return allreduce_impl(context, input, output, count, type, op, options, false); });
+  aborting_on_invalid_argument(context,
+                               [&] { return allreduce_impl(context, input, output, count, type, op, options, false); });
 }
 
 Work allreduce_async(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                      const CollectiveOptions& options) {
-  return rejecting_bad_arguments(
+  return aborting_on_invalid_argument(
       context, [&] { return allreduce_impl(context, input, output, count, type, op, options, true); });
 }
 
 void broadcast(Context& context, void* data, size_t count, DataType type, int root, const CollectiveOptions& options) {
-  rejecting_bad_arguments(context, [&] { return broadcast_impl(context, data, count, type, root, options, false); });
+  aborting_on_invalid_argument(context,
+                               [&] { return broadcast_impl(context, data, count, type, root, options, false); });
 }
 
 Work broadcast_async(Context& context, void* data, size_t count, DataType type, int root,
                      const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context,
-                                 [&] { return broadcast_impl(context, data, count, type, root, options, true); });
+  return aborting_on_invalid_argument(context,
+                                      [&] { return broadcast_impl(context, data, count, type, root, options, true); });
 }
 
 void barrier(Context& context, const CollectiveOptions& options) { barrier_impl(context, options, false); }
@@ -124,42 +126,42 @@ Work barrier_async(Context& context, const CollectiveOptions& options) { return 
 
 void reduce(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op, int root,
             const CollectiveOptions& options) {
-  rejecting_bad_arguments(context,
-                          [&] { return reduce_impl(context, input, output, count, type, op, root, options, false); });
+  aborting_on_invalid_argument(
+      context, [&] { return reduce_impl(context, input, output, count, type, op, root, options, false); });
 }
 
 Work reduce_async(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                   int root, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(
+  return aborting_on_invalid_argument(
       context, [&] { return reduce_impl(context, input, output, count, type, op, root, options, true); });
 }
 
 void reduce_scatter(Context& context, const void* input, void* output, size_t count, DataType type, ReduceOp op,
                     const CollectiveOptions& options) {
-  rejecting_bad_arguments(
+  aborting_on_invalid_argument(
       context, [&] { return reduce_scatter_fixed(context, input, output, count, type, op, options, false); });
 }
 
 Work reduce_scatter_async(Context& context, const void* input, void* output, size_t count, DataType type,
                           ReduceOp op, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(
+  return aborting_on_invalid_argument(
       context, [&] { return reduce_scatter_fixed(context, input, output, count, type, op, options, true); });
 }
 
 void reduce_scatter_v(Context& context, const void* input, void* output, std::span<const size_t> counts,
                       DataType type, ReduceOp op, const CollectiveOptions& options) {
-  rejecting_bad_arguments(
+  aborting_on_invalid_argument(
       context, [&] { return reduce_scatter_variable(context, input, output, counts, type, op, options, false); });
 }
 
 Work reduce_scatter_v_async(Context& context, const void* input, void* output, std::span<const size_t> counts,
                             DataType type, ReduceOp op, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(
+  return aborting_on_invalid_argument(
       context, [&] { return reduce_scatter_variable(context, input, output, counts, type, op, options, true); });
 }
 
 void throw_size_mismatch(Context& context, const char* collective, size_t input_count, size_t output_count) {
-  rejecting_bad_arguments(context, [&]() -> Work {
+  aborting_on_invalid_argument(context, [&]() -> Work {
     throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " input has ", input_count,
                               " elements but output has ", output_count));
   });
@@ -167,7 +169,7 @@ void throw_size_mismatch(Context& context, const char* collective, size_t input_
 }
 
 void throw_bad_span(Context& context, const char* collective, const std::string& what) {
-  rejecting_bad_arguments(context, [&]() -> Work {
+  aborting_on_invalid_argument(context, [&]() -> Work {
     throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " expected ", what));
   });
   __builtin_unreachable();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "chorus/collective_checks.h"
+#include "chorus/issue.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -45,10 +46,10 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
   const char* name = name_of(call, "allgather", "allgatherv");
   const size_t own = call.block_count(context.rank());
   const size_t total = call.total_count();
-  check_buffer(context, name, "input", input, own);
-  check_buffer(context, name, "output", output, total);
+  check_not_null(context, name, "input", input, own);
+  check_not_null(context, name, "output", output, total);
   call.in_place = block_in_place(context, name, call, output, input);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 // Only root's output is used; other ranks' is not looked at.
@@ -57,12 +58,12 @@ Work gather_impl(Context& context, Call call, const void* input, void* output, c
   const char* name = name_of(call, "gather", "gatherv");
   check_root(context, name, call.root);
   const size_t own = call.block_count(context.rank());
-  check_buffer(context, name, "input", input, own);
-  if (context.rank() != call.root) return issue(context, call, input, nullptr, options, async);
+  check_not_null(context, name, "input", input, own);
+  if (context.rank() != call.root) return issue(context, std::move(call), input, nullptr, options, async);
   const size_t total = call.total_count();
-  check_buffer(context, name, "output (on root)", output, total);
+  check_not_null(context, name, "output (on root)", output, total);
   call.in_place = block_in_place(context, name, call, output, input);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 // Only root's input is used; other ranks' is not looked at.
@@ -71,22 +72,22 @@ Work scatter_impl(Context& context, Call call, const void* input, void* output, 
   const char* name = name_of(call, "scatter", "scatterv");
   check_root(context, name, call.root);
   const size_t own = call.block_count(context.rank());
-  check_buffer(context, name, "output", output, own);
-  if (context.rank() != call.root) return issue(context, call, nullptr, output, options, async);
+  check_not_null(context, name, "output", output, own);
+  if (context.rank() != call.root) return issue(context, std::move(call), nullptr, output, options, async);
   const size_t total = call.total_count();
-  check_buffer(context, name, "input (on root)", input, total);
+  check_not_null(context, name, "input (on root)", input, total);
   call.in_place = block_in_place(context, name, call, input, output);
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work alltoall_impl(Context& context, Call call, const void* input, void* output, size_t send_total,
                    size_t recv_total, const CollectiveOptions& options, bool async) {
   const char* name = call.variable() ? "alltoallv" : "alltoall";
-  check_buffer(context, name, "input", input, send_total);
-  check_buffer(context, name, "output", output, recv_total);
+  check_not_null(context, name, "input", input, send_total);
+  check_not_null(context, name, "output", output, recv_total);
   check_overlap(context, name, input, send_total * element_size(call.type), output,
                 recv_total * element_size(call.type));
-  return issue(context, call, input, output, options, async);
+  return issue(context, std::move(call), input, output, options, async);
 }
 
 Work alltoall_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
@@ -112,7 +113,7 @@ Work alltoall_variable(Context& context, const void* input, std::span<const size
 
 template <class Body>
 void blocking(Context& context, Body&& body) {
-  rejecting_bad_arguments(context, std::forward<Body>(body));
+  aborting_on_invalid_argument(context, std::forward<Body>(body));
 }
 
 }  // namespace
@@ -127,7 +128,7 @@ void allgather(Context& context, const void* input, void* output, size_t count, 
 
 Work allgather_async(Context& context, const void* input, void* output, size_t count, DataType type,
                      const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return allgather_impl(context, fixed_call(context, Collective::allgather, "allgather", count, type, 0), input,
                           output, options, true);
   });
@@ -143,7 +144,7 @@ void allgatherv(Context& context, const void* input, void* output, std::span<con
 
 Work allgatherv_async(Context& context, const void* input, void* output, std::span<const size_t> counts,
                       DataType type, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return allgather_impl(context, variable_call(context, Collective::allgather, "allgatherv", counts, type, 0),
                           input, output, options, true);
   });
@@ -159,7 +160,7 @@ void gather(Context& context, const void* input, void* output, size_t count, Dat
 
 Work gather_async(Context& context, const void* input, void* output, size_t count, DataType type, int root,
                   const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return gather_impl(context, fixed_call(context, Collective::gather, "gather", count, type, root), input, output,
                        options, true);
   });
@@ -175,7 +176,7 @@ void gatherv(Context& context, const void* input, void* output, std::span<const 
 
 Work gatherv_async(Context& context, const void* input, void* output, std::span<const size_t> counts, DataType type,
                    int root, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return gather_impl(context, variable_call(context, Collective::gather, "gatherv", counts, type, root), input,
                        output, options, true);
   });
@@ -191,7 +192,7 @@ void scatter(Context& context, const void* input, void* output, size_t count, Da
 
 Work scatter_async(Context& context, const void* input, void* output, size_t count, DataType type, int root,
                    const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return scatter_impl(context, fixed_call(context, Collective::scatter, "scatter", count, type, root), input,
                         output, options, true);
   });
@@ -207,7 +208,7 @@ void scatterv(Context& context, const void* input, void* output, std::span<const
 
 Work scatterv_async(Context& context, const void* input, void* output, std::span<const size_t> counts, DataType type,
                     int root, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return scatter_impl(context, variable_call(context, Collective::scatter, "scatterv", counts, type, root), input,
                         output, options, true);
   });
@@ -220,8 +221,8 @@ void alltoall(Context& context, const void* input, void* output, size_t count, D
 
 Work alltoall_async(Context& context, const void* input, void* output, size_t count, DataType type,
                     const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context,
-                                 [&] { return alltoall_fixed(context, input, output, count, type, options, true); });
+  return aborting_on_invalid_argument(
+      context, [&] { return alltoall_fixed(context, input, output, count, type, options, true); });
 }
 
 void alltoallv(Context& context, const void* input, std::span<const size_t> send_counts, void* output,
@@ -233,7 +234,7 @@ void alltoallv(Context& context, const void* input, std::span<const size_t> send
 
 Work alltoallv_async(Context& context, const void* input, std::span<const size_t> send_counts, void* output,
                      std::span<const size_t> recv_counts, DataType type, const CollectiveOptions& options) {
-  return rejecting_bad_arguments(context, [&] {
+  return aborting_on_invalid_argument(context, [&] {
     return alltoall_variable(context, input, send_counts, output, recv_counts, type, options, true);
   });
 }

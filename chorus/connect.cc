@@ -49,6 +49,30 @@ std::map<algorithms::Collective, std::string> algorithm_overrides(const Config& 
   }
 }
 
+// What the transport layer is told: wherever ConnectOptions and the
+// environment (Config) both say something, the options win, decided here
+// and nowhere below.
+transport::MeshSettings mesh_settings(const ConnectOptions& options, const Config& config, int rank, int size,
+                                      std::chrono::milliseconds timeout) {
+  transport::MeshSettings settings;
+  settings.device.rank = rank;
+  settings.device.size = size;
+  settings.device.config = config;
+  settings.device.interface = options.interface;
+  settings.device.hostname = options.hostname;
+  settings.device.streams = streams_of(options, config, rank);
+  settings.device.describe_signature = algorithms::describe_signature;
+  settings.transports = options.transports.empty() ? config.transports : options.transports;
+  settings.host_id = options.host_id.empty() ? config.host_id : options.host_id;
+  settings.timeout = timeout;
+  const Connections connections = options.connections.value_or(config.connections);
+  settings.on_demand = connections == Connections::on_demand ||
+                       (connections == Connections::automatic && size > kFullMeshMaxRanks);
+  settings.measure_links =
+      size > 1 && options.measure_links.value_or(config.measure_links.value_or(!settings.on_demand));
+  return settings;
+}
+
 // The one read of the environment; everything below gets its part of it.
 Config read_config(const ConnectOptions& options, int rank) {
   Config config;
@@ -114,22 +138,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
                communicator_settings.trace_steps ? " (with their steps)" : "");
   }
 
-  transport::MeshSettings settings;
-  settings.device.rank = rank;
-  settings.device.size = size;
-  settings.device.config = config;
-  settings.device.interface = options.interface;
-  settings.device.hostname = options.hostname;
-  settings.device.streams = streams_of(options, config, rank);
-  settings.device.describe_signature = algorithms::describe_signature;
-  settings.transports = options.transports;
-  settings.host_id = options.host_id.empty() ? config.host_id : options.host_id;
-  settings.timeout = timeout;
-  const Connections connections = options.connections.value_or(config.connections);
-  settings.on_demand = connections == Connections::on_demand ||
-                       (connections == Connections::automatic && size > kFullMeshMaxRanks);
-  settings.measure_links =
-      size > 1 && options.measure_links.value_or(config.measure_links.value_or(!settings.on_demand));
+  const transport::MeshSettings settings = mesh_settings(options, config, rank, size, timeout);
   transport::ConnectedMesh connected = transport::connect_mesh(
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   // Only a Mesh with unconnected pairs ever writes or reads it.

@@ -76,7 +76,7 @@ std::shared_ptr<Context> Context::split(int color, int key) {
   detail::ContextState& state = *state_;
   // The split is itself a collective on this Context: a rank passing a bad
   // color aborts it like any rejected call, so the others learn why at once.
-  detail::rejecting_bad_arguments(*this, [&]() -> Work {
+  detail::aborting_on_invalid_argument(*this, [&]() -> Work {
     if (color < 0 && color != kNoColor)
       throw InvalidArgument(cat("rank ", rank(), ": split color ", color, " is negative (use Context::kNoColor, ",
                                 kNoColor, ", to take part without joining a group)"));

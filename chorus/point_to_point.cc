@@ -45,7 +45,7 @@ struct Message {
 void check(Context& context, const Message& message) {
   detail::check_type(context, message.name(), message.type);
   detail::check_bytes(context, message.name(), message.count, message.type);
-  detail::check_buffer(context, message.name(), "data", message.data, message.count);
+  detail::check_not_null(context, message.name(), "data", message.data, message.count);
   if (message.peer == context.rank())
     throw InvalidArgument(cat("rank ", context.rank(), ": ", message.name(), " to itself (peer ", message.peer,
                               "); a message needs another rank of the context"));
@@ -165,7 +165,7 @@ std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& 
 
 Work transfer(Context& context, Message message, const CollectiveOptions& options, bool async) {
   message.memory = options.memory;
-  return detail::rejecting_bad_arguments(context, [&]() -> Work {
+  return detail::aborting_on_invalid_argument(context, [&]() -> Work {
     check(context, message);
     context.throw_if_failed();
     // CUDA memory: the buffer checked, and the message ordered after the

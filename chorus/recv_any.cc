@@ -174,7 +174,7 @@ struct AnySourceReceive {
 void check(Context& context, const void* data, size_t count, DataType type, const CollectiveOptions& options) {
   detail::check_type(context, "recv_any", type);
   detail::check_bytes(context, "recv_any", count, type);
-  detail::check_buffer(context, "recv_any", "data", data, count);
+  detail::check_not_null(context, "recv_any", "data", data, count);
   if (options.memory.kind != MemoryKind::host)
     throw InvalidArgument(cat("rank ", context.rank(), ": recv_any receives into host memory only, not ",
                               to_string(options.memory)));
@@ -233,7 +233,7 @@ std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& 
 int recv_any(Context& context, void* data, size_t count, DataType type, uint32_t tag,
              const CollectiveOptions& options) {
   int source = -1;
-  detail::rejecting_bad_arguments(context, [&]() -> Work {
+  detail::aborting_on_invalid_argument(context, [&]() -> Work {
     check(context, data, count, type, options);
     context.throw_if_failed();
     CHORUS_LOG(debug, context.rank(), "recv_any of ", count, " ", to_string(type), " with tag ", tag);
@@ -259,7 +259,7 @@ int recv_any(Context& context, void* data, size_t count, DataType type, uint32_t
 
 Work recv_any_async(Context& context, void* data, size_t count, DataType type, uint32_t tag,
                     const CollectiveOptions& options) {
-  return detail::rejecting_bad_arguments(context, [&]() -> Work {
+  return detail::aborting_on_invalid_argument(context, [&]() -> Work {
     check(context, data, count, type, options);
     context.throw_if_failed();
     CHORUS_LOG(debug, context.rank(), "recv_any_async of ", count, " ", to_string(type), " with tag ", tag);

@@ -19,8 +19,7 @@ namespace chorus::transport {
 namespace {
 
 std::vector<const TransportEntry*> resolve_transports(const MeshSettings& settings) {
-  std::vector<std::string> names = settings.transports;
-  if (names.empty()) names = settings.device.config.transports;
+  const std::vector<std::string>& names = settings.transports;
   std::vector<const TransportEntry*> entries;
   if (names.empty()) {
     for (const TransportEntry& entry : all_transports()) entries.push_back(&entry);

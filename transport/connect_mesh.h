@@ -22,7 +22,8 @@ namespace chorus::transport {
 
 struct MeshSettings {
   DeviceOptions device;  // rank, size, configuration, network address, streams
-  // In order of preference; empty: every transport of the build.
+  // In order of preference (ConnectOptions::transports, else
+  // CHORUS_TRANSPORT); empty: every transport of the build.
   std::vector<std::string> transports;
   // CHORUS_HOST_ID / ConnectOptions::host_id, empty for the real host.
   std::string host_id;

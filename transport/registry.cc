@@ -29,50 +29,44 @@ std::unique_ptr<Device> moving_device_memory(std::unique_ptr<Device> device) {
 #endif
 }
 
+// The part every transport's options share, from the registry's options:
+// filled here once for every transport.
+void fill_common(CommonDeviceOptions& common, const DeviceOptions& options) {
+  common.rank = options.rank;
+  common.size = options.size;
+  common.describe_signature = options.describe_signature;
+  common.secret = options.config.secret;
+  common.max_unexpected_bytes = options.config.max_unexpected_bytes;
+  common.positions = options.positions;
+}
+
+void fill_network(NetworkDeviceOptions& network, const DeviceOptions& options) {
+  fill_common(network, options);
+  network.interface = options.interface;
+  network.hostname = options.hostname;
+  if (network.interface.empty() && network.hostname.empty()) network.interface = options.config.socket_interface;
+  network.streams = options.streams;
+}
+
 std::unique_ptr<Device> create_tcp_device(const DeviceOptions& options) {
   tcp::TcpDeviceOptions tcp_options;
-  tcp_options.rank = options.rank;
-  tcp_options.size = options.size;
-  tcp_options.interface = options.interface;
-  tcp_options.hostname = options.hostname;
-  if (tcp_options.interface.empty() && tcp_options.hostname.empty())
-    tcp_options.interface = options.config.socket_interface;
-  tcp_options.streams = options.streams;
-  tcp_options.describe_signature = options.describe_signature;
-  tcp_options.secret = options.config.secret;
+  fill_network(tcp_options, options);
   tcp_options.tls = options.config.tls;
-  tcp_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
-  tcp_options.positions = options.positions;
   return tcp::create_device(tcp_options);
 }
 
 std::unique_ptr<Device> create_shm_device(const DeviceOptions& options) {
   shm::ShmDeviceOptions shm_options;
-  shm_options.rank = options.rank;
-  shm_options.size = options.size;
+  fill_common(shm_options, options);
   shm_options.single_copy = options.config.shm_single_copy;
-  shm_options.describe_signature = options.describe_signature;
-  shm_options.secret = options.config.secret;
-  shm_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
-  shm_options.positions = options.positions;
   return shm::create_device(shm_options);
 }
 
 #if CHORUS_HAVE_IBVERBS
 std::unique_ptr<Device> create_ibverbs_device(const DeviceOptions& options) {
   ibverbs::IbverbsDeviceOptions verbs_options;
-  verbs_options.rank = options.rank;
-  verbs_options.size = options.size;
-  verbs_options.interface = options.interface;
-  verbs_options.hostname = options.hostname;
-  if (verbs_options.interface.empty() && verbs_options.hostname.empty())
-    verbs_options.interface = options.config.socket_interface;
+  fill_network(verbs_options, options);
   verbs_options.ib_device = options.config.ib_device;
-  verbs_options.streams = options.streams;
-  verbs_options.describe_signature = options.describe_signature;
-  verbs_options.secret = options.config.secret;
-  verbs_options.max_unexpected_bytes = options.config.max_unexpected_bytes;
-  verbs_options.positions = options.positions;
   return ibverbs::create_device(verbs_options);
 }
 

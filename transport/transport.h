@@ -156,7 +156,8 @@ class Pair {
   virtual ~Pair() = default;
   virtual int peer_rank() const = 0;
   // Sends data (not copied: it must stay valid until the request finishes).
-  // `memory` says where it lives; the Pair's Device must accept it.
+  // `memory` says where it lives; the Pair's Device must accept it (a
+  // precondition the callers check once, asserted by the transports).
   virtual void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) = 0;
   // Receives a message of exactly data.size() bytes straight into data.
   // A message of another length fails with MismatchError.

@@ -38,7 +38,8 @@ void nccl_allreduce(const Communicator& communicator, const Call& call, const vo
       Call across = make_call(Collective::allreduce, leaders.rank(), leaders.size(), count, call.type, summing, 0,
                               /*in_place=*/true);
       across.memory = call.memory;
-      run_collective(leaders, across, output, output, "auto", groups.leaders_sequence++, deadline);
+      run_collective(leaders, checked_call(leaders, across, output, output), output, output, "auto",
+                     groups.leaders_sequence++, deadline);
     }
     groups.local->broadcast(output, count, call.type, 0, stream);
     if (op == ReduceOp::avg) {

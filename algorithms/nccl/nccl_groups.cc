@@ -27,7 +27,8 @@ void check_one_gpu_per_rank(const Communicator& communicator, const Communicator
   std::vector<char> all(kBusIdBytes * static_cast<size_t>(local.size()));
   const Call gather =
       make_call(Collective::allgather, local.rank(), local.size(), kBusIdBytes, DataType::uint8, ReduceOp::sum, 0, false);
-  run_collective(local, gather, mine.data(), all.data(), "auto", /*sequence=*/0, deadline);
+  run_collective(local, checked_call(local, gather, mine.data(), all.data()), mine.data(), all.data(), "auto",
+                 /*sequence=*/0, deadline);
   const auto bus_of = [&](int rank) { return &all[kBusIdBytes * static_cast<size_t>(rank)]; };
   for (int a = 0; a < local.size(); ++a)
     for (int b = a + 1; b < local.size(); ++b)
@@ -60,7 +61,8 @@ std::unique_ptr<NcclGroups> make_groups(const Communicator& communicator, int de
   if (local.rank() == 0) id = runtime.nccl_unique_id();
   const Call share =
       make_call(Collective::broadcast, local.rank(), local.size(), id.size(), DataType::uint8, ReduceOp::sum, 0, true);
-  run_collective(local, share, id.data(), id.data(), "auto", /*sequence=*/1, deadline);
+  run_collective(local, checked_call(local, share, id.data(), id.data()), id.data(), id.data(), "auto",
+                 /*sequence=*/1, deadline);
   groups->local = runtime.nccl_communicator(local.size(), id, local.rank(), device);
   return groups;
 }

@@ -5,6 +5,7 @@
 #include "base/cuda/runtime.h"
 
 #include <atomic>
+#include <cassert>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -363,7 +364,7 @@ void DeviceBackend::copy(std::byte* to, const std::byte* from, size_t bytes) {
 
 void DeviceBackend::reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand,
                            size_t count) {
-  validate_reduction(type, op);
+  assert(is_valid_reduction(type, op));
   ThreadDevice& entry = runtime_.thread_device(device_);
   check(runtime_.api().reduce_async(static_cast<int>(type), static_cast<int>(op), accumulator, operand, count,
                                     entry.stream),

@@ -113,6 +113,12 @@ Call make_call(Context& context, Collective collective, size_t count, DataType t
 
 Deadline soon() { return Deadline::after(20s); }
 
+// What the public API does for its calls: checked once, then run.
+void run_checked(Context& context, const Call& call, const void* input, void* output, const std::string& algorithm,
+                 uint32_t sequence, Deadline deadline) {
+  run_collective(context, checked_call(context, call, input, output), input, output, algorithm, sequence, deadline);
+}
+
 }  // namespace
 
 TEST_CASE("executor: allreduce over TCP, in and out of place, small to multi-segment") {
@@ -132,8 +138,8 @@ TEST_CASE("executor: allreduce over TCP, in and out of place, small to multi-seg
                                             (op == ReduceOp::avg ? (rank == 0 ? -(size - 1) : 1) : rank));
             if (in_place) output = input;
             Call call = make_call(context, Collective::allreduce, count, DataType::float32, op, 0, in_place);
-            run_collective(context, call, in_place ? output.data() : input.data(), output.data(), "auto",
-                           sequences[rank]++, soon());
+            run_checked(context, call, in_place ? output.data() : input.data(), output.data(), "auto",
+                        sequences[rank]++, soon());
             for (size_t i = 0; i < count; ++i) {
               const float base = static_cast<float>(static_cast<int>(i % 13) - 6);
               float expected = base;
@@ -161,12 +167,12 @@ TEST_CASE("executor: broadcast from every root and barriers over TCP, repeated")
           if (rank == root)
             for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(i * 7 + root + round);
           Call call = make_call(context, Collective::broadcast, count, DataType::int32, ReduceOp::sum, root, true);
-          run_collective(context, call, nullptr, data.data(), "binomial", sequences[rank]++, soon());
+          run_checked(context, call, nullptr, data.data(), "binomial", sequences[rank]++, soon());
           for (size_t i = 0; i < count; ++i)
             if (data[i] != static_cast<int32_t>(i * 7 + root + round))
               FAIL("rank " << rank << " element " << i << " is " << data[i]);
           Call barrier = make_call(context, Collective::barrier, 0, DataType::int8, ReduceOp::sum, 0, true);
-          run_collective(context, barrier, nullptr, nullptr, "auto", sequences[rank]++, soon());
+          run_checked(context, barrier, nullptr, nullptr, "auto", sequences[rank]++, soon());
         }));
       }
 }
@@ -193,7 +199,7 @@ TEST_CASE("executor: chain broadcast cuts segments from the transport's link mod
         if (rank == root)
           for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i * 7 + root) % 100003);
         Call call = make_call(context, Collective::broadcast, count, DataType::float32, ReduceOp::sum, root, true);
-        run_collective(context, call, nullptr, data.data(), "chain", sequences[rank]++, soon());
+        run_checked(context, call, nullptr, data.data(), "chain", sequences[rank]++, soon());
         for (size_t i = 0; i < count; ++i)
           if (data[i] != static_cast<float>((i * 7 + root) % 100003))
             FAIL("rank " << rank << " element " << i << " is " << data[i]);
@@ -211,7 +217,7 @@ TEST_CASE("executor: a barrier holds every rank until the last one arrives") {
     if (context.rank() == 3) std::this_thread::sleep_for(200ms);
     arrived.fetch_add(1);
     Call barrier = make_call(context, Collective::barrier, 0, DataType::int8, ReduceOp::sum, 0, true);
-    run_collective(context, barrier, nullptr, nullptr, "dissemination", 0, soon());
+    run_checked(context, barrier, nullptr, nullptr, "dissemination", 0, soon());
     if (arrived.load() != size) left_early = true;
   }));
   REQUIRE_FALSE(left_early);
@@ -229,7 +235,7 @@ TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the pee
     std::vector<float> data(1000, 1.0f);
     Call call = make_call(context, Collective::allreduce, 1000, DataType::float32, ReduceOp::sum, 0, true);
     try {
-      run_collective(context, call, data.data(), data.data(), "ring", 7, Deadline::after(300ms));
+      run_checked(context, call, data.data(), data.data(), "ring", 7, Deadline::after(300ms));
     } catch (...) {
       timed_out = true;
       throw;
@@ -246,7 +252,7 @@ TEST_CASE("executor: a rank that never joins gives a TimeoutError naming the pee
   // Every later call on the aborted device fails at once instead of hanging.
   std::vector<float> data(10, 1.0f);
   Call call = make_call(*contexts[0], Collective::allreduce, 10, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE_THROWS_AS(run_collective(*contexts[0], call, data.data(), data.data(), "auto", 8, soon()), Error);
+  REQUIRE_THROWS_AS(run_checked(*contexts[0], call, data.data(), data.data(), "auto", 8, soon()), Error);
 }
 
 TEST_CASE("executor: a peer aborting mid-call fails the others quickly") {
@@ -260,7 +266,7 @@ TEST_CASE("executor: a peer aborting mid-call fails the others quickly") {
     }
     std::vector<float> data(1 << 16, 1.0f);
     Call call = make_call(context, Collective::allreduce, data.size(), DataType::float32, ReduceOp::sum, 0, true);
-    run_collective(context, call, data.data(), data.data(), "auto", 0, soon());
+    run_checked(context, call, data.data(), data.data(), "auto", 0, soon());
   });
   REQUIRE(std::chrono::steady_clock::now() - started < 10s);
   for (int rank : {0, 1}) {
@@ -276,7 +282,7 @@ TEST_CASE("executor: ranks calling different allreduces get a MismatchError") {
     const size_t count = context.rank() == 0 ? 10 : 11;
     std::vector<float> data(count, 1.0f);
     Call call = make_call(context, Collective::allreduce, count, DataType::float32, ReduceOp::sum, 0, true);
-    run_collective(context, call, data.data(), data.data(), "auto", 0, soon());
+    run_checked(context, call, data.data(), data.data(), "auto", 0, soon());
   });
   bool mismatch_seen = false;
   for (const auto& error : errors) {
@@ -296,13 +302,13 @@ TEST_CASE("executor: bad arguments are rejected before anything is sent") {
   Context& context = *contexts[0];
   std::vector<float> data(4, 1.0f);
   Call allreduce = make_call(context, Collective::allreduce, 4, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE_THROWS_WITH(run_collective(context, allreduce, data.data(), data.data(), "tree", 0, soon()),
+  REQUIRE_THROWS_WITH(run_checked(context, allreduce, data.data(), data.data(), "tree", 0, soon()),
                       Catch::Contains("unknown allreduce algorithm 'tree'") && Catch::Contains("valid: ring"));
   Call bitwise = allreduce;
   bitwise.op = ReduceOp::bxor;
-  REQUIRE_THROWS_AS(run_collective(context, bitwise, data.data(), data.data(), "auto", 0, soon()), InvalidArgument);
+  REQUIRE_THROWS_AS(run_checked(context, bitwise, data.data(), data.data(), "auto", 0, soon()), InvalidArgument);
   Call broadcast = make_call(context, Collective::broadcast, 4, DataType::float32, ReduceOp::sum, 2, true);
-  REQUIRE_THROWS_AS(run_collective(context, broadcast, nullptr, data.data(), "auto", 0, soon()), InvalidArgument);
-  REQUIRE_THROWS_AS(run_collective(context, allreduce, nullptr, nullptr, "auto", 0, soon()), InvalidArgument);
+  REQUIRE_THROWS_AS(run_checked(context, broadcast, nullptr, data.data(), "auto", 0, soon()), InvalidArgument);
+  REQUIRE_THROWS_AS(run_checked(context, allreduce, nullptr, nullptr, "auto", 0, soon()), InvalidArgument);
   REQUIRE(context.mesh().failure() == nullptr);
 }

@@ -1,5 +1,6 @@
 // The Pair handle of the verbs transport, and its factory (its Device is
 // the shared EngineDevice).
+#include <cassert>
 #include <memory>
 
 #include "base/error.h"
@@ -20,28 +21,18 @@ class VerbsPair final : public Pair {
   int peer_rank() const override { return connection_.peer_rank(); }
   using Pair::post_recv;
   using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override {
-    if (memory.kind != MemoryKind::host) {
-      request.mark_pending();
-      return request.fail(std::make_exception_ptr(InvalidArgument(
-          cat("the ibverbs transport to peer rank ", peer_rank(), " cannot send ", to_string(memory), " memory"))));
-    }
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, [[maybe_unused]] Memory memory) override {
+    // Callers post only memory the Device accepts (host); decorators move the rest.
+  assert(memory.kind == MemoryKind::host);
     engine_->post_send(connection_, request, tag, data);
   }
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override {
-    if (memory.kind != MemoryKind::host) {
-      request.mark_pending();
-      return request.fail(std::make_exception_ptr(InvalidArgument(cat(
-          "the ibverbs transport from peer rank ", peer_rank(), " cannot receive into ", to_string(memory), " memory"))));
-    }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, [[maybe_unused]] Memory memory) override {
+    assert(memory.kind == MemoryKind::host);
     engine_->post_recv(connection_, request, tag, data);
   }
-  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override {
-    // Nothing of another memory can have arrived: post_recv fails it alike.
-    if (memory.kind != MemoryKind::host) {
-      post_recv(request, tag, data, memory);
-      return true;
-    }
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data,
+                            [[maybe_unused]] Memory memory) override {
+    assert(memory.kind == MemoryKind::host);
     return engine_->post_recv_if_arrived(connection_, request, tag, data);
   }
   bool one_sided() const override { return true; }

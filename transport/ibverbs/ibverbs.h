@@ -16,32 +16,21 @@
 #include <span>
 #include <string>
 
-#include "base/job_secret.h"
-#include "transport/positions.h"
+#include "transport/device_options.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::ibverbs {
 
-struct IbverbsDeviceOptions {
-  int rank = 0;
-  int size = 1;
-  // Where to listen, as for tcp: an interface name, else a host name or
-  // address. With neither: the interface of the default route.
-  std::string interface;
-  std::string hostname;
+// Extends what every network transport is given (rank, secret, address, streams,
+// ...); with neither interface nor hostname it listens on the interface of the
+// default route.
+struct IbverbsDeviceOptions : NetworkDeviceOptions {
   // CHORUS_IB_DEVICE: "mlx5_0", "mlx5_0:1" or "mlx5_0:1:3" (device, port,
   // GID index). Overrides the address: the device listens on the IP address
   // that GID carries (so address resolution lands on that device and GID).
   std::string ib_device;
-  int streams = 1;
-  std::function<std::string(uint64_t)> describe_signature;
   // Unset: the built-in estimate (a 100 Gb/s fabric, or the device's rate).
   std::optional<LinkModel> link_model;
-  // What every connection proves after the queue pair is up, before its
-  // first message is accepted (docs/ibverbs.md).
-  JobSecret secret;
-  size_t max_unexpected_bytes = size_t{1} << 30;
-  std::shared_ptr<const PositionBoard> positions;
 };
 
 // Never throws for a machine without RDMA: the device then publishes an

@@ -15,31 +15,21 @@
 #include <span>
 #include <string>
 
-#include "base/job_secret.h"
-#include "transport/positions.h"
+#include "transport/device_options.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
 
-struct ShmDeviceOptions {
-  int rank = 0;
-  int size = 1;
+// Extends what every transport is given (rank, secret, positions, ...).
+struct ShmDeviceOptions : CommonDeviceOptions {
   // Bytes of each ring (one per direction per peer), a power of two.
   size_t ring_bytes = size_t{1} << 20;
   // Messages of at least this many bytes are copied by the receiver out of
   // the sender's memory, where it may (CHORUS_SHM_SINGLE_COPY=0: never).
   size_t pull_threshold = size_t{64} << 10;
   bool single_copy = true;
-  std::function<std::string(uint64_t)> describe_signature;
   // Unset: the built-in estimate for memory on one host.
   std::optional<LinkModel> link_model;
-  // What every side-channel handshake proves (side_channel.h).
-  JobSecret secret;
-  // Bytes of eager messages no receive was posted for that one channel
-  // buffers at most (offers to pull cost nothing and do not count).
-  size_t max_unexpected_bytes = size_t{1} << 30;
-  // What this rank's probe answers report (transport/positions.h); may be null.
-  std::shared_ptr<const PositionBoard> positions;
 };
 
 // Creates the listener (an abstract unix socket) and starts the progress

@@ -1,0 +1,83 @@
+// Numbering a public collective and running it inline or queued.
+#include "chorus/issue.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "algorithms/registry.h"
+#include "algorithms/run.h"
+#include "base/log.h"
+#include "chorus/context_state.h"
+#include "chorus/device_memory.h"
+#include "chorus/work_queue.h"
+
+namespace chorus::detail {
+
+using algorithms::Call;
+
+namespace {
+Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
+  return Deadline::after(options.timeout.value_or(context.timeout()));
+}
+}  // namespace
+
+// Runs inline after every earlier async collective, or queues behind them.
+// The sequence number is taken here, at issue time, so the order of issue is
+// the order on the wire whichever thread ends up running the call.
+Work issue(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
+           bool async) {
+  context.throw_if_failed();
+  ContextState& state = state_of(context);
+  const algorithms::Communicator& communicator = state.communicator;
+  call.memory = options.memory;
+  call.cuda_stream = options.cuda_stream;
+  call.topology = communicator.shared_topology();
+  uint32_t sequence = state.next_sequence();
+  CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
+             call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
+             to_string(call.type), async ? " (async)" : "");
+  // A backend (NCCL) queues on the caller's stream itself and returns with
+  // the result in place (algorithms/registry.h): it runs now, async or not,
+  // after the calls queued before it, and orders itself against the stream.
+  const bool backend = algorithms::find_backend(call.collective, options.algorithm) != nullptr;
+  // CUDA memory: buffers checked, and the call ordered after the caller's
+  // stream (now, at issue) and the stream after the call.
+  std::shared_ptr<cuda::StreamOrder> stream_order =
+      prepare_device_call(context, algorithms::to_string(call.collective), options,
+                          {{"input", input}, {"output", output}}, async && !backend);
+  if (backend) stream_order.reset();
+  if (!async || backend) {
+    // The caller waits for the whole call: the queue of earlier async calls
+    // (timed only when there is one) and the run (timed by the run itself).
+    if (!state.work_queue().idle()) {
+      const auto drain_started = std::chrono::steady_clock::now();
+      state.work_queue().drain();
+      communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
+    }
+    if (stream_order) stream_order->inputs_ready();
+    algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
+                               deadline_for(context, options), /*caller_waits=*/true);
+    return Work();
+  }
+  // The deadline starts when the collective starts running, not when queued.
+  auto timeout = options.timeout.value_or(context.timeout());
+  auto work = state.work_queue().submit([&communicator, call = std::move(call), input, output,
+                                         algorithm = options.algorithm, sequence, timeout, stream_order] {
+    // The caller's stream goes on when the call ends, failed or not (the
+    // error is Work::wait's to report).
+    struct ReleaseStream {
+      cuda::StreamOrder* order;
+      ~ReleaseStream() {
+        if (order) order->finished();
+      }
+    } release{stream_order.get()};
+    if (stream_order) stream_order->inputs_ready();
+    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
+  });
+  // Read by the caller's Work::wait only, never by the worker.
+  work->telemetry = communicator.shared_telemetry();
+  return Work(std::move(work));
+}
+
+}  // namespace chorus::detail
