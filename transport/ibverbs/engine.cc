@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <random>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/abort_report.h"
+#include "transport/nonce.h"
 
 namespace chorus::transport::ibverbs {
 namespace {
@@ -26,13 +26,6 @@ enum Token : uint64_t { wake_token = 1, cm_token = 2, completion_token = 3, asyn
 
 // Until connections measure their links (the scale issue): a 100 Gb/s fabric.
 constexpr LinkModel fabric_link_model{.alpha_seconds = 5e-6, .beta_seconds_per_byte = 1.0 / 10e9};
-
-uint64_t random_nonce() {
-  std::random_device source;
-  uint64_t nonce = 0;
-  while (nonce == 0) nonce = (static_cast<uint64_t>(source()) << 32) ^ source();
-  return nonce;
-}
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 
@@ -739,25 +738,6 @@ void Channel::send_goodbye() {
     we_said_goodbye_ = true;
   }
   send_side(side_.get(), encode_goodbye());
-}
-
-// ---------------------------------------------------------------- the Pair handle
-
-void ShmPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, [[maybe_unused]] Memory memory) {
-  // Callers post only memory the Device accepts (host); decorators move the rest.
-  assert(memory.kind == MemoryKind::host);
-  channel_.post_send(request, tag, data);
-}
-
-void ShmPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, [[maybe_unused]] Memory memory) {
-  assert(memory.kind == MemoryKind::host);
-  channel_.post_recv(request, tag, data);
-}
-
-bool ShmPair::post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data,
-                                   [[maybe_unused]] Memory memory) {
-  assert(memory.kind == MemoryKind::host);
-  return channel_.post_recv(request, tag, data, true);
 }
 
 }  // namespace chorus::transport::shm

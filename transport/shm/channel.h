@@ -255,26 +255,4 @@ class Channel {
   std::atomic<bool> receiving_{true};
 };
 
-// The Pair handle given to the Context. Holding the device core keeps the
-// channel's memory valid whatever is destroyed first.
-class ShmPair final : public Pair {
- public:
-  ShmPair(std::shared_ptr<void> keep_alive, Channel& channel) : keep_alive_(std::move(keep_alive)), channel_(channel) {}
-  int peer_rank() const override { return channel_.peer_rank(); }
-  using Pair::post_recv;
-  using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe, uint64_t group) override { channel_.send_probe(probe, group); }
-  bool liveness_answered(uint64_t probe) const override { return channel_.probe_answered(probe); }
-  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
-    return channel_.answered_position(probe, group);
-  }
-
- private:
-  std::shared_ptr<void> keep_alive_;
-  Channel& channel_;
-};
-
 }  // namespace chorus::transport::shm

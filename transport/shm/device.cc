@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <random>
 #include <sstream>
 
 #include "base/error.h"
 #include "transport/abort_report.h"
+#include "transport/connection_pair.h"
 #include "transport/engine_device.h"
+#include "transport/epoll_token.h"
+#include "transport/nonce.h"
 
 namespace chorus::transport::shm {
 namespace {
@@ -29,16 +31,6 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 constexpr LinkModel shared_memory_link_model{.alpha_seconds = 4e-6, .beta_seconds_per_byte = 1.0 / 4e9};
 
 enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, side = 4 };
-uint64_t token(TokenKind kind, uint64_t value) { return (static_cast<uint64_t>(kind) << 56) | value; }
-TokenKind token_kind(uint64_t token) { return static_cast<TokenKind>(token >> 56); }
-uint64_t token_value(uint64_t token) { return token & ((uint64_t{1} << 56) - 1); }
-
-uint64_t random_word() {
-  std::random_device source;
-  uint64_t word = 0;
-  while (word == 0) word = (static_cast<uint64_t>(source()) << 32) ^ source();
-  return word;
-}
 
 }  // namespace
 
@@ -48,21 +40,21 @@ Engine::Engine(const ShmDeviceOptions& options) : options_(options) {
   by_peer_.reset(new std::atomic<Channel*>[static_cast<size_t>(options.size)]);
   for (int peer = 0; peer < options.size; ++peer) by_peer_[static_cast<size_t>(peer)].store(nullptr);
   address_ = this_process_address();
-  address_.nonce = random_word();
+  address_.nonce = random_nonce();
   for (size_t i = 0; i < address_.socket_token.size(); i += 8) {
-    const uint64_t word = random_word();
+    const uint64_t word = random_nonce();
     for (size_t j = 0; j < 8; ++j) address_.socket_token[i + j] = static_cast<std::byte>(word >> (8 * j));
   }
   address_.ring_bytes = options.ring_bytes;
   link_model_ = options.link_model.value_or(shared_memory_link_model);
-  probe_value_ = random_word();
+  probe_value_ = random_nonce();
   listener_ = listen_on(address_.socket_name(), rank());
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   doorbell_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !doorbell_.valid())
     throw IoError(cat("rank ", rank(), ": cannot create the shm progress engine: ", errno_text(errno)));
-  epoll_event listen_event{EPOLLIN, {.u64 = token(TokenKind::listener, 0)}};
-  epoll_event doorbell_event{EPOLLIN, {.u64 = token(TokenKind::doorbell, 0)}};
+  epoll_event listen_event{EPOLLIN, {.u64 = epoll_token(TokenKind::listener, 0)}};
+  epoll_event doorbell_event{EPOLLIN, {.u64 = epoll_token(TokenKind::doorbell, 0)}};
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
       ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, doorbell_.get(), &doorbell_event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
@@ -275,13 +267,13 @@ std::unique_ptr<Pair> Engine::add_channel(ChannelSetup setup) {
   if (failure_) std::rethrow_exception(failure_);
   channels_.push_back(std::move(channel));
   by_peer_[static_cast<size_t>(peer)].store(&added, std::memory_order_release);
-  epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = token(TokenKind::side, static_cast<uint64_t>(peer))}};
+  epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = epoll_token(TokenKind::side, static_cast<uint64_t>(peer))}};
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
   CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
   // The thread asks the new peer for doorbells before it sleeps again.
   wake();
-  return std::make_unique<ShmPair>(shared_from_this(), added);
+  return std::make_unique<ConnectionPair<Channel>>(shared_from_this(), added);
 }
 
 // ---------------------------------------------------------------- the device's thread
@@ -325,16 +317,16 @@ void Engine::run() {
 }
 
 void Engine::dispatch(uint64_t event_token) {
-  switch (token_kind(event_token)) {
+  switch (epoll_token_kind<TokenKind>(event_token)) {
     case TokenKind::doorbell: {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
       return;
     }
     case TokenKind::listener: return accept_all();
-    case TokenKind::handshake: return on_handshake_readable(token_value(event_token));
+    case TokenKind::handshake: return on_handshake_readable(epoll_token_value(event_token));
     case TokenKind::side: {
-      const uint64_t peer = token_value(event_token);
+      const uint64_t peer = epoll_token_value(event_token);
       if (peer >= static_cast<uint64_t>(options_.size)) return;
       Channel* channel = by_peer_[peer].load(std::memory_order_acquire);
       if (channel && channel->on_side_readable()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, channel->side_fd(), nullptr);
@@ -420,7 +412,7 @@ void Engine::accept_all() {
       continue;
     }
     const uint64_t id = next_handshake_id_++;
-    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
     incoming->fd = std::move(accepted);
     incoming->give_up_at = Clock::now() + kHandshakeTimeout;

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <random>
 #include <sstream>
 
 #include "base/error.h"
+#include "transport/connection_pair.h"
 #include "transport/engine_device.h"
+#include "transport/epoll_token.h"
 #include "transport/knock.h"
+#include "transport/nonce.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -27,16 +29,6 @@ constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
 
 enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
 
-uint64_t token(TokenKind kind, uint64_t value) { return (static_cast<uint64_t>(kind) << 56) | value; }
-TokenKind token_kind(uint64_t token) { return static_cast<TokenKind>(token >> 56); }
-uint64_t token_value(uint64_t token) { return token & ((uint64_t{1} << 56) - 1); }
-
-uint64_t random_nonce() {
-  std::random_device source;
-  uint64_t nonce = 0;
-  while (nonce == 0) nonce = (static_cast<uint64_t>(source()) << 32) ^ source();
-  return nonce;
-}
 
 // Same host (loopback, or a peer behind this host's own address, which the
 // kernel also routes through lo): alpha is the per-message cost a collective
@@ -80,8 +72,8 @@ Engine::Engine(const TcpDeviceOptions& options)
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_fd_.valid())
     throw IoError(cat("rank ", rank(), ": cannot create the tcp progress engine: ", errno_text(errno)));
-  epoll_event listen_event{EPOLLIN, {.u64 = token(TokenKind::listener, 0)}};
-  epoll_event wake_event{EPOLLIN, {.u64 = token(TokenKind::wake, 0)}};
+  epoll_event listen_event{EPOLLIN, {.u64 = epoll_token(TokenKind::listener, 0)}};
+  epoll_event wake_event{EPOLLIN, {.u64 = epoll_token(TokenKind::wake, 0)}};
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
       ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake_event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
@@ -174,7 +166,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
     // Registered under the mutex so an abort's cleanup sees either none or all of it.
     by_link_[link(peer_rank, stream)].store(&added);
     connections_.push_back(std::move(connection));
-    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::connection, link(peer_rank, stream))}};
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::connection, link(peer_rank, stream))}};
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
       throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                     peer_rank);
@@ -183,7 +175,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   // readiness event will announce those.
   added.read_buffered_input();
   CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
-  return std::make_unique<TcpPair>(shared_from_this(), added);
+  return std::make_unique<ConnectionPair<Connection>>(shared_from_this(), added);
 }
 
 AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
@@ -255,7 +247,7 @@ void Engine::run() {
 }
 
 void Engine::dispatch(uint64_t event_token, uint32_t events) {
-  switch (token_kind(event_token)) {
+  switch (epoll_token_kind<TokenKind>(event_token)) {
     case TokenKind::wake: {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof(count));
@@ -264,9 +256,9 @@ void Engine::dispatch(uint64_t event_token, uint32_t events) {
     case TokenKind::listener:
       return accept_all();
     case TokenKind::handshake:
-      return on_handshake_readable(token_value(event_token));
+      return on_handshake_readable(epoll_token_value(event_token));
     case TokenKind::connection: {
-      const uint64_t index = token_value(event_token);
+      const uint64_t index = epoll_token_value(event_token);
       if (index >= links()) return;
       Connection* connection = by_link_[index].load(std::memory_order_acquire);
       if (!connection) return;
@@ -307,7 +299,7 @@ void Engine::accept_all() {
       continue;
     }
     uint64_t id = next_handshake_id_++;
-    epoll_event event{EPOLLIN, {.u64 = token(TokenKind::handshake, id)}};
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
     handshakes_[id] = std::move(incoming);
   }
@@ -354,7 +346,7 @@ void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
     case TlsSession::Step::want_read:
       break;
   }
-  epoll_event event{interest, {.u64 = token(TokenKind::handshake, id)}};
+  epoll_event event{interest, {.u64 = epoll_token(TokenKind::handshake, id)}};
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
     reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
 }
@@ -432,7 +424,7 @@ void Engine::set_write_interest(Connection& connection, bool writable) {
 void Engine::update_epoll_locked(Connection& connection) {
   const Connection::EpollInterest& interest = connection.epoll_interest();
   epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
-                    {.u64 = token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
+                    {.u64 = epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
 }
 

@@ -7,7 +7,6 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -771,25 +770,6 @@ void Connection::close_socket() {
     drained += static_cast<size_t>(n);
   }
   fd_.reset();
-}
-
-// ---------------------------------------------------------------- the Pair handle
-
-void TcpPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, [[maybe_unused]] Memory memory) {
-  // Callers post only memory the Device accepts (host); decorators move the rest.
-  assert(memory.kind == MemoryKind::host);
-  connection_.post_send(request, tag, data);
-}
-
-void TcpPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, [[maybe_unused]] Memory memory) {
-  assert(memory.kind == MemoryKind::host);
-  connection_.post_recv(request, tag, data);
-}
-
-bool TcpPair::post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data,
-                                   [[maybe_unused]] Memory memory) {
-  assert(memory.kind == MemoryKind::host);
-  return connection_.post_recv(request, tag, data, true);
 }
 
 }  // namespace chorus::transport::tcp

@@ -247,28 +247,4 @@ class Connection {
   std::vector<std::byte> staging_;
 };
 
-// The Pair handle given to the Context. Holding the device core keeps the
-// connection's memory valid even if the Device is destroyed first; posts
-// then fail with the device's failure.
-class TcpPair final : public Pair {
- public:
-  TcpPair(std::shared_ptr<void> keep_alive, Connection& connection)
-      : keep_alive_(std::move(keep_alive)), connection_(connection) {}
-  int peer_rank() const override { return connection_.peer_rank(); }
-  using Pair::post_recv;
-  using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-  void send_liveness_probe(uint64_t probe, uint64_t group) override { connection_.send_probe(probe, group); }
-  bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
-  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
-    return connection_.answered_position(probe, group);
-  }
-
- private:
-  std::shared_ptr<void> keep_alive_;
-  Connection& connection_;
-};
-
 }  // namespace chorus::transport::tcp

@@ -1,0 +1,59 @@
+// The Pair handle a stream transport hands out for one of its connections
+// (tcp's Connection, shm's Channel): it forwards to the connection and holds
+// the transport's engine, so the connection's memory stays valid whatever
+// is destroyed first (posts then fail with the device's failure). Written
+// once here; a transport with more to say (one-sided RDMA) writes its own.
+//
+// What a Connection provides: peer_rank(), post_send(request, tag, data),
+// post_recv(request, tag, data, only_if_arrived), send_probe(probe, group),
+// probe_answered(probe), answered_position(probe, group).
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "transport/transport.h"
+
+namespace chorus::transport {
+
+template <class Connection>
+class ConnectionPair final : public Pair {
+ public:
+  ConnectionPair(std::shared_ptr<void> keep_alive, Connection& connection)
+      : keep_alive_(std::move(keep_alive)), connection_(connection) {}
+
+  int peer_rank() const override { return connection_.peer_rank(); }
+  using Pair::post_recv;
+  using Pair::post_send;
+  // Callers post only memory the Device accepts (host): decorators
+  // (host staging, cuda_ipc) move the rest before it gets here.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data,
+                 [[maybe_unused]] Memory memory) override {
+    assert(memory.kind == MemoryKind::host);
+    connection_.post_send(request, tag, data);
+  }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, [[maybe_unused]] Memory memory) override {
+    assert(memory.kind == MemoryKind::host);
+    connection_.post_recv(request, tag, data, /*only_if_arrived=*/false);
+  }
+  bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data,
+                            [[maybe_unused]] Memory memory) override {
+    assert(memory.kind == MemoryKind::host);
+    return connection_.post_recv(request, tag, data, /*only_if_arrived=*/true);
+  }
+  void send_liveness_probe(uint64_t probe, uint64_t group) override { connection_.send_probe(probe, group); }
+  bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
+  std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
+    return connection_.answered_position(probe, group);
+  }
+
+ private:
+  std::shared_ptr<void> keep_alive_;
+  Connection& connection_;
+};
+
+}  // namespace chorus::transport
