@@ -40,6 +40,10 @@
 
 namespace chorus::transport::ibverbs {
 
+// What one message waiting for its receive costs beyond its bytes, against
+// the bound on unexpected bytes.
+inline constexpr size_t kArrivalOverhead = 128;
+
 inline constexpr uint32_t kSlots = 32;
 inline constexpr size_t kSlotBytes = 16 * 1024;
 inline constexpr size_t kEagerLimit = kSlotBytes - kHeaderBytes;

@@ -1,5 +1,5 @@
 // The shared-memory device: listening, the handshake, the progress thread,
-// polling and abort (device.h).
+// polling (device.h); aborting and closing are in device_close.cc.
 #include "transport/shm/device.h"
 
 #include <fcntl.h>
@@ -536,115 +536,6 @@ int Engine::next_timeout_ms() const {
   for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at);
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
-}
-
-// ---------------------------------------------------------------- aborting
-
-void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) {
-      first = true;
-      failure_ = reason;
-      failed_.store(true, std::memory_order_release);
-      const AbortReport report = report_abort(reason);
-      abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
-      if (log_enabled(level)) {
-        try {
-          std::rethrow_exception(reason);
-        } catch (const std::exception& e) {
-          log_line(level, rank(), cat("shm: transport aborted: ", e.what()));
-        } catch (...) {
-        }
-      }
-    }
-  }
-  if (first) {
-    changed_.notify_all();  // connect() waiters
-    std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
-    if (failure_callback_) failure_callback_(failure());
-  }
-  if (!wait) {
-    wake();  // the device's thread cleans up
-    return;
-  }
-  // Any thread may clean up: the channels' locks wait out copies in progress.
-  run_cleanup_if_needed();
-}
-
-void Engine::relay_instead(std::exception_ptr reason) {
-  if (!reason) return;
-  const AbortReport report = report_abort(reason);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_ && !cleanup_started_)
-    abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
-}
-
-void Engine::run_cleanup_if_needed() {
-  std::exception_ptr error;
-  std::vector<std::byte> message;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!failure_) return;
-    if (cleanup_started_) {
-      changed_.wait(lock, [&] { return cleanup_done_; });
-      return;
-    }
-    cleanup_started_ = true;
-    error = failure_;
-    message = abort_message_;
-    // A dialer whose handshake this rank admitted but never took up already
-    // holds a channel: it reads the abort (after the handshake's reply, in
-    // order) before the socket closes, as a taken-up channel's peer does,
-    // instead of a bare end of stream. Non-blocking: one small message.
-    for (const auto& [dialer, admitted] : admitted_)
-      if (admitted.side.valid() && !message.empty()) send_side(admitted.side.get(), message);
-    admitted_.clear();
-  }
-  for (Channel* channel : channels()) channel->fail_everything(error, message);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cleanup_done_ = true;
-  }
-  changed_.notify_all();
-}
-
-// ---------------------------------------------------------------- closing
-
-void Engine::shutdown() {
-  shutting_down_.store(true, std::memory_order_release);
-  if (!failed()) {
-    size_t pending = 0;
-    for (Channel* channel : channels()) pending += channel->pending_requests();
-    if (pending > 0)
-      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
-                                                pending, " requests were pending"))),
-            LogLevel::warn);
-    else
-      for (Channel* channel : channels()) channel->send_goodbye();
-  }
-  stopping_.store(true, std::memory_order_release);
-  wake();
-  if (thread_.joinable()) thread_.join();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) {
-      // Later posts through surviving Pair handles fail at once with this.
-      failure_ = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
-      failed_.store(true, std::memory_order_release);
-    }
-    cleanup_started_ = true;
-    admitted_.clear();
-  }
-  for (Channel* channel : channels()) channel->fail_everything(failure(), {});
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cleanup_done_ = true;
-  }
-  changed_.notify_all();
-  listener_.reset();
 }
 
 std::unique_ptr<Device> create_device(const ShmDeviceOptions& options) {

@@ -1,0 +1,164 @@
+// The TCP device's end: aborting (abort frames to every peer, the failure
+// relayed once), the cleanup on the progress thread, and the orderly close
+// with goodbye frames.
+#include "transport/tcp/device.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "transport/tcp/abort_frame.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+// How long an abort waits for a full socket to take its abort frames.
+constexpr auto kAbortFrameBudget = std::chrono::milliseconds(250);
+// How long a closing device waits for its goodbye frames to leave.
+constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
+
+}  // namespace
+
+// ---------------------------------------------------------------- aborting
+
+void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
+  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool first = !failure_;
+  if (!failure_) {
+    failure_ = reason;
+    failed_.store(true, std::memory_order_release);
+    abort_frame_ = encode_abort_frame(reason);
+    if (log_enabled(level)) {
+      try {
+        std::rethrow_exception(reason);
+      } catch (const std::exception& e) {
+        log_line(level, rank(), cat("tcp: transport aborted: ", e.what()));
+      } catch (...) {
+      }
+    }
+    changed_.notify_all();  // connect() waiters
+  }
+  if (first) {
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
+      if (failure_callback_) failure_callback_(failure());
+    }
+    lock.lock();
+  }
+  if (cleanup_done_) return;
+  // The progress thread cleans up itself, so it is never inside a read into a
+  // buffer we are about to declare free; others hand the job to it and wait.
+  bool on_progress_thread = std::this_thread::get_id() == thread_id_;
+  bool do_it_here = on_progress_thread || !thread_running_;
+  lock.unlock();
+  if (do_it_here) run_cleanup_if_needed();
+  else wake();
+  if (on_progress_thread || !wait) return;
+  lock.lock();
+  while (!cleanup_done_) {
+    if (!thread_running_ && !cleanup_started_) {
+      lock.unlock();
+      run_cleanup_if_needed();
+      lock.lock();
+      continue;
+    }
+    changed_.wait(lock);
+  }
+}
+
+void Engine::relay_instead(std::exception_ptr reason) {
+  if (!reason) return;
+  std::vector<std::byte> frame = encode_abort_frame(reason);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_ && !cleanup_started_) abort_frame_ = std::move(frame);
+}
+
+void Engine::run_cleanup_if_needed() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_ || cleanup_started_) return;
+    cleanup_started_ = true;
+  }
+  cleanup();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cleanup_done_ = true;
+  }
+  changed_.notify_all();
+}
+
+void Engine::cleanup() {
+  std::vector<Connection*> connections;
+  std::exception_ptr error;
+  std::vector<std::byte> frame;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& connection : connections_) connections.push_back(connection.get());
+    error = failure_;
+    frame = abort_frame_;
+    admitted_.clear();  // their dialers see the connection close
+  }
+  auto give_up = Clock::now() + kAbortFrameBudget;
+  for (Connection* connection : connections) {
+    stop_watching(*connection);
+    connection->fail_everything(error, frame, give_up);
+  }
+  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
+  handshakes_.clear();
+}
+
+// ---------------------------------------------------------------- closing
+
+void Engine::shutdown() {
+  shutting_down_.store(true, std::memory_order_release);
+  std::vector<Connection*> connections;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& connection : connections_) connections.push_back(connection.get());
+  }
+  if (!failed()) {
+    size_t pending = 0;
+    for (Connection* connection : connections) pending += connection->pending_requests();
+    if (pending > 0) {
+      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
+                                                pending, " requests were pending"))),
+            LogLevel::warn);
+    } else {
+      for (Connection* connection : connections) connection->send_goodbye();
+      auto give_up = Clock::now() + kGoodbyeBudget;
+      auto all_sent = [&] {
+        return std::all_of(connections.begin(), connections.end(),
+                           [](Connection* c) { return c->send_queue_empty(); });
+      };
+      while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  stopping_.store(true, std::memory_order_release);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  std::exception_ptr destroyed = std::make_exception_ptr(
+      Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) {
+      // Later posts through surviving Pair handles fail at once with this.
+      failure_ = destroyed;
+      failed_.store(true, std::memory_order_release);
+    }
+    cleanup_started_ = cleanup_done_ = true;
+    admitted_.clear();
+  }
+  for (Connection* connection : connections) {
+    connection->fail_everything(destroyed, {}, Clock::now());
+    connection->close_socket();
+  }
+  handshakes_.clear();
+  listener_.reset();
+}
+
+}  // namespace chorus::transport::tcp

@@ -1,0 +1,434 @@
+// One peer connection's receiving side: posted receives matched against
+// arriving frames, the unexpected-message queue, the frame state machine
+// and the errors a peer's bytes can earn (mismatches, corrupt frames, end of
+// stream).
+#include "transport/tcp/pair.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <string_view>
+
+#include "base/error.h"
+#include "transport/abort_report.h"
+#include "transport/peer_errors.h"
+#include "transport/tcp/io_limits.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+std::string hex(uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- receiving
+
+void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
+  post_recv(request, tag, data, false);
+}
+
+bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
+  // Pending from here on, except where only_if_arrived finds nothing: then
+  // the request must stay idle, so it is marked only once it is taken on.
+  if (!only_if_arrived) request.mark_pending();
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (owner_.failed()) {
+      if (only_if_arrived) request.mark_pending();
+      request.fail(owner_.failure());
+      return true;
+    }
+    auto found = unexpected_.find(TagKey(tag));
+    if (found != unexpected_.end()) {
+      auto& queue = found->second;
+      auto message = std::find_if(queue.begin(), queue.end(),
+                                  [](const auto& m) { return m->waiting.request == nullptr; });
+      if (message != queue.end()) {
+        if (only_if_arrived) request.mark_pending();
+        UnexpectedMessage& arrived = **message;
+        if (arrived.bytes != data.size() || arrived.tag.signature != tag.signature) {
+          error = mismatch_error(arrived.tag, arrived.bytes, tag, data.size());
+        } else if (!arrived.complete) {
+          arrived.waiting = {&request, tag, data};
+          receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+          return true;
+        } else {
+          if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+          unexpected_bytes_ -= arrived.bytes;
+          queue.erase(message);
+          if (queue.empty()) unexpected_.erase(found);
+          request.complete();
+          return true;
+        }
+      }
+    }
+    if (error) {
+      // reported below, without the lock
+    } else if (only_if_arrived) {
+      return false;
+    } else if (peer_said_goodbye_) {
+      error = closed_context_error(
+          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
+    } else {
+      posted_[TagKey(tag)].push_back({&request, tag, data});
+      receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  bool mismatch = false;
+  try {
+    std::rethrow_exception(error);
+  } catch (const MismatchError&) {
+    mismatch = true;
+  } catch (...) {
+  }
+  owner_.abort(error, mismatch ? LogLevel::warn : LogLevel::debug);
+  request.fail(owner_.failure());
+  return true;
+}
+
+void Connection::on_readable() {
+  std::unique_lock<std::mutex> reader(reader_);
+  read_available();
+  release_reader(reader);
+}
+
+bool Connection::read_from_caller() {
+  if (!reading_.load(std::memory_order_relaxed)) return false;
+  if (receives_waiting_.load(std::memory_order_relaxed) == 0 && !parked_.load(std::memory_order_acquire))
+    return false;
+  // The progress thread (or another waiter) is reading: it will land our bytes.
+  std::unique_lock<std::mutex> reader(reader_, std::try_to_lock);
+  if (!reader.owns_lock()) return false;
+  bool consumed = read_available();
+  release_reader(reader);
+  return consumed;
+}
+
+void Connection::abort_after_read(std::exception_ptr reason, LogLevel level) {
+  reading_.store(false, std::memory_order_relaxed);
+  if (abort_after_read_) return;  // the first error is the one to report
+  abort_after_read_ = std::move(reason);
+  abort_after_read_level_ = level;
+}
+
+void Connection::release_reader(std::unique_lock<std::mutex>& reader) {
+  std::exception_ptr error = std::exchange(abort_after_read_, nullptr);
+  LogLevel level = abort_after_read_level_;
+  reader.unlock();
+  if (error) owner_.abort(error, level);
+}
+
+bool Connection::read_available() {
+  bool consumed = false;
+  size_t budget = kReadBudgetBytes;
+  // Bytes TLS already decrypted are announced by no readiness event: a budget
+  // that runs out leaves none of them behind.
+  while (reading_.load(std::memory_order_relaxed) && (budget > 0 || (tls_ && tls_->buffered_input()))) {
+    iovec iov[2];
+    int count = 0;
+    size_t direct = 0;
+    if (in_payload_ && payload_remaining_ > 0) {
+      direct = std::min(writable_now(), kMaxIovBytes);
+      if (!reading_.load(std::memory_order_relaxed)) return true;
+      iov[count++] = {payload_target_, direct};
+    }
+    iov[count++] = {staging_.data(), staging_.size()};
+    ssize_t received = read_some(iov, count);
+    if (received == 0) {
+      on_end_of_stream(0);
+      return true;
+    }
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return consumed;
+      on_end_of_stream(errno);
+      return true;
+    }
+    consumed = true;
+    size_t total = static_cast<size_t>(received);
+    size_t landed = std::min(total, direct);
+    if (landed > 0) {
+      payload_target_ += landed;
+      payload_remaining_ -= landed;
+      if (payload_remaining_ == 0) finish_payload();
+    }
+    consume(staging_.data(), total - landed);
+    budget -= std::min(budget, total);
+  }
+  return consumed;
+}
+
+void Connection::consume(const std::byte* data, size_t length) {
+  while (length > 0 && reading_.load(std::memory_order_relaxed)) {
+    size_t taken;
+    if (!in_payload_) {
+      taken = std::min(length, kFrameHeaderBytes - header_received_);
+      std::memcpy(header_bytes_.data() + header_received_, data, taken);
+      header_received_ += taken;
+    } else {
+      taken = std::min(length, writable_now());
+      if (!reading_.load(std::memory_order_relaxed)) return;
+      std::memcpy(payload_target_, data, taken);
+      payload_target_ += taken;
+      payload_remaining_ -= taken;
+    }
+    data += taken;
+    length -= taken;
+    if (!in_payload_ && header_received_ == kFrameHeaderBytes) {
+      header_received_ = 0;
+      on_header();
+    } else if (in_payload_ && payload_remaining_ == 0) {
+      finish_payload();
+    }
+  }
+}
+
+void Connection::UnexpectedBytes::grow(size_t size, size_t keep) {
+  std::unique_ptr<std::byte[]> grown = std::make_unique_for_overwrite<std::byte[]>(size);
+  if (keep > 0) std::memcpy(grown.get(), bytes_.get(), keep);
+  bytes_ = std::move(grown);
+  size_ = size;
+}
+
+size_t Connection::writable_now() {
+  if (sink_ != Sink::unexpected) return payload_remaining_;
+  // Grown in steps that double, from 1 MiB (a whole segment of the
+  // algorithms' default 512 KiB in one step): a length a peer announced
+  // costs memory only as its bytes arrive, past that first step.
+  constexpr size_t kFirstStepBytes = size_t{1} << 20;
+  UnexpectedBytes& payload = receiving_unexpected_->payload;
+  const size_t written = frame_.payload_bytes - payload_remaining_;
+  if (written == payload.size() && payload_remaining_ > 0) {
+    try {
+      payload.grow(std::min<size_t>(frame_.payload_bytes, std::max(kFirstStepBytes, 2 * payload.size())), written);
+    } catch (const std::bad_alloc&) {
+      abort_after_read(std::make_exception_ptr(IoError(
+                           cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
+                               frame_.payload_bytes, " bytes (", describe_tag(frame_.tag_group, frame_.tag_value),
+                               ") from ", peer_label_, ": out of memory after ", written, " bytes"),
+                           peer_rank_)),
+                       LogLevel::warn);
+      return 0;
+    }
+    payload_target_ = payload.data() + written;
+  }
+  return payload.size() - written;
+}
+
+void Connection::on_header() {
+  frame_ = decode_header(header_bytes_.data());
+  if (frame_.magic != kFrameMagic || frame_.version != kWireVersion || !is_known_kind(frame_.kind))
+    return corrupt(cat("a frame header with magic ", hex(frame_.magic), ", version ", frame_.version,
+                       " and kind ", static_cast<unsigned>(frame_.kind)));
+  switch (frame_.kind) {
+    case FrameKind::data:
+      return begin_data_payload();
+    case FrameKind::abort:
+      if (frame_.payload_bytes > kMaxAbortTextBytes)
+        return corrupt(cat("an abort frame of ", frame_.payload_bytes, " bytes"));
+      abort_text_.assign(frame_.payload_bytes, std::byte{0});
+      sink_ = Sink::abort_text;
+      payload_target_ = abort_text_.data();
+      payload_remaining_ = frame_.payload_bytes;
+      in_payload_ = true;
+      if (payload_remaining_ == 0) finish_payload();
+      return;
+    case FrameKind::goodbye:
+      if (frame_.payload_bytes != 0)
+        return corrupt(cat("a goodbye frame with ", frame_.payload_bytes, " payload bytes"));
+      return on_goodbye();
+    case FrameKind::probe: {
+      if (frame_.payload_bytes != 0) return corrupt(cat("a probe frame with ", frame_.payload_bytes, " payload bytes"));
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failed_ && !we_said_goodbye_ && fd_.valid())
+        queue_control_locked(FrameKind::probe_answer, frame_.tag_value, frame_.tag_group,
+                             owner_.position_in(frame_.tag_group));
+      return;
+    }
+    case FrameKind::probe_answer: {
+      if (frame_.payload_bytes != 0)
+        return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
+      // The position first: whoever sees the probe answered may read it.
+      position_answer_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
+      uint64_t known = answered_probe_.load(std::memory_order_relaxed);
+      while (frame_.tag_value > known &&
+             !answered_probe_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
+      }
+      return;
+    }
+  }
+}
+
+void Connection::begin_data_payload() {
+  std::exception_ptr error;
+  PostedRecv match;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    auto found = posted_.find(TagKey(frame_.tag_group, frame_.tag_value));
+    if (found != posted_.end()) {
+      match = found->second.front();
+      found->second.pop_front();
+      if (found->second.empty()) posted_.erase(found);
+      receiving_request_ = match.request;
+    } else if (frame_.payload_bytes > owner_.max_unexpected_bytes() - unexpected_bytes_) {
+      error = std::make_exception_ptr(IoError(
+          cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", frame_.payload_bytes, " bytes (",
+              describe_tag(frame_.tag_group, frame_.tag_value), ") that no receive was posted for, with ",
+              unexpected_bytes_, " bytes of such messages from it buffered already: more than the limit of ",
+              owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
+              "send this much, or raise the limit"),
+          peer_rank_));
+    } else {
+      auto message = std::make_unique<UnexpectedMessage>();
+      message->tag = frame_tag();
+      message->bytes = frame_.payload_bytes;
+      unexpected_bytes_ += message->bytes;
+      receiving_unexpected_ = message.get();
+      unexpected_[TagKey(message->tag)].push_back(std::move(message));
+    }
+  }
+  if (error) return abort_after_read(error, LogLevel::warn);
+  // Claimable from now on (post_recv_if_arrived), while the payload arrives.
+  if (receiving_unexpected_) owner_.arrivals().notify();
+  in_payload_ = true;
+  payload_remaining_ = frame_.payload_bytes;
+  if (receiving_request_) {
+    sink_ = Sink::user_buffer;
+    if (match.buffer.size() != frame_.payload_bytes || match.tag.signature != frame_.tag_signature)
+      return abort_after_read(mismatch_error(frame_tag(), frame_.payload_bytes, match.tag, match.buffer.size()),
+                              LogLevel::warn);
+    payload_target_ = match.buffer.data();
+  } else {
+    sink_ = Sink::unexpected;
+    payload_target_ = nullptr;  // writable_now() allocates as bytes come
+  }
+  if (payload_remaining_ == 0) finish_payload();
+}
+
+void Connection::finish_payload() {
+  in_payload_ = false;
+  switch (sink_) {
+    case Sink::user_buffer: {
+      Request* done = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done = std::exchange(receiving_request_, nullptr);
+      }
+      if (done) {
+        receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
+        done->complete();
+      }
+      return;
+    }
+    case Sink::unexpected: {
+      std::lock_guard<std::mutex> lock(mutex_);
+      UnexpectedMessage* message = std::exchange(receiving_unexpected_, nullptr);
+      if (failed_ || !message) return;
+      message->complete = true;
+      Request* waiting = message->waiting.request;
+      if (!waiting) return;
+      if (!message->payload.empty())
+        std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
+      unexpected_bytes_ -= message->bytes;
+      const TagKey key(message->tag);
+      auto& queue = unexpected_[key];
+      queue.erase(std::find_if(queue.begin(), queue.end(),
+                               [&](const auto& m) { return m.get() == message; }));
+      if (queue.empty()) unexpected_.erase(key);
+      receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
+      waiting->complete();
+      return;
+    }
+    case Sink::abort_text: {
+      std::string_view text(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
+      auto error = adopt_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
+      return abort_after_read(error, LogLevel::warn);
+    }
+  }
+}
+
+void Connection::on_goodbye() {
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peer_said_goodbye_ = true;
+    pending = pending_requests_locked();
+  }
+  CHORUS_LOG(debug, owner_.rank(), "tcp: ", peer_label_, " closed its context");
+  if (pending > 0)
+    abort_after_read(closed_context_error(cat(" while ", pending, " requests with it were pending").c_str()),
+                     LogLevel::debug);
+}
+
+void Connection::on_end_of_stream(int error) {
+  reading_.store(false, std::memory_order_relaxed);
+  owner_.stop_watching(*this);
+  bool expected;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Sends stuck behind a broken write still need their error.
+    expected = failed_ || (peer_said_goodbye_ && !(write_broken_ && !send_queue_.empty()));
+  }
+  if (expected || owner_.shutting_down()) {
+    CHORUS_LOG(debug, owner_.rank(), "tcp: connection to ", peer_label_, " closed");
+    return;
+  }
+  std::string how = error ? errno_text(error) : "end of stream";
+  abort_after_read(std::make_exception_ptr(PeerLostError(cat("rank ", owner_.rank(), ": connection to ", peer_label_,
+                                                             " closed by the peer (", how, " ", receiving_text(), ")"),
+                                                         peer_rank_)),
+                   LogLevel::warn);
+}
+
+std::string Connection::receiving_text() const {
+  if (in_payload_ && sink_ != Sink::abort_text) {
+    size_t arrived = frame_.payload_bytes - payload_remaining_;
+    return cat("while receiving ", describe_tag(frame_.tag_group, frame_.tag_value), ": ", arrived, " of ",
+               frame_.payload_bytes, " bytes had arrived");
+  }
+  if (header_received_ > 0) return "in the middle of a frame header";
+  return "between messages";
+}
+
+void Connection::corrupt(const std::string& what) {
+  abort_after_read(std::make_exception_ptr(IoError(
+                       cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what,
+                           " (corrupt stream, or not a chorus peer of this job)"),
+                       peer_rank_)),
+                   LogLevel::warn);
+}
+
+std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
+                                             size_t my_bytes) const {
+  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
+                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
+}
+
+std::exception_ptr Connection::closed_context_error(const char* detail) const {
+  return transport::closed_context_error(owner_.rank(), peer_rank_, detail);
+}
+
+size_t Connection::pending_requests_locked() const {
+  size_t pending = receiving_request_ ? 1 : 0;
+  for (const OutgoingFrame& frame : send_queue_)
+    if (frame.request) ++pending;
+  for (const auto& [value, queue] : posted_) pending += queue.size();
+  for (const auto& [value, queue] : unexpected_)
+    for (const auto& message : queue)
+      if (message->waiting.request) ++pending;
+  return pending;
+}
+
+}  // namespace chorus::transport::tcp
