@@ -25,4 +25,14 @@ std::exception_ptr closed_context_error(int rank, int peer_rank, const std::stri
       IoError(cat("rank ", rank, ": peer rank ", peer_rank, " closed its context", detail), peer_rank));
 }
 
+LogLevel receive_failure_level(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const MismatchError&) {
+    return LogLevel::warn;
+  } catch (...) {
+    return LogLevel::debug;
+  }
+}
+
 }  // namespace chorus::transport

@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "base/log.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {
@@ -22,5 +23,10 @@ std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& th
 
 // IoError naming the peer: "rank R: peer rank P closed its context<detail>".
 std::exception_ptr closed_context_error(int rank, int peer_rank, const std::string& detail);
+
+// How loudly a transport logs the abort that `error`, met while posting a
+// receive, causes: a mismatch is the user's bug and worth a warning; the
+// rest (a peer already gone) was reported where it happened.
+LogLevel receive_failure_level(const std::exception_ptr& error);
 
 }  // namespace chorus::transport

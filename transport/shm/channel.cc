@@ -227,14 +227,7 @@ bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bo
     owner_.work_pending();
     return true;
   }
-  bool mismatch = false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const MismatchError&) {
-    mismatch = true;
-  } catch (...) {
-  }
-  owner_.abort(error, mismatch ? LogLevel::warn : LogLevel::debug);
+  owner_.abort(error, receive_failure_level(error));
   request.fail(owner_.failure());
   return true;
 }
