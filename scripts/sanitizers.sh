@@ -41,8 +41,9 @@ configure() {
   fi
 }
 
-# build DIR TEST...: builds what the named Meson tests run (all tests without
-# names), not the benchmarks and tools no test uses.
+# build DIR [--no-suite SUITE]... TEST...: builds what the named Meson tests
+# run (all tests without names, less the suites left out), not the
+# benchmarks and tools no test uses.
 build() {
   local dir=$1
   shift
@@ -100,7 +101,9 @@ script_wall=$mark_wall script_cpu=$mark_cpu
 if [ "$which" != tsan ]; then
   mark
   configure build-asan address,undefined
-  build build-asan
+  # Not built: the GPU suite (it skips without a GPU) and the Soft-RoCE
+  # suite (a VM of its own, scripts/rdma-tests.sh), neither run here.
+  build build-asan --no-suite cuda --no-suite rdma
   since "$mark_wall" "$mark_cpu" "asan build"
   rm -rf build-asan/sanitizer-reports build-asan/meson-logs/sanitizers-*
   mkdir -p build-asan/sanitizer-reports
@@ -111,7 +114,7 @@ if [ "$which" != tsan ]; then
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
   # algorithms, mpi and python run apart, below.
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan --no-suite mpi --no-suite algorithms \
-    --no-suite python --no-suite rdma
+    --no-suite python --no-suite rdma --no-suite cuda
   # ~[exhaustive]: the simulator's longest sweeps are left out (test/algorithms/meson.build).
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan-algorithms --suite algorithms --test-args '~[exhaustive]'
   # Open MPI's leaks: stacks through its plugins, unloaded before LeakSanitizer

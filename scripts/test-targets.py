@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Prints the build targets (paths relative to the build directory) that the
-named Meson tests depend on, or all tests' with no names, one per line, for
+named Meson tests depend on (by name or suite), or all tests' with no names,
+less those of any --no-suite, one per line, for
 `ninja -C DIR $(scripts/test-targets.py DIR TEST...)`: what a test run needs,
 not the benchmarks and tools no test uses.
 
-    scripts/test-targets.py BUILD_DIR [--suite SUITE]... [TEST]...
+    scripts/test-targets.py BUILD_DIR [--suite SUITE]... [--no-suite SUITE]... [TEST]...
 """
 import json
 import os
@@ -14,11 +15,13 @@ import sys
 
 def main():
     build_dir = os.path.abspath(sys.argv[1])
-    names, suites, arguments = set(), set(), sys.argv[2:]
+    names, suites, excluded, arguments = set(), set(), set(), sys.argv[2:]
     while arguments:
         argument = arguments.pop(0)
         if argument == "--suite":
             suites.add(arguments.pop(0))
+        elif argument == "--no-suite":
+            excluded.add(arguments.pop(0))
         else:
             names.add(argument)
     info = json.loads(subprocess.run(["meson", "introspect", build_dir, "--tests", "--targets"], check=True,
@@ -28,6 +31,8 @@ def main():
     for test in info["tests"]:
         # Meson names a test's suites "<project>:<suite>".
         test_suites = {suite.split(":")[-1] for suite in test["suite"]}
+        if test_suites & excluded:
+            continue
         if (not names and not suites) or test["name"] in names or test_suites & suites:
             for dependency in test["depends"]:
                 wanted.update(os.path.relpath(path, build_dir) for path in files[dependency])
