@@ -23,7 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/cuda_ipc/address.h"
