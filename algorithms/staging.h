@@ -14,9 +14,10 @@
 // each way; run on the device, each of its messages costs device round
 // trips of its own (a chunked copy through the transport's staging, or an
 // IPC step between processes that share a GPU by time-slicing, ~150 µs
-// each, measured on CUDA). Larger collectives run their Plan on the device: reductions in
-// device kernels, messages over a transport that moves the kind itself or
-// pipelined through pinned chunks (transport/host_staging/host_staging.h).
+// each, measured). Larger collectives run their Plan on the device:
+// reductions in device kernels, messages over a transport that moves the
+// kind itself or pipelined through pinned chunks
+// (transport/host_staging/host_staging.h).
 //
 // Every rank must decide alike, or one would send device messages where
 // another expects host ones: the decision reads only what all ranks share
