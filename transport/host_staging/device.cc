@@ -20,18 +20,7 @@ constexpr auto kWorkerWake = std::chrono::milliseconds(50);
 constexpr size_t kMaxChunksPerMessage = 16;
 
 class StagingDevice;
-
-class StagingPair final : public DecoratedPair {
- public:
-  StagingPair(StagingDevice& device, std::unique_ptr<Pair> inner) : DecoratedPair(std::move(inner)), device_(device) {}
-  using Pair::post_recv;
-  using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-
- private:
-  StagingDevice& device_;
-};
+using StagingPair = KindPair<StagingDevice>;
 
 // One device-memory message in flight, cut into chunks.
 struct Transfer {
@@ -93,8 +82,8 @@ class StagingDevice final : public DecoratedDevice {
     fail_all(failure());
   }
 
-  void start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data, int device);
-  MemoryKind staged_kind() const { return kind_; }
+  bool moves_itself(const Memory& memory) const { return memory.kind == kind_; }
+  void start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data, int device);
 
  private:
   // Moves a transfer on as far as it can now; returns whether it is over.
@@ -134,23 +123,12 @@ class StagingDevice final : public DecoratedDevice {
   std::thread worker_;
 };
 
-void StagingPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
-  if (memory.kind != device_.staged_kind()) return inner().post_send(request, tag, data, memory);
-  device_.start(inner(), true, request, tag, std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()),
-                memory.device);
-}
-
-void StagingPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
-  if (memory.kind != device_.staged_kind()) return inner().post_recv(request, tag, data, memory);
-  device_.start(inner(), false, request, tag, data, memory.device);
-}
-
-void StagingDevice::start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data,
+void StagingDevice::start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
                           int device) {
   user.mark_pending();
   auto transfer = std::make_unique<Transfer>();
-  transfer->sending = sending;
-  transfer->inner = &inner;
+  transfer->sending = direction == Direction::send;
+  transfer->inner = &pair.inner();
   transfer->user = &user;
   transfer->tag = tag;
   transfer->data = data;
