@@ -1,7 +1,7 @@
 // Names of collectives and the 64-bit call signature checked on every frame.
 //
 // Signature layout (high to low): 8 bits collective kind + 1 (so no real call
-// has signature 0; its top bits mark CUDA memory and a root check), 8 bits data type, 8 bits reduce op, 8 bits root (low
+// has signature 0; its top bits mark device memory and a root check), 8 bits data type, 8 bits reduce op, 8 bits root (low
 // bits), 32 bits count (low bits). Fields a collective ignores are zero, so
 // ranks that differ only in something irrelevant (the root of an allreduce)
 // still agree.
@@ -20,11 +20,12 @@ constexpr uint64_t byte_mask = 0xff;
 constexpr uint64_t count_mask = 0xffffffffull;
 constexpr uint64_t counts_digest_marker = 0xff;
 constexpr uint64_t collective_count = static_cast<uint64_t>(Collective::recv) + 1;
-// In the kind byte, above every collective's number: the call moves CUDA
-// memory. A rank moving host memory and one moving device memory in the
-// same collective would otherwise speak different protocols on a pair that
-// moves both (cuda_ipc); with the bit they fail with MismatchError.
-constexpr uint64_t cuda_memory_bit = 0x80;
+// In the kind byte, above every collective's number: the call moves device
+// memory (any kind but host). A rank moving host memory and one moving
+// device memory in the same collective would otherwise speak different
+// protocols on a pair that moves both; with the bit they fail with
+// MismatchError.
+constexpr uint64_t device_memory_bit = 0x80;
 // Also in the kind byte: the frame is a rooted call's root check, whose
 // signature carries no root.
 constexpr uint64_t root_check_bit = 0x40;
@@ -110,7 +111,7 @@ size_t output_bytes(const Call& call) {
 
 uint64_t call_signature(const Call& call) {
   uint64_t kind = static_cast<uint64_t>(call.collective) + 1;
-  if (call.memory.kind == MemoryKind::cuda && call.collective != Collective::barrier) kind |= cuda_memory_bit;
+  if (!call.memory.on_host() && call.collective != Collective::barrier) kind |= device_memory_bit;
   uint64_t signature = kind << kind_shift;
   if (call.collective == Collective::barrier) return signature;
   signature |= static_cast<uint64_t>(call.type) << type_shift;
@@ -138,12 +139,12 @@ uint64_t root_check_signature(const Call& call) {
 }
 
 std::string describe_signature(uint64_t signature) {
-  const bool cuda = (signature >> kind_shift) & cuda_memory_bit;
+  const bool device_memory = (signature >> kind_shift) & device_memory_bit;
   const bool root_check = (signature >> kind_shift) & root_check_bit;
-  uint64_t kind = (signature >> kind_shift) & ~(cuda_memory_bit | root_check_bit) & byte_mask;
+  uint64_t kind = (signature >> kind_shift) & ~(device_memory_bit | root_check_bit) & byte_mask;
   if (kind == 0 || kind > collective_count) return cat("unknown call (signature 0x", std::hex, signature, ")");
   auto collective = static_cast<Collective>(kind - 1);
-  const std::string memory = cuda ? " on CUDA memory" : "";
+  const std::string memory = device_memory ? " on device memory" : "";
   if (collective == Collective::barrier) return "barrier";
   uint64_t type_bits = (signature >> type_shift) & byte_mask;
   uint64_t count = signature & count_mask;

@@ -49,9 +49,10 @@ struct Call {
   // Where the caller's buffers live; the executor's memory backend and the
   // transports follow it. Plans do not depend on it.
   Memory memory;
-  // The caller's CUDA stream (a cudaStream_t; null: the legacy default),
-  // for a backend that queues its work on it (registry.h). Plans ignore it.
-  void* cuda_stream = nullptr;
+  // The caller's stream of the memory's kind (null: the kind's default),
+  // for a backend that queues its work on it (backends/registry.h). Plans
+  // ignore it.
+  void* stream = nullptr;
   // Which ranks share a host, for topology-aware Plans; null: all on one.
   std::shared_ptr<const Topology> topology;
 

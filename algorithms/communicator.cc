@@ -76,7 +76,7 @@ void Communicator::note_finished(uint32_t sequence) const {
 }
 
 bool Communicator::accepts(const Memory& memory) const {
-  if (memory.kind == MemoryKind::host) return all_accept_host_;
+  if (memory.on_host()) return all_accept_host_;
   if (size() == 1) return true;  // no peer: the memory backend does it all
   // Decided from what every member learnt at connect, not from this rank's
   // own pairs: every member must choose device or staged alike, or one

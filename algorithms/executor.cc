@@ -12,6 +12,7 @@
 
 #include "algorithms/arrivals.h"
 #include "algorithms/local_steps.h"
+#include "memory/registry.h"
 #include "algorithms/root_check.h"
 #include "algorithms/striping.h"
 #include "base/error.h"

@@ -7,7 +7,7 @@
 
 #include "algorithms/call.h"
 #include "algorithms/plan.h"
-#include "base/memory_backend.h"
+#include "memory/memory_backend.h"
 
 namespace chorus::algorithms {
 

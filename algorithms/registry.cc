@@ -23,7 +23,6 @@
 #include "algorithms/recursive_halving_reduce_scatter.h"
 #include "algorithms/binomial_reduce.h"
 #include "algorithms/reduce_scatter_gather_reduce.h"
-#include "algorithms/nccl/nccl_allreduce.h"
 
 namespace chorus::algorithms {
 
@@ -72,9 +71,6 @@ constexpr Algorithm algorithm_table[] = {
     {Collective::alltoall, "bruck", bruck_alltoall_supports, bruck_alltoall_cost, bruck_alltoall_plan},
 };
 
-constexpr Backend backend_table[] = {
-    {Collective::allreduce, "nccl", nccl_allreduce},
-};
 }  // namespace
 
 std::span<const Algorithm> all_algorithms() { return algorithm_table; }
@@ -86,14 +82,6 @@ PlanTuning plan_tuning(const Algorithm& algorithm, const Call& call, const CostM
 const Algorithm* find_algorithm(Collective collective, std::string_view name) {
   for (const Algorithm& algorithm : algorithm_table)
     if (algorithm.collective == collective && algorithm.name == name) return &algorithm;
-  return nullptr;
-}
-
-std::span<const Backend> all_backends() { return backend_table; }
-
-const Backend* find_backend(Collective collective, std::string_view name) {
-  for (const Backend& backend : backend_table)
-    if (backend.collective == collective && backend.name == name) return &backend;
   return nullptr;
 }
 

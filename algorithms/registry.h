@@ -2,14 +2,9 @@
 // algorithm means one entry here; selection, CHORUS_ALGO and the tests find
 // it through this table.
 //
-// Two kinds: Plans, which chorus's executor runs and the cost model prices,
-// and backends, libraries that run the call themselves (NCCL,
-// algorithms/nccl/). A backend queues its work on the caller's CUDA stream
-// and returns with the result in place, so the API neither orders it
-// against that stream nor defers it to the async worker. The cost model
-// knows nothing of a backend: it runs only when a call names it, never
-// under "auto" or CHORUS_ALGO, and the lists of valid names below are the
-// Plans'.
+// These are Plans, which chorus's executor runs and the cost model prices.
+// Libraries that run a whole call themselves on their own memory kind
+// (NCCL) are backends, one layer up (backends/registry.h).
 #pragma once
 
 #include <cstdint>
@@ -45,20 +40,5 @@ std::span<const Algorithm> all_algorithms();
 const Algorithm* find_algorithm(Collective collective, std::string_view name);
 // "ring, ..." : the names valid for a collective, for error messages.
 std::string algorithm_names(Collective collective);
-
-struct Backend {
-  Collective collective;
-  std::string_view name;
-  // Runs the call on the Communicator, throwing InvalidArgument before any
-  // data moves for a call it cannot serve. `sequence` is the call's number
-  // on the Communicator, for whatever the backend must agree on with the
-  // other members (NCCL: the groups of its bootstrap).
-  void (*run)(const Communicator& communicator, const Call& call, const void* input, void* output,
-              uint32_t sequence, Deadline deadline);
-};
-
-std::span<const Backend> all_backends();
-// Null when no backend of that name exists for the collective.
-const Backend* find_backend(Collective collective, std::string_view name);
 
 }  // namespace chorus::algorithms

@@ -13,6 +13,7 @@
 
 #include "algorithms/executor.h"
 #include "algorithms/local_steps.h"
+#include "memory/registry.h"
 #include "algorithms/plan_cache.h"
 #include "algorithms/selection.h"
 #include "algorithms/staging.h"
@@ -206,26 +207,6 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
   if (error) std::rethrow_exception(error);
 }
 
-// A backend runs the call as it is: neither staged nor validated as a Plan
-// would be (its memory is the backend's, not the transports', business).
-void run_backend(const Communicator& communicator, const Backend& backend, const Call& call, const void* input,
-                 void* output, uint32_t sequence, Deadline deadline) {
-  communicator.note_started(sequence);
-  const Clock::time_point started = Clock::now();
-  std::exception_ptr error;
-  try {
-    backend.run(communicator, call, input, output, sequence, deadline);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  communicator.note_finished(sequence);
-  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (", call.count, " ",
-             to_string(call.type), "): ", backend.name, ", ",
-             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count(), " us",
-             error ? ", failed" : "");
-  if (error) std::rethrow_exception(error);
-}
-
 }  // namespace
 
 Call checked_call(const Communicator& communicator, Call call, const void* input, const void* output) {
@@ -240,12 +221,8 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
-  if (const Backend* backend = find_backend(call.collective, algorithm)) {
-    run_backend(communicator, *backend, call, input, output, sequence, deadline);
-    return;
-  }
   assert(call.topology && problem_of(communicator, call, input, output).empty());
-  // CUDA memory that a transport of this Communicator cannot move, or a
+  // Device memory that a transport of this Communicator cannot move, or a
   // small collective on it, runs on pinned host copies (algorithms/staging.h).
   if (runs_staged(communicator, call)) {
     run_staged(call, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {

@@ -1,6 +1,6 @@
 // Entry point of the algorithm layer for the public API: select an algorithm
-// for the call, build its Plan, run it on the Communicator; or, for a
-// backend named by the call (registry.h), hand the call to it.
+// for the call, build its Plan, run it on the Communicator. (A backend
+// named by the call runs from the API instead: backends/registry.h.)
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-// Staging CUDA buffers through pinned host memory.
+// Staging device buffers through pinned host memory.
 #include "algorithms/staging.h"
 
 #include <algorithm>
 
-#include "base/cuda/runtime.h"
+#include "memory/registry.h"
 
 namespace chorus::algorithms {
 namespace {
@@ -15,7 +15,7 @@ size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * k
 }  // namespace
 
 bool runs_staged(const Communicator& communicator, const Call& call) {
-  if (call.memory.kind != MemoryKind::cuda) return false;
+  if (call.memory.on_host()) return false;
   if (!communicator.accepts(call.memory)) return true;
   if (communicator.size() == 1) return false;  // the device backend does it all
   // The count every rank agrees on (the signature carries it).
@@ -52,19 +52,19 @@ StagingLayout plan_staging(const Call& call, const void* input, const void* outp
 
 void run_staged(const Call& call, const void* input, void* output,
                 const std::function<void(const Call& host_call, const void* input, void* output)>& run) {
-  cuda::Runtime& runtime = cuda::cuda_runtime();
+  MemoryKindSupport& support = memory_kind_support(call.memory.kind);
   const int device = call.memory.device;
   const StagingLayout layout = plan_staging(call, input, output);
   // One byte at least, so a buffer the caller passed stays non-null.
-  std::byte* staging = runtime.staging_buffer(std::max<size_t>(layout.bytes, 1));
+  std::byte* staging = support.staging_buffer(std::max<size_t>(layout.bytes, 1));
   for (const StagingLayout::Range& range : {layout.copy_in, layout.copy_in_extra})
-    if (range.bytes > 0) runtime.copy_to_host(staging + range.offset, range.device, range.bytes, device);
+    if (range.bytes > 0) support.copy_to_host(staging + range.offset, range.device, range.bytes, device);
   Call host_call = call;
   host_call.memory = Memory::host();
   run(host_call, input ? staging + layout.input_offset : nullptr, output ? staging + layout.output_offset : nullptr);
   const StagingLayout::Range& back = layout.copy_out;
   if (back.bytes > 0)
-    runtime.copy_to_device(const_cast<std::byte*>(back.device), staging + back.offset, back.bytes, device);
+    support.copy_to_device(const_cast<std::byte*>(back.device), staging + back.offset, back.bytes, device);
 }
 
 }  // namespace chorus::algorithms

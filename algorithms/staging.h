@@ -1,5 +1,6 @@
-// Collectives on CUDA memory over transports that move host memory only
-// (tcp, shm, ibverbs without GPUDirect): the call runs on pinned host copies
+// Collectives on device memory (any kind but host: memory/registry.h) over
+// transports that move host memory only (tcp, shm, ibverbs without
+// GPUDirect): the call runs on pinned host copies
 // of the caller's buffers. What the plan reads is copied from the device
 // first, the plan runs on host memory with the host kernels, and what it
 // wrote is copied back.
@@ -13,9 +14,10 @@
 // each way; run on the device, each of its messages costs device round
 // trips of its own (a chunked copy through the transport's staging, or an
 // IPC step between processes that share a GPU by time-slicing, ~150 µs
-// each). Larger collectives run their Plan on the device: reductions in
-// device kernels, messages over cuda_ipc or pipelined through pinned
-// chunks (transport/host_staging/host_staging.h).
+// each, measured). Larger collectives run their Plan on the device:
+// reductions in device kernels, messages over a transport that moves the
+// kind itself or pipelined through pinned chunks
+// (transport/host_staging/host_staging.h).
 //
 // Every rank must decide alike, or one would send device messages where
 // another expects host ones: the decision reads only what all ranks share
@@ -30,10 +32,10 @@
 namespace chorus::algorithms {
 
 // Collectives smaller than this (the call's size as every rank sees it)
-// are staged whole. A first guess: the GPU machine is to tune it (docs/cuda.md).
+// are staged whole. A first guess: the GPU machine is to tune it (docs/memory.md).
 inline constexpr size_t kDevicePlanMinBytes = size_t{256} << 10;
 
-// Whether a call on CUDA memory runs staged whole.
+// Whether a call on device memory runs staged whole.
 bool runs_staged(const Communicator& communicator, const Call& call);
 
 // Runs `run` with `call` moved to host memory and host copies of the buffers.

@@ -1,13 +1,7 @@
-// Memory descriptions and the host memory backend.
+// Memory descriptions.
 #include "base/memory.h"
 
-#include <cstring>
-
-#include "base/cuda/runtime.h"
-#include "base/error.h"
 #include "base/log.h"
-#include "base/memory_backend.h"
-#include "base/reduce.h"
 
 namespace chorus {
 
@@ -17,49 +11,6 @@ std::string to_string(const Memory& memory) {
     case MemoryKind::cuda: return cat("cuda:", memory.device);
   }
   return cat("memory kind ", static_cast<int>(memory.kind));
-}
-
-namespace {
-
-class HostMemoryBackend final : public MemoryBackend {
- public:
-  Memory memory() const override { return Memory::host(); }
-
-  std::byte* thread_scratch(size_t bytes) override {
-    thread_local std::unique_ptr<std::byte[]> buffer;
-    thread_local size_t capacity = 0;
-    if (bytes > capacity) {
-      buffer.reset();
-      buffer.reset(new std::byte[bytes]);
-      capacity = bytes;
-    }
-    return buffer.get();
-  }
-
-  std::shared_ptr<std::byte> allocate(size_t bytes) override {
-    return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
-  }
-
-  void copy(std::byte* to, const std::byte* from, size_t bytes) override {
-    if (bytes > 0 && to != from) std::memmove(to, from, bytes);
-  }
-
-  void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand, size_t count) override {
-    reduce_unchecked(type, op, accumulator, operand, count);
-  }
-
-  void average(DataType type, std::byte* data, size_t count, size_t ranks) override {
-    average_unchecked(type, data, count, ranks);
-  }
-};
-
-}  // namespace
-
-MemoryBackend& memory_backend(const Memory& memory) {
-  static HostMemoryBackend host;
-  if (memory.kind == MemoryKind::host) return host;
-  if (memory.kind == MemoryKind::cuda) return cuda::cuda_runtime().backend(memory.device);
-  throw InvalidArgument(cat("no memory backend for ", to_string(memory)));
 }
 
 }  // namespace chorus

@@ -1,7 +1,7 @@
 // Where a buffer lives. Every buffer a collective receives carries one: host
-// memory now, CUDA device memory with the GPU transports. The executor picks
-// its memory backend by it (base/memory_backend.h) and each transport
-// declares which kinds it moves.
+// memory, or memory of one device of a kind chorus supports (CUDA). What a
+// kind can do lives in its folder, memory/<kind>/, found by the kind
+// (memory/registry.h); each transport declares which kinds it moves.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ struct Memory {
 
   static constexpr Memory host() { return {}; }
   static constexpr Memory cuda(int device) { return {MemoryKind::cuda, device}; }
+  constexpr bool on_host() const { return kind == MemoryKind::host; }
   friend constexpr bool operator==(const Memory&, const Memory&) = default;
 };
 

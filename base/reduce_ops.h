@@ -1,5 +1,5 @@
 // The element operations of every reduction, shared by the host kernels
-// (base/reduce.cc) and the CUDA kernels (base/cuda/reduce_kernels.cu): one
+// (base/reduce.cc) and the CUDA kernels (memory/cuda/reduce_kernels.cu): one
 // definition is what makes a device reduction bit-identical to the host's.
 // Internal to the library (not installed).
 #pragma once

@@ -6,7 +6,7 @@
 
 #include "algorithms/registry.h"
 #include "chorus/collectives.h"
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/topology.h"

@@ -24,7 +24,7 @@
 #include "benchmarks/run_metadata.h"
 #include "benchmarks/bench_runner.h"
 #include "benchmarks/check_data.h"
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "chorus/chorus.h"
 #include "base/log.h"
 #include "tools/local_launcher.h"

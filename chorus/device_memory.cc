@@ -1,55 +1,71 @@
-// Checks and stream ordering of calls on CUDA memory.
+// Checks and stream ordering of calls on device memory.
 #include "chorus/device_memory.h"
 
 #include "base/error.h"
 #include "base/log.h"
+#include "memory/registry.h"
 
 namespace chorus {
 
+namespace {
+
+// "memory of cuda:1", "CUDA managed (unified) memory of cuda:0, which chorus does not move"
+std::string describe(MemoryKind kind, const MemoryKindSupport& support, const PointerInfo& info) {
+  const Memory memory{kind, info.device};
+  switch (info.kind) {
+    case PointerKind::device: return cat("memory of ", to_string(memory));
+    case PointerKind::managed:
+      return cat(support.display_name(), " managed (unified) memory of ", to_string(memory),
+                 ", which chorus does not move");
+    case PointerKind::host: break;
+  }
+  return "host memory";
+}
+
+}  // namespace
+
 Memory memory_of(const void* pointer) {
   if (!pointer) return Memory::host();
-  cuda::Runtime* runtime = nullptr;
-  try {
-    runtime = &cuda::cuda_runtime();
-  } catch (const InvalidArgument&) {
-    return Memory::host();  // no CUDA in this build or process: all memory is host memory
+  for (MemoryKind kind : built_device_kinds()) {
+    MemoryKindSupport* support = nullptr;
+    try {
+      support = &memory_kind_support(kind);
+    } catch (const InvalidArgument&) {
+      continue;  // the kind's support cannot load in this process: none of its memory is here
+    }
+    const PointerInfo info = support->describe(pointer);
+    if (info.kind == PointerKind::device) return Memory{kind, info.device};
+    if (info.kind == PointerKind::managed)
+      throw InvalidArgument(cat("memory_of: the buffer is ", describe(kind, *support, info),
+                                "; use device memory or host memory"));
   }
-  const cuda::PointerInfo info = runtime->describe(pointer);
-  if (info.kind == cuda::PointerKind::device) return Memory::cuda(info.device);
-  if (info.kind == cuda::PointerKind::managed)
-    throw InvalidArgument(cat("memory_of: the buffer is CUDA managed (unified) memory of cuda:", info.device,
-                              ", which chorus does not move; use device memory (cudaMalloc) or host memory"));
   return Memory::host();
 }
 
 namespace detail {
 
-std::unique_ptr<cuda::StreamOrder> prepare_device_call(Context& context, std::string_view call,
-                                                       const CollectiveOptions& options,
-                                                       std::initializer_list<NamedBuffer> buffers, bool async) {
-  if (options.memory.kind != MemoryKind::cuda) return nullptr;
+std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_view call,
+                                                 const CollectiveOptions& options,
+                                                 std::initializer_list<NamedBuffer> buffers, bool async) {
+  if (options.memory.on_host()) return nullptr;
   const int rank = context.rank();
-  const int device = options.memory.device;
-  cuda::Runtime* runtime = nullptr;
+  const Memory& memory = options.memory;
+  MemoryKindSupport* support = nullptr;
   try {
-    runtime = &cuda::cuda_runtime();
-    runtime->backend(device);  // checks the device exists
+    support = &memory_kind_support(memory.kind);
+    support->backend(memory.device);  // checks the device exists
   } catch (const InvalidArgument& error) {
-    throw InvalidArgument(cat("rank ", rank, ": ", call, " on cuda:", device, ": ", error.what()));
+    throw InvalidArgument(cat("rank ", rank, ": ", call, " on ", to_string(memory), ": ", error.what()));
   }
   for (const NamedBuffer& buffer : buffers) {
     if (!buffer.pointer) continue;
-    const cuda::PointerInfo info = runtime->describe(buffer.pointer);
-    if (info.kind == cuda::PointerKind::device && info.device == device) continue;
-    const std::string is =
-        info.kind == cuda::PointerKind::device    ? cat("memory of cuda:", info.device)
-        : info.kind == cuda::PointerKind::managed ? cat("CUDA managed (unified) memory of cuda:", info.device,
-                                                        ", which chorus does not move")
-                                                  : std::string("host memory");
-    throw InvalidArgument(cat("rank ", rank, ": ", call, " on cuda:", device, ": its ", buffer.name, " is ", is,
-                                " (the options' memory must say where every buffer lives)"));
+    const PointerInfo info = support->describe(buffer.pointer);
+    if (info.kind == PointerKind::device && info.device == memory.device) continue;
+    throw InvalidArgument(cat("rank ", rank, ": ", call, " on ", to_string(memory), ": its ", buffer.name, " is ",
+                              describe(memory.kind, *support, info),
+                              " (the options' memory must say where every buffer lives)"));
   }
-  return runtime->order_on_stream(options.cuda_stream, device, async);
+  return support->order_on_stream(options.cuda_stream, memory.device, async);
 }
 
 }  // namespace detail

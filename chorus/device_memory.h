@@ -1,17 +1,17 @@
-// What the public API does for CUDA memory before a collective runs: checks
-// that the buffers are what the options say (memory of that device, not
-// host or managed memory, not another device's) and orders the call against
-// the caller's stream (base/cuda/runtime.h). Internal.
+// What the public API does for device memory (any kind but host) before a
+// collective runs: checks that the buffers are what the options say (memory
+// of that device, not host or managed memory, not another device's) and
+// orders the call against the caller's stream, through the kind's support
+// (memory/registry.h). Internal.
 #pragma once
 
 #include <initializer_list>
 #include <memory>
 #include <string_view>
-#include <utility>
 
-#include "base/cuda/runtime.h"
 #include "chorus/collective_options.h"
 #include "chorus/context.h"
+#include "memory/kind_support.h"
 
 namespace chorus::detail {
 
@@ -22,9 +22,9 @@ struct NamedBuffer {
 
 // Null for host memory. Throws InvalidArgument naming the rank, the call and
 // the buffer when a buffer is not memory of options.memory's device, or the
-// process has no such device (or no CUDA support).
-std::unique_ptr<cuda::StreamOrder> prepare_device_call(Context& context, std::string_view call,
-                                                       const CollectiveOptions& options,
-                                                       std::initializer_list<NamedBuffer> buffers, bool async);
+// process has no such device (or no support for the kind).
+std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_view call,
+                                                 const CollectiveOptions& options,
+                                                 std::initializer_list<NamedBuffer> buffers, bool async);
 
 }  // namespace chorus::detail

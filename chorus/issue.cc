@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/registry.h"
 #include "algorithms/run.h"
+#include "backends/registry.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
 #include "chorus/device_memory.h"
@@ -31,19 +31,19 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
   ContextState& state = state_of(context);
   const algorithms::Communicator& communicator = state.communicator;
   call.memory = options.memory;
-  call.cuda_stream = options.cuda_stream;
+  call.stream = options.cuda_stream;
   call.topology = communicator.shared_topology();
   uint32_t sequence = state.next_sequence();
   CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
   // A backend (NCCL) queues on the caller's stream itself and returns with
-  // the result in place (algorithms/registry.h): it runs now, async or not,
+  // the result in place (backends/registry.h): it runs now, async or not,
   // after the calls queued before it, and orders itself against the stream.
-  const bool backend = algorithms::find_backend(call.collective, options.algorithm) != nullptr;
-  // CUDA memory: buffers checked, and the call ordered after the caller's
+  const backends::Backend* backend = backends::find_backend(call.collective, options.algorithm);
+  // Device memory: buffers checked, and the call ordered after the caller's
   // stream (now, at issue) and the stream after the call.
-  std::shared_ptr<cuda::StreamOrder> stream_order =
+  std::shared_ptr<StreamOrder> stream_order =
       prepare_device_call(context, algorithms::to_string(call.collective), options,
                           {{"input", input}, {"output", output}}, async && !backend);
   if (backend) stream_order.reset();
@@ -54,6 +54,10 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
       const auto drain_started = std::chrono::steady_clock::now();
       state.work_queue().drain();
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
+    }
+    if (backend) {
+      backends::run_backend(communicator, *backend, call, input, output, sequence, deadline_for(context, options));
+      return Work();
     }
     if (stream_order) stream_order->inputs_ready();
     algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
@@ -67,7 +71,7 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
     // The caller's stream goes on when the call ends, failed or not (the
     // error is Work::wait's to report).
     struct ReleaseStream {
-      cuda::StreamOrder* order;
+      StreamOrder* order;
       ~ReleaseStream() {
         if (order) order->finished();
       }

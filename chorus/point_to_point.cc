@@ -168,11 +168,11 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
   return detail::aborting_on_invalid_argument(context, [&]() -> Work {
     check(context, message);
     context.throw_if_failed();
-    // CUDA memory: the buffer checked, and the message ordered after the
+    // Device memory: the buffer checked, and the message ordered after the
     // work already queued on the caller's stream. The stream is not held
     // for an async message (nothing would release it before the caller's
     // Work::wait); a blocking one returns with the bytes in place.
-    if (std::unique_ptr<cuda::StreamOrder> order =
+    if (std::unique_ptr<StreamOrder> order =
             detail::prepare_device_call(context, message.name(), options, {{"data", message.data}}, false))
       order->inputs_ready();
     const auto timeout = timeout_of(context, options);

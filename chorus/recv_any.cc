@@ -175,7 +175,7 @@ void check(Context& context, const void* data, size_t count, DataType type, cons
   detail::check_type(context, "recv_any", type);
   detail::check_bytes(context, "recv_any", count, type);
   detail::check_not_null(context, "recv_any", "data", data, count);
-  if (options.memory.kind != MemoryKind::host)
+  if (!options.memory.on_host())
     throw InvalidArgument(cat("rank ", context.rank(), ": recv_any receives into host memory only, not ",
                               to_string(options.memory)));
   if (context.size() < 2)

@@ -23,18 +23,18 @@ bundle=gpu-bundle
 gather() {
   [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu-test.sh: no CUDA toolkit at /usr/local/cuda" >&2; exit 1; }
   scripts/build.sh
-  [ -f build/libchorus_cuda.so ] || { echo "gpu-test.sh: build/ has no CUDA module (configure found no CUDA)" >&2; exit 1; }
+  [ -f build/memory/cuda/libchorus_cuda.so ] || { echo "gpu-test.sh: build/ has no CUDA module (configure found no CUDA)" >&2; exit 1; }
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local programs=(build/tools/chorus-run build/benchmarks/chorus-bench build/test/cuda/test_cuda_device
     build/test/cuda/test_cuda_host build/test/transport/test_transport_conformance)
   cp "${programs[@]}" test/cuda/run_bench_ranks.sh benchmarks/cuda/torch_gloo_cuda.py "$bundle/bin/"
-  cp -L build/libchorus.so.0 build/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
+  cp -L build/libchorus.so.0 build/memory/cuda/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
   [ -f build/rendezvous/mpi/libchorus_mpi.so.0 ] && cp -L build/rendezvous/mpi/libchorus_mpi.so.0 "$bundle/lib/"
   # Every library they link but the C and C++ runtimes (the GPU machine's
   # are newer, and torch there needs its own libstdc++).
   local library
-  for library in $(ldd "${programs[@]}" build/libchorus_cuda.so build/libchorus.so.0 | awk '/=> \//{ print $3 }' |
+  for library in $(ldd "${programs[@]}" build/memory/cuda/libchorus_cuda.so build/libchorus.so.0 | awk '/=> \//{ print $3 }' |
       sort -u); do
     case "$(basename "$library")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libudev*|libchorus*) ;;

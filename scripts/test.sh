@@ -12,7 +12,7 @@ echo "test.sh: build: ${SECONDS} s"
 
 # CI has CUDA's compiler but no GPU: the CUDA module must build there
 # (its GPU suite then skips; scripts/gpu-test.sh runs it on a GPU).
-if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -f build/libchorus_cuda.so ]; then
+if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -f build/memory/cuda/libchorus_cuda.so ]; then
   echo "the CUDA toolkit is at /usr/local/cuda but build/ has no libchorus_cuda.so" >&2
   exit 1
 fi

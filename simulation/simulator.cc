@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "algorithms/local_steps.h"
+#include "memory/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 

@@ -12,6 +12,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "memory/registry.h"
 #include "transport/link_probe.h"
 #include "transport/published_address.h"
 
@@ -60,7 +61,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 // Each rank's slowest link per level by its transports' own models, as
 // 8-byte doubles: local alpha, local beta, remote alpha, remote beta, 0 where
 // it has no peer at that level; then 1 where every peer's transport moves
-// CUDA memory, else 0; then per level (local, remote) what it measured
+// every device memory kind of this build (memory/registry.h), else 0; then per level (local, remote) what it measured
 // (link_probe.h): fastest exchange, typical exchange, beta; NaN for a level
 // it did not lead.
 constexpr size_t kDeviceMemoryView = 4;
@@ -81,10 +82,12 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
                           const MeasuredLinks& measured, const Allgather& allgather) {
   const int rank = mesh.rank();
   std::array<double, kViewNumbers> view{};
-  view[kDeviceMemoryView] = 1;
+  const std::vector<MemoryKind> device_kinds = built_device_kinds();
+  view[kDeviceMemoryView] = device_kinds.empty() ? 0 : 1;
   for (int peer = 0; peer < mesh.size(); ++peer) {
     if (peer == rank) continue;
-    if (!mesh.device_of(peer).accepts(Memory::cuda(0))) view[kDeviceMemoryView] = 0;
+    for (MemoryKind kind : device_kinds)
+      if (!mesh.device_of(peer).accepts(Memory{kind, 0})) view[kDeviceMemoryView] = 0;
     const LinkModel link = mesh.link_model(peer);
     const size_t level =
         published[static_cast<size_t>(peer)].host_id == published[static_cast<size_t>(rank)].host_id ? 0 : 2;

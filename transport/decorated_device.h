@@ -6,8 +6,10 @@
 // the very thread that is aborting it, which may hold the decorator's locks.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 
 #include "transport/transport.h"
 
@@ -39,6 +41,33 @@ class DecoratedPair : public Pair {
 
  private:
   std::unique_ptr<Pair> inner_;
+};
+
+enum class Direction : uint8_t { send, receive };
+
+// The Pair of a decorator that moves one kind of memory itself: posts of
+// memory the decorator takes (`Decorator::moves_itself`) go to
+// `Decorator::start(pair, direction, request, tag, data, device)`, every
+// other post to the inner pair as it is.
+template <class Decorator>
+class KindPair final : public DecoratedPair {
+ public:
+  KindPair(Decorator& decorator, std::unique_ptr<Pair> inner)
+      : DecoratedPair(std::move(inner)), decorator_(decorator) {}
+  using Pair::post_recv;
+  using Pair::post_send;
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override {
+    if (!decorator_.moves_itself(memory)) return inner().post_send(request, tag, data, memory);
+    decorator_.start(*this, Direction::send, request, tag,
+                     std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()), memory.device);
+  }
+  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override {
+    if (!decorator_.moves_itself(memory)) return inner().post_recv(request, tag, data, memory);
+    decorator_.start(*this, Direction::receive, request, tag, data, memory.device);
+  }
+
+ private:
+  Decorator& decorator_;
 };
 
 class DecoratedDevice : public Device {

@@ -11,22 +11,21 @@
 #if CHORUS_HAVE_IBVERBS
 #include "transport/ibverbs/ibverbs.h"
 #endif
+#include "memory/registry.h"
+#include "transport/host_staging/host_staging.h"
 #if CHORUS_HAVE_CUDA
 #include "transport/cuda_ipc/cuda_ipc.h"
-#include "transport/host_staging/host_staging.h"
 #endif
 
 namespace chorus::transport {
 namespace {
 
-// In a build with CUDA, transports that move host memory only move device
-// memory too, through pinned chunks (host_staging.h).
+// Transports that move host memory only move the device memory kinds of
+// this build too, through pinned chunks (host_staging.h).
 std::unique_ptr<Device> moving_device_memory(std::unique_ptr<Device> device) {
-#if CHORUS_HAVE_CUDA
-  return host_staging::wrap(std::move(device), host_staging::cuda_copier());
-#else
+  for (MemoryKind kind : built_device_kinds())
+    device = host_staging::wrap(std::move(device), kind, host_staging::kind_copier(kind));
   return device;
-#endif
 }
 
 // The part every transport's options share, from the registry's options:

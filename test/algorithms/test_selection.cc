@@ -7,6 +7,7 @@
 #include "algorithms/call.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
+#include "backends/registry.h"
 #include "base/error.h"
 
 using namespace chorus;
@@ -84,11 +85,11 @@ TEST_CASE("registry lists one algorithm per collective by name") {
 }
 
 TEST_CASE("registry names the nccl backend for allreduce, chosen by name only") {
-  const Backend* nccl = find_backend(Collective::allreduce, "nccl");
+  const backends::Backend* nccl = backends::find_backend(Collective::allreduce, "nccl");
   REQUIRE(nccl != nullptr);
   REQUIRE(nccl->run != nullptr);
-  REQUIRE(find_backend(Collective::broadcast, "nccl") == nullptr);
-  REQUIRE(find_backend(Collective::allreduce, "ring") == nullptr);
+  REQUIRE(backends::find_backend(Collective::broadcast, "nccl") == nullptr);
+  REQUIRE(backends::find_backend(Collective::allreduce, "ring") == nullptr);
   REQUIRE(find_algorithm(Collective::allreduce, "nccl") == nullptr);
   REQUIRE_THROWS_WITH(parse_algorithm_overrides("allreduce:nccl"), Catch::Contains("unknown allreduce algorithm 'nccl'"));
 }
@@ -131,12 +132,12 @@ TEST_CASE("selection honours names, overrides and cost") {
   REQUIRE_THROWS_WITH(select_algorithm(barrier, "ring", model, none), Catch::Contains("valid: dissemination"));
 }
 
-TEST_CASE("the signature tells a call on CUDA memory from one on host memory", "[selection]") {
+TEST_CASE("the signature tells a call on device memory from one on host memory", "[selection]") {
   Call host = make_call(Collective::allreduce, 0, 2, 5, DataType::float32, ReduceOp::sum, 0, true);
   Call device = host;
   device.memory = Memory::cuda(0);
   CHECK(call_signature(host) != call_signature(device));
-  CHECK(describe_signature(call_signature(device)) == "allreduce of 5 float32 sum (20 bytes) on CUDA memory");
+  CHECK(describe_signature(call_signature(device)) == "allreduce of 5 float32 sum (20 bytes) on device memory");
   Call barrier = make_call(Collective::barrier, 0, 2, 0, DataType::uint8, ReduceOp::sum, 0, true);
   Call device_barrier = barrier;
   device_barrier.memory = Memory::cuda(0);

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "base/error.h"
 #include "base/reduce.h"
 #include "chorus/chorus.h"
@@ -120,7 +120,7 @@ TEST_CASE("the device backend copies like memmove", "[cuda]") {
   device.download(back.data());
   CHECK(back == host);
   std::byte* scratch = backend.thread_scratch(1 << 20);
-  CHECK(cuda::cuda_runtime().describe(scratch).kind == cuda::PointerKind::device);
+  CHECK(cuda::cuda_runtime().describe(scratch).kind == PointerKind::device);
 }
 
 TEST_CASE("memory kinds of pointers", "[cuda]") {

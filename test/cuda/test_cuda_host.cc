@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "algorithms/staging.h"
-#include "base/cuda/runtime.h"
-#include "base/cuda/stream_flags.h"
+#include "memory/cuda/runtime.h"
+#include "memory/cuda/stream_flags.h"
 #include "base/error.h"
 #include "chorus/chorus.h"
 

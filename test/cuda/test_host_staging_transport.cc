@@ -40,7 +40,7 @@ constexpr Memory kDevice = Memory::cuda(3);
 TestMesh staged_mesh(const std::string& transport, const std::shared_ptr<CountingCopier>& copier) {
   TestMesh mesh;
   for (auto& device : make_devices(transport, 2))
-    mesh.devices.push_back(host_staging::wrap(std::move(device), copier, kOptions));
+    mesh.devices.push_back(host_staging::wrap(std::move(device), MemoryKind::cuda, copier, kOptions));
   connect_mesh(mesh);
   // As ranks asleep in a wait: the transports' threads (and the staging
   // workers) do the work.

@@ -24,7 +24,7 @@
 #include <memory>
 #include <span>
 
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::cuda_ipc {

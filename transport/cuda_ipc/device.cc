@@ -23,7 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/cuda_ipc/address.h"
@@ -59,21 +59,11 @@ bool cuda_usable(bool asked) {
 
 class CudaIpcDevice;
 
-class CudaIpcPair final : public DecoratedPair {
- public:
-  CudaIpcPair(CudaIpcDevice& device, std::unique_ptr<Pair> inner) : DecoratedPair(std::move(inner)), device_(device) {}
-  using Pair::post_recv;
-  using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-
- private:
-  CudaIpcDevice& device_;
-};
+using CudaIpcPair = KindPair<CudaIpcDevice>;
 
 // One device-memory message in flight.
 struct Transfer {
-  enum class Direction { send, receive } direction;
+  Direction direction;
   CudaIpcPair* pair = nullptr;
   Request* user = nullptr;  // null once the user's request is settled
   Tag tag;
@@ -128,9 +118,8 @@ class CudaIpcDevice final : public DecoratedDevice {
   KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
     return inner().knock(peer_rank, inner_of(peer_rank, peer_address));
   }
-  bool accepts(const Memory& memory) const override {
-    return memory.kind == MemoryKind::host || memory.kind == MemoryKind::cuda;
-  }
+  bool accepts(const Memory& memory) const override { return memory.on_host() || moves_itself(memory); }
+  bool moves_itself(const Memory& memory) const { return memory.kind == MemoryKind::cuda; }
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
     return inner().register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
   }
@@ -141,7 +130,7 @@ class CudaIpcDevice final : public DecoratedDevice {
     fail_all(failure());
   }
 
-  void start(CudaIpcPair& pair, Transfer::Direction direction, Request& user, Tag tag, std::span<std::byte> data,
+  void start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
              int device);
 
  private:
@@ -174,18 +163,7 @@ class CudaIpcDevice final : public DecoratedDevice {
   std::thread worker_;
 };
 
-void CudaIpcPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
-  if (memory.kind == MemoryKind::host) return inner().post_send(request, tag, data, memory);
-  device_.start(*this, Transfer::Direction::send, request, tag,
-                std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()), memory.device);
-}
-
-void CudaIpcPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
-  if (memory.kind == MemoryKind::host) return inner().post_recv(request, tag, data, memory);
-  device_.start(*this, Transfer::Direction::receive, request, tag, data, memory.device);
-}
-
-void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Request& user, Tag tag,
+void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag,
                           std::span<std::byte> data, int device) {
   user.mark_pending();
   auto transfer = std::make_unique<Transfer>();
@@ -198,7 +176,7 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Requ
   transfer->control.attach(&signal_);
   transfer->acknowledgement.attach(&signal_);
   try {
-    if (direction == Transfer::Direction::send) {
+    if (direction == Direction::send) {
       std::span<std::byte> exported = data;
       if (tag.eager && !data.empty()) {
         transfer->eager_copy = memory_->allocate(data.size(), device);
@@ -229,7 +207,7 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Transfer::Direction direction, Requ
   Pair& inner = pair.inner();
   Transfer& posted = *transfer;
   transfers_.push_back(std::move(transfer));
-  if (direction == Transfer::Direction::send) {
+  if (direction == Direction::send) {
     inner.post_send(posted.control, tag, posted.descriptor, Memory::host());
     inner.post_recv(posted.acknowledgement, ack_tag(tag),
                     std::span<std::byte>(reinterpret_cast<std::byte*>(&posted.ack), sizeof(posted.ack)), Memory::host());
@@ -274,7 +252,7 @@ bool CudaIpcDevice::advance(Transfer& transfer) {
                transfer.acknowledgement.state() == Request::State::pending);
     }
   }
-  if (transfer.direction == Transfer::Direction::send) {
+  if (transfer.direction == Direction::send) {
     if (transfer.acknowledgement.state() == Request::State::done) settle(transfer, nullptr);
     return transfer.control.finished() && transfer.acknowledgement.finished();
   }

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/cuda/runtime.h"
+#include "memory/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/decorated_device.h"
@@ -20,18 +20,7 @@ constexpr auto kWorkerWake = std::chrono::milliseconds(50);
 constexpr size_t kMaxChunksPerMessage = 16;
 
 class StagingDevice;
-
-class StagingPair final : public DecoratedPair {
- public:
-  StagingPair(StagingDevice& device, std::unique_ptr<Pair> inner) : DecoratedPair(std::move(inner)), device_(device) {}
-  using Pair::post_recv;
-  using Pair::post_send;
-  void post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) override;
-  void post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
-
- private:
-  StagingDevice& device_;
-};
+using StagingPair = KindPair<StagingDevice>;
 
 // One device-memory message in flight, cut into chunks.
 struct Transfer {
@@ -54,8 +43,9 @@ struct Transfer {
 
 class StagingDevice final : public DecoratedDevice {
  public:
-  StagingDevice(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier, StagingOptions options)
-      : DecoratedDevice(std::move(inner)), copier_(std::move(copier)), options_(options) {
+  StagingDevice(std::unique_ptr<Device> inner, MemoryKind kind, std::shared_ptr<Copier> copier,
+                StagingOptions options)
+      : DecoratedDevice(std::move(inner)), kind_(kind), copier_(std::move(copier)), options_(options) {
     if (options_.chunk_bytes == 0 || options_.chunks_per_message == 0 ||
         options_.chunks_per_message > kMaxChunksPerMessage || options_.pool_chunks == 0)
       throw InvalidArgument(cat("host staging: chunks of ", options_.chunk_bytes, " bytes, ",
@@ -83,7 +73,7 @@ class StagingDevice final : public DecoratedDevice {
     return std::make_unique<StagingPair>(*this, inner().connect(peer_rank, peer_address, deadline, stream));
   }
   bool accepts(const Memory& memory) const override {
-    return memory.kind == MemoryKind::cuda || inner().accepts(memory);
+    return memory.kind == kind_ || inner().accepts(memory);
   }
   void abort(std::exception_ptr reason) override {
     inner().abort(reason);  // no chunk lands in a pinned buffer after this
@@ -92,7 +82,8 @@ class StagingDevice final : public DecoratedDevice {
     fail_all(failure());
   }
 
-  void start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data, int device);
+  bool moves_itself(const Memory& memory) const { return memory.kind == kind_; }
+  void start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data, int device);
 
  private:
   // Moves a transfer on as far as it can now; returns whether it is over.
@@ -108,6 +99,7 @@ class StagingDevice final : public DecoratedDevice {
   void work();
 
   std::unique_ptr<Device> inner_;
+  const MemoryKind kind_;
   std::shared_ptr<Copier> copier_;
   const StagingOptions options_;
   mutable std::mutex mutex_;  // the transfers, the pool, the import cache
@@ -131,23 +123,12 @@ class StagingDevice final : public DecoratedDevice {
   std::thread worker_;
 };
 
-void StagingPair::post_send(Request& request, Tag tag, std::span<const std::byte> data, Memory memory) {
-  if (memory.kind != MemoryKind::cuda) return inner().post_send(request, tag, data, memory);
-  device_.start(inner(), true, request, tag, std::span<std::byte>(const_cast<std::byte*>(data.data()), data.size()),
-                memory.device);
-}
-
-void StagingPair::post_recv(Request& request, Tag tag, std::span<std::byte> data, Memory memory) {
-  if (memory.kind != MemoryKind::cuda) return inner().post_recv(request, tag, data, memory);
-  device_.start(inner(), false, request, tag, data, memory.device);
-}
-
-void StagingDevice::start(Pair& inner, bool sending, Request& user, Tag tag, std::span<std::byte> data,
+void StagingDevice::start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
                           int device) {
   user.mark_pending();
   auto transfer = std::make_unique<Transfer>();
-  transfer->sending = sending;
-  transfer->inner = &inner;
+  transfer->sending = direction == Direction::send;
+  transfer->inner = &pair.inner();
   transfer->user = &user;
   transfer->tag = tag;
   transfer->data = data;
@@ -278,21 +259,28 @@ void StagingDevice::work() {
   }
 }
 
-class CudaCopier final : public Copier {
+// Looks the support up per call: it loads on first use, which a job that
+// never moves device memory never makes.
+class KindCopier final : public Copier {
  public:
-  std::byte* allocate_pinned(size_t bytes) override { return cuda::cuda_runtime().allocate_pinned(bytes); }
-  void free_pinned(std::byte* data) override { cuda::cuda_runtime().free_pinned(data); }
+  explicit KindCopier(MemoryKind kind) : kind_(kind) {}
+  std::byte* allocate_pinned(size_t bytes) override { return memory_kind_support(kind_).allocate_pinned(bytes); }
+  void free_pinned(std::byte* data) override { memory_kind_support(kind_).free_pinned(data); }
   void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
-    cuda::cuda_runtime().copy(to, from, bytes, device);
+    memory_kind_support(kind_).copy(to, from, bytes, device);
   }
+
+ private:
+  const MemoryKind kind_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> wrap(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier, StagingOptions options) {
-  return std::make_unique<StagingDevice>(std::move(inner), std::move(copier), options);
+std::unique_ptr<Device> wrap(std::unique_ptr<Device> inner, MemoryKind kind, std::shared_ptr<Copier> copier,
+                             StagingOptions options) {
+  return std::make_unique<StagingDevice>(std::move(inner), kind, std::move(copier), options);
 }
 
-std::shared_ptr<Copier> cuda_copier() { return std::make_shared<CudaCopier>(); }
+std::shared_ptr<Copier> kind_copier(MemoryKind kind) { return std::make_shared<KindCopier>(kind); }
 
 }  // namespace chorus::transport::host_staging

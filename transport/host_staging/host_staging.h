@@ -1,4 +1,4 @@
-// CUDA memory over a transport that moves host memory only (tcp, shm,
+// Device memory over a transport that moves host memory only (tcp, shm,
 // ibverbs without GPUDirect): each message goes in chunks through pinned
 // host buffers, pipelined. The sender copies chunk k+1 out of the device
 // while chunk k is on the wire; the receiver copies chunk k into the device
@@ -7,8 +7,8 @@
 // tags arrive in order), its mismatch checks and its failure model. Both
 // ends cut a message into the same chunks: the length decides them.
 //
-// wrap() decorates a Device: host memory goes straight through, CUDA
-// memory takes the pipeline, run by one worker thread per wrapped device,
+// wrap() decorates a Device: host memory goes straight through, memory of
+// the staged kind takes the pipeline, run by one worker thread per wrapped device,
 // started with its first device-memory message (a job that never moves
 // device memory pays nothing: no thread, no pinned memory).
 //
@@ -25,14 +25,14 @@
 
 namespace chorus::transport::host_staging {
 
-// How bytes get between device memory and pinned host memory: the CUDA
-// runtime (cuda_copier); in tests, host memory playing the device's part.
+// How bytes get between device memory and pinned host memory: the memory
+// kind's support (kind_copier); in tests, host memory playing the device's part.
 class Copier {
  public:
   virtual ~Copier() = default;
   virtual std::byte* allocate_pinned(size_t bytes) = 0;
   virtual void free_pinned(std::byte* data) = 0;
-  // Returns once the bytes are there; `device` is the CUDA device of the
+  // Returns once the bytes are there; `device` is the device of the
   // device-side pointer.
   virtual void copy(std::byte* to, const std::byte* from, size_t bytes, int device) = 0;
 };
@@ -45,10 +45,11 @@ struct StagingOptions {
   size_t pool_chunks = 16;
 };
 
-std::unique_ptr<Device> wrap(std::unique_ptr<Device> inner, std::shared_ptr<Copier> copier,
+// `kind`: the memory kind staged (messages of other kinds go to `inner`).
+std::unique_ptr<Device> wrap(std::unique_ptr<Device> inner, MemoryKind kind, std::shared_ptr<Copier> copier,
                              StagingOptions options = {});
 
-// The CUDA runtime's copier (base/cuda/runtime.h), loaded when first used.
-std::shared_ptr<Copier> cuda_copier();
+// The copier of `kind` (memory/registry.h), its support loaded when first used.
+std::shared_ptr<Copier> kind_copier(MemoryKind kind);
 
 }  // namespace chorus::transport::host_staging

@@ -1,8 +1,8 @@
-// The libchorus half of base/cuda/runtime.h: loads libchorus_cuda.so and
+// The libchorus half of memory/cuda/runtime.h: loads libchorus_cuda.so and
 // builds the runtime, the per-device memory backends and stream ordering on
-// its calls (base/cuda/module_api.h). Everything here throws chorus errors;
+// its calls (memory/cuda/module_api.h). Everything here throws chorus errors;
 // the module only reports strings.
-#include "base/cuda/runtime.h"
+#include "memory/cuda/runtime.h"
 
 #include <atomic>
 #include <cassert>
@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/cuda/module_api.h"
-#include "base/cuda/stream_flags.h"
+#include "memory/cuda/module_api.h"
+#include "memory/cuda/stream_flags.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/module_loader.h"

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "base/cuda/reduce_kernels.h"
+#include "memory/cuda/reduce_kernels.h"
 #include "base/half.h"
 #include "base/reduce_ops.h"
 #include "base/types.h"

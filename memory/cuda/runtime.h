@@ -4,7 +4,7 @@
 // a collective against the caller's stream. No CUDA header appears here.
 //
 // Why a module: libchorus does not link the CUDA runtime. The code that
-// does, with the device kernels, is libchorus_cuda.so (base/cuda/module.cc,
+// does, with the device kernels, is libchorus_cuda.so (memory/cuda/module.cc,
 // built only when the CUDA toolkit is found), loaded the first time a
 // process hands chorus CUDA memory, the way the TLS module is (base/tls.h).
 // A host-only job never maps libcudart, and a framework that links its own
@@ -34,38 +34,11 @@
 #include <string>
 
 #include "base/memory.h"
-#include "base/memory_backend.h"
 #include "base/types.h"
+#include "memory/kind_support.h"
+#include "memory/memory_backend.h"
 
 namespace chorus::cuda {
-
-// What the driver says a pointer is.
-enum class PointerKind : uint8_t {
-  host,     // ordinary or pinned host memory: the host can read it
-  device,   // memory of one device (cudaMalloc, a pool, an IPC mapping)
-  managed,  // unified memory: chorus does not move it (which side holds a page is the driver's choice)
-};
-
-struct PointerInfo {
-  PointerKind kind = PointerKind::host;
-  int device = -1;  // for device and managed memory
-};
-
-// Ordering of one collective against the caller's stream (see above).
-// Made on the issuing thread; the thread that runs the collective calls
-// inputs_ready() before touching its buffers and finished() after.
-class StreamOrder {
- public:
-  virtual ~StreamOrder() = default;
-  // Returns once the caller's work queued before the issue is done. The
-  // host waits, not a stream: the transports copy on streams of their own
-  // threads, and the thread running the collective is the caller's own for
-  // a blocking call (which waits for the result anyway) or a worker's for
-  // an async one, so no caller is held up by it.
-  virtual void inputs_ready() = 0;
-  // The collective ended (well or not): the caller's stream may go on.
-  virtual void finished() = 0;
-};
 
 // A device allocation as another process opens it (CUDA IPC).
 struct IpcExport {
@@ -75,7 +48,7 @@ struct IpcExport {
   uint64_t buffer_id = 0;  // the driver's id of the allocation, unique for this process's life
 };
 
-// An NCCL communicator (the nccl allreduce backend, algorithms/nccl/); its collectives are
+// An NCCL communicator (the nccl allreduce backend, backends/nccl/); its collectives are
 // queued on `stream` and return at once, as NCCL's do.
 class NcclCommunicator {
  public:
@@ -89,30 +62,17 @@ class NcclCommunicator {
 
 using NcclUniqueId = std::array<unsigned char, 128>;
 
-class Runtime {
+// The CUDA memory kind (memory/kind_support.h), with what CUDA alone
+// offers: IPC between processes, NCCL, the bus id of a device.
+class Runtime : public MemoryKindSupport {
  public:
-  virtual ~Runtime() = default;
+  std::string_view display_name() const override { return "CUDA"; }
   // Devices this process can use; 0 when the driver has none (the reason
   // is then in no_device_reason()).
   virtual int device_count() = 0;
   virtual std::string no_device_reason() = 0;
-  virtual PointerInfo describe(const void* pointer) = 0;
-  // The backend moving and reducing memory of `device` (InvalidArgument
-  // for a device this process does not have).
-  virtual MemoryBackend& backend(int device) = 0;
-  // At least `bytes` of pinned host memory for the calling thread's staged
-  // collective; reused by its next one.
-  virtual std::byte* staging_buffer(size_t bytes) = 0;
-  // Pinned host memory of the caller's own (free it with free_pinned).
-  virtual std::byte* allocate_pinned(size_t bytes) = 0;
-  virtual void free_pinned(std::byte* data) = 0;
-  // Copies between device memory of `device` and host memory on the calling
-  // thread's stream for that device; returns once the bytes are there.
-  virtual void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) = 0;
-  virtual void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) = 0;
-  // Any direction (device, peer-mapped or host memory), on the calling
-  // thread's stream for `device`; returns once the bytes are there.
-  virtual void copy(std::byte* to, const std::byte* from, size_t bytes, int device) = 0;
+  // The copies of MemoryKindSupport run on the calling thread's stream for
+  // `device`; copy() also takes peer-mapped memory.
   // CUDA IPC: what another process needs to open the allocation holding
   // `pointer`; opening maps it here (on `device`); closing unmaps (errors
   // are logged, not thrown: it runs in destructors).
@@ -128,9 +88,6 @@ class Runtime {
   virtual NcclUniqueId nccl_unique_id() = 0;
   virtual std::unique_ptr<NcclCommunicator> nccl_communicator(int ranks, const NcclUniqueId& id, int rank,
                                                               int device) = 0;
-  // `stream` is a cudaStream_t (null: the legacy default stream); `async`
-  // says whether the issuing call returns before the collective ends.
-  virtual std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) = 0;
 };
 
 // The process's runtime, loading the module on first use. Throws
@@ -139,7 +96,7 @@ class Runtime {
 Runtime& cuda_runtime();
 
 // The module's file name and entry points (module.cc defines them; the
-// entry returns its base/cuda/module_api.h table).
+// entry returns its memory/cuda/module_api.h table).
 inline constexpr const char* kCudaModuleFile = "libchorus_cuda.so";
 inline constexpr const char* kCudaModuleEntry = "chorus_cuda_module_api";
 inline constexpr const char* kCudaModuleVersion = "chorus_cuda_module_version";

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "base/cuda/module_api.h"
+#include "memory/cuda/module_api.h"
 
 namespace chorus::cuda {
 

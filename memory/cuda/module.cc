@@ -1,4 +1,4 @@
-// libchorus_cuda.so: the CUDA runtime calls of base/cuda/module_api.h. Each
+// libchorus_cuda.so: the CUDA runtime calls of memory/cuda/module_api.h. Each
 // wrapper turns a cudaError_t into the text libchorus puts in its errors;
 // the kernels are in reduce_kernels.cu.
 #include <cuda.h>
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
-#include "base/cuda/module_api.h"
-#include "base/cuda/nccl_calls.h"
-#include "base/cuda/reduce_kernels.h"
+#include "memory/cuda/module_api.h"
+#include "memory/cuda/nccl_calls.h"
+#include "memory/cuda/reduce_kernels.h"
 
 namespace chorus::cuda {
 namespace {

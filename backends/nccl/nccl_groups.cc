@@ -1,5 +1,5 @@
 // The bootstrap of NCCL's communicators over a Communicator.
-#include "algorithms/nccl/nccl_groups.h"
+#include "backends/nccl/nccl_groups.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,12 @@
 #include "base/error.h"
 #include "base/log.h"
 
-namespace chorus::algorithms {
+namespace chorus::backends {
+
+using algorithms::checked_call;
+using algorithms::child_group;
+using algorithms::make_call;
+using algorithms::run_collective;
 
 namespace {
 
@@ -78,4 +83,4 @@ NcclGroups& nccl_groups(const Communicator& communicator, int device, uint32_t s
   return groups;
 }
 
-}  // namespace chorus::algorithms
+}  // namespace chorus::backends

@@ -1,5 +1,5 @@
 // The slots of stream_flags.h.
-#include "base/cuda/stream_flags.h"
+#include "memory/cuda/stream_flags.h"
 
 #include "base/error.h"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "base/cuda/module_api.h"
-#include "base/cuda/nccl_calls.h"
+#include "memory/cuda/module_api.h"
+#include "memory/cuda/nccl_calls.h"
 #include "base/types.h"
 
 #if CHORUS_HAVE_NCCL

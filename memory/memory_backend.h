@@ -1,8 +1,8 @@
 // How the executor touches memory of one kind: the scratch a Plan needs,
 // copies, reductions and the final averaging. The executor never calls new,
 // memcpy or a reduction kernel itself; it asks the backend of the call's
-// memory, so a CUDA backend (copies and kernels on a stream) slots in without
-// touching the algorithms. Internal (not installed).
+// memory (memory/registry.h), so a device kind's backend (copies and kernels
+// on a stream) slots in without touching the algorithms. Internal (not installed).
 #pragma once
 
 #include <cstddef>
@@ -35,9 +35,5 @@ class MemoryBackend {
   // Divides each of `count` elements by `ranks` (the end of an average).
   virtual void average(DataType type, std::byte* data, size_t count, size_t ranks) = 0;
 };
-
-// The backend for `memory`. Throws InvalidArgument naming the memory when
-// this build has no backend for it.
-MemoryBackend& memory_backend(const Memory& memory);
 
 }  // namespace chorus

@@ -1,15 +1,19 @@
 // The NCCL backend of allreduce.
-#include "algorithms/nccl/nccl_allreduce.h"
+#include "backends/nccl/nccl_allreduce.h"
 
 #include <cstddef>
 
-#include "algorithms/nccl/nccl_groups.h"
 #include "algorithms/run.h"
-#include "base/cuda/runtime.h"
+#include "backends/nccl/nccl_groups.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "memory/cuda/runtime.h"
 
-namespace chorus::algorithms {
+namespace chorus::backends {
+
+using algorithms::checked_call;
+using algorithms::make_call;
+using algorithms::run_collective;
 
 void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                     uint32_t sequence, Deadline deadline) {
@@ -24,7 +28,7 @@ void nccl_allreduce(const Communicator& communicator, const Call& call, const vo
   const int device = call.memory.device;
   NcclGroups& groups = nccl_groups(communicator, device, sequence, deadline);
   cuda::Runtime& runtime = cuda::cuda_runtime();
-  void* stream = call.cuda_stream;
+  void* stream = call.stream;
   const size_t count = call.count;
   // NCCL queues on the caller's stream: ordered after its work as it is.
   if (communicator.topology().hosts() == 1) {
@@ -52,4 +56,4 @@ void nccl_allreduce(const Communicator& communicator, const Call& call, const vo
   runtime.synchronize(stream, device);
 }
 
-}  // namespace chorus::algorithms
+}  // namespace chorus::backends

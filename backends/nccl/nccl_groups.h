@@ -16,11 +16,13 @@
 #include <memory>
 
 #include "algorithms/backend_state.h"
-#include "algorithms/communicator.h"
-#include "base/cuda/runtime.h"
+#include "backends/registry.h"
 #include "base/deadline.h"
+#include "memory/cuda/runtime.h"
 
-namespace chorus::algorithms {
+namespace chorus::backends {
+
+using algorithms::BackendState;
 
 struct NcclGroups : BackendState {
   int device = -1;
@@ -34,4 +36,4 @@ struct NcclGroups : BackendState {
 // when the groups were made on another device.
 NcclGroups& nccl_groups(const Communicator& communicator, int device, uint32_t sequence, Deadline deadline);
 
-}  // namespace chorus::algorithms
+}  // namespace chorus::backends

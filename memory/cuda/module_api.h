@@ -1,4 +1,4 @@
-// The calls libchorus_cuda.so offers libchorus (base/cuda/runtime.h): thin
+// The calls libchorus_cuda.so offers libchorus (memory/cuda/runtime.h): thin
 // wrappers of the CUDA runtime and the reduction kernels, nothing else. All
 // the logic (which stream, which scratch, when to wait) lives in libchorus,
 // so it is the same code with or without a GPU and is tested on machines

@@ -1,4 +1,4 @@
-// allreduce on CUDA memory through NCCL, the backend "nccl" (registry.h),
+// allreduce on CUDA memory through NCCL, the backend "nccl" (backends/registry.h),
 // when the caller names it (docs/cuda.md). Within a host, the ranks' NCCL
 // communicator does the work (NVLink, NCCL's own kernels); across hosts,
 // NCCL reduces to each host's first rank, those ranks allreduce with
@@ -11,13 +11,12 @@
 
 #include <cstdint>
 
-#include "algorithms/call.h"
-#include "algorithms/communicator.h"
+#include "backends/registry.h"
 #include "base/deadline.h"
 
-namespace chorus::algorithms {
+namespace chorus::backends {
 
 void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                     uint32_t sequence, Deadline deadline);
 
-}  // namespace chorus::algorithms
+}  // namespace chorus::backends

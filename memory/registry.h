@@ -1,0 +1,28 @@
+// The memory kinds this build knows, found by their MemoryKind. Adding a
+// kind means its folder (memory/<kind>/, implementing kind_support.h), its
+// public name in base/memory.h, and one line of the table in registry.cc.
+#pragma once
+
+#include <vector>
+
+#include "base/memory.h"
+#include "memory/kind_support.h"
+#include "memory/memory_backend.h"
+
+namespace chorus {
+
+// The backend for `memory`: host memory's own, or the kind's for that
+// device. Throws InvalidArgument naming the memory when this build or
+// process cannot serve it (no support built, module missing, no such device).
+MemoryBackend& memory_backend(const Memory& memory);
+
+// The support of a kind other than host memory; throws InvalidArgument
+// saying why when this build or process has none (the kind's module could
+// not be loaded, or it was not built).
+MemoryKindSupport& memory_kind_support(MemoryKind kind);
+
+// The kinds other than host memory this build was made with: transports
+// that move host memory only stage these through host memory.
+std::vector<MemoryKind> built_device_kinds();
+
+}  // namespace chorus
