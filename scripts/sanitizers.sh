@@ -4,7 +4,7 @@
 #   build-asan/  AddressSanitizer (with LeakSanitizer) + UndefinedBehaviorSanitizer:
 #                every Meson test but the reruns of a suite over another
 #                transport, connection mode or host layout, the algorithms
-#                test without its [exhaustive] cases
+#                test without its [exhaustive] and [sweep] cases
 #   build-tsan/  ThreadSanitizer: the transport suite, the collectives suite
 #                as `collectives` and `collectives-2hosts` (no [large]
 #                message, streams with 2 streams only) and the executor test
@@ -131,8 +131,10 @@ if [ "$which" != tsan ]; then
     --no-suite rdma --no-suite cuda 2>/dev/null | sed 's#.* / ##' | grep -vxF -f <(printf '%s\n' "${asan_variants[@]}"))
   # shellcheck disable=SC2086
   run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan $asan_tests
-  # ~[exhaustive]: the simulator's longest sweeps are left out (test/algorithms/meson.build).
-  run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan-algorithms --suite algorithms --test-args '~[exhaustive]'
+  # ~[exhaustive]~[sweep]: the simulator's longest sweeps are left out; every
+  # algorithm keeps a case that runs here (test/algorithms/meson.build).
+  run_tests build-asan --timeout-multiplier 3 --logbase sanitizers-asan-algorithms --suite algorithms \
+    --test-args '~[exhaustive]~[sweep]'
   # Open MPI's leaks: stacks through its plugins, unloaded before LeakSanitizer
   # looks, symbolize only with the slow unwinder (lsan-mpi.supp).
   ASAN_OPTIONS="$asan:fast_unwind_on_malloc=0" LSAN_OPTIONS="suppressions=$supp/lsan-mpi.supp:print_suppressions=0" \

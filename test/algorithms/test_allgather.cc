@@ -85,7 +85,7 @@ std::vector<const Algorithm*> allgather_algorithms() {
 
 }  // namespace
 
-TEST_CASE("allgather: every algorithm, rank counts 1..33, awkward counts, in and out of place") {
+TEST_CASE("allgather: every algorithm, rank counts 1..33, awkward counts, in and out of place", "[sweep]") {
   REQUIRE(allgather_algorithms().size() == 3);
   for (const Algorithm* algorithm : allgather_algorithms())
     for (int size = 1; size <= 33; ++size) {

@@ -136,7 +136,7 @@ void check_gather_scatter(const Algorithm& algorithm, const Call& call) {
 
 }  // namespace
 
-TEST_CASE("scatter_allgather and chain broadcast: rank counts 1..33, every root, awkward counts") {
+TEST_CASE("scatter_allgather and chain broadcast: rank counts 1..33, every root, awkward counts", "[sweep]") {
   const std::vector<const Algorithm*> broadcasts = {find_algorithm(Collective::broadcast, "scatter_allgather"),
                                                     find_algorithm(Collective::broadcast, "chain")};
   for (const Algorithm* algorithm : broadcasts) {
