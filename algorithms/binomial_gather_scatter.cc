@@ -15,8 +15,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-int lowest_bit(int value) { return value & -value; }
-
 struct Tree {
   explicit Tree(const Call& call) : size(call.size), root(call.root) {
     relative = wrap_rank(static_cast<long long>(call.rank) - root, size);

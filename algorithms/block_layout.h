@@ -21,6 +21,11 @@ inline int wrap_rank(long long value, int size) {
   return static_cast<int>(wrapped < 0 ? wrapped + size : wrapped);
 }
 
+// The lowest set bit of value: in the binomial trees rooted at relative rank
+// 0, the span of relative ranks [value, value + lowest_bit(value)) under a
+// non-root rank.
+inline int lowest_bit(int value) { return value & -value; }
+
 // Byte offsets of the blocks of `counts` (elements) in order, plus the end:
 // block i is [offsets[i], offsets[i + 1]).
 inline std::vector<size_t> prefix_byte_offsets(const std::vector<size_t>& counts, size_t element_bytes) {

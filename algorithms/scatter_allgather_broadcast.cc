@@ -14,10 +14,6 @@
 
 namespace chorus::algorithms {
 
-namespace {
-int lowest_bit(int value) { return value & -value; }
-}  // namespace
-
 int scatter_subtree_end(int relative, int size) {
   if (relative == 0) return size;
   return static_cast<int>(std::min<long long>(size, static_cast<long long>(relative) + lowest_bit(relative)));

@@ -14,6 +14,7 @@
 
 #include "algorithms/communicator.h"
 #include "base/config.h"
+#include "chorus/collective_options.h"
 #include "chorus/connect.h"
 #include "chorus/context.h"
 #include "rendezvous/bootstrap.h"
@@ -80,6 +81,12 @@ std::shared_ptr<Context> connect_with(Bootstrap& bootstrap, const ConnectOptions
                                       uint32_t generation);
 
 inline ContextState& state_of(const Context& context) { return ContextAccess::state(context); }
+
+// How long one collective or message may take: its options' timeout, else the Context's.
+inline std::chrono::milliseconds operation_timeout(const Context& context, const CollectiveOptions& options) {
+  return options.timeout.value_or(context.timeout());
+}
+
 inline const algorithms::Communicator& communicator_of(const Context& context) {
   return ContextAccess::state(context).communicator;
 }

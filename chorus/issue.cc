@@ -18,7 +18,7 @@ using algorithms::Call;
 
 namespace {
 Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
-  return Deadline::after(options.timeout.value_or(context.timeout()));
+  return Deadline::after(operation_timeout(context, options));
 }
 }  // namespace
 
@@ -65,7 +65,7 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
-  auto timeout = options.timeout.value_or(context.timeout());
+  auto timeout = operation_timeout(context, options);
   auto work = state.work_queue().submit([&communicator, call = std::move(call), input, output,
                                          algorithm = options.algorithm, sequence, timeout, stream_order] {
     // The caller's stream goes on when the call ends, failed or not (the

@@ -159,10 +159,6 @@ struct PendingMessage : detail::WorkState {
   transport::Request request;
 };
 
-std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& options) {
-  return options.timeout.value_or(context.timeout());
-}
-
 Work transfer(Context& context, Message message, const CollectiveOptions& options, bool async) {
   message.memory = options.memory;
   return detail::aborting_on_invalid_argument(context, [&]() -> Work {
@@ -175,7 +171,7 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
     if (std::unique_ptr<StreamOrder> order =
             detail::prepare_device_call(context, message.name(), options, {{"data", message.data}}, false))
       order->inputs_ready();
-    const auto timeout = timeout_of(context, options);
+    const auto timeout = detail::operation_timeout(context, options);
     if (async) {
       auto pending = std::make_shared<PendingMessage>(context, message, timeout);
       post(context, message, pending->request, pending->deadline);

@@ -224,10 +224,6 @@ struct PendingAnySource : detail::WorkState {
   double started_us = 0;
 };
 
-std::chrono::milliseconds timeout_of(Context& context, const CollectiveOptions& options) {
-  return options.timeout.value_or(context.timeout());
-}
-
 }  // namespace
 
 int recv_any(Context& context, void* data, size_t count, DataType type, uint32_t tag,
@@ -237,7 +233,7 @@ int recv_any(Context& context, void* data, size_t count, DataType type, uint32_t
     check(context, data, count, type, options);
     context.throw_if_failed();
     CHORUS_LOG(debug, context.rank(), "recv_any of ", count, " ", to_string(type), " with tag ", tag);
-    AnySourceReceive receive(context, data, count, type, tag, timeout_of(context, options));
+    AnySourceReceive receive(context, data, count, type, tag, detail::operation_timeout(context, options));
     algorithms::Telemetry& telemetry = detail::communicator_of(context).telemetry();
     const auto started = std::chrono::steady_clock::now();
     const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
@@ -263,7 +259,8 @@ Work recv_any_async(Context& context, void* data, size_t count, DataType type, u
     check(context, data, count, type, options);
     context.throw_if_failed();
     CHORUS_LOG(debug, context.rank(), "recv_any_async of ", count, " ", to_string(type), " with tag ", tag);
-    auto pending = std::make_shared<PendingAnySource>(context, data, count, type, tag, timeout_of(context, options));
+    auto pending = std::make_shared<PendingAnySource>(context, data, count, type, tag,
+                                                      detail::operation_timeout(context, options));
     // A first look now: a message already here is taken before any receive
     // the caller posts after this one, as a posted receive would take it.
     pending->progress(false);

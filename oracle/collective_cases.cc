@@ -33,24 +33,6 @@ bool library_in_place(const Call& call) {
   }
 }
 
-struct Buffer {
-  std::vector<std::byte> bytes;
-  size_t length = 0;  // before the guard
-
-  explicit Buffer(size_t size, std::byte fill = garbage) : bytes(size + guard_bytes, fill), length(size) {
-    std::memset(bytes.data() + size, static_cast<int>(guard_value), guard_bytes);
-  }
-  Buffer(const std::vector<std::byte>& content) : Buffer(content.size()) {
-    if (!content.empty()) std::memcpy(bytes.data(), content.data(), content.size());
-  }
-  std::byte* data() { return length == 0 ? nullptr : bytes.data(); }
-  bool guard_intact() const {
-    for (size_t i = length; i < bytes.size(); ++i)
-      if (bytes[i] != guard_value) return false;
-    return true;
-  }
-};
-
 std::vector<size_t> alltoallv_sends(const Call& call) {
   std::vector<size_t> counts(static_cast<size_t>(call.size));
   for (int to = 0; to < call.size; ++to) counts[static_cast<size_t>(to)] = alltoallv_count(call.rank, to, call.count);
@@ -264,6 +246,27 @@ Support algorithm_support(const algorithms::Algorithm& algorithm, const Case& te
 }
 
 struct CheckedCall::State {
+  // Nested, not in an anonymous namespace: g++ warns (-Wsubobject-linkage)
+  // when this class, declared in a header, holds fields of internal-linkage
+  // types from a file that is not the main one, as in a unity build.
+  struct Buffer {
+    std::vector<std::byte> bytes;
+    size_t length = 0;  // before the guard
+
+    explicit Buffer(size_t size, std::byte fill = garbage) : bytes(size + guard_bytes, fill), length(size) {
+      std::memset(bytes.data() + size, static_cast<int>(guard_value), guard_bytes);
+    }
+    Buffer(const std::vector<std::byte>& content) : Buffer(content.size()) {
+      if (!content.empty()) std::memcpy(bytes.data(), content.data(), content.size());
+    }
+    std::byte* data() { return length == 0 ? nullptr : bytes.data(); }
+    bool guard_intact() const {
+      for (size_t i = length; i < bytes.size(); ++i)
+        if (bytes[i] != guard_value) return false;
+      return true;
+    }
+  };
+
   Case test;
   std::vector<std::byte> expected;
   std::vector<std::byte> own_input;
@@ -291,8 +294,8 @@ CheckedCall::CheckedCall(const Case& test) : state_(std::make_unique<State>(test
   const Call& call = s.test.call;
   const size_t element = call.element_bytes();
   const bool root = call.rank == call.root;
-  Buffer& input = s.input;
-  Buffer& output = s.output;
+  State::Buffer& input = s.input;
+  State::Buffer& output = s.output;
   s.in = input.data();
   s.out = output.data();
   s.result = output.data();

@@ -37,45 +37,48 @@ constexpr auto kAuthTimeout = std::chrono::seconds(10);
 // Bytes read from one connection per poll round, so one fast sender cannot starve the rest.
 constexpr size_t kReadBudgetBytes = size_t{4} << 20;
 
-struct Parked {
-  Op op;
-  std::vector<std::string> keys;
-  std::string waiting_on;  // the missing key this request is registered under
-  uint64_t generation;     // tells a live registration from a stale one
-};
-
-struct Connection {
-  UniqueFd fd;
-  // With TLS: made once the client proved the secret; until its handshake
-  // is done (tls_handshaking) nothing is read as a request.
-  std::unique_ptr<TlsSession> tls;
-  bool tls_handshaking = false;
-  bool tls_wants_write = false;
-  std::string peer;
-  bool authenticated = false;
-  Challenge challenge{};
-  Clock::time_point give_up_at{};
-  std::vector<std::byte> in;
-  std::vector<std::byte> out;
-  size_t out_sent = 0;
-  std::optional<Parked> parked;
-  bool dead = false;
-
-  bool has_pending_output() const {
-    return out_sent < out.size() || (tls && !tls_handshaking && tls->unsent_output());
-  }
-  // Whether the client has not yet proven the secret or finished TLS.
-  bool admitting() const { return !authenticated || tls_handshaking; }
-};
-
-struct WaiterRef {
-  uint64_t connection;
-  uint64_t generation;
-};
-
 }  // namespace
 
 struct TcpStoreServer::Impl {
+  // Nested, not in an anonymous namespace: g++ warns (-Wsubobject-linkage)
+  // when this class, declared in a header, holds fields of internal-linkage
+  // types from a file that is not the main one, as in a unity build.
+  struct Parked {
+    Op op;
+    std::vector<std::string> keys;
+    std::string waiting_on;  // the missing key this request is registered under
+    uint64_t generation;     // tells a live registration from a stale one
+  };
+
+  struct Connection {
+    UniqueFd fd;
+    // With TLS: made once the client proved the secret; until its handshake
+    // is done (tls_handshaking) nothing is read as a request.
+    std::unique_ptr<TlsSession> tls;
+    bool tls_handshaking = false;
+    bool tls_wants_write = false;
+    std::string peer;
+    bool authenticated = false;
+    Challenge challenge{};
+    Clock::time_point give_up_at{};
+    std::vector<std::byte> in;
+    std::vector<std::byte> out;
+    size_t out_sent = 0;
+    std::optional<Parked> parked;
+    bool dead = false;
+
+    bool has_pending_output() const {
+      return out_sent < out.size() || (tls && !tls_handshaking && tls->unsent_output());
+    }
+    // Whether the client has not yet proven the secret or finished TLS.
+    bool admitting() const { return !authenticated || tls_handshaking; }
+  };
+
+  struct WaiterRef {
+    uint64_t connection;
+    uint64_t generation;
+  };
+
   UniqueFd listener;
   UniqueFd wake_read;
   UniqueFd wake_write;

@@ -144,6 +144,8 @@ Call rank_call(const Call& call, int rank, const std::vector<size_t>& matrix) {
 
 }  // namespace
 
+const PlanTuning tiny_movement_segments{64, 4};
+
 int64_t movement_value(int rank, size_t index) {
   return static_cast<int64_t>((static_cast<size_t>(rank + 3) * 37 + index * 11) % 101) - 50;
 }

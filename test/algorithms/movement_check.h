@@ -38,6 +38,15 @@ std::vector<size_t> block_bytes(const Call& call);
 // Counts in [0, max_count], about a third of them zero.
 std::vector<size_t> random_counts(std::mt19937& random, int size, size_t max_count);
 
+// What one rank sends over a run, by an algorithm's own description.
+struct ExpectedSends {
+  size_t bytes = 0, messages = 0;
+};
+
+// 64-byte segments of at most 4 in flight: even small buffers are cut into
+// many pipelined pieces.
+extern const PlanTuning tiny_movement_segments;
+
 // {0, 1, 2, size-1, size+1, 1009}.
 std::vector<size_t> awkward_counts(int size);
 

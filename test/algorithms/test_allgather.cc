@@ -27,15 +27,11 @@ size_t cyclic_bytes(const std::vector<size_t>& bytes, int first, int blocks) {
   return total;
 }
 
-struct Expected {
-  size_t bytes = 0, messages = 0;
-};
-
 // What rank r sends, by the algorithm's own description (header comments).
-Expected expected_sends(std::string_view name, const Call& call, int rank, const PlanTuning& tuning) {
+ExpectedSends expected_sends(std::string_view name, const Call& call, int rank, const PlanTuning& tuning) {
   const std::vector<size_t> bytes = block_bytes(call);
   const int size = call.size;
-  Expected expected;
+  ExpectedSends expected;
   if (size == 1) return expected;
   if (name == "ring") {
     // Every block but the one of rank r+1, which is the last one received.
@@ -67,7 +63,7 @@ void check_allgather(const Algorithm& algorithm, const Call& call, const PlanTun
   const size_t total = call.total_count() * call.element_bytes();
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank);
-    const Expected expected = expected_sends(algorithm.name, call, rank, tuning);
+    const ExpectedSends expected = expected_sends(algorithm.name, call, rank, tuning);
     REQUIRE(run.report.ranks[rank].bytes_sent == expected.bytes);
     REQUIRE(run.report.ranks[rank].messages_sent == expected.messages);
     // With equal blocks every allgather sends the optimal (P-1) blocks.
@@ -87,11 +83,9 @@ std::vector<const Algorithm*> allgather_algorithms() {
   return found;
 }
 
-const PlanTuning tiny_segments{64, 4};
-
 }  // namespace
 
-TEST_CASE("allgather: every algorithm, rank counts 1..33, awkward counts, in and out of place") {
+TEST_CASE("allgather: every algorithm, rank counts 1..33, awkward counts, in and out of place", "[sweep]") {
   REQUIRE(allgather_algorithms().size() == 3);
   for (const Algorithm* algorithm : allgather_algorithms())
     for (int size = 1; size <= 33; ++size) {
@@ -103,7 +97,7 @@ TEST_CASE("allgather: every algorithm, rank counts 1..33, awkward counts, in and
       for (size_t count : awkward_counts(size))
         for (bool in_place : {false, true}) {
           Call call = make_call(Collective::allgather, 0, size, count, DataType::int32, ReduceOp::sum, 0, in_place);
-          check_allgather(*algorithm, call, tiny_segments);
+          check_allgather(*algorithm, call, tiny_movement_segments);
           if (count == 1009 && size % 4 == 1) check_allgather(*algorithm, call, PlanTuning{});
         }
     }
@@ -114,7 +108,7 @@ TEST_CASE("allgather of other types: float16, int8, float64") {
     for (int size : {2, 4, 5, 8})
       for (DataType type : {DataType::float16, DataType::int8, DataType::float64, DataType::bfloat16}) {
         Call call = make_call(Collective::allgather, 0, size, 77, type, ReduceOp::sum, 0, false);
-        if (algorithm->supports(call)) check_allgather(*algorithm, call, tiny_segments);
+        if (algorithm->supports(call)) check_allgather(*algorithm, call, tiny_movement_segments);
       }
 }
 
@@ -127,7 +121,7 @@ TEST_CASE("allgatherv: random counts with zeros, every algorithm, in and out of 
         call.counts = random_counts(random, size, trial == 2 ? 300 : 5);
         if (trial == 0 && size > 2) call.counts.assign(static_cast<size_t>(size), 0), call.counts[size / 2] = 3;
         if (!algorithm->supports(call)) continue;
-        check_allgather(*algorithm, call, tiny_segments);
+        check_allgather(*algorithm, call, tiny_movement_segments);
       }
 }
 

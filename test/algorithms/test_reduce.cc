@@ -39,27 +39,27 @@ size_t reduce_scatter_gather_bytes(const Call& call, int rank, const PlanTuning&
   return sent;
 }
 
-size_t scratch_bound(const Call& call, const PlanTuning& tuning) {
+size_t reduce_scratch_bound(const Call& call, const PlanTuning& tuning) {
   return 2 * piece_bytes_for(tuning, call.element_bytes()) + tuning.scratch_segments * tuning.segment_bytes;
 }
 
-struct Candidate {
+struct ReduceCandidate {
   const char* name;
   Builder build;
   size_t (*bytes)(const Call&, int, const PlanTuning&);
 };
-const Candidate candidates[] = {
+const ReduceCandidate reduce_candidates[] = {
     {"binomial", binomial_reduce_plan, binomial_bytes},
     {"reduce_scatter_gather", reduce_scatter_gather_reduce_plan, reduce_scatter_gather_bytes},
 };
 
-void check(const Candidate& algorithm, const Call& call, const PlanTuning& tuning) {
+void check_reduce(const ReduceCandidate& algorithm, const Call& call, const PlanTuning& tuning) {
   INFO(algorithm.name);
   ReductionRun run = run_and_check(algorithm.build, call, tuning);
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank << " of " << call.size << ", root " << call.root << ", count " << call.count);
     REQUIRE(run.report.ranks[rank].bytes_sent == algorithm.bytes(call, rank, tuning));
-    REQUIRE(run.plans[rank].scratch_bytes <= scratch_bound(call, tuning));
+    REQUIRE(run.plans[rank].scratch_bytes <= reduce_scratch_bound(call, tuning));
   }
 }
 
@@ -70,54 +70,55 @@ Call reduce_call(int size, size_t count, DataType type, ReduceOp op, int root, b
 }  // namespace
 
 TEST_CASE("reduce int32 at every root: 1..33 ranks, awkward counts, in and out of place", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceCandidate& algorithm : reduce_candidates)
     for (int size : reduction_rank_counts())
       for (int root = 0; root < size; ++root)
         for (size_t count : reduction_counts(size))
           for (bool in_place : {true, false}) {
             const ReduceOp op = root % 2 == 0 ? ReduceOp::sum : ReduceOp::avg;
-            check(algorithm, reduce_call(size, count, DataType::int32, op, root, in_place), default_tuning);
+            check_reduce(algorithm, reduce_call(size, count, DataType::int32, op, root, in_place), default_tuning);
           }
 }
 
 TEST_CASE("reduce int32 with every op and float32 with arithmetic ops, 1..33 ranks", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceCandidate& algorithm : reduce_candidates)
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
         for (bool in_place : {true, false}) {
           const int root = (size * 2) / 3;
           for (ReduceOp op : reduction_ops_all())
-            check(algorithm, reduce_call(size, count, DataType::int32, op, root, in_place), default_tuning);
+            check_reduce(algorithm, reduce_call(size, count, DataType::int32, op, root, in_place), default_tuning);
           for (ReduceOp op : reduction_ops_arithmetic())
-            check(algorithm, reduce_call(size, count, DataType::float32, op, size - 1, in_place),
-                  count > 1000 ? PlanTuning{1024, 3} : tiny_segments);
+            check_reduce(algorithm, reduce_call(size, count, DataType::float32, op, size - 1, in_place),
+                         count > 1000 ? PlanTuning{1024, 3} : tiny_segments);
         }
 }
 
 TEST_CASE("reduce float16, bfloat16, int8 and float64") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceCandidate& algorithm : reduce_candidates)
     for (int size : {1, 2, 3, 5, 6, 8, 11})
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}})
         for (DataType type : {DataType::float16, DataType::bfloat16, DataType::int8, DataType::float64})
           for (ReduceOp op : reduction_ops_arithmetic())
             for (bool in_place : {true, false})
-              check(algorithm, reduce_call(size, count, type, op, size / 2, in_place), tiny_segments);
+              check_reduce(algorithm, reduce_call(size, count, type, op, size / 2, in_place), tiny_segments);
 }
 
 TEST_CASE("reduce of 100003 elements pipelines pieces and segments") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceCandidate& algorithm : reduce_candidates)
     for (int size : {2, 3, 7, 8})
       for (bool in_place : {true, false})
-        check(algorithm, reduce_call(size, 100003, DataType::int32, ReduceOp::sum, 1, in_place), PlanTuning{4096, 4});
+        check_reduce(algorithm, reduce_call(size, 100003, DataType::int32, ReduceOp::sum, 1, in_place),
+                     PlanTuning{4096, 4});
 }
 
 TEST_CASE("reduce scratch stays bounded for a 3 GiB buffer") {
   const size_t count = (size_t{3} << 30) / 4;
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceCandidate& algorithm : reduce_candidates)
     for (int rank : {0, 1, 2, 4}) {
       Call call = reduce_call(6, count, DataType::float32, ReduceOp::sum, 2, true);
       call.rank = rank;
-      REQUIRE(algorithm.build(call, default_tuning).scratch_bytes <= scratch_bound(call, default_tuning));
+      REQUIRE(algorithm.build(call, default_tuning).scratch_bytes <= reduce_scratch_bound(call, default_tuning));
     }
 }
 

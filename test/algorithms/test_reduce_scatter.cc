@@ -36,30 +36,30 @@ size_t recursive_halving_bytes(const Call& call, int rank) {
   return ring_bytes(call, rank);
 }
 
-size_t scratch_bound(const Call& call, const PlanTuning& tuning, bool pieces) {
+size_t reduce_scatter_scratch_bound(const Call& call, const PlanTuning& tuning, bool pieces) {
   const size_t slots = tuning.scratch_segments * tuning.segment_bytes;
   if (!pieces) return slots;
   return 2 * (piece_bytes_for(tuning, call.element_bytes()) + call.size * call.element_bytes()) + slots;
 }
 
-struct Candidate {
+struct ReduceScatterCandidate {
   const char* name;
   Builder build;
   size_t (*bytes)(const Call&, int);
   bool pieces;
 };
-const Candidate candidates[] = {
+const ReduceScatterCandidate reduce_scatter_candidates[] = {
     {"ring", ring_reduce_scatter_plan, ring_bytes, false},
     {"recursive_halving", recursive_halving_reduce_scatter_plan, recursive_halving_bytes, true},
 };
 
-void check(const Candidate& algorithm, const Call& call, const PlanTuning& tuning) {
+void check_reduce_scatter(const ReduceScatterCandidate& algorithm, const Call& call, const PlanTuning& tuning) {
   INFO(algorithm.name);
   ReductionRun run = run_and_check(algorithm.build, call, tuning);
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank << " of " << call.size);
     REQUIRE(run.report.ranks[rank].bytes_sent == algorithm.bytes(call, rank));
-    REQUIRE(run.plans[rank].scratch_bytes <= scratch_bound(call, tuning, algorithm.pieces));
+    REQUIRE(run.plans[rank].scratch_bytes <= reduce_scatter_scratch_bound(call, tuning, algorithm.pieces));
   }
 }
 
@@ -70,60 +70,61 @@ Call reduce_scatter_call(int size, size_t count, DataType type, ReduceOp op) {
 }  // namespace
 
 TEST_CASE("reduce_scatter int32: every op, 1..33 ranks, awkward block counts", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates)
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
         for (ReduceOp op : reduction_ops_all()) {
           const Call call = reduce_scatter_call(size, count, DataType::int32, op);
-          check(algorithm, call, default_tuning);
+          check_reduce_scatter(algorithm, call, default_tuning);
           // Many segments per block, without making 33-rank runs slow.
           if (op == ReduceOp::sum && count > 0)
-            check(algorithm, call, count > 1000 ? PlanTuning{1024, 3} : tiny_segments);
+            check_reduce_scatter(algorithm, call, count > 1000 ? PlanTuning{1024, 3} : tiny_segments);
         }
 }
 
 TEST_CASE("reduce_scatter float32 arithmetic ops, and float16, bfloat16, int8, float64", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates) {
+  for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates) {
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
         for (ReduceOp op : reduction_ops_arithmetic())
-          check(algorithm, reduce_scatter_call(size, count, DataType::float32, op), default_tuning);
+          check_reduce_scatter(algorithm, reduce_scatter_call(size, count, DataType::float32, op), default_tuning);
     for (int size : {1, 2, 3, 5, 6, 8, 11})
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}})
         for (DataType type : {DataType::float16, DataType::bfloat16, DataType::int8, DataType::float64})
           for (ReduceOp op : reduction_ops_arithmetic())
-            check(algorithm, reduce_scatter_call(size, count, type, op), tiny_segments);
+            check_reduce_scatter(algorithm, reduce_scatter_call(size, count, type, op), tiny_segments);
   }
 }
 
 TEST_CASE("reduce_scatter_v: random per-rank counts with zeros on 1..33 ranks", "[exhaustive]") {
   std::mt19937 random(1234);
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates)
     for (int size : reduction_rank_counts())
       for (size_t largest : {size_t{3}, size_t{300}})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg, ReduceOp::bxor}) {
           Call call = reduce_scatter_call(size, 0, DataType::int32, op);
           std::uniform_int_distribution<size_t> draw(0, largest);
           for (int rank = 0; rank < size; ++rank) call.counts.push_back(rank % 3 == 1 ? 0 : draw(random));
-          check(algorithm, call, tiny_segments);
-          check(algorithm, call, default_tuning);
+          check_reduce_scatter(algorithm, call, tiny_segments);
+          check_reduce_scatter(algorithm, call, default_tuning);
         }
 }
 
 TEST_CASE("reduce_scatter of 100003 elements per rank runs in pieces and segments") {
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates)
     for (int size : {2, 3, 6, 8})
-      check(algorithm, reduce_scatter_call(size, 100003, DataType::int32, ReduceOp::sum), PlanTuning{4096, 4});
+      check_reduce_scatter(algorithm, reduce_scatter_call(size, 100003, DataType::int32, ReduceOp::sum),
+                           PlanTuning{4096, 4});
 }
 
 TEST_CASE("reduce_scatter scratch stays bounded for 3 GiB of blocks") {
   const size_t count = (size_t{3} << 30) / 4 / 6;
-  for (const Candidate& algorithm : candidates)
+  for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates)
     for (int rank : {0, 1, 5}) {
       Call call = reduce_scatter_call(6, count, DataType::float32, ReduceOp::sum);
       call.rank = rank;
       const Plan plan = algorithm.build(call, default_tuning);
-      REQUIRE(plan.scratch_bytes <= scratch_bound(call, default_tuning, algorithm.pieces));
+      REQUIRE(plan.scratch_bytes <= reduce_scatter_scratch_bound(call, default_tuning, algorithm.pieces));
     }
 }
 

@@ -69,7 +69,7 @@ std::vector<int> rank_counts() {
 
 }  // namespace
 
-TEST_CASE("ring allreduce int32: every op, rank count and awkward count, in and out of place") {
+TEST_CASE("ring allreduce int32: every op, rank count and awkward count, in and out of place", "[sweep]") {
   for (int size : rank_counts())
     for (size_t count : reduction_counts(size))
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg,

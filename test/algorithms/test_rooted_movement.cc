@@ -20,12 +20,6 @@ using namespace chorus::algorithms::testing;
 
 namespace {
 
-struct Expected {
-  size_t bytes = 0, messages = 0;
-};
-
-int lowest_bit(int value) { return value & -value; }
-
 int subtree_end(int relative, int size) {
   return relative == 0 ? size : std::min(size, relative + lowest_bit(relative));
 }
@@ -45,8 +39,8 @@ std::vector<int> tree_children(int relative, int size) {
   return children;
 }
 
-Expected expected_broadcast(std::string_view name, const Call& call, int rank, const PlanTuning& tuning) {
-  Expected expected;
+ExpectedSends expected_broadcast(std::string_view name, const Call& call, int rank, const PlanTuning& tuning) {
+  ExpectedSends expected;
   const int size = call.size;
   if (size == 1 || call.count == 0) return expected;
   const int relative = wrap_rank(rank - call.root, size);
@@ -73,8 +67,8 @@ Expected expected_broadcast(std::string_view name, const Call& call, int rank, c
   return expected;
 }
 
-Expected expected_gather_scatter(std::string_view name, const Call& call, int rank) {
-  Expected expected;
+ExpectedSends expected_gather_scatter(std::string_view name, const Call& call, int rank) {
+  ExpectedSends expected;
   const std::vector<size_t> bytes = block_bytes(call);
   const int size = call.size, root = call.root;
   const int relative = wrap_rank(rank - root, size);
@@ -112,7 +106,7 @@ void check_broadcast(const Algorithm& algorithm, const Call& call, const PlanTun
   INFO(describe(call, algorithm) << ", segments of " << tuning.segment_bytes);
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank);
-    const Expected expected = expected_broadcast(algorithm.name, call, rank, tuning);
+    const ExpectedSends expected = expected_broadcast(algorithm.name, call, rank, tuning);
     REQUIRE(run.report.ranks[rank].bytes_sent == expected.bytes);
     REQUIRE(run.report.ranks[rank].messages_sent == expected.messages);
     REQUIRE(run.plans[rank].scratch_bytes == 0);
@@ -126,7 +120,7 @@ void check_gather_scatter(const Algorithm& algorithm, const Call& call) {
   size_t root_link = 0;
   for (int rank = 0; rank < call.size; ++rank) {
     INFO("rank " << rank);
-    const Expected expected = expected_gather_scatter(algorithm.name, call, rank);
+    const ExpectedSends expected = expected_gather_scatter(algorithm.name, call, rank);
     REQUIRE(run.report.ranks[rank].bytes_sent == expected.bytes);
     REQUIRE(run.report.ranks[rank].messages_sent == expected.messages);
     if (algorithm.name == "linear") REQUIRE(run.plans[rank].scratch_bytes == 0);
@@ -140,11 +134,9 @@ void check_gather_scatter(const Algorithm& algorithm, const Call& call) {
     REQUIRE(root_link == total - block_bytes(call)[call.root]);
 }
 
-const PlanTuning tiny_segments{64, 4};
-
 }  // namespace
 
-TEST_CASE("scatter_allgather and chain broadcast: rank counts 1..33, every root, awkward counts") {
+TEST_CASE("scatter_allgather and chain broadcast: rank counts 1..33, every root, awkward counts", "[sweep]") {
   const std::vector<const Algorithm*> broadcasts = {find_algorithm(Collective::broadcast, "scatter_allgather"),
                                                     find_algorithm(Collective::broadcast, "chain")};
   for (const Algorithm* algorithm : broadcasts) {
@@ -155,7 +147,7 @@ TEST_CASE("scatter_allgather and chain broadcast: rank counts 1..33, every root,
           // Every root for the small counts; a spread of roots for the prime.
           if (count == 1009 && root % 4 != size % 4) continue;
           Call call = make_call(Collective::broadcast, 0, size, count, DataType::int32, ReduceOp::sum, root, true);
-          check_broadcast(*algorithm, call, tiny_segments);
+          check_broadcast(*algorithm, call, tiny_movement_segments);
           if (count == 1009 && root == 0) check_broadcast(*algorithm, call, PlanTuning{});
         }
   }
@@ -166,7 +158,7 @@ TEST_CASE("large broadcasts of other types and of 100003 elements in segments") 
     const Algorithm& algorithm = *find_algorithm(Collective::broadcast, name);
     for (DataType type : {DataType::int8, DataType::float16, DataType::float64})
       check_broadcast(algorithm, make_call(Collective::broadcast, 0, 6, 333, type, ReduceOp::sum, 4, true),
-                      tiny_segments);
+                      tiny_movement_segments);
     for (int size : {2, 7, 16})
       check_broadcast(algorithm,
                       make_call(Collective::broadcast, 0, size, 100003, DataType::float32, ReduceOp::sum, size / 2,

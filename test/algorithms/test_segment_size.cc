@@ -100,7 +100,7 @@ TEST_CASE("pipeline segments: whole elements, and never 2^32 messages") {
   REQUIRE(segment_count(huge, segment) <= std::numeric_limits<uint32_t>::max());
 }
 
-TEST_CASE("chain broadcast: selection's cost counts exactly the segments of the Plan that runs") {
+TEST_CASE("chain broadcast: selection's cost counts exactly the segments of the Plan that runs", "[sweep]") {
   const Algorithm& chain = *find_algorithm(Collective::broadcast, "chain");
   for (const CostModel& model : {gigabit, network, same_host, cheap_alpha})
     for (int size : {2, 3, 4, 7})

@@ -13,13 +13,11 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "base/reduce.h"
+#include "test/core/all_reduce_ops.h"
 
 using namespace chorus;
 
 namespace {
-
-const ReduceOp all_ops[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,  ReduceOp::max,
-                            ReduceOp::avg, ReduceOp::band, ReduceOp::bor,  ReduceOp::bxor};
 
 uint64_t next_random(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -161,7 +159,7 @@ void check_reduction(DataType type, ReduceOp op, size_t count, size_t accumulato
 template <class Traits>
 void check_all_ops(DataType type) {
   const size_t counts[] = {0, 1, 7, 8, 9, 31, 255, 256, 257, 1000};
-  for (ReduceOp op : all_ops) {
+  for (ReduceOp op : testing::all_reduce_ops) {
     if (is_bitwise(op) && is_floating_point(type)) continue;
     for (size_t count : counts) {
       for (size_t accumulator_offset : {size_t{8}, size_t{9}}) {

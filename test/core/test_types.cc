@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/types.h"
+#include "test/core/all_reduce_ops.h"
 
 using namespace chorus;
 
@@ -13,8 +14,6 @@ namespace {
 const DataType all_types[] = {DataType::int8,    DataType::uint8,    DataType::int32,   DataType::uint32,
                               DataType::int64,   DataType::uint64,   DataType::float16, DataType::bfloat16,
                               DataType::float32, DataType::float64};
-const ReduceOp all_ops[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,  ReduceOp::max,
-                            ReduceOp::avg, ReduceOp::band, ReduceOp::bor,  ReduceOp::bxor};
 
 std::string message_of(DataType type, ReduceOp op) {
   try {
@@ -58,8 +57,8 @@ TEST_CASE("names round trip through to_string and parse", "[types]") {
   }
   const char* op_names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
   for (size_t i = 0; i < 8; ++i) {
-    CHECK(to_string(all_ops[i]) == op_names[i]);
-    CHECK(parse_reduce_op(op_names[i]) == all_ops[i]);
+    CHECK(to_string(testing::all_reduce_ops[i]) == op_names[i]);
+    CHECK(parse_reduce_op(op_names[i]) == testing::all_reduce_ops[i]);
   }
   CHECK(to_string(static_cast<DataType>(99)) == "invalid-data-type");
   CHECK(to_string(static_cast<ReduceOp>(99)) == "invalid-reduce-op");
@@ -90,7 +89,7 @@ TEST_CASE("aliases and unknown names", "[types]") {
 
 TEST_CASE("validate_reduction accepts every meaningful pair", "[types]") {
   for (DataType type : all_types) {
-    for (ReduceOp op : all_ops) {
+    for (ReduceOp op : testing::all_reduce_ops) {
       const bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
       INFO(to_string(type) << " " << to_string(op));
       if (bitwise && is_floating_point(type)) {

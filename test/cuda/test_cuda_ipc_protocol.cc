@@ -13,7 +13,7 @@
 namespace chorus::transport::testing {
 namespace {
 
-constexpr Memory kDevice = Memory::cuda(2);
+constexpr Memory kIpcDevice = Memory::cuda(2);
 
 TestMesh ipc_mesh(const std::shared_ptr<HostIpcMemory>& memory) {
   TestMesh mesh;
@@ -24,9 +24,9 @@ TestMesh ipc_mesh(const std::shared_ptr<HostIpcMemory>& memory) {
   return mesh;
 }
 
-Tag tag_of(uint64_t value) { return Tag{value, 0x77, 3}; }
+Tag ipc_tag(uint64_t value) { return Tag{value, 0x77, 3}; }
 
-void wait(Request& request) { request.wait(Deadline::after(20s), "cuda_ipc message"); }
+void wait_ipc(Request& request) { request.wait(Deadline::after(20s), "cuda_ipc message"); }
 
 // A send and a receive of `bytes` from `source` (inside an allocation) into a fresh buffer.
 std::vector<std::byte> exchange(TestMesh& mesh, const std::byte* source, size_t bytes, uint64_t tag) {
@@ -35,10 +35,10 @@ std::vector<std::byte> exchange(TestMesh& mesh, const std::byte* source, size_t 
   send.attach(&signal);
   receive.attach(&signal);
   std::vector<std::byte> received(bytes, std::byte{0x5a});
-  mesh.pair(1, 0).post_recv(receive, tag_of(tag), received, kDevice);
-  mesh.pair(0, 1).post_send(send, tag_of(tag), {source, bytes}, kDevice);
-  wait(receive);
-  wait(send);
+  mesh.pair(1, 0).post_recv(receive, ipc_tag(tag), received, kIpcDevice);
+  mesh.pair(0, 1).post_send(send, ipc_tag(tag), {source, bytes}, kIpcDevice);
+  wait_ipc(receive);
+  wait_ipc(send);
   return received;
 }
 
@@ -47,7 +47,7 @@ std::vector<std::byte> exchange(TestMesh& mesh, const std::byte* source, size_t 
 TEST_CASE("cuda_ipc: the receiver copies out of the sender's opened allocation, once opened", "[cuda][ipc]") {
   auto memory = std::make_shared<HostIpcMemory>();
   TestMesh mesh = ipc_mesh(memory);
-  CHECK(mesh.device(0).accepts(kDevice));
+  CHECK(mesh.device(0).accepts(kIpcDevice));
   std::byte* buffer = memory->make(1 << 20);
   fill_pattern({buffer, size_t{1} << 20}, 11);
   // A message in the middle of the allocation, twice: one open, two copies.
@@ -74,10 +74,10 @@ TEST_CASE("cuda_ipc: the receiver copies out of the sender's opened allocation, 
   send.attach(&signal);
   receive.attach(&signal);
   std::vector<std::byte> landed(300);
-  mesh.pair(0, 1).post_recv(receive, tag_of(9), landed);
-  mesh.pair(1, 0).post_send(send, tag_of(9), host);
-  wait(receive);
-  wait(send);
+  mesh.pair(0, 1).post_recv(receive, ipc_tag(9), landed);
+  mesh.pair(1, 0).post_send(send, ipc_tag(9), host);
+  wait_ipc(receive);
+  wait_ipc(send);
   CHECK(landed == host);
   CHECK(memory->copies == 3);
 }
@@ -92,14 +92,14 @@ TEST_CASE("cuda_ipc: an eager send completes before the receive, from a copy", "
   Request send, receive;
   send.attach(&signal);
   receive.attach(&signal);
-  Tag eager = tag_of(1);
+  Tag eager = ipc_tag(1);
   eager.eager = true;
-  mesh.pair(0, 1).post_send(send, eager, {buffer, 4000}, kDevice);
-  wait(send);  // no receive posted yet
+  mesh.pair(0, 1).post_send(send, eager, {buffer, 4000}, kIpcDevice);
+  wait_ipc(send);  // no receive posted yet
   std::memset(buffer, 0, 4000);  // the caller may reuse its buffer at once
   std::vector<std::byte> received(4000);
-  mesh.pair(1, 0).post_recv(receive, tag_of(1), received, kDevice);
-  wait(receive);
+  mesh.pair(1, 0).post_recv(receive, ipc_tag(1), received, kIpcDevice);
+  wait_ipc(receive);
   CHECK(received == expected);
 }
 
@@ -112,10 +112,10 @@ TEST_CASE("cuda_ipc: a device message of the wrong length fails before a byte la
   send.attach(&signal);
   receive.attach(&signal);
   std::vector<std::byte> received(9'000, std::byte{0x5a});
-  mesh.pair(1, 0).post_recv(receive, tag_of(4), received, kDevice);
-  mesh.pair(0, 1).post_send(send, tag_of(4), {buffer, 10'000}, kDevice);
+  mesh.pair(1, 0).post_recv(receive, ipc_tag(4), received, kIpcDevice);
+  mesh.pair(0, 1).post_send(send, ipc_tag(4), {buffer, 10'000}, kIpcDevice);
   try {
-    wait(receive);
+    wait_ipc(receive);
     FAIL("a short receive took a longer message");
   } catch (const MismatchError& error) {
     CHECK_THAT(error.what(), Catch::Contains("rank 1: cuda_ipc: peer rank 0 sent 10000 bytes of device memory"));
@@ -125,7 +125,7 @@ TEST_CASE("cuda_ipc: a device message of the wrong length fails before a byte la
   CHECK(memory->copies == 0);
   // The sender's send fails too (its ack will not come): it must end
   // before the request goes (the caller keeps a request until it finishes).
-  CHECK_THROWS(wait(send));
+  CHECK_THROWS(wait_ipc(send));
 }
 
 TEST_CASE("cuda_ipc: aborting fails device messages in flight and later ones", "[cuda][ipc]") {
@@ -136,11 +136,11 @@ TEST_CASE("cuda_ipc: aborting fails device messages in flight and later ones", "
   receive.attach(&signal);
   later.attach(&signal);
   std::vector<std::byte> received(1000);
-  mesh.pair(1, 0).post_recv(receive, tag_of(5), received, kDevice);
+  mesh.pair(1, 0).post_recv(receive, ipc_tag(5), received, kIpcDevice);
   mesh.device(1).abort(std::make_exception_ptr(Aborted("test abort")));
   CHECK(receive.state() == Request::State::failed);
-  mesh.pair(1, 0).post_recv(later, tag_of(6), received, kDevice);
-  CHECK_THROWS_WITH(wait(later), Catch::Contains("test abort"));
+  mesh.pair(1, 0).post_recv(later, ipc_tag(6), received, kIpcDevice);
+  CHECK_THROWS_WITH(wait_ipc(later), Catch::Contains("test abort"));
 }
 
 }  // namespace chorus::transport::testing

@@ -12,8 +12,8 @@
 namespace chorus::transport::shm {
 namespace {
 
-constexpr uint32_t kMagic = 0x4d485343;  // "CSHM"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kAddressMagic = 0x4d485343;  // "CSHM"
+constexpr uint32_t kAddressVersion = 1;
 constexpr size_t kBytes = 4 + 4 + 4 + 4 + 8 + 8 + 8 + 16 + 8;
 
 void put(std::byte* out, uint64_t value, size_t bytes) {
@@ -46,8 +46,8 @@ std::string ShmAddress::socket_name() const {
 std::vector<std::byte> encode_address(const ShmAddress& address) {
   std::vector<std::byte> out(kBytes);
   std::byte* p = out.data();
-  put(p, kMagic, 4);
-  put(p + 4, kVersion, 4);
+  put(p, kAddressMagic, 4);
+  put(p + 4, kAddressVersion, 4);
   put(p + 8, address.pid, 4);
   put(p + 12, address.uid, 4);
   put(p + 16, address.boot, 8);
@@ -65,8 +65,9 @@ ShmAddress decode_address(std::span<const std::byte> blob, int my_rank, int peer
   };
   if (blob.size() != kBytes) throw fail(cat("expected ", kBytes, " bytes"));
   const std::byte* p = blob.data();
-  if (get(p, 4) != kMagic) throw fail("bad magic");
-  if (get(p + 4, 4) != kVersion) throw fail(cat("version ", get(p + 4, 4), ", this rank speaks ", kVersion));
+  if (get(p, 4) != kAddressMagic) throw fail("bad magic");
+  if (get(p + 4, 4) != kAddressVersion)
+    throw fail(cat("version ", get(p + 4, 4), ", this rank speaks ", kAddressVersion));
   ShmAddress address;
   address.pid = static_cast<uint32_t>(get(p + 8, 4));
   address.uid = static_cast<uint32_t>(get(p + 12, 4));

@@ -19,8 +19,8 @@
 namespace chorus::transport::shm {
 namespace {
 
-constexpr uint32_t kMagic = 0x47534843;  // "CHSG"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kSegmentMagic = 0x47534843;  // "CHSG"
+constexpr uint32_t kSegmentVersion = 1;
 constexpr size_t kPage = 4096;
 
 struct SegmentHeader {
@@ -119,7 +119,7 @@ Segment Segment::create(size_t ring_bytes, int rank) {
   segment.ring_bytes_ = ring_bytes;
   // A fresh memfd reads as zeros: the controls and slots start at 0.
   for (int direction = 0; direction < 2; ++direction) new (segment.control(direction)) RingControl();
-  const SegmentHeader header{kMagic, kVersion, ring_bytes, kPullSlots};
+  const SegmentHeader header{kSegmentMagic, kSegmentVersion, ring_bytes, kPullSlots};
   std::memcpy(segment.base_, &header, sizeof(header));
   return segment;
 }
@@ -138,7 +138,7 @@ Segment Segment::open(Fd fd, size_t ring_bytes) {
   segment.ring_bytes_ = ring_bytes;
   SegmentHeader header;
   std::memcpy(&header, segment.base_, sizeof(header));
-  if (header.magic != kMagic || header.version != kVersion || header.ring_bytes != ring_bytes ||
+  if (header.magic != kSegmentMagic || header.version != kSegmentVersion || header.ring_bytes != ring_bytes ||
       header.pull_slots != kPullSlots)
     throw std::runtime_error("the segment's header does not describe this layout");
   return segment;

@@ -18,17 +18,17 @@
 namespace chorus::transport::shm {
 namespace {
 
-constexpr uint32_t kMagic = 0x44495343;  // "CSID"
+constexpr uint32_t kSideChannelMagic = 0x44495343;  // "CSID"
 // 2: the handshake proves the job secret.
 // 3: probes carry a group and their answers a position (transport/positions.h).
-constexpr uint16_t kVersion = 3;
+constexpr uint16_t kSideChannelVersion = 3;
 constexpr size_t kHeaderBytes = 8;
 
 class Writer {
  public:
   explicit Writer(SideKind kind) {
-    number(kMagic, 4);
-    number(kVersion, 2);
+    number(kSideChannelMagic, 4);
+    number(kSideChannelVersion, 2);
     number(static_cast<uint16_t>(kind), 2);
   }
   Writer& number(uint64_t value, size_t bytes) {
@@ -172,8 +172,8 @@ std::string check_side_message(std::span<const std::byte> message, SideKind& kin
   for (size_t i = 0; i < 4; ++i) magic |= static_cast<uint64_t>(message[i]) << (8 * i);
   for (size_t i = 0; i < 2; ++i) version |= static_cast<uint64_t>(message[4 + i]) << (8 * i);
   for (size_t i = 0; i < 2; ++i) raw_kind |= static_cast<uint64_t>(message[6 + i]) << (8 * i);
-  if (magic != kMagic) return cat("bad magic 0x", std::hex, magic);
-  if (version != kVersion) return cat("version ", version, ", this rank speaks ", kVersion);
+  if (magic != kSideChannelMagic) return cat("bad magic 0x", std::hex, magic);
+  if (version != kSideChannelVersion) return cat("version ", version, ", this rank speaks ", kSideChannelVersion);
   if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::probe_answer))
     return cat("unknown kind ", raw_kind);
   kind = static_cast<SideKind>(raw_kind);
