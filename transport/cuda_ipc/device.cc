@@ -278,11 +278,13 @@ bool CudaIpcDevice::advance(Transfer& transfer) {
       return true;
     }
     transfer.copied = true;
-    settle(transfer, nullptr);
+    // The ack goes out before the user's receive completes: once it has,
+    // the caller may close the pair, and this thread must not touch it.
     transfer.pair->inner().post_send(
         transfer.acknowledgement, ack_tag(transfer.tag),
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&transfer.ack), sizeof(transfer.ack)),
         Memory::host());
+    settle(transfer, nullptr);
   }
   return transfer.acknowledgement.finished();
 }
