@@ -52,31 +52,31 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
   return issue(context, std::move(call), input, output, options, async);
 }
 
-// Only root's output is used; other ranks' is not looked at.
+// gather and scatter mirror each other: every rank has its own block (gather's
+// input, scatter's output), and root alone a buffer of every block (gather's
+// output, scatter's input) that the other ranks' calls never look at. Checks
+// the block everywhere and root's whole buffer on root, where the block may
+// lie inside it (in place).
+void check_rooted_buffers(Context& context, const char* name, Call& call, const void* block, const char* block_name,
+                          const void* whole, const char* whole_name) {
+  check_root(context, name, call.root);
+  check_not_null(context, name, block_name, block, call.block_count(context.rank()));
+  if (context.rank() != call.root) return;
+  check_not_null(context, name, whole_name, whole, call.total_count());
+  call.in_place = block_in_place(context, name, call, whole, block);
+}
+
 Work gather_impl(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
                  bool async) {
-  const char* name = name_of(call, "gather", "gatherv");
-  check_root(context, name, call.root);
-  const size_t own = call.block_count(context.rank());
-  check_not_null(context, name, "input", input, own);
-  if (context.rank() != call.root) return issue(context, std::move(call), input, nullptr, options, async);
-  const size_t total = call.total_count();
-  check_not_null(context, name, "output (on root)", output, total);
-  call.in_place = block_in_place(context, name, call, output, input);
+  check_rooted_buffers(context, name_of(call, "gather", "gatherv"), call, input, "input", output, "output (on root)");
+  if (context.rank() != call.root) output = nullptr;
   return issue(context, std::move(call), input, output, options, async);
 }
 
-// Only root's input is used; other ranks' is not looked at.
 Work scatter_impl(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
                   bool async) {
-  const char* name = name_of(call, "scatter", "scatterv");
-  check_root(context, name, call.root);
-  const size_t own = call.block_count(context.rank());
-  check_not_null(context, name, "output", output, own);
-  if (context.rank() != call.root) return issue(context, std::move(call), nullptr, output, options, async);
-  const size_t total = call.total_count();
-  check_not_null(context, name, "input (on root)", input, total);
-  call.in_place = block_in_place(context, name, call, input, output);
+  check_rooted_buffers(context, name_of(call, "scatter", "scatterv"), call, output, "output", input, "input (on root)");
+  if (context.rank() != call.root) input = nullptr;
   return issue(context, std::move(call), input, output, options, async);
 }
 
