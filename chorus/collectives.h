@@ -149,22 +149,29 @@ Work reduce_scatter_async(Context& context, std::span<const std::type_identity_t
   detail::expect_blocks(context, "reduce_scatter", "an input", output.size(), input.size());
   return reduce_scatter_async(context, input.data(), output.data(), output.size(), data_type_of<T>(), op, options);
 }
+
+namespace detail {
+// A typed reduce_scatter_v's spans: the input holds every rank's block, the
+// output this rank's.
+inline void expect_reduce_scatter_v_sizes(Context& context, std::span<const size_t> counts, size_t input_size,
+                                          size_t output_size) {
+  expect_elements(context, "reduce_scatter_v", "an input", sum_of_counts(context, "reduce_scatter_v", counts),
+                  input_size);
+  expect_elements(context, "reduce_scatter_v", "an output", count_of_rank(context, "reduce_scatter_v", counts),
+                  output_size);
+}
+}  // namespace detail
+
 template <class T>
 void reduce_scatter_v(Context& context, std::span<const std::type_identity_t<T>> input, std::span<T> output,
                       std::span<const size_t> counts, ReduceOp op, const CollectiveOptions& options = {}) {
-  detail::expect_elements(context, "reduce_scatter_v", "an input",
-                          detail::sum_of_counts(context, "reduce_scatter_v", counts), input.size());
-  detail::expect_elements(context, "reduce_scatter_v", "an output",
-                          detail::count_of_rank(context, "reduce_scatter_v", counts), output.size());
+  detail::expect_reduce_scatter_v_sizes(context, counts, input.size(), output.size());
   reduce_scatter_v(context, input.data(), output.data(), counts, data_type_of<T>(), op, options);
 }
 template <class T>
 Work reduce_scatter_v_async(Context& context, std::span<const std::type_identity_t<T>> input, std::span<T> output,
                             std::span<const size_t> counts, ReduceOp op, const CollectiveOptions& options = {}) {
-  detail::expect_elements(context, "reduce_scatter_v", "an input",
-                          detail::sum_of_counts(context, "reduce_scatter_v", counts), input.size());
-  detail::expect_elements(context, "reduce_scatter_v", "an output",
-                          detail::count_of_rank(context, "reduce_scatter_v", counts), output.size());
+  detail::expect_reduce_scatter_v_sizes(context, counts, input.size(), output.size());
   return reduce_scatter_v_async(context, input.data(), output.data(), counts, data_type_of<T>(), op, options);
 }
 
