@@ -9,9 +9,6 @@
 namespace chorus {
 namespace {
 
-constexpr size_t data_type_count = static_cast<size_t>(DataType::float64) + 1;
-constexpr size_t reduce_op_count = static_cast<size_t>(ReduceOp::bxor) + 1;
-
 constexpr std::array<std::string_view, data_type_count> data_type_names = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64",
 };

@@ -14,6 +14,11 @@ enum class DataType : uint8_t {
 
 enum class ReduceOp : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
 
+// How many members each has: a member's value is its index, so a loop to the
+// count lists them all in order.
+inline constexpr size_t data_type_count = static_cast<size_t>(DataType::float64) + 1;
+inline constexpr size_t reduce_op_count = static_cast<size_t>(ReduceOp::bxor) + 1;
+
 // IEEE binary16 and bfloat16 as raw bits; arithmetic goes through float.
 struct float16_t { uint16_t bits; };
 struct bfloat16_t { uint16_t bits; };

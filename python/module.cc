@@ -2,6 +2,10 @@
 // it as the package `chorus`.
 #include <pybind11/pybind11.h>
 
+#include <cctype>
+#include <string>
+#include <string_view>
+
 #include "base/types.h"
 #include "python/binding.h"
 #include "python/errors.h"
@@ -10,34 +14,40 @@ namespace py = pybind11;
 using chorus::DataType;
 using chorus::ReduceOp;
 
+namespace {
+
+// Binds every member of a chorus enum, exported to the module too, under the
+// name base/types.h gives it (as `spell` writes it), so the Python enums
+// follow the library's own tables.
+template <class Enum, class Spell>
+void bind_enum(py::module_& module, const char* name, const char* doc, size_t count, Spell spell) {
+  py::enum_<Enum> binding(module, name, doc);
+  for (size_t i = 0; i < count; ++i) {
+    const auto member = static_cast<Enum>(i);
+    binding.value(spell(chorus::to_string(member)).c_str(), member);
+  }
+  binding.export_values();
+}
+
+// Python spells the reductions in capitals (ReduceOp.SUM).
+std::string upper_case(std::string_view name) {
+  std::string text(name);
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_chorus, module) {
   module.doc() = "chorus collectives on Python buffers (numpy arrays, bytearray, memoryview, array.array)";
   chorus::python::bind_errors(module);
 
-  py::enum_<DataType>(module, "DataType",
+  bind_enum<DataType>(module, "DataType",
                       "Element types. Buffers carry their own (numpy dtype or format); pass dtype= only for "
-                      "bfloat16, which numpy stores as uint16.")
-      .value("int8", DataType::int8)
-      .value("uint8", DataType::uint8)
-      .value("int32", DataType::int32)
-      .value("uint32", DataType::uint32)
-      .value("int64", DataType::int64)
-      .value("uint64", DataType::uint64)
-      .value("float16", DataType::float16)
-      .value("bfloat16", DataType::bfloat16)
-      .value("float32", DataType::float32)
-      .value("float64", DataType::float64)
-      .export_values();
-  py::enum_<ReduceOp>(module, "ReduceOp", "Reductions; band/bor/bxor are for integer types only.")
-      .value("SUM", ReduceOp::sum)
-      .value("PROD", ReduceOp::prod)
-      .value("MIN", ReduceOp::min)
-      .value("MAX", ReduceOp::max)
-      .value("AVG", ReduceOp::avg)
-      .value("BAND", ReduceOp::band)
-      .value("BOR", ReduceOp::bor)
-      .value("BXOR", ReduceOp::bxor)
-      .export_values();
+                      "bfloat16, which numpy stores as uint16.",
+                      chorus::data_type_count, [](std::string_view name) { return std::string(name); });
+  bind_enum<ReduceOp>(module, "ReduceOp", "Reductions; band/bor/bxor are for integer types only.",
+                      chorus::reduce_op_count, upper_case);
   module.attr("NO_COLOR") = chorus::Context::kNoColor;
 
   chorus::python::bind_work(module);
