@@ -93,6 +93,9 @@ class Call {
   BufferView& allocate(DataType type, const py::tuple& shape);
   // TypeError unless `output` holds the same type as `input`.
   void expect_same_type(const BufferView& input, const BufferView& output) const;
+  // The output of a call whose input fixes the element type: `out` (TypeError
+  // unless it holds input's type), or when out is None a fresh array of `shape`.
+  BufferView& output_for(const BufferView& input, const py::object& out, const py::tuple& shape);
 
   // Runs the call: blocking (returning `result`) or async (returning a Work
   // that yields `result`), the GIL released either way. `invoke(options,

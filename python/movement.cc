@@ -29,18 +29,10 @@ py::object allgather_call(bool async, PyContext& self, const py::object& data, c
     return call.run(out, CHORUS_PYTHON_INVOKE(allgather, context, input, output.data(), block, output.type()));
   }
   BufferView& input = call.read(data, "data");
-  py::object result = out;
-  BufferView* output = nullptr;
-  if (out.is_none()) {
-    output = &call.allocate(input.type(), gathered_shape(input, context.size()));
-    result = output->object();
-  } else {
-    output = &call.write(out, "out");
-    call.expect_same_type(input, *output);
-    detail::expect_blocks(context, "allgather", "an output", input.count(), output->count());
-  }
-  return call.run(result, CHORUS_PYTHON_INVOKE(allgather, context, input.data(), output->data(), input.count(),
-                                               input.type()));
+  BufferView& output = call.output_for(input, out, gathered_shape(input, context.size()));
+  detail::expect_blocks(context, "allgather", "an output", input.count(), output.count());
+  return call.run(output.object(), CHORUS_PYTHON_INVOKE(allgather, context, input.data(), output.data(),
+                                                        input.count(), input.type()));
 }
 
 py::object allgatherv_call(bool async, PyContext& self, const py::object& data, const Counts& counts,
@@ -61,18 +53,10 @@ py::object allgatherv_call(bool async, PyContext& self, const py::object& data, 
   }
   BufferView& input = call.read(data, "data");
   detail::expect_elements(context, "allgatherv", "an input", mine, input.count());
-  py::object result = out;
-  BufferView* output = nullptr;
-  if (out.is_none()) {
-    output = &call.allocate(input.type(), py::make_tuple(total));
-    result = output->object();
-  } else {
-    output = &call.write(out, "out");
-    call.expect_same_type(input, *output);
-    detail::expect_elements(context, "allgatherv", "an output", total, output->count());
-  }
-  return call.run(result, CHORUS_PYTHON_INVOKE(allgatherv, context, input.data(), output->data(),
-                                               std::span<const size_t>(counts), input.type()));
+  BufferView& output = call.output_for(input, out, py::make_tuple(total));
+  detail::expect_elements(context, "allgatherv", "an output", total, output.count());
+  return call.run(output.object(), CHORUS_PYTHON_INVOKE(allgatherv, context, input.data(), output.data(),
+                                                        std::span<const size_t>(counts), input.type()));
 }
 
 py::object gather_call(bool async, PyContext& self, const py::object& data, int root, const py::object& out,
@@ -83,16 +67,10 @@ py::object gather_call(bool async, PyContext& self, const py::object& data, int 
   py::object result = py::none();
   void* output = nullptr;
   if (context.rank() == root) {
-    BufferView* buffer = nullptr;
-    if (out.is_none()) {
-      buffer = &call.allocate(input.type(), gathered_shape(input, context.size()));
-    } else {
-      buffer = &call.write(out, "out");
-      call.expect_same_type(input, *buffer);
-      detail::expect_blocks(context, "gather", "an output on root", input.count(), buffer->count());
-    }
-    result = buffer->object();
-    output = buffer->data();
+    BufferView& buffer = call.output_for(input, out, gathered_shape(input, context.size()));
+    detail::expect_blocks(context, "gather", "an output on root", input.count(), buffer.count());
+    result = buffer.object();
+    output = buffer.data();
   }
   return call.run(result, CHORUS_PYTHON_INVOKE(gather, context, input.data(), output, input.count(), input.type(),
                                                root));
@@ -110,16 +88,10 @@ py::object gatherv_call(bool async, PyContext& self, const py::object& data, con
   void* output = nullptr;
   if (context.rank() == root) {
     const size_t total = detail::sum_of_counts(context, "gatherv", counts);
-    BufferView* buffer = nullptr;
-    if (out.is_none()) {
-      buffer = &call.allocate(input.type(), py::make_tuple(total));
-    } else {
-      buffer = &call.write(out, "out");
-      call.expect_same_type(input, *buffer);
-      detail::expect_elements(context, "gatherv", "an output on root", total, buffer->count());
-    }
-    result = buffer->object();
-    output = buffer->data();
+    BufferView& buffer = call.output_for(input, out, py::make_tuple(total));
+    detail::expect_elements(context, "gatherv", "an output on root", total, buffer.count());
+    result = buffer.object();
+    output = buffer.data();
   }
   return call.run(result, CHORUS_PYTHON_INVOKE(gatherv, context, input.data(), output,
                                                std::span<const size_t>(counts), input.type(), root));
@@ -190,18 +162,11 @@ py::object alltoall_call(bool async, PyContext& self, const py::object& data, co
   Call call(self, "alltoall", async, dtype, timeout, algorithm);
   Context& context = call.context();
   BufferView& input = call.read(data, "data");
-  py::object result = out;
-  BufferView* output = nullptr;
-  if (out.is_none()) {
-    output = &call.allocate(input.type(), input.shape());
-    result = output->object();
-  } else {
-    output = &call.write(out, "out");
-    call.expect_same_type(input, *output);
-    if (input.count() != output->count()) throw_size_mismatch(context, "alltoall", input.count(), output->count());
-  }
+  BufferView& output = call.output_for(input, out, input.shape());
+  if (input.count() != output.count()) throw_size_mismatch(context, "alltoall", input.count(), output.count());
   const size_t block = detail::block_of(context, "alltoall", input.count());
-  return call.run(result, CHORUS_PYTHON_INVOKE(alltoall, context, input.data(), output->data(), block, input.type()));
+  return call.run(output.object(),
+                  CHORUS_PYTHON_INVOKE(alltoall, context, input.data(), output.data(), block, input.type()));
 }
 
 py::object alltoallv_call(bool async, PyContext& self, const py::object& data, const Counts& send_counts,
@@ -213,18 +178,11 @@ py::object alltoallv_call(bool async, PyContext& self, const py::object& data, c
   detail::expect_elements(context, "alltoallv", "an input", detail::sum_of_counts(context, "alltoallv", send_counts),
                           input.count());
   const size_t total = detail::sum_of_counts(context, "alltoallv", recv_counts);
-  py::object result = out;
-  BufferView* output = nullptr;
-  if (out.is_none()) {
-    output = &call.allocate(input.type(), py::make_tuple(total));
-    result = output->object();
-  } else {
-    output = &call.write(out, "out");
-    call.expect_same_type(input, *output);
-    detail::expect_elements(context, "alltoallv", "an output", total, output->count());
-  }
-  return call.run(result, CHORUS_PYTHON_INVOKE(alltoallv, context, input.data(), std::span<const size_t>(send_counts),
-                                               output->data(), std::span<const size_t>(recv_counts), input.type()));
+  BufferView& output = call.output_for(input, out, py::make_tuple(total));
+  detail::expect_elements(context, "alltoallv", "an output", total, output.count());
+  return call.run(output.object(),
+                  CHORUS_PYTHON_INVOKE(alltoallv, context, input.data(), std::span<const size_t>(send_counts),
+                                       output.data(), std::span<const size_t>(recv_counts), input.type()));
 }
 
 py::object send_call(bool async, PyContext& self, const py::object& data, int peer, uint32_t tag,

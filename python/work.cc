@@ -157,6 +157,13 @@ void Call::expect_same_type(const BufferView& input, const BufferView& output) c
                          " but the output " + std::string(to_string(output.type())) + "; both must be one type");
 }
 
+BufferView& Call::output_for(const BufferView& input, const py::object& out, const py::tuple& shape) {
+  if (out.is_none()) return allocate(input.type(), shape);
+  BufferView& output = write(out, "out");
+  expect_same_type(input, output);
+  return output;
+}
+
 void bind_work(py::module_& module) {
   py::class_<PyWork>(module, "Work",
                      "An asynchronous call (the *_async methods). It keeps the buffers and the Context alive "
