@@ -41,15 +41,12 @@ struct BenchOptions {
   std::string algorithm = "auto";
   std::string type = "float32";
   std::string redop = "sum";
-  int root = 0;
+  // The runner's root, warmup, iters, budget_ms, rounds and check, straight
+  // from the command line; run_rank fills in the rest from the names above.
+  bench::BenchSettings settings;
   size_t min_bytes = 8;
   size_t max_bytes = 64u << 20;
   double step_factor = 2.0;
-  int iters = 0;  // 0: as many as fit in the time budget
-  int warmup = 5;
-  double budget_ms = 200;
-  int rounds = 3;
-  bool check = false;
   std::string json_file;
   int timeout_ms = 60000;
   int streams = 0;  // 0: CHORUS_STREAMS, else the library default
@@ -116,16 +113,10 @@ Memory bench_memory(const std::string& device, const Context& context) {
 }
 
 int run_rank(const BenchOptions& options) {
-  bench::BenchSettings settings;
+  bench::BenchSettings settings = options.settings;
   settings.operation = *bench::parse_operation(options.operation);
   settings.type = *parse_data_type(options.type);
   settings.op = *parse_reduce_op(options.redop);
-  settings.root = options.root;
-  settings.warmup = options.warmup;
-  settings.iters = options.iters;
-  settings.budget_ms = options.budget_ms;
-  settings.rounds = options.rounds;
-  settings.check = options.check;
   const Operation operation = settings.operation;
 
   ConnectOptions connect_options;
@@ -141,14 +132,14 @@ int run_rank(const BenchOptions& options) {
   const bool printer = context->rank() == 0;
   settings.memory = bench_memory(options.device, *context);
   const nlohmann::json metadata = bench::run_metadata(
-      *context, {{"dtype", options.type}, {"redop", options.redop}, {"root", options.root},
+      *context, {{"dtype", options.type}, {"redop", options.redop}, {"root", settings.root},
                  {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
-                 {"step_factor", options.step_factor}, {"iters", options.iters}, {"warmup", options.warmup},
-                 {"time_budget_ms", options.budget_ms}, {"rounds", options.rounds}, {"check", options.check},
+                 {"step_factor", options.step_factor}, {"iters", settings.iters}, {"warmup", settings.warmup},
+                 {"time_budget_ms", settings.budget_ms}, {"rounds", settings.rounds}, {"check", settings.check},
                  {"timeout_ms", options.timeout_ms}, {"streams", options.streams},
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
-  if (bench::has_root(operation) && (options.root < 0 || options.root >= context->size()))
-    throw InvalidArgument(cat("--root ", options.root, " is out of range for ", context->size(), " ranks"));
+  if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
+    throw InvalidArgument(cat("--root ", settings.root, " is out of range for ", context->size(), " ranks"));
   if (options.algorithm != "all" && options.algorithm != "auto" &&
       !algorithms::find_algorithm(bench::collective_of(operation), options.algorithm))
     throw InvalidArgument(cat("--algo ", options.algorithm, " is not a ", options.operation, " algorithm (valid: ",
@@ -166,7 +157,7 @@ int run_rank(const BenchOptions& options) {
                 options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
                 describe_links(*context).c_str(), to_string(settings.memory).c_str(), algorithm.c_str(),
                 options.type.c_str(),
-                reduction ? " " : "", reduction ? options.redop.c_str() : "", options.check ? ", checked" : "",
+                reduction ? " " : "", reduction ? options.redop.c_str() : "", settings.check ? ", checked" : "",
                 settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -175,11 +166,11 @@ int run_rank(const BenchOptions& options) {
   auto print_row = [&](const bench::Row& row) {
     if (!row.supported) {
       std::printf("%14zu %13zu %9s %6s %5d %12s\n", row.bytes, row.count, options.type.c_str(),
-                  reduction ? options.redop.c_str() : "-", rooted ? options.root : -1, "unsupported");
+                  reduction ? options.redop.c_str() : "-", rooted ? settings.root : -1, "unsupported");
     } else {
       std::printf("%14zu %13zu %9s %6s %5d %12.2f %12.3f %12.3f %8s\n", row.bytes, row.count, options.type.c_str(),
-                  reduction ? options.redop.c_str() : "-", rooted ? options.root : -1, row.time_us, row.algbw,
-                  row.busbw, options.check ? std::to_string(row.wrong).c_str() : "N/A");
+                  reduction ? options.redop.c_str() : "-", rooted ? settings.root : -1, row.time_us, row.algbw,
+                  row.busbw, settings.check ? std::to_string(row.wrong).c_str() : "N/A");
     }
     std::fflush(stdout);
   };
@@ -210,7 +201,7 @@ int run_rank(const BenchOptions& options) {
       if (!row.supported) continue;
       rows.push_back({{"bytes", row.bytes}, {"count", row.count}, {"type", options.type}, {"redop", options.redop},
                       {"time_us", row.time_us}, {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw},
-                      {"wrong", options.check ? nlohmann::json(row.wrong) : nlohmann::json(nullptr)},
+                      {"wrong", settings.check ? nlohmann::json(row.wrong) : nlohmann::json(nullptr)},
                       {"iters", row.iters}});
     }
     tables.push_back({{"algorithm", algorithms[index]}, {"rows", rows}});
@@ -224,8 +215,8 @@ int run_rank(const BenchOptions& options) {
     else document["tables"] = tables;
     std::ofstream(options.json_file) << document.dump(2) << "\n";
   }
-  if (printer && options.check) std::printf("# %s: %llu wrong elements in total\n", total_wrong ? "FAILED" : "OK",
-                                            static_cast<unsigned long long>(total_wrong));
+  if (printer && settings.check) std::printf("# %s: %llu wrong elements in total\n", total_wrong ? "FAILED" : "OK",
+                                             static_cast<unsigned long long>(total_wrong));
   return total_wrong == 0 ? 0 : 3;
 }
 
@@ -257,7 +248,8 @@ int main(int argc, char** argv) {
       ->check([](const std::string& name) {
     return chorus::parse_reduce_op(name) ? std::string() : "unknown reduction " + name;
   });
-  app.add_option("--root", options.root, "Root of broadcast, reduce, gather and scatter")->capture_default_str();
+  app.add_option("--root", options.settings.root, "Root of broadcast, reduce, gather and scatter")
+      ->capture_default_str();
   app.add_option("--min-bytes,-b", options.min_bytes, "Smallest message (suffixes K, M, G = 2^10, 2^20, 2^30)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
@@ -267,15 +259,16 @@ int main(int argc, char** argv) {
   app.add_option("--step-factor,-f", options.step_factor, "Size multiplier between rows")
       ->capture_default_str()
       ->check(CLI::Range(1.01, 1e6));
-  app.add_option("--iters", options.iters, "Timed iterations per size (0: fit --time-budget-ms)")->capture_default_str();
-  app.add_option("--warmup", options.warmup, "Untimed iterations per size")->capture_default_str();
-  app.add_option("--time-budget-ms", options.budget_ms, "Time per size and algorithm when --iters is 0")
+  app.add_option("--iters", options.settings.iters, "Timed iterations per size (0: fit --time-budget-ms)")
       ->capture_default_str();
-  app.add_option("--rounds", options.rounds,
+  app.add_option("--warmup", options.settings.warmup, "Untimed iterations per size")->capture_default_str();
+  app.add_option("--time-budget-ms", options.settings.budget_ms, "Time per size and algorithm when --iters is 0")
+      ->capture_default_str();
+  app.add_option("--rounds", options.settings.rounds,
                  "Timed rounds per size (median reported); with --algo all the algorithms interleave")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  app.add_flag("--check", options.check, "Verify every result bit-exactly and count wrong elements");
+  app.add_flag("--check", options.settings.check, "Verify every result bit-exactly and count wrong elements");
   app.add_option("--json", options.json_file,
                  "Also write the rows as JSON to this file, with the version, hosts, time and settings of the run");
   app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective")
