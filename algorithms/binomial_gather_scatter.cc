@@ -60,8 +60,6 @@ RootPieces root_pieces(const Tree& tree, BufferKind buffer, int first, int last)
           block_range(buffer, tree.absolute_offsets, 0, stop - size)};
 }
 
-}  // namespace
-
 bool binomial_gather_supports(const Call& call) {
   return call.collective == Collective::gather && call.root >= 0 && call.root < call.size;
 }
@@ -166,5 +164,12 @@ Plan binomial_scatter_plan(const Call& call, const PlanTuning&) {
     plan.copy(block_range(BufferKind::input, tree.absolute_offsets, call.rank, call.rank + 1), own_output);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions binomial_gather{binomial_gather_supports, binomial_gather_scatter_cost,
+                                             binomial_gather_plan};
+constexpr AlgorithmFunctions binomial_scatter{binomial_scatter_supports, binomial_gather_scatter_cost,
+                                              binomial_scatter_plan};
 
 }  // namespace chorus::algorithms

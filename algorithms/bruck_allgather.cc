@@ -13,6 +13,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool bruck_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
 
 double bruck_allgather_cost(const Call& call, const CostModel& model) {
@@ -61,5 +63,9 @@ Plan bruck_allgather_plan(const Call& call, const PlanTuning&) {
     plan.copy(before_own, block_range(BufferKind::output, offsets, 0, rank), {last_written});
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions bruck_allgather{bruck_allgather_supports, bruck_allgather_cost, bruck_allgather_plan};
 
 }  // namespace chorus::algorithms

@@ -21,6 +21,8 @@ size_t halving_group_elements(size_t count, int groups, int group) {
   return base + (static_cast<size_t>(group) < extra ? 1 : 0);
 }
 
+namespace {
+
 bool halving_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
 
 double halving_doubling_allreduce_cost(const Call& call, const CostModel& model) {
@@ -64,5 +66,11 @@ Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning)
   for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions halving_doubling_allreduce{halving_doubling_allreduce_supports,
+                                                        halving_doubling_allreduce_cost,
+                                                        halving_doubling_allreduce_plan};
 
 }  // namespace chorus::algorithms

@@ -93,11 +93,7 @@ double slowest_host(const Topology& topology, PerHost per_host) {
 
 }  // namespace
 
-PlanTuning hierarchical_tuning(const Call&, const CostModel& model) {
-  PlanTuning tuning;
-  tuning.cost_model = model;
-  return tuning;
-}
+namespace {
 
 bool hierarchical_allreduce_supports(const Call& call) {
   return call.collective == Collective::allreduce && has_two_levels(call);
@@ -278,5 +274,13 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
   }
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_allreduce{hierarchical_allreduce_supports, hierarchical_allreduce_cost,
+                                                    hierarchical_allreduce_plan, hierarchical_tuning};
+constexpr AlgorithmFunctions hierarchical_leader_allreduce{hierarchical_leader_allreduce_supports,
+                                                           hierarchical_leader_allreduce_cost,
+                                                           hierarchical_leader_allreduce_plan, hierarchical_tuning};
 
 }  // namespace chorus::algorithms

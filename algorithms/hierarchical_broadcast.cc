@@ -12,6 +12,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool hierarchical_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size && has_two_levels(call);
 }
@@ -67,5 +69,10 @@ Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   }
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_broadcast{hierarchical_broadcast_supports, hierarchical_broadcast_cost,
+                                                    hierarchical_broadcast_plan, hierarchical_tuning};
 
 }  // namespace chorus::algorithms

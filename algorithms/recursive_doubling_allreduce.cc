@@ -11,6 +11,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool recursive_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
 
 double recursive_doubling_allreduce_cost(const Call& call, const CostModel& model) {
@@ -43,5 +45,11 @@ Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tunin
   for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions recursive_doubling_allreduce{recursive_doubling_allreduce_supports,
+                                                          recursive_doubling_allreduce_cost,
+                                                          recursive_doubling_allreduce_plan};
 
 }  // namespace chorus::algorithms
