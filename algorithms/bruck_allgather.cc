@@ -17,14 +17,6 @@ namespace {
 
 bool bruck_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
 
-double bruck_allgather_cost(const Call& call, const CostModel& model) {
-  if (call.size <= 1) return 0.0;
-  const double ranks = call.size;
-  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
-  return ceil_log2(call.size) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte +
-         bytes * model.gamma_seconds_per_byte;
-}
-
 Plan bruck_allgather_plan(const Call& call, const PlanTuning&) {
   Plan plan;
   const int size = call.size, rank = call.rank;
@@ -66,6 +58,6 @@ Plan bruck_allgather_plan(const Call& call, const PlanTuning&) {
 
 }  // namespace
 
-constexpr AlgorithmFunctions bruck_allgather{bruck_allgather_supports, bruck_allgather_cost, bruck_allgather_plan};
+constexpr AlgorithmFunctions bruck_allgather{bruck_allgather_supports, relayed_blocks_cost, bruck_allgather_plan};
 
 }  // namespace chorus::algorithms
