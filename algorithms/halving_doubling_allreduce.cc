@@ -23,6 +23,11 @@ size_t halving_group_elements(size_t count, int groups, int group) {
 
 namespace {
 
+void halve_then_double(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  reduce_scatter_by_halving(segments, fold);
+  allgather_by_doubling(segments, fold);
+}
+
 bool halving_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
 
 double halving_doubling_allreduce_cost(const Call& call, const CostModel& model) {
@@ -52,18 +57,7 @@ Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning)
                  segment_bytes);
     offset += length;
   }
-  MessageSlots slots(call.size);
-  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
-  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
-  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), fold.power());
-
-  fold_in(segments, fold);
-  if (!fold.folded_out()) {
-    reduce_scatter_by_halving(segments, fold);
-    allgather_by_doubling(segments, fold);
-  }
-  fold_out(segments, fold, 0, segments.size());
-  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
+  append_folded_allreduce(plan, call, tuning, std::move(pieces), fold.power(), halve_then_double);
   return plan;
 }
 

@@ -33,16 +33,7 @@ Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tunin
 
   std::vector<Segment> pieces;
   add_segments(pieces, 0, Region{own, 0, call.bytes()}, Region{BufferKind::output, 0, call.bytes()}, segment_bytes);
-  MessageSlots slots(call.size);
-  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
-  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
-  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), 1);
-
-  const PowerOfTwoFold fold(call.rank, call.size);
-  fold_in(segments, fold);
-  if (!fold.folded_out()) exchange_all(segments, fold);
-  fold_out(segments, fold, 0, segments.size());
-  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
+  append_folded_allreduce(plan, call, tuning, std::move(pieces), 1, exchange_all);
   return plan;
 }
 

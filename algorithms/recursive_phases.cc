@@ -78,4 +78,19 @@ void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t f
     for (size_t s = first_segment; s < last_segment; ++s) segments.overwrite(s, fold.partner());
 }
 
+void append_folded_allreduce(Plan& plan, const Call& call, const PlanTuning& tuning, std::vector<Segment> pieces,
+                             int groups, FoldedExchange exchange) {
+  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_size(call.type));
+  MessageSlots slots(call.size);
+  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
+  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
+  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), groups);
+
+  const PowerOfTwoFold fold(call.rank, call.size);
+  fold_in(segments, fold);
+  if (!fold.folded_out()) exchange(segments, fold);
+  fold_out(segments, fold, 0, segments.size());
+  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
+}
+
 }  // namespace chorus::algorithms

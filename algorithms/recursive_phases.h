@@ -26,4 +26,12 @@ void gather_to_first(SegmentedReduction& segments, const PowerOfTwoFold& fold);
 // The partner sends the result of groups [first, last) to the folded-out rank.
 void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t first_segment, size_t last_segment);
 
+// A whole allreduce on `pieces` (the buffer's segments, numbered by
+// `groups` groups) among any number of ranks: the extra ranks fold in,
+// `exchange` runs among the P' power-of-two ranks, the extras get the result
+// back, and every segment settles in the output.
+using FoldedExchange = void (*)(SegmentedReduction& segments, const PowerOfTwoFold& fold);
+void append_folded_allreduce(Plan& plan, const Call& call, const PlanTuning& tuning, std::vector<Segment> pieces,
+                             int groups, FoldedExchange exchange);
+
 }  // namespace chorus::algorithms
