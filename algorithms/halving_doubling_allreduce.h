@@ -14,8 +14,4 @@ namespace chorus::algorithms {
 // 2 (alpha + n beta) + n gamma when P is not a power of two.
 extern const AlgorithmFunctions halving_doubling_allreduce;
 
-// Elements of group `group` of the P' groups the buffer is cut into (group i
-// ends reduced on new rank i); exposed so tests can check bytes sent.
-size_t halving_group_elements(size_t count, int groups, int group);
-
 }  // namespace chorus::algorithms

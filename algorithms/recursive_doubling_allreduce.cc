@@ -3,8 +3,6 @@
 // reduced, and so received data waits in a few bounded scratch slots.
 #include "algorithms/recursive_doubling_allreduce.h"
 
-#include <algorithm>
-
 #include "algorithms/power_of_two_fold.h"
 #include "algorithms/recursive_phases.h"
 #include "algorithms/reduction_segments.h"
@@ -25,16 +23,7 @@ double recursive_doubling_allreduce_cost(const Call& call, const CostModel& mode
 }
 
 Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {
-  Plan plan;
-  if (call.count == 0) return plan;
-  const size_t element_bytes = element_size(call.type);
-  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_bytes);
-  const BufferKind own = call.in_place ? BufferKind::output : BufferKind::input;
-
-  std::vector<Segment> pieces;
-  add_segments(pieces, 0, Region{own, 0, call.bytes()}, Region{BufferKind::output, 0, call.bytes()}, segment_bytes);
-  append_folded_allreduce(plan, call, tuning, std::move(pieces), 1, exchange_all);
-  return plan;
+  return folded_allreduce_plan(call, tuning, 1, exchange_all);
 }
 
 }  // namespace

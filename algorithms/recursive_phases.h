@@ -9,6 +9,11 @@
 
 namespace chorus::algorithms {
 
+// Elements of group `group` of the `groups` groups a buffer of `count`
+// elements is cut into (group i ends reduced on new rank i); exposed so tests
+// can check bytes sent.
+size_t halving_group_elements(size_t count, int groups, int group);
+
 // The folded-out rank sends all its segments to its partner, which reduces
 // them into its own.
 void fold_in(SegmentedReduction& segments, const PowerOfTwoFold& fold);
@@ -26,12 +31,11 @@ void gather_to_first(SegmentedReduction& segments, const PowerOfTwoFold& fold);
 // The partner sends the result of groups [first, last) to the folded-out rank.
 void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t first_segment, size_t last_segment);
 
-// A whole allreduce on `pieces` (the buffer's segments, numbered by
-// `groups` groups) among any number of ranks: the extra ranks fold in,
-// `exchange` runs among the P' power-of-two ranks, the extras get the result
-// back, and every segment settles in the output.
+// A whole allreduce among any number of ranks, the buffer cut into `groups`
+// groups (1, or P' for the halving rounds) and every group into segments: the
+// extra ranks fold in, `exchange` runs among the P' power-of-two ranks, the
+// extras get the result back, and every segment settles in the output.
 using FoldedExchange = void (*)(SegmentedReduction& segments, const PowerOfTwoFold& fold);
-void append_folded_allreduce(Plan& plan, const Call& call, const PlanTuning& tuning, std::vector<Segment> pieces,
-                             int groups, FoldedExchange exchange);
+Plan folded_allreduce_plan(const Call& call, const PlanTuning& tuning, int groups, FoldedExchange exchange);
 
 }  // namespace chorus::algorithms

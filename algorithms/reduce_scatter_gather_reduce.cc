@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
 #include "algorithms/recursive_phases.h"
 #include "algorithms/reduction_segments.h"

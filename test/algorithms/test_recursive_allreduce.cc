@@ -6,6 +6,7 @@
 
 #include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
+#include "algorithms/recursive_phases.h"
 #include "algorithms/recursive_doubling_allreduce.h"
 #include "test/algorithms/reduction_checks.h"
 

@@ -7,6 +7,7 @@
 #include "algorithms/binomial_reduce.h"
 #include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
+#include "algorithms/recursive_phases.h"
 #include "algorithms/reduce_scatter_gather_reduce.h"
 #include "algorithms/reduction_segments.h"
 #include "test/algorithms/reduction_checks.h"
