@@ -17,6 +17,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool binomial_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size;
 }
@@ -58,5 +60,10 @@ Plan binomial_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions binomial_broadcast{binomial_broadcast_supports, binomial_broadcast_cost,
+                                                binomial_broadcast_plan};
 
 }  // namespace chorus::algorithms

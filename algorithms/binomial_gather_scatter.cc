@@ -24,6 +24,7 @@ struct Tree {
     relative_offsets = prefix_byte_offsets(relative_counts, call.element_bytes());
     absolute_offsets = prefix_byte_offsets(counts, call.element_bytes());
     end = subtree_end(relative);
+    own_bytes = relative_offsets[relative + 1] - relative_offsets[relative];
     // Children, largest subtree first: it has the longest way to go.
     const int limit = relative == 0 ? size : lowest_bit(relative);
     for (long long step = 1; step < limit; step *= 2)
@@ -38,8 +39,15 @@ struct Tree {
   Region scratch_range(int first, int last) const {
     return block_range(BufferKind::scratch, relative_offsets, first, last, relative);
   }
+  // Below the root: the parent's rank, and the blocks of this rank's subtree.
+  int parent() const { return absolute(relative - lowest_bit(relative)); }
+  Region subtree() const { return scratch_range(relative, end); }
+  // Whether some rank below this one has a nonempty block, so its blocks pass
+  // through this rank's scratch; else this rank moves its own block only.
+  bool relays() const { return !children.empty() && subtree().length != own_bytes; }
 
   int size, root, relative, end;
+  size_t own_bytes;
   std::vector<size_t> relative_offsets, absolute_offsets;
   std::vector<int> children;
 };
@@ -60,8 +68,6 @@ RootPieces root_pieces(const Tree& tree, BufferKind buffer, int first, int last)
           block_range(buffer, tree.absolute_offsets, 0, stop - size)};
 }
 
-}  // namespace
-
 bool binomial_gather_supports(const Call& call) {
   return call.collective == Collective::gather && call.root >= 0 && call.root < call.size;
 }
@@ -70,40 +76,28 @@ bool binomial_scatter_supports(const Call& call) {
   return call.collective == Collective::scatter && call.root >= 0 && call.root < call.size;
 }
 
-double binomial_gather_scatter_cost(const Call& call, const CostModel& model) {
-  if (call.size <= 1) return 0.0;
-  const double ranks = call.size;
-  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
-  return ceil_log2(call.size) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte +
-         bytes * model.gamma_seconds_per_byte;
-}
-
 Plan binomial_gather_plan(const Call& call, const PlanTuning&) {
   Plan plan;
   const Tree tree(call);
-  const size_t own_bytes = tree.relative_offsets[tree.relative + 1] - tree.relative_offsets[tree.relative];
-  const Region own_input{BufferKind::input, 0, own_bytes};
+  const Region own_input{BufferKind::input, 0, tree.own_bytes};
 
   if (tree.relative != 0) {
-    const int parent = tree.absolute(tree.relative - lowest_bit(tree.relative));
-    const Region subtree = tree.scratch_range(tree.relative, tree.end);
-    if (tree.children.empty() || subtree.length == own_bytes) {
-      // Nothing to collect (a leaf, or children whose blocks are all empty).
-      if (own_bytes > 0) plan.send(own_input, parent, 0);
+    if (!tree.relays()) {
+      if (tree.own_bytes > 0) plan.send(own_input, tree.parent(), 0);
       return plan;
     }
-    plan.scratch_bytes = subtree.length;
+    plan.scratch_bytes = tree.subtree().length;
     StepId collected = no_step;  // chained: the send then waits for one id
-    if (own_bytes > 0) collected = plan.copy(own_input, tree.scratch_range(tree.relative, tree.relative + 1));
+    if (tree.own_bytes > 0) collected = plan.copy(own_input, tree.scratch_range(tree.relative, tree.relative + 1));
     for (int child : tree.children) {
       const Region range = tree.scratch_range(child, tree.subtree_end(child));
       if (range.length > 0) collected = plan.recv(tree.absolute(child), 0, range, {collected});
     }
-    plan.send(subtree, parent, 0, {collected});
+    plan.send(tree.subtree(), tree.parent(), 0, {collected});
     return plan;
   }
 
-  if (!call.in_place && own_bytes > 0)
+  if (!call.in_place && tree.own_bytes > 0)
     plan.copy(own_input, block_range(BufferKind::output, tree.absolute_offsets, call.rank, call.rank + 1));
   for (int child : tree.children) {
     const RootPieces pieces = root_pieces(tree, BufferKind::output, child, tree.subtree_end(child));
@@ -125,23 +119,20 @@ Plan binomial_gather_plan(const Call& call, const PlanTuning&) {
 Plan binomial_scatter_plan(const Call& call, const PlanTuning&) {
   Plan plan;
   const Tree tree(call);
-  const size_t own_bytes = tree.relative_offsets[tree.relative + 1] - tree.relative_offsets[tree.relative];
-  const Region own_output{BufferKind::output, 0, own_bytes};
+  const Region own_output{BufferKind::output, 0, tree.own_bytes};
 
   if (tree.relative != 0) {
-    const int parent = tree.absolute(tree.relative - lowest_bit(tree.relative));
-    const Region subtree = tree.scratch_range(tree.relative, tree.end);
-    if (tree.children.empty() || subtree.length == own_bytes) {
-      if (own_bytes > 0) plan.recv(parent, 0, own_output);
+    if (!tree.relays()) {
+      if (tree.own_bytes > 0) plan.recv(tree.parent(), 0, own_output);
       return plan;
     }
-    plan.scratch_bytes = subtree.length;
-    const StepId received = plan.recv(parent, 0, subtree);
+    plan.scratch_bytes = tree.subtree().length;
+    const StepId received = plan.recv(tree.parent(), 0, tree.subtree());
     for (int child : tree.children) {
       const Region range = tree.scratch_range(child, tree.subtree_end(child));
       if (range.length > 0) plan.send(range, tree.absolute(child), 0, {received});
     }
-    if (own_bytes > 0) plan.copy(tree.scratch_range(tree.relative, tree.relative + 1), own_output, {received});
+    if (tree.own_bytes > 0) plan.copy(tree.scratch_range(tree.relative, tree.relative + 1), own_output, {received});
     return plan;
   }
 
@@ -162,9 +153,14 @@ Plan binomial_scatter_plan(const Call& call, const PlanTuning&) {
                        Region{BufferKind::scratch, pieces.first_piece.length, pieces.second_piece.length}, {packed});
     plan.send(Region{BufferKind::scratch, 0, total}, tree.absolute(child), 0, {packed});
   }
-  if (!call.in_place && own_bytes > 0)
+  if (!call.in_place && tree.own_bytes > 0)
     plan.copy(block_range(BufferKind::input, tree.absolute_offsets, call.rank, call.rank + 1), own_output);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions binomial_gather{binomial_gather_supports, relayed_blocks_cost, binomial_gather_plan};
+constexpr AlgorithmFunctions binomial_scatter{binomial_scatter_supports, relayed_blocks_cost, binomial_scatter_plan};
 
 }  // namespace chorus::algorithms

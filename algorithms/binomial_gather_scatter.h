@@ -4,18 +4,12 @@
 // scratch buffer there, so it wins for small blocks.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool binomial_gather_supports(const Call& call);
-Plan binomial_gather_plan(const Call& call, const PlanTuning& tuning);
-bool binomial_scatter_supports(const Call& call);
-Plan binomial_scatter_plan(const Call& call, const PlanTuning& tuning);
-// Both: ceil(log2 P) alpha + (P-1)/P n beta (the root's link carries every
+// Both cost: ceil(log2 P) alpha + (P-1)/P n beta (the root's link carries every
 // block but its own), plus n gamma for the copies through scratch.
-double binomial_gather_scatter_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions binomial_gather, binomial_scatter;
 
 }  // namespace chorus::algorithms

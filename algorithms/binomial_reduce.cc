@@ -14,6 +14,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool binomial_reduce_supports(const Call& call) {
   return call.collective == Collective::reduce && call.root >= 0 && call.root < call.size;
 }
@@ -72,5 +74,9 @@ Plan binomial_reduce_plan(const Call& call, const PlanTuning& tuning) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions binomial_reduce{binomial_reduce_supports, binomial_reduce_cost, binomial_reduce_plan};
 
 }  // namespace chorus::algorithms

@@ -7,15 +7,11 @@
 // touched (they may pass none). In place: input == output on every rank.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool binomial_reduce_supports(const Call& call);
-Plan binomial_reduce_plan(const Call& call, const PlanTuning& tuning);
-// ceil(log2 P) (alpha + n beta + n gamma).
-double binomial_reduce_cost(const Call& call, const CostModel& model);
+// Cost: ceil(log2 P) (alpha + n beta + n gamma).
+extern const AlgorithmFunctions binomial_reduce;
 
 }  // namespace chorus::algorithms

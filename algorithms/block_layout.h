@@ -47,6 +47,18 @@ inline Region block_range(BufferKind buffer, const std::vector<size_t>& offsets,
   return Region{buffer, offsets[first] - offsets[base], offsets[last] - offsets[first]};
 }
 
+// ceil(log2 P) alpha + (P-1)/P n beta + n gamma, n the bytes of all blocks:
+// every block moved in ceil(log2 P) rounds, relayed through scratch (one copy
+// of every byte), one rank's link carrying every block but its own. The cost
+// of the binomial gather and scatter and of the Bruck allgather.
+inline double relayed_blocks_cost(const Call& call, const CostModel& model) {
+  if (call.size <= 1) return 0.0;
+  const double ranks = call.size;
+  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
+  return ceil_log2(call.size) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte +
+         bytes * model.gamma_seconds_per_byte;
+}
+
 // Segments of whole elements of about tuning's size, so pipelined plans cut
 // every region the same way on the sending and the receiving side.
 inline size_t segment_bytes_of(const PlanTuning& tuning, size_t element_bytes) {

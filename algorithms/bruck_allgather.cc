@@ -13,15 +13,9 @@
 
 namespace chorus::algorithms {
 
-bool bruck_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
+namespace {
 
-double bruck_allgather_cost(const Call& call, const CostModel& model) {
-  if (call.size <= 1) return 0.0;
-  const double ranks = call.size;
-  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
-  return ceil_log2(call.size) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte +
-         bytes * model.gamma_seconds_per_byte;
-}
+bool bruck_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
 
 Plan bruck_allgather_plan(const Call& call, const PlanTuning&) {
   Plan plan;
@@ -61,5 +55,9 @@ Plan bruck_allgather_plan(const Call& call, const PlanTuning&) {
     plan.copy(before_own, block_range(BufferKind::output, offsets, 0, rank), {last_written});
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions bruck_allgather{bruck_allgather_supports, relayed_blocks_cost, bruck_allgather_plan};
 
 }  // namespace chorus::algorithms

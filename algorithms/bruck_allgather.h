@@ -5,15 +5,11 @@
 // and a final local rotation.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool bruck_allgather_supports(const Call& call);
-Plan bruck_allgather_plan(const Call& call, const PlanTuning& tuning);
-// ceil(log2 P) alpha + (P-1)/P n beta + n gamma (the rotation copies).
-double bruck_allgather_cost(const Call& call, const CostModel& model);
+// Cost: ceil(log2 P) alpha + (P-1)/P n beta + n gamma (the rotation copies).
+extern const AlgorithmFunctions bruck_allgather;
 
 }  // namespace chorus::algorithms

@@ -20,6 +20,8 @@ size_t bruck_alltoall_round_blocks(int size, int round) {
   return blocks;
 }
 
+namespace {
+
 bool bruck_alltoall_supports(const Call& call) {
   return call.collective == Collective::alltoall && !call.variable() && !call.in_place;
 }
@@ -86,5 +88,9 @@ Plan bruck_alltoall_plan(const Call& call, const PlanTuning&) {
   for (int i = 0; i < size; ++i) last_local = plan.copy(slot(i), output_block(wrap_rank(rank - i, size)), {last_local});
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions bruck_alltoall{bruck_alltoall_supports, bruck_alltoall_cost, bruck_alltoall_plan};
 
 }  // namespace chorus::algorithms

@@ -3,18 +3,14 @@
 // only when blocks are small enough that latency dominates.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool bruck_alltoall_supports(const Call& call);
-Plan bruck_alltoall_plan(const Call& call, const PlanTuning& tuning);
-// Sum over rounds k of (alpha + m_k b beta), m_k the number of block indices
+// Cost: sum over rounds k of (alpha + m_k b beta), m_k the number of block indices
 // in [0, P) with bit k set and b one block's bytes, plus the packing and
 // rotation copies (about (2 + 2 log2 P / 2) P b gamma).
-double bruck_alltoall_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions bruck_alltoall;
 // m_k above: how many blocks round k of a P-rank Bruck alltoall sends.
 size_t bruck_alltoall_round_blocks(int size, int round);
 

@@ -7,6 +7,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool chain_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size;
 }
@@ -46,5 +48,10 @@ Plan chain_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   });
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions chain_broadcast{chain_broadcast_supports, chain_broadcast_cost, chain_broadcast_plan,
+                                             chain_broadcast_tuning};
 
 }  // namespace chorus::algorithms

@@ -5,17 +5,12 @@
 // regardless of P; the P-1 hops of latency make it lose for small buffers.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool chain_broadcast_supports(const Call& call);
-Plan chain_broadcast_plan(const Call& call, const PlanTuning& tuning);
-// Segments sized for the model: P - 2 fill stages (segment_size.h).
-PlanTuning chain_broadcast_tuning(const Call& call, const CostModel& model);
-// With the S segments of chain_broadcast_tuning: (P - 2 + S) (alpha + n/S beta).
-double chain_broadcast_cost(const Call& call, const CostModel& model);
+// Tuned with segments sized for the model: P - 2 fill stages (segment_size.h).
+// Cost with S segments: (P - 2 + S) (alpha + n/S beta).
+extern const AlgorithmFunctions chain_broadcast;
 
 }  // namespace chorus::algorithms

@@ -83,14 +83,8 @@ StepId ComposedPlan::add(const Step& step, std::vector<StepId>& after) {
 }
 
 StepId ComposedPlan::add_new(StepKind kind, int peer, uint32_t slot, Region from, Region to) {
-  Step step;
-  step.kind = kind;
-  step.peer = peer;
-  step.slot = slot;
-  step.from = from;
-  step.to = to;
   dependencies_.clear();
-  return add(step, dependencies_);
+  return add(Step{.kind = kind, .peer = peer, .slot = slot, .from = from, .to = to}, dependencies_);
 }
 
 StepId ComposedPlan::send(Region from, int peer, uint32_t slot) {

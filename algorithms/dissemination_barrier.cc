@@ -3,6 +3,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool dissemination_barrier_supports(const Call& call) { return call.collective == Collective::barrier; }
 
 double dissemination_barrier_cost(const Call& call, const CostModel& model) {
@@ -27,5 +29,10 @@ Plan dissemination_barrier_plan(const Call& call, const PlanTuning&) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions dissemination_barrier{dissemination_barrier_supports, dissemination_barrier_cost,
+                                                   dissemination_barrier_plan};
 
 }  // namespace chorus::algorithms

@@ -3,15 +3,11 @@
 // has (transitively) heard from every other, so none leaves before all arrived.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool dissemination_barrier_supports(const Call& call);
-Plan dissemination_barrier_plan(const Call& call, const PlanTuning& tuning);
-// ceil(log2 P) alpha.
-double dissemination_barrier_cost(const Call& call, const CostModel& model);
+// Cost: ceil(log2 P) alpha.
+extern const AlgorithmFunctions dissemination_barrier;
 
 }  // namespace chorus::algorithms

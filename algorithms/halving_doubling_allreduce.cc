@@ -8,17 +8,17 @@
 // still on the wire; received data waits in a few bounded scratch slots.
 #include "algorithms/halving_doubling_allreduce.h"
 
-#include <algorithm>
-
 #include "algorithms/power_of_two_fold.h"
 #include "algorithms/recursive_phases.h"
 #include "algorithms/reduction_segments.h"
 
 namespace chorus::algorithms {
 
-size_t halving_group_elements(size_t count, int groups, int group) {
-  const size_t base = count / static_cast<size_t>(groups), extra = count % static_cast<size_t>(groups);
-  return base + (static_cast<size_t>(group) < extra ? 1 : 0);
+namespace {
+
+void halve_then_double(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
+  reduce_scatter_by_halving(segments, fold);
+  allgather_by_doubling(segments, fold);
 }
 
 bool halving_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
@@ -35,34 +35,13 @@ double halving_doubling_allreduce_cost(const Call& call, const CostModel& model)
 }
 
 Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {
-  Plan plan;
-  if (call.count == 0) return plan;
-  const size_t element_bytes = element_size(call.type);
-  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_bytes);
-  const BufferKind own = call.in_place ? BufferKind::output : BufferKind::input;
-  const PowerOfTwoFold fold(call.rank, call.size);
-
-  std::vector<Segment> pieces;
-  size_t offset = 0;
-  for (int group = 0; group < fold.power(); ++group) {
-    const size_t length = halving_group_elements(call.count, fold.power(), group) * element_bytes;
-    add_segments(pieces, group, Region{own, offset, length}, Region{BufferKind::output, offset, length},
-                 segment_bytes);
-    offset += length;
-  }
-  MessageSlots slots(call.size);
-  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
-  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
-  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), fold.power());
-
-  fold_in(segments, fold);
-  if (!fold.folded_out()) {
-    reduce_scatter_by_halving(segments, fold);
-    allgather_by_doubling(segments, fold);
-  }
-  fold_out(segments, fold, 0, segments.size());
-  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
-  return plan;
+  return folded_allreduce_plan(call, tuning, PowerOfTwoFold(call.rank, call.size).power(), halve_then_double);
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions halving_doubling_allreduce{halving_doubling_allreduce_supports,
+                                                        halving_doubling_allreduce_cost,
+                                                        halving_doubling_allreduce_plan};
 
 }  // namespace chorus::algorithms

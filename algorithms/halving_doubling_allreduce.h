@@ -6,20 +6,12 @@
 // the end; the halving and doubling rounds are perfectly balanced.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool halving_doubling_allreduce_supports(const Call& call);
-Plan halving_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// 2 log2(P') alpha + 2 (P'-1)/P' n beta + (P'-1)/P' n gamma, plus
+// Cost: 2 log2(P') alpha + 2 (P'-1)/P' n beta + (P'-1)/P' n gamma, plus
 // 2 (alpha + n beta) + n gamma when P is not a power of two.
-double halving_doubling_allreduce_cost(const Call& call, const CostModel& model);
-
-// Elements of group `group` of the P' groups the buffer is cut into (group i
-// ends reduced on new rank i); exposed so tests can check bytes sent.
-size_t halving_group_elements(size_t count, int groups, int group);
+extern const AlgorithmFunctions halving_doubling_allreduce;
 
 }  // namespace chorus::algorithms

@@ -38,8 +38,6 @@ std::vector<int> passed_on_by(const Topology& topology, int rank) {
   return blocks;
 }
 
-}  // namespace
-
 bool hierarchical_allgather_supports(const Call& call) {
   return call.collective == Collective::allgather && has_two_levels(call) &&
          (call.counts.empty() || call.counts.size() == static_cast<size_t>(call.size));
@@ -101,5 +99,10 @@ Plan hierarchical_allgather_plan(const Call& call, const PlanTuning&) {
   }
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_allgather{hierarchical_allgather_supports, hierarchical_allgather_cost,
+                                                    hierarchical_allgather_plan};
 
 }  // namespace chorus::algorithms

@@ -10,15 +10,11 @@
 // Both phases are direct exchanges, two rounds of latency whatever P is.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool hierarchical_allgather_supports(const Call& call);
-Plan hierarchical_allgather_plan(const Call& call, const PlanTuning& tuning);
-// Both rounds' latencies plus the busier of the uplink and the host's memory.
-double hierarchical_allgather_cost(const Call& call, const CostModel& model);
+// Cost: both rounds' latencies plus the busier of the uplink and the host's memory.
+extern const AlgorithmFunctions hierarchical_allgather;
 
 }  // namespace chorus::algorithms

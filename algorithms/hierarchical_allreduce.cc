@@ -93,11 +93,7 @@ double slowest_host(const Topology& topology, PerHost per_host) {
 
 }  // namespace
 
-PlanTuning hierarchical_tuning(const Call&, const CostModel& model) {
-  PlanTuning tuning;
-  tuning.cost_model = model;
-  return tuning;
-}
+namespace {
 
 bool hierarchical_allreduce_supports(const Call& call) {
   return call.collective == Collective::allreduce && has_two_levels(call);
@@ -191,12 +187,12 @@ Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning) {
     const Call phase = allreduce_among_hosts(call, host, slices.elements(s));
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, allreduce_among_hosts(call, host, call.count),
                                                          LinkLevel::remote, tuning, "ring");
-    Embedding where;
-    where.members = rail;
-    where.output_offset = slices.start_bytes(s);
-    where.slot_base = phase_slot_span + static_cast<uint32_t>(s) * rail_slots;
-    where.slot_limit = where.slot_base + rail_slots;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    const uint32_t slot_base = phase_slot_span + static_cast<uint32_t>(s) * rail_slots;
+    plan.append(chosen.algorithm->build(phase, chosen.tuning),
+                {.members = rail,
+                 .output_offset = slices.start_bytes(s),
+                 .slot_base = slot_base,
+                 .slot_limit = slot_base + rail_slots});
   }
 
   // Phase 3: allgather within the host.
@@ -247,11 +243,8 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
   } else {
     const Call phase = phase_call(call, Collective::reduce, local_rank, local_size, call.count, 0, call.in_place);
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::local, tuning, "binomial");
-    Embedding where;
-    where.members = local;
-    where.in_place = call.in_place;
-    where.slot_limit = phase_slot_span;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    plan.append(chosen.algorithm->build(phase, chosen.tuning),
+                {.members = local, .in_place = call.in_place, .slot_limit = phase_slot_span});
   }
 
   // Phase 2: the leaders' allreduce.
@@ -259,24 +252,26 @@ Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuni
     const Call phase = allreduce_among_hosts(call, host, call.count);
     const PhaseAlgorithm chosen =
         choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "recursive_doubling");
-    Embedding where;
-    where.members = leaders;
-    where.slot_base = phase_slot_span;
-    where.slot_limit = 2 * phase_slot_span;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    plan.append(chosen.algorithm->build(phase, chosen.tuning),
+                {.members = leaders, .slot_base = phase_slot_span, .slot_limit = 2 * phase_slot_span});
   }
 
   // Phase 3: broadcast from the leader within the host.
   if (local_size > 1) {
     const Call phase = phase_call(call, Collective::broadcast, local_rank, local_size, call.count, 0, true);
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::local, tuning, "binomial");
-    Embedding where;
-    where.members = local;
-    where.slot_base = 2 * phase_slot_span;
-    where.slot_limit = 3 * phase_slot_span;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    plan.append(chosen.algorithm->build(phase, chosen.tuning),
+                {.members = local, .slot_base = 2 * phase_slot_span, .slot_limit = 3 * phase_slot_span});
   }
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_allreduce{hierarchical_allreduce_supports, hierarchical_allreduce_cost,
+                                                    hierarchical_allreduce_plan, hierarchical_tuning};
+constexpr AlgorithmFunctions hierarchical_leader_allreduce{hierarchical_leader_allreduce_supports,
+                                                           hierarchical_leader_allreduce_cost,
+                                                           hierarchical_leader_allreduce_plan, hierarchical_tuning};
 
 }  // namespace chorus::algorithms

@@ -24,27 +24,17 @@
 // (composed_plan.h), so they pipeline segment by segment.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool hierarchical_allreduce_supports(const Call& call);
-Plan hierarchical_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// Pipelined phases: every phase's latency (the direct local exchanges, the
+// Cost: pipelined phases: every phase's latency (the direct local exchanges, the
 // rails' flat allreduce, once per slice a rank holds), plus the busier of the
 // host's memory (2 (L-1)/L n through the local links) and its uplink (which
 // all rails share: a flat allreduce of n bytes among H ranks).
-double hierarchical_allreduce_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions hierarchical_allreduce;
 
-bool hierarchical_leader_allreduce_supports(const Call& call);
-Plan hierarchical_leader_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// The slowest host's local reduce and broadcast plus the leaders' allreduce.
-double hierarchical_leader_allreduce_cost(const Call& call, const CostModel& model);
-
-// Both carry the cost model into their Plan (PlanTuning::cost_model), which
-// chooses every phase's flat algorithm.
-PlanTuning hierarchical_tuning(const Call& call, const CostModel& model);
+// Cost: the slowest host's local reduce and broadcast plus the leaders' allreduce.
+extern const AlgorithmFunctions hierarchical_leader_allreduce;
 
 }  // namespace chorus::algorithms

@@ -12,6 +12,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool hierarchical_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size && has_two_levels(call);
 }
@@ -49,23 +51,22 @@ Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
     const Call phase = phase_call(call, Collective::broadcast, host, topology.hosts(), call.count,
                                   topology.host_of(call.root), true);
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "binomial");
-    Embedding where;
-    where.members = leaders;
-    where.slot_limit = phase_slot_span;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    plan.append(chosen.algorithm->build(phase, chosen.tuning), {.members = leaders, .slot_limit = phase_slot_span});
   }
   const std::vector<int>& local = topology.ranks_on(host);
   if (local.size() > 1) {
     const Call phase = phase_call(call, Collective::broadcast, topology.local_rank(call.rank),
                                   static_cast<int>(local.size()), call.count, topology.local_rank(leader), true);
     const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::local, tuning, "binomial");
-    Embedding where;
-    where.members = local;
-    where.slot_base = phase_slot_span;
-    where.slot_limit = 2 * phase_slot_span;
-    plan.append(chosen.algorithm->build(phase, chosen.tuning), where);
+    plan.append(chosen.algorithm->build(phase, chosen.tuning),
+                {.members = local, .slot_base = phase_slot_span, .slot_limit = 2 * phase_slot_span});
   }
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_broadcast{hierarchical_broadcast_supports, hierarchical_broadcast_cost,
+                                                    hierarchical_broadcast_plan, hierarchical_tuning};
 
 }  // namespace chorus::algorithms

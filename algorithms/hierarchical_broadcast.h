@@ -8,15 +8,11 @@
 // pipeline segment by segment (composed_plan.h).
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool hierarchical_broadcast_supports(const Call& call);
-Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning);
-// The leaders' broadcast plus the slowest host's.
-double hierarchical_broadcast_cost(const Call& call, const CostModel& model);
+// Cost: the leaders' broadcast plus the slowest host's.
+extern const AlgorithmFunctions hierarchical_broadcast;
 
 }  // namespace chorus::algorithms

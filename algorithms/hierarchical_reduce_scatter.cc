@@ -31,8 +31,6 @@ int agent(const Topology& topology, int block, int host) {
   return ranks[static_cast<size_t>(topology.local_rank(block)) % ranks.size()];
 }
 
-}  // namespace
-
 bool hierarchical_reduce_scatter_supports(const Call& call) {
   return reduce_scatter_call_is_valid(call) && has_two_levels(call);
 }
@@ -139,5 +137,11 @@ Plan hierarchical_reduce_scatter_plan(const Call& call, const PlanTuning& tuning
     if (other != host) receive_and_reduce(agent(topology, rank, other), phase_slot_span, rank);
   return std::move(plan).take();
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions hierarchical_reduce_scatter{hierarchical_reduce_scatter_supports,
+                                                         hierarchical_reduce_scatter_cost,
+                                                         hierarchical_reduce_scatter_plan};
 
 }  // namespace chorus::algorithms

@@ -11,16 +11,12 @@
 // through every uplink it crosses.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool hierarchical_reduce_scatter_supports(const Call& call);
-Plan hierarchical_reduce_scatter_plan(const Call& call, const PlanTuning& tuning);
-// Both rounds' latencies plus the busier of the uplink and the host's
+// Cost: both rounds' latencies plus the busier of the uplink and the host's
 // memory, and the exposed reductions.
-double hierarchical_reduce_scatter_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions hierarchical_reduce_scatter;
 
 }  // namespace chorus::algorithms

@@ -54,7 +54,13 @@ PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, 
   const CostModel level_model = parent.cost_model->at(level);
   const Algorithm* algorithm = cheapest_flat(choose_by, level_model).algorithm;
   if (!algorithm->supports(phase)) algorithm = cheapest_flat(phase, level_model).algorithm;
-  return {algorithm, algorithm->tune ? algorithm->tune(phase, level_model) : inherited};
+  return {algorithm, algorithm->tuned_by_model() ? plan_tuning(*algorithm, phase, level_model) : inherited};
+}
+
+PlanTuning hierarchical_tuning(const Call&, const CostModel& model) {
+  PlanTuning tuning;
+  tuning.cost_model = model;
+  return tuning;
 }
 
 }  // namespace chorus::algorithms

@@ -58,4 +58,8 @@ struct PhaseAlgorithm {
 PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, LinkLevel level,
                                       const PlanTuning& parent, std::string_view fallback);
 
+// The tuning of every hierarchical algorithm: it carries the cost model into
+// the Plan (PlanTuning::cost_model), which chooses every phase's flat algorithm.
+PlanTuning hierarchical_tuning(const Call& call, const CostModel& model);
+
 }  // namespace chorus::algorithms

@@ -6,6 +6,8 @@
 
 namespace chorus::algorithms {
 
+namespace {
+
 bool linear_gather_supports(const Call& call) {
   return call.collective == Collective::gather && call.root >= 0 && call.root < call.size;
 }
@@ -60,5 +62,10 @@ Plan linear_scatter_plan(const Call& call, const PlanTuning&) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions linear_gather{linear_gather_supports, linear_gather_scatter_cost, linear_gather_plan};
+constexpr AlgorithmFunctions linear_scatter{linear_scatter_supports, linear_gather_scatter_cost, linear_scatter_plan};
 
 }  // namespace chorus::algorithms

@@ -4,17 +4,11 @@
 // large blocks.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool linear_gather_supports(const Call& call);
-Plan linear_gather_plan(const Call& call, const PlanTuning& tuning);
-bool linear_scatter_supports(const Call& call);
-Plan linear_scatter_plan(const Call& call, const PlanTuning& tuning);
-// Both: (P-1) alpha + (n - own block) beta at the root, n the bytes of all blocks.
-double linear_gather_scatter_cost(const Call& call, const CostModel& model);
+// Both cost: (P-1) alpha + (n - own block) beta at the root, n the bytes of all blocks.
+extern const AlgorithmFunctions linear_gather, linear_scatter;
 
 }  // namespace chorus::algorithms

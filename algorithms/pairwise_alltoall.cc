@@ -20,6 +20,8 @@ AlltoallLayout::AlltoallLayout(const Call& call) {
   receive_offsets = prefix_byte_offsets(call.recv_counts.empty() ? fixed : call.recv_counts, element);
 }
 
+namespace {
+
 bool pairwise_alltoall_supports(const Call& call) { return call.collective == Collective::alltoall && !call.in_place; }
 
 double pairwise_alltoall_cost(const Call& call, const CostModel& model) {
@@ -55,5 +57,10 @@ Plan pairwise_alltoall_plan(const Call& call, const PlanTuning&) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions pairwise_alltoall{pairwise_alltoall_supports, pairwise_alltoall_cost,
+                                               pairwise_alltoall_plan};
 
 }  // namespace chorus::algorithms

@@ -4,16 +4,12 @@
 // crosses one link once: the algorithm for anything but tiny blocks.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool pairwise_alltoall_supports(const Call& call);
-Plan pairwise_alltoall_plan(const Call& call, const PlanTuning& tuning);
-// (P-1) (alpha + b beta), b the bytes of one block (the largest, for alltoallv).
-double pairwise_alltoall_cost(const Call& call, const CostModel& model);
+// Cost: (P-1) (alpha + b beta), b the bytes of one block (the largest, for alltoallv).
+extern const AlgorithmFunctions pairwise_alltoall;
 
 // The layout of an alltoall call's two buffers: byte offsets of the block
 // for/from each peer (fixed count or send_counts/recv_counts).

@@ -34,39 +34,21 @@ StepId Plan::add(Step step, std::span<const StepId> after) {
 }
 
 StepId Plan::send(Region from, int peer, uint32_t slot, Dependencies after) {
-  Step step;
-  step.kind = StepKind::send;
-  step.peer = peer;
-  step.slot = slot;
-  step.from = from;
-  return add(step, after);
+  return add(Step{.kind = StepKind::send, .peer = peer, .slot = slot, .from = from}, after);
 }
 
 StepId Plan::recv(int peer, uint32_t slot, Region to, Dependencies after) {
-  Step step;
-  step.kind = StepKind::recv;
-  step.peer = peer;
-  step.slot = slot;
-  step.to = to;
-  return add(step, after);
+  return add(Step{.kind = StepKind::recv, .peer = peer, .slot = slot, .to = to}, after);
 }
 
 StepId Plan::reduce(Region from, Region to, Dependencies after) {
   if (from.length != to.length) throw std::logic_error("plan reduce between regions of different lengths");
-  Step step;
-  step.kind = StepKind::reduce;
-  step.from = from;
-  step.to = to;
-  return add(step, after);
+  return add(Step{.kind = StepKind::reduce, .from = from, .to = to}, after);
 }
 
 StepId Plan::copy(Region from, Region to, Dependencies after) {
   if (from.length != to.length) throw std::logic_error("plan copy between regions of different lengths");
-  Step step;
-  step.kind = StepKind::copy;
-  step.from = from;
-  step.to = to;
-  return add(step, after);
+  return add(Step{.kind = StepKind::copy, .from = from, .to = to}, after);
 }
 
 std::string describe_region(const Region& region) {

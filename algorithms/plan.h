@@ -49,8 +49,8 @@ struct Step {
   StepKind kind = StepKind::copy;
   int peer = -1;      // send, recv
   uint32_t slot = 0;  // send, recv: low 32 bits of the wire tag
-  Region from;        // send: bytes sent; reduce: operand; copy: source
-  Region to;          // recv: where bytes land; reduce: accumulator; copy: destination
+  Region from{};      // send: bytes sent; reduce: operand; copy: source
+  Region to{};        // recv: where bytes land; reduce: accumulator; copy: destination
   uint32_t first_dependency = 0;  // into Plan::dependencies()
   uint32_t dependency_count = 0;
 

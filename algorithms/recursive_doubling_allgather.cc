@@ -13,7 +13,6 @@ namespace chorus::algorithms {
 
 namespace {
 bool is_power_of_two(int value) { return value > 0 && (value & (value - 1)) == 0; }
-}  // namespace
 
 bool recursive_doubling_allgather_supports(const Call& call) {
   return call.collective == Collective::allgather && is_power_of_two(call.size);
@@ -54,5 +53,11 @@ Plan recursive_doubling_allgather_plan(const Call& call, const PlanTuning&) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions recursive_doubling_allgather{recursive_doubling_allgather_supports,
+                                                          recursive_doubling_allgather_cost,
+                                                          recursive_doubling_allgather_plan};
 
 }  // namespace chorus::algorithms

@@ -5,15 +5,11 @@
 // (Bruck serves those).
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool recursive_doubling_allgather_supports(const Call& call);
-Plan recursive_doubling_allgather_plan(const Call& call, const PlanTuning& tuning);
-// log2 P alpha + (P-1)/P n beta, n the bytes of the whole result.
-double recursive_doubling_allgather_cost(const Call& call, const CostModel& model);
+// Cost: log2 P alpha + (P-1)/P n beta, n the bytes of the whole result.
+extern const AlgorithmFunctions recursive_doubling_allgather;
 
 }  // namespace chorus::algorithms

@@ -3,13 +3,13 @@
 // reduced, and so received data waits in a few bounded scratch slots.
 #include "algorithms/recursive_doubling_allreduce.h"
 
-#include <algorithm>
-
 #include "algorithms/power_of_two_fold.h"
 #include "algorithms/recursive_phases.h"
 #include "algorithms/reduction_segments.h"
 
 namespace chorus::algorithms {
+
+namespace {
 
 bool recursive_doubling_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
 
@@ -23,25 +23,13 @@ double recursive_doubling_allreduce_cost(const Call& call, const CostModel& mode
 }
 
 Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning) {
-  Plan plan;
-  if (call.count == 0) return plan;
-  const size_t element_bytes = element_size(call.type);
-  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_bytes);
-  const BufferKind own = call.in_place ? BufferKind::output : BufferKind::input;
-
-  std::vector<Segment> pieces;
-  add_segments(pieces, 0, Region{own, 0, call.bytes()}, Region{BufferKind::output, 0, call.bytes()}, segment_bytes);
-  MessageSlots slots(call.size);
-  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
-  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
-  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), 1);
-
-  const PowerOfTwoFold fold(call.rank, call.size);
-  fold_in(segments, fold);
-  if (!fold.folded_out()) exchange_all(segments, fold);
-  fold_out(segments, fold, 0, segments.size());
-  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
-  return plan;
+  return folded_allreduce_plan(call, tuning, 1, exchange_all);
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions recursive_doubling_allreduce{recursive_doubling_allreduce_supports,
+                                                          recursive_doubling_allreduce_cost,
+                                                          recursive_doubling_allreduce_plan};
 
 }  // namespace chorus::algorithms

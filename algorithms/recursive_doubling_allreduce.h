@@ -4,16 +4,12 @@
 // Any rank count: the extra ranks fold in first and get the result at the end.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool recursive_doubling_allreduce_supports(const Call& call);
-Plan recursive_doubling_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// log2(P') (alpha + n beta + n gamma), plus 2 (alpha + n beta) + n gamma
+// Cost: log2(P') (alpha + n beta + n gamma), plus 2 (alpha + n beta) + n gamma
 // when P is not a power of two (P' = largest power of two <= P).
-double recursive_doubling_allreduce_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions recursive_doubling_allreduce;
 
 }  // namespace chorus::algorithms

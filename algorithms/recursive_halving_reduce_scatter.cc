@@ -27,8 +27,6 @@ size_t piece_count(const Call& call, size_t piece_bytes) {
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-}  // namespace
-
 bool recursive_halving_reduce_scatter_supports(const Call& call) { return reduce_scatter_call_is_valid(call); }
 
 double recursive_halving_reduce_scatter_cost(const Call& call, const CostModel& model) {
@@ -97,5 +95,11 @@ Plan recursive_halving_reduce_scatter_plan(const Call& call, const PlanTuning& t
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions recursive_halving_reduce_scatter{recursive_halving_reduce_scatter_supports,
+                                                              recursive_halving_reduce_scatter_cost,
+                                                              recursive_halving_reduce_scatter_plan};
 
 }  // namespace chorus::algorithms

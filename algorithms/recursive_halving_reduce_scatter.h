@@ -8,17 +8,13 @@
 // Buffers as for ring_reduce_scatter (out of place only).
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool recursive_halving_reduce_scatter_supports(const Call& call);
-Plan recursive_halving_reduce_scatter_plan(const Call& call, const PlanTuning& tuning);
-// Per piece of the buffer log2(P') alpha (+2 alpha when P is not a power of
+// Cost: per piece of the buffer log2(P') alpha (+2 alpha when P is not a power of
 // two), plus (P'-1)/P' N (beta + gamma), plus N (beta + gamma) + N/P beta
 // for the folding; N the bytes of all blocks.
-double recursive_halving_reduce_scatter_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions recursive_halving_reduce_scatter;
 
 }  // namespace chorus::algorithms

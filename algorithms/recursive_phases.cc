@@ -78,4 +78,37 @@ void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t f
     for (size_t s = first_segment; s < last_segment; ++s) segments.overwrite(s, fold.partner());
 }
 
+size_t halving_group_elements(size_t count, int groups, int group) {
+  const size_t base = count / static_cast<size_t>(groups), extra = count % static_cast<size_t>(groups);
+  return base + (static_cast<size_t>(group) < extra ? 1 : 0);
+}
+
+Plan folded_allreduce_plan(const Call& call, const PlanTuning& tuning, int groups, FoldedExchange exchange) {
+  Plan plan;
+  if (call.count == 0) return plan;
+  const size_t element_bytes = element_size(call.type);
+  const size_t segment_bytes = segment_bytes_for(tuning.segment_bytes, element_bytes);
+  const BufferKind own = call.in_place ? BufferKind::output : BufferKind::input;
+  std::vector<Segment> pieces;
+  size_t offset = 0;
+  for (int group = 0; group < groups; ++group) {
+    const size_t length = halving_group_elements(call.count, groups, group) * element_bytes;
+    add_segments(pieces, group, Region{own, offset, length}, Region{BufferKind::output, offset, length},
+                 segment_bytes);
+    offset += length;
+  }
+
+  MessageSlots slots(call.size);
+  ReceiveSlots receive_slots(0, std::min(segment_bytes, call.bytes()), tuning.scratch_segments);
+  if (call.size > 1) plan.scratch_bytes = receive_slots.bytes();
+  SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces), groups);
+
+  const PowerOfTwoFold fold(call.rank, call.size);
+  fold_in(segments, fold);
+  if (!fold.folded_out()) exchange(segments, fold);
+  fold_out(segments, fold, 0, segments.size());
+  for (size_t s = 0; s < segments.size(); ++s) segments.settle(s);
+  return plan;
+}
+
 }  // namespace chorus::algorithms

@@ -9,6 +9,11 @@
 
 namespace chorus::algorithms {
 
+// Elements of group `group` of the `groups` groups a buffer of `count`
+// elements is cut into (group i ends reduced on new rank i); exposed so tests
+// can check bytes sent.
+size_t halving_group_elements(size_t count, int groups, int group);
+
 // The folded-out rank sends all its segments to its partner, which reduces
 // them into its own.
 void fold_in(SegmentedReduction& segments, const PowerOfTwoFold& fold);
@@ -25,5 +30,12 @@ void allgather_by_doubling(SegmentedReduction& segments, const PowerOfTwoFold& f
 void gather_to_first(SegmentedReduction& segments, const PowerOfTwoFold& fold);
 // The partner sends the result of groups [first, last) to the folded-out rank.
 void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t first_segment, size_t last_segment);
+
+// A whole allreduce among any number of ranks, the buffer cut into `groups`
+// groups (1, or P' for the halving rounds) and every group into segments: the
+// extra ranks fold in, `exchange` runs among the P' power-of-two ranks, the
+// extras get the result back, and every segment settles in the output.
+using FoldedExchange = void (*)(SegmentedReduction& segments, const PowerOfTwoFold& fold);
+Plan folded_allreduce_plan(const Call& call, const PlanTuning& tuning, int groups, FoldedExchange exchange);
 
 }  // namespace chorus::algorithms

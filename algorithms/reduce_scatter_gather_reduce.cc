@@ -9,12 +9,13 @@
 
 #include <algorithm>
 
-#include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
 #include "algorithms/recursive_phases.h"
 #include "algorithms/reduction_segments.h"
 
 namespace chorus::algorithms {
+
+namespace {
 
 bool reduce_scatter_gather_reduce_supports(const Call& call) {
   return call.collective == Collective::reduce && call.root >= 0 && call.root < call.size;
@@ -80,5 +81,11 @@ Plan reduce_scatter_gather_reduce_plan(const Call& call, const PlanTuning& tunin
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions reduce_scatter_gather_reduce{reduce_scatter_gather_reduce_supports,
+                                                          reduce_scatter_gather_reduce_cost,
+                                                          reduce_scatter_gather_reduce_plan};
 
 }  // namespace chorus::algorithms

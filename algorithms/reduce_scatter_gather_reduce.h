@@ -8,16 +8,12 @@
 // touched. In place: input == output on every rank.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool reduce_scatter_gather_reduce_supports(const Call& call);
-Plan reduce_scatter_gather_reduce_plan(const Call& call, const PlanTuning& tuning);
-// Per piece of the buffer 2 log2(P') alpha (+1 when P is not a power of
+// Cost: per piece of the buffer 2 log2(P') alpha (+1 when P is not a power of
 // two), plus (P'-1)/P' n (2 beta + gamma), plus n (beta + gamma) for folding.
-double reduce_scatter_gather_reduce_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions reduce_scatter_gather_reduce;
 
 }  // namespace chorus::algorithms

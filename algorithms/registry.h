@@ -1,6 +1,6 @@
 // Every algorithm the library knows, by collective and name. Adding an
-// algorithm means one entry here; selection, CHORUS_ALGO and the tests find
-// it through this table.
+// algorithm means defining its functions (algorithm_functions.h) and one
+// entry here; selection, CHORUS_ALGO and the tests find it through this table.
 //
 // These are Plans, which chorus's executor runs and the cost model prices.
 // Libraries that run a whole call themselves on their own memory kind
@@ -12,9 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 #include "base/deadline.h"
 
 namespace chorus::algorithms {
@@ -24,15 +22,16 @@ class Communicator;
 struct Algorithm {
   Collective collective;
   std::string_view name;
-  bool (*supports)(const Call& call);
-  double (*cost_seconds)(const Call& call, const CostModel& model);
-  Plan (*build)(const Call& call, const PlanTuning& tuning);
-  // The tuning `build` gets for a real call, derived from the same model the
-  // cost used, so selection predicts the Plan that runs. Null: PlanTuning{}.
-  PlanTuning (*tune)(const Call& call, const CostModel& model) = nullptr;
+  const AlgorithmFunctions* functions;  // defined in the algorithm's own file
+
+  bool supports(const Call& call) const { return functions->supports(call); }
+  double cost_seconds(const Call& call, const CostModel& model) const { return functions->cost_seconds(call, model); }
+  Plan build(const Call& call, const PlanTuning& tuning) const { return functions->build(call, tuning); }
+  // Whether its tuning follows the cost model (plan_tuning); else PlanTuning{}.
+  bool tuned_by_model() const { return functions->tune != nullptr; }
 };
 
-// algorithm.tune(call, model), or the default tuning when it has none.
+// The tuning the algorithm derives from the model, or the default tuning when it has none.
 PlanTuning plan_tuning(const Algorithm& algorithm, const Call& call, const CostModel& model);
 
 std::span<const Algorithm> all_algorithms();

@@ -11,15 +11,6 @@
 
 namespace chorus::algorithms {
 
-bool ring_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
-
-double ring_allgather_cost(const Call& call, const CostModel& model) {
-  if (call.size <= 1) return 0.0;
-  const double ranks = call.size;
-  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
-  return (ranks - 1) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte;
-}
-
 void append_ring_allgather(Plan& plan, const RingAllgatherStage& stage) {
   const int size = stage.size, position = stage.position;
   if (size <= 1) return;
@@ -37,6 +28,17 @@ void append_ring_allgather(Plan& plan, const RingAllgatherStage& stage) {
       if (forward) plan.send(piece, stage.right, send_slot++, {received});
     });
   }
+}
+
+namespace {
+
+bool ring_allgather_supports(const Call& call) { return call.collective == Collective::allgather; }
+
+double ring_allgather_cost(const Call& call, const CostModel& model) {
+  if (call.size <= 1) return 0.0;
+  const double ranks = call.size;
+  const double bytes = static_cast<double>(call.total_count() * call.element_bytes());
+  return (ranks - 1) * model.alpha_seconds + (ranks - 1) / ranks * bytes * model.beta_seconds_per_byte;
 }
 
 Plan ring_allgather_plan(const Call& call, const PlanTuning& tuning) {
@@ -65,5 +67,9 @@ Plan ring_allgather_plan(const Call& call, const PlanTuning& tuning) {
   append_ring_allgather(plan, stage);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions ring_allgather{ring_allgather_supports, ring_allgather_cost, ring_allgather_plan};
 
 }  // namespace chorus::algorithms

@@ -7,16 +7,12 @@
 
 #include <vector>
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool ring_allgather_supports(const Call& call);
-Plan ring_allgather_plan(const Call& call, const PlanTuning& tuning);
-// (P-1) alpha + (P-1)/P n beta, n the bytes of the whole result.
-double ring_allgather_cost(const Call& call, const CostModel& model);
+// Cost: (P-1) alpha + (P-1)/P n beta, n the bytes of the whole result.
+extern const AlgorithmFunctions ring_allgather;
 
 // The ring part alone, appended to a plan. Ring positions are 0..size-1;
 // `blocks[i]` is where position i's block lives in this rank's output.

@@ -78,6 +78,8 @@ size_t ring_chunk_elements(size_t count, int size, int chunk) {
   return base + (static_cast<size_t>(chunk) < extra ? 1 : 0);
 }
 
+namespace {
+
 bool ring_allreduce_supports(const Call& call) { return call.collective == Collective::allreduce; }
 
 double ring_allreduce_cost(const Call& call, const CostModel& model) {
@@ -169,5 +171,9 @@ Plan ring_allreduce_plan(const Call& call, const PlanTuning& tuning) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions ring_allreduce{ring_allreduce_supports, ring_allreduce_cost, ring_allreduce_plan};
 
 }  // namespace chorus::algorithms

@@ -2,16 +2,12 @@
 // Bandwidth-optimal: each rank sends 2 * (P - 1) / P of the buffer.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool ring_allreduce_supports(const Call& call);
-Plan ring_allreduce_plan(const Call& call, const PlanTuning& tuning);
-// 2 (P-1) alpha + 2 (P-1)/P n beta + (P-1)/P n gamma.
-double ring_allreduce_cost(const Call& call, const CostModel& model);
+// Cost: 2 (P-1) alpha + 2 (P-1)/P n beta + (P-1)/P n gamma.
+extern const AlgorithmFunctions ring_allreduce;
 
 // How the buffer is cut into one chunk per rank (chunks differ by at most one
 // element); exposed so tests can check bytes sent against the exact split.

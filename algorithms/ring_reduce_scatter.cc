@@ -19,6 +19,8 @@ bool reduce_scatter_call_is_valid(const Call& call) {
          (call.counts.empty() || call.counts.size() == static_cast<size_t>(call.size));
 }
 
+namespace {
+
 bool ring_reduce_scatter_supports(const Call& call) { return reduce_scatter_call_is_valid(call); }
 
 double ring_reduce_scatter_cost(const Call& call, const CostModel& model) {
@@ -89,5 +91,10 @@ Plan ring_reduce_scatter_plan(const Call& call, const PlanTuning& tuning) {
   }
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions ring_reduce_scatter{ring_reduce_scatter_supports, ring_reduce_scatter_cost,
+                                                 ring_reduce_scatter_plan};
 
 }  // namespace chorus::algorithms

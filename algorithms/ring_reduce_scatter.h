@@ -8,16 +8,12 @@
 // supported: input and output must be distinct buffers.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool ring_reduce_scatter_supports(const Call& call);
-Plan ring_reduce_scatter_plan(const Call& call, const PlanTuning& tuning);
-// (P-1) alpha + (P-1)/P N (beta + gamma), N the bytes of all blocks.
-double ring_reduce_scatter_cost(const Call& call, const CostModel& model);
+// Cost: (P-1) alpha + (P-1)/P N (beta + gamma), N the bytes of all blocks.
+extern const AlgorithmFunctions ring_reduce_scatter;
 
 // Both reduce-scatter algorithms accept: out of place, and per-rank counts
 // (if any) for every rank.

@@ -19,6 +19,8 @@ int scatter_subtree_end(int relative, int size) {
   return static_cast<int>(std::min<long long>(size, static_cast<long long>(relative) + lowest_bit(relative)));
 }
 
+namespace {
+
 bool scatter_allgather_broadcast_supports(const Call& call) {
   return call.collective == Collective::broadcast && call.root >= 0 && call.root < call.size;
 }
@@ -83,5 +85,11 @@ Plan scatter_allgather_broadcast_plan(const Call& call, const PlanTuning& tuning
   append_ring_allgather(plan, ring);
   return plan;
 }
+
+}  // namespace
+
+constexpr AlgorithmFunctions scatter_allgather_broadcast{scatter_allgather_broadcast_supports,
+                                                         scatter_allgather_broadcast_cost,
+                                                         scatter_allgather_broadcast_plan};
 
 }  // namespace chorus::algorithms

@@ -4,17 +4,13 @@
 // every link carries about 2n/P per step.
 #pragma once
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
+#include "algorithms/algorithm_functions.h"
 
 namespace chorus::algorithms {
 
-bool scatter_allgather_broadcast_supports(const Call& call);
-Plan scatter_allgather_broadcast_plan(const Call& call, const PlanTuning& tuning);
-// Scatter ceil(log2 P) alpha + (P-1)/P n beta, then ring allgather
+// Cost: scatter ceil(log2 P) alpha + (P-1)/P n beta, then ring allgather
 // (P-1) alpha + (P-1)/P n beta.
-double scatter_allgather_broadcast_cost(const Call& call, const CostModel& model);
+extern const AlgorithmFunctions scatter_allgather_broadcast;
 
 // Relative rank v (rank - root mod P) owns chunk v of the buffer after the
 // scatter; chunks are ring_chunk_elements(count, P, v) long. The scatter

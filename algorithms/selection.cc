@@ -23,7 +23,7 @@ const Collective known_collectives[] = {Collective::allreduce, Collective::broad
 // Only for algorithms whose segments follow the model; the others always
 // use the default tuning.
 std::string describe_segments(const Algorithm& algorithm, const Call& call, const CostModel& model) {
-  if (!algorithm.tune) return {};
+  if (!algorithm.tuned_by_model()) return {};
   return cat(", segments of ", plan_tuning(algorithm, call, model).segment_bytes, " bytes");
 }
 

@@ -20,7 +20,7 @@ int64_t root_value(size_t i) { return static_cast<int64_t>(i % 101) - 50; }
 void check_broadcast(const Call& call, const PlanTuning& tuning) {
   INFO(to_string(call.type) << " count " << call.count << " on " << call.size << " ranks from root " << call.root
                             << ", segments of " << tuning.segment_bytes << " bytes");
-  const std::vector<Plan> plans = build_plans(binomial_broadcast_plan, call, tuning);
+  const std::vector<Plan> plans = build_plans(binomial_broadcast.build, call, tuning);
   // Only the root holds the data; everyone else starts with garbage.
   JobBuffers job = JobBuffers::make(call, [&](int rank, size_t i) { return rank == call.root ? root_value(i) : 99; });
   SimulationReport report = simulate(plans, job.views(), call);
@@ -116,7 +116,7 @@ TEST_CASE("dissemination barrier: log2 rounds of empty messages, every rank hear
   for (int size = 1; size <= 40; ++size) {
     INFO("size " << size);
     Call call = make_call(Collective::barrier, 0, size, 0, DataType::int8, ReduceOp::sum, 0, true);
-    const std::vector<Plan> plans = build_plans(dissemination_barrier_plan, call, PlanTuning{});
+    const std::vector<Plan> plans = build_plans(dissemination_barrier.build, call, PlanTuning{});
     std::vector<RankBuffers> nothing(size);
     SimulationReport report = simulate(plans, nothing, call);
     for (int rank = 0; rank < size; ++rank) {

@@ -72,17 +72,18 @@ TEST_CASE("hierarchical allreduce Plans are exact on uniform, uneven and interle
     INFO("topology " << topology.describe());
     for (const Algorithm* algorithm : {&rails, &leaders}) {
       INFO("algorithm " << algorithm->name);
+      const Builder build = algorithm->functions->build;
       for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1009}})
         for (bool in_place : {true, false}) {
-          run_and_check(algorithm->build, allreduce_call(topology, count, DataType::int32, ReduceOp::sum, in_place),
+          run_and_check(build, allreduce_call(topology, count, DataType::int32, ReduceOp::sum, in_place),
                         tiny_segments);
-          run_and_check(algorithm->build, allreduce_call(topology, count, DataType::float32, ReduceOp::avg, in_place),
+          run_and_check(build, allreduce_call(topology, count, DataType::float32, ReduceOp::avg, in_place),
                         with_model(default_tuning, two_level_model()));
         }
       for (ReduceOp op : reduction_ops_all())
-        run_and_check(algorithm->build, allreduce_call(topology, 301, DataType::int64, op, false), tiny_segments);
+        run_and_check(build, allreduce_call(topology, 301, DataType::int64, op, false), tiny_segments);
       for (DataType type : {DataType::bfloat16, DataType::float16, DataType::int8, DataType::float64})
-        run_and_check(algorithm->build, allreduce_call(topology, 513, type, ReduceOp::max, true), tiny_segments);
+        run_and_check(build, allreduce_call(topology, 513, type, ReduceOp::max, true), tiny_segments);
     }
   }
 }
@@ -99,7 +100,7 @@ TEST_CASE("hierarchical allreduce: every phase choice the cost model can make is
       for (const char* name : {"hierarchical", "hierarchical_leader"})
         for (size_t count : {size_t{5}, size_t{20000}}) {
           INFO(topology.describe() << " " << name << " count " << count);
-          run_and_check(find_algorithm(Collective::allreduce, name)->build,
+          run_and_check(find_algorithm(Collective::allreduce, name)->functions->build,
                         allreduce_call(topology, count, DataType::int32, ReduceOp::sum, count == 5),
                         with_model(PlanTuning{1024, 2}, model));
         }
@@ -113,7 +114,7 @@ TEST_CASE("hierarchical allreduce at thousands of ranks") {
   REQUIRE(big.size() == 2051);
   for (const char* name : {"hierarchical", "hierarchical_leader"}) {
     INFO(name);
-    run_and_check(find_algorithm(Collective::allreduce, name)->build,
+    run_and_check(find_algorithm(Collective::allreduce, name)->functions->build,
                   allreduce_call(big, 37, DataType::int32, ReduceOp::sum, true),
                   with_model(default_tuning, two_level_model()));
   }
@@ -125,7 +126,7 @@ TEST_CASE("hierarchical allreduce: only the rails cross hosts; each uplink carri
                                    Topology(std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1})}) {
     INFO(topology.describe());
     const Call call = allreduce_call(topology, count, DataType::float32, ReduceOp::sum, true);
-    ReductionRun run = run_and_check(find_algorithm(Collective::allreduce, "hierarchical")->build, call,
+    ReductionRun run = run_and_check(find_algorithm(Collective::allreduce, "hierarchical")->functions->build, call,
                                      PlanTuning{4096, 4});  // no model: the rails run rings
     const double hosts = topology.hosts();
     for (size_t bytes : uplink_bytes(run.plans, topology))
@@ -133,7 +134,7 @@ TEST_CASE("hierarchical allreduce: only the rails cross hosts; each uplink carri
     // The flat ring over the same ranks in rank order crosses more.
     if (topology == Topology::blocks({2, 2})) {
       Call flat = call;
-      const std::vector<Plan> ring = build_plans(find_algorithm(Collective::allreduce, "ring")->build, flat,
+      const std::vector<Plan> ring = build_plans(find_algorithm(Collective::allreduce, "ring")->functions->build, flat,
                                                  PlanTuning{4096, 4});
       REQUIRE(uplink_bytes(ring, topology)[0] == call.bytes() * 3 / 2);
     }
@@ -177,7 +178,7 @@ TEST_CASE("hierarchical allgather and reduce-scatter Plans are exact, v variants
                                                     ReduceOp::sum, 0, in_place), topology),
                       PlanTuning{64, 4});
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
-        run_and_check(reduce_scatter.build,
+        run_and_check(reduce_scatter.functions->build,
                       on_hosts(make_call(Collective::reduce_scatter, 0, 1, count, DataType::float32, op, 0, false),
                                topology),
                       count == 1009 ? PlanTuning{} : tiny_segments);
@@ -189,7 +190,7 @@ TEST_CASE("hierarchical allgather and reduce-scatter Plans are exact, v variants
     Call reduce_scatter_v = on_hosts(
         make_call(Collective::reduce_scatter, 0, 1, 0, DataType::int32, ReduceOp::bxor, 0, false), topology);
     reduce_scatter_v.counts = random_counts(random, topology.size(), 300);
-    run_and_check(reduce_scatter.build, reduce_scatter_v, tiny_segments);
+    run_and_check(reduce_scatter.functions->build, reduce_scatter_v, tiny_segments);
   }
   std::vector<int> per_host(32, 16);
   per_host.push_back(5);
@@ -197,7 +198,7 @@ TEST_CASE("hierarchical allgather and reduce-scatter Plans are exact, v variants
   run_and_check(allgather,
                 on_hosts(make_call(Collective::allgather, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, true), big),
                 PlanTuning{});
-  run_and_check(reduce_scatter.build,
+  run_and_check(reduce_scatter.functions->build,
                 on_hosts(make_call(Collective::reduce_scatter, 0, 1, 2, DataType::int32, ReduceOp::sum, 0, false), big),
                 PlanTuning{});
 }
@@ -215,7 +216,7 @@ TEST_CASE("hierarchical allgather and reduce-scatter: each uplink carries (P-L)/
         on_hosts(make_call(Collective::allgather, 0, 1, count, DataType::float32, ReduceOp::sum, 0, false), topology),
         PlanTuning{});
     ReductionRun scattered = run_and_check(
-        find_algorithm(Collective::reduce_scatter, "hierarchical")->build,
+        find_algorithm(Collective::reduce_scatter, "hierarchical")->functions->build,
         on_hosts(make_call(Collective::reduce_scatter, 0, 1, count, DataType::float32, ReduceOp::sum, 0, false),
                  topology),
         PlanTuning{});

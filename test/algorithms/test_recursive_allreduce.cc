@@ -6,6 +6,7 @@
 
 #include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
+#include "algorithms/recursive_phases.h"
 #include "algorithms/recursive_doubling_allreduce.h"
 #include "test/algorithms/reduction_checks.h"
 
@@ -56,8 +57,8 @@ struct Candidate {
   size_t (*bytes)(const Call&, int);
 };
 const Candidate candidates[] = {
-    {"recursive_doubling", recursive_doubling_allreduce_plan, recursive_doubling_bytes},
-    {"halving_doubling", halving_doubling_allreduce_plan, halving_doubling_bytes},
+    {"recursive_doubling", recursive_doubling_allreduce.build, recursive_doubling_bytes},
+    {"halving_doubling", halving_doubling_allreduce.build, halving_doubling_bytes},
 };
 
 }  // namespace
@@ -116,7 +117,7 @@ TEST_CASE("halving-doubling sends the bandwidth-optimal amount on powers of two"
     for (int rank : {0, size - 1}) {
       const Call call =
           make_call(Collective::allreduce, rank, size, 1 << 20, DataType::float32, ReduceOp::sum, 0, true);
-      const Plan plan = halving_doubling_allreduce_plan(call, default_tuning);
+      const Plan plan = halving_doubling_allreduce.build(call, default_tuning);
       size_t sent = 0;
       for (const Step& step : plan.steps())
         if (step.kind == StepKind::send) sent += step.from.length;
@@ -140,17 +141,19 @@ TEST_CASE("recursive allreduce costs follow their formulas") {
   model.beta_seconds_per_byte = 1e-9;
   model.gamma_seconds_per_byte = 1e-10;
   Call call = make_call(Collective::allreduce, 0, 8, 1000, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE(recursive_doubling_allreduce_cost(call, model) == Approx(3 * (1e-5 + 4000 * 1.1e-9)));
-  REQUIRE(halving_doubling_allreduce_cost(call, model) == Approx(6e-5 + 1.75 * 4000e-9 + 0.875 * 4000e-10));
+  REQUIRE(recursive_doubling_allreduce.cost_seconds(call, model) == Approx(3 * (1e-5 + 4000 * 1.1e-9)));
+  REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) == Approx(6e-5 + 1.75 * 4000e-9 + 0.875 * 4000e-10));
   call.size = 6;  // folds 2 ranks into 4
-  REQUIRE(recursive_doubling_allreduce_cost(call, model) ==
+  REQUIRE(recursive_doubling_allreduce.cost_seconds(call, model) ==
           Approx(2 * (1e-5 + 4000 * 1.1e-9) + 2 * (1e-5 + 4000e-9) + 4000e-10));
   call.size = 1;
-  REQUIRE(halving_doubling_allreduce_cost(call, model) == 0.0);
+  REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) == 0.0);
   // Small messages favour recursive doubling, large ones halving-doubling.
   call.size = 8;
   call.count = 4;
-  REQUIRE(recursive_doubling_allreduce_cost(call, model) < halving_doubling_allreduce_cost(call, model));
+  REQUIRE(recursive_doubling_allreduce.cost_seconds(call, model) <
+          halving_doubling_allreduce.cost_seconds(call, model));
   call.count = 1 << 22;
-  REQUIRE(halving_doubling_allreduce_cost(call, model) < recursive_doubling_allreduce_cost(call, model));
+  REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) <
+          recursive_doubling_allreduce.cost_seconds(call, model));
 }

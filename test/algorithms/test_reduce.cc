@@ -7,6 +7,7 @@
 #include "algorithms/binomial_reduce.h"
 #include "algorithms/halving_doubling_allreduce.h"
 #include "algorithms/power_of_two_fold.h"
+#include "algorithms/recursive_phases.h"
 #include "algorithms/reduce_scatter_gather_reduce.h"
 #include "algorithms/reduction_segments.h"
 #include "test/algorithms/reduction_checks.h"
@@ -49,8 +50,8 @@ struct ReduceCandidate {
   size_t (*bytes)(const Call&, int, const PlanTuning&);
 };
 const ReduceCandidate reduce_candidates[] = {
-    {"binomial", binomial_reduce_plan, binomial_bytes},
-    {"reduce_scatter_gather", reduce_scatter_gather_reduce_plan, reduce_scatter_gather_bytes},
+    {"binomial", binomial_reduce.build, binomial_bytes},
+    {"reduce_scatter_gather", reduce_scatter_gather_reduce.build, reduce_scatter_gather_bytes},
 };
 
 void check_reduce(const ReduceCandidate& algorithm, const Call& call, const PlanTuning& tuning) {
@@ -128,10 +129,10 @@ TEST_CASE("reduce costs: binomial wins small messages, reduce-scatter-gather lar
   model.beta_seconds_per_byte = 1e-9;
   model.gamma_seconds_per_byte = 0;
   Call call = reduce_call(8, 1000, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE(binomial_reduce_cost(call, model) == Approx(3 * (1e-5 + 4000e-9)));
-  REQUIRE(reduce_scatter_gather_reduce_cost(call, model) == Approx(6e-5 + 1.75 * 4000e-9));
+  REQUIRE(binomial_reduce.cost_seconds(call, model) == Approx(3 * (1e-5 + 4000e-9)));
+  REQUIRE(reduce_scatter_gather_reduce.cost_seconds(call, model) == Approx(6e-5 + 1.75 * 4000e-9));
   call.count = 4;
-  REQUIRE(binomial_reduce_cost(call, model) < reduce_scatter_gather_reduce_cost(call, model));
+  REQUIRE(binomial_reduce.cost_seconds(call, model) < reduce_scatter_gather_reduce.cost_seconds(call, model));
   call.count = 1 << 20;
-  REQUIRE(reduce_scatter_gather_reduce_cost(call, model) < binomial_reduce_cost(call, model));
+  REQUIRE(reduce_scatter_gather_reduce.cost_seconds(call, model) < binomial_reduce.cost_seconds(call, model));
 }

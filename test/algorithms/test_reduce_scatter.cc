@@ -49,8 +49,8 @@ struct ReduceScatterCandidate {
   bool pieces;
 };
 const ReduceScatterCandidate reduce_scatter_candidates[] = {
-    {"ring", ring_reduce_scatter_plan, ring_bytes, false},
-    {"recursive_halving", recursive_halving_reduce_scatter_plan, recursive_halving_bytes, true},
+    {"ring", ring_reduce_scatter.build, ring_bytes, false},
+    {"recursive_halving", recursive_halving_reduce_scatter.build, recursive_halving_bytes, true},
 };
 
 void check_reduce_scatter(const ReduceScatterCandidate& algorithm, const Call& call, const PlanTuning& tuning) {
@@ -151,9 +151,9 @@ TEST_CASE("reduce_scatter costs: recursive halving wins small blocks, the ring l
   model.beta_seconds_per_byte = 1e-9;
   model.gamma_seconds_per_byte = 0;
   Call call = reduce_scatter_call(8, 250, DataType::float32, ReduceOp::sum);  // 8000 bytes in all
-  REQUIRE(ring_reduce_scatter_cost(call, model) == Approx(7e-5 + 7000e-9));
-  REQUIRE(recursive_halving_reduce_scatter_cost(call, model) == Approx(3e-5 + 7000e-9));
+  REQUIRE(ring_reduce_scatter.cost_seconds(call, model) == Approx(7e-5 + 7000e-9));
+  REQUIRE(recursive_halving_reduce_scatter.cost_seconds(call, model) == Approx(3e-5 + 7000e-9));
   call.size = 1;
-  REQUIRE(ring_reduce_scatter_cost(call, model) == 0.0);
-  REQUIRE(recursive_halving_reduce_scatter_cost(call, model) == 0.0);
+  REQUIRE(ring_reduce_scatter.cost_seconds(call, model) == 0.0);
+  REQUIRE(recursive_halving_reduce_scatter.cost_seconds(call, model) == 0.0);
 }

@@ -33,7 +33,7 @@ void check_ring(const Call& call, const PlanTuning& tuning) {
   INFO(to_string(call.type) << " " << to_string(call.op) << " count " << call.count << " on " << call.size
                             << " ranks, " << (call.in_place ? "in place" : "out of place") << ", segments of "
                             << tuning.segment_bytes << " bytes");
-  const std::vector<Plan> plans = build_plans(ring_allreduce_plan, call, tuning);
+  const std::vector<Plan> plans = build_plans(ring_allreduce.build, call, tuning);
   JobBuffers job =
       JobBuffers::make(call, [&](int rank, size_t i) { return reduction_input(call.op, call.size, rank, i); });
   const std::vector<std::byte> inputs_before = job.inputs.empty() ? std::vector<std::byte>() : job.inputs[0];
@@ -116,7 +116,7 @@ TEST_CASE("ring allreduce scratch does not grow with the buffer") {
   const PlanTuning tuning{};
   for (int rank : {0, 5}) {
     Call call = make_call(Collective::allreduce, rank, 8, count, DataType::float32, ReduceOp::sum, 0, true);
-    Plan plan = ring_allreduce_plan(call, tuning);
+    Plan plan = ring_allreduce.build(call, tuning);
     REQUIRE(plan.scratch_bytes <= tuning.scratch_segments * tuning.segment_bytes);
     size_t sent = 0;
     for (const Step& step : plan.steps())
@@ -131,7 +131,7 @@ TEST_CASE("ring allreduce cost follows the alpha-beta-gamma formula") {
   model.beta_seconds_per_byte = 1e-9;
   model.gamma_seconds_per_byte = 0;
   Call call = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
-  REQUIRE(ring_allreduce_cost(call, model) == Approx(6 * 1e-5 + 1.5 * 4000 * 1e-9));
+  REQUIRE(ring_allreduce.cost_seconds(call, model) == Approx(6 * 1e-5 + 1.5 * 4000 * 1e-9));
   call.size = 1;
-  REQUIRE(ring_allreduce_cost(call, model) == 0.0);
+  REQUIRE(ring_allreduce.cost_seconds(call, model) == 0.0);
 }

@@ -236,7 +236,7 @@ TEST_CASE("rooted cost formulas") {
   model.gamma_seconds_per_byte = 0;
   Call call = make_call(Collective::broadcast, 0, 4, 1000, DataType::float32, ReduceOp::sum, 1, true);
   // scatter: 2 alpha + 3000 beta; ring allgather: 3 alpha + 3000 beta.
-  REQUIRE(scatter_allgather_broadcast_cost(call, model) == Approx(5e-5 + 6000e-9));
+  REQUIRE(scatter_allgather_broadcast.cost_seconds(call, model) == Approx(5e-5 + 6000e-9));
   // 4000 bytes is one segment on any model: (P - 2 + 1) (alpha + n beta).
   REQUIRE(find_algorithm(Collective::broadcast, "chain")->cost_seconds(call, model) == Approx(3 * (1e-5 + 4000e-9)));
   Call gather = make_call(Collective::gather, 0, 4, 1000, DataType::float32, ReduceOp::sum, 1, false);

@@ -81,7 +81,10 @@ TEST_CASE("registry lists one algorithm per collective by name") {
   REQUIRE(find_algorithm(Collective::allreduce, "binomial") == nullptr);
   REQUIRE(algorithm_names(Collective::allreduce) ==
           "ring, recursive_doubling, halving_doubling, hierarchical, hierarchical_leader");
-  for (const Algorithm& algorithm : all_algorithms()) REQUIRE(algorithm.build != nullptr);
+  for (const Algorithm& algorithm : all_algorithms()) {
+    REQUIRE(algorithm.functions != nullptr);
+    REQUIRE(algorithm.functions->build != nullptr);
+  }
 }
 
 TEST_CASE("registry names the nccl backend for allreduce, chosen by name only") {
