@@ -39,7 +39,9 @@
 #include "transport/file_descriptor.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
+#include "transport/deferred_failure.h"
 #include "transport/positions.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
@@ -134,25 +136,23 @@ class Channel {
     bool started = false;
     bool pull = false;
   };
-  struct PostedRecv {
-    Request* request = nullptr;
-    Tag tag;
-    std::span<std::byte> buffer;
-  };
-  // A message that arrived before its receive was posted.
-  struct Unexpected {
-    Tag tag;
-    uint64_t total = 0;
+  // A message that arrived before its receive was posted. An eager one
+  // charges its length against max_unexpected_bytes; a pull offer holds no
+  // bytes and charges nothing.
+  struct Unexpected : Arrival {
     std::vector<std::byte> payload;  // eager: grows as records arrive, never beyond what arrived
     bool complete = false;
     bool pull = false;               // pull: only the offer arrived
-    bool counted = false;            // eager: its total counts in unexpected_bytes_
     uint64_t address = 0;
     uint32_t slot = 0;
     uint64_t generation = 0;
-    PostedRecv waiting;              // a receive posted while it was still arriving
+    // TagMatching keeps it for the next message, with its buffer, unless the buffer is large.
+    bool reuse() {
+      payload.clear();
+      complete = pull = false;
+      return payload.capacity() <= (size_t{1} << 20);
+    }
   };
-  size_t unexpected_bytes_ = 0;  // totals of the counted unexpected_ (under mutex_)
   struct Pull {
     Request* request = nullptr;
     std::span<std::byte> destination;
@@ -175,10 +175,6 @@ class Channel {
   void on_pull(const RingReader::Record& record);
   void on_pulled(const RingReader::Record& record);
   void land(std::span<const std::byte> bytes);
-  // mutex_ held.
-  std::vector<PostedRecv>::iterator find_posted(const Tag& tag);
-  Unexpected& add_unexpected(const Tag& tag, uint64_t total);
-  void recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message);
   void finish_incoming();
   // Pulls (puller_ held).
   bool run_pulls();
@@ -217,12 +213,7 @@ class Channel {
 
   // Receiving bookkeeping.
   std::mutex mutex_;
-  // In the order they were posted / arrived; a receive matches the first of
-  // its tag. A peer has few in flight (the executor's window), so a scan
-  // costs less than a map's allocations per message.
-  std::vector<PostedRecv> posted_;
-  std::deque<std::unique_ptr<Unexpected>> unexpected_;
-  std::vector<std::unique_ptr<Unexpected>> spare_unexpected_;
+  TagMatching<Unexpected> matching_;
   std::deque<Pull> pulls_;
   std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks
   bool failed_ = false;
@@ -249,9 +240,7 @@ class Channel {
   std::mutex puller_;
 
   // A failure found while holding consumer_ or puller_, reported after.
-  std::mutex later_mutex_;
-  std::exception_ptr later_failure_;
-  LogLevel later_level_ = LogLevel::warn;
+  DeferredFailure later_failure_;
   std::atomic<bool> receiving_{true};
 };
 
