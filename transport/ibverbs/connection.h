@@ -34,6 +34,7 @@
 #include "base/job_secret.h"
 #include "transport/ibverbs/verbs.h"
 #include "transport/ibverbs/wire.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
 #include "transport/tag_matching.h"
 #include "transport/transport.h"
@@ -49,15 +50,10 @@ inline constexpr size_t kSlotBytes = 16 * 1024;
 inline constexpr size_t kEagerLimit = kSlotBytes - kHeaderBytes;
 inline constexpr uint32_t kSendDepth = 128;
 
-// What a connection needs from its engine (called with the engine's mutex held).
-class ConnectionOwner {
+// What a connection needs from its engine, beyond what every transport's
+// connection does (called with the engine's mutex held).
+class ConnectionOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
-  virtual size_t max_unexpected_bytes() const = 0;
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
   // Fails the whole device; the engine finishes the abort after the caller lets go of the lock.
   virtual void fail_locked(std::exception_ptr reason) = 0;
   // A registration for a message's buffer (cached or for this message only).

@@ -40,31 +40,22 @@
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/deferred_failure.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
 #include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
 
-// What a channel needs from its device.
-class ChannelOwner {
+// What a channel needs from its device, beyond what every transport's connection does.
+class ChannelOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual bool failed() const = 0;
-  virtual std::exception_ptr failure() const = 0;
   // Aborts the whole device. Never called with a channel's lock held.
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
   // A post left work that only progress finishes (a pull to run, a send
   // still queued): the device's thread takes it up unless a caller polls.
   virtual void work_pending() = 0;
-  // Bytes of eager messages nobody posted a receive for that one channel may buffer.
-  virtual size_t max_unexpected_bytes() const = 0;
-  // This rank's encoded position in `group`, for a probe's answer (0: none).
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ChannelOwner() = default;

@@ -34,7 +34,7 @@ enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, sid
 
 }  // namespace
 
-Engine::Engine(const ShmDeviceOptions& options) : options_(options) {
+Engine::Engine(const ShmDeviceOptions& options) : EngineCore(options), options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("shm device: rank ", options.rank, " is not within a job of size ", options.size));
   by_peer_.reset(new std::atomic<Channel*>[static_cast<size_t>(options.size)]);
@@ -72,22 +72,6 @@ void Engine::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-std::string Engine::describe_signature(uint64_t signature) const {
-  if (options_.describe_signature) return options_.describe_signature(signature);
-  std::ostringstream out;
-  out << "signature 0x" << std::hex << signature;
-  return out.str();
-}
-
-std::exception_ptr Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
-
-void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
-  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
-  failure_callback_ = std::move(callback);
-}
 
 std::vector<Channel*> Engine::channels() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -49,7 +49,7 @@ bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
 }  // namespace
 
 Engine::Engine(const TcpDeviceOptions& options)
-    : options_(options) {
+    : EngineCore(options), options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
   // The hello carries the stream in one byte.
@@ -99,18 +99,6 @@ std::vector<std::byte> Engine::address() const {
   return encode_address({listen_address_, nonce_, rank(), options_.streams, options_.tls != nullptr});
 }
 
-
-std::string Engine::describe_signature(uint64_t signature) const {
-  if (options_.describe_signature) return options_.describe_signature(signature);
-  std::ostringstream out;
-  out << "signature 0x" << std::hex << signature;
-  return out.str();
-}
-
-std::exception_ptr Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
 
 // ---------------------------------------------------------------- connecting
 
@@ -483,10 +471,6 @@ LinkModel Engine::link_model(int peer_rank) const {
   return on_host ? same_host_link_model_ : link_model_;
 }
 
-void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
-  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
-  failure_callback_ = std::move(callback);
-}
 
 bool Engine::progress() {
   if (failed()) return false;

@@ -29,6 +29,7 @@
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
 #include "transport/deferred_failure.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
 #include "transport/tag_matching.h"
 #include "transport/transport.h"
@@ -37,24 +38,14 @@ namespace chorus::transport::tcp {
 
 class Connection;
 
-// What a connection needs from its device.
-class ConnectionOwner {
+// What a connection needs from its device, beyond what every transport's does.
+class ConnectionOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual bool failed() const = 0;
-  virtual std::exception_ptr failure() const = 0;
   // Aborts the whole device. Never called with a connection's mutex held.
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
   virtual void set_write_interest(Connection& connection, bool writable) = 0;
   virtual void stop_watching(Connection& connection) = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
-  // Bytes of messages nobody posted a receive for that one connection may buffer.
-  virtual size_t max_unexpected_bytes() const = 0;
-  // This rank's encoded position in `group`, for a probe's answer (0: none).
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ConnectionOwner() = default;
