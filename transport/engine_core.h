@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "transport/device_options.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport {
@@ -41,6 +42,11 @@ class CommonConnectionOwner {
   virtual ArrivalNotifier& arrivals() = 0;
   virtual bool failed() const = 0;
   virtual std::exception_ptr failure() const = 0;
+
+  // The MismatchError for a message from `peer_rank` (`their_bytes` sent
+  // with `theirs`) that is not what `receive` expects, both calls in words.
+  std::exception_ptr mismatch_error(int peer_rank, const Tag& theirs, uint64_t their_bytes,
+                                    const PostedReceive& receive) const;
 
  protected:
   ~CommonConnectionOwner() = default;

@@ -1,10 +1,6 @@
 // The shared wording of peer errors (peer_errors.h).
 #include "transport/peer_errors.h"
 
-#include <ios>
-
-#include "transport/engine_core.h"
-
 #include "base/error.h"
 #include "base/log.h"
 
@@ -38,8 +34,6 @@ std::exception_ptr closed_context_error(int rank, int peer_rank, const std::stri
   return std::make_exception_ptr(
       IoError(cat("rank ", rank, ": peer rank ", peer_rank, " closed its context", detail), peer_rank));
 }
-
-std::string plain_signature(uint64_t signature) { return cat("signature 0x", std::hex, signature); }
 
 LogLevel receive_failure_level(const std::exception_ptr& error) {
   try {

@@ -43,6 +43,12 @@ struct PostedReceive {
   }
 };
 
+// What a message arriving met among the posted receives (TagMatching::match_posted).
+struct PostedMatch {
+  enum class Kind { none, taken, mismatched } kind = Kind::none;
+  PostedReceive receive;  // taken: no longer posted; mismatched: left posted (the abort that follows fails it)
+};
+
 // What every transport records of a message that arrived before its
 // receive; a transport's own record derives from it (the payload, a pull
 // offer, a rendezvous announcement). A record that can be reused for the
@@ -74,18 +80,17 @@ class TagMatching {
 
   // ---- a message arriving
 
-  // The oldest receive posted for `tag`'s key, or null. Stays posted until
-  // take_posted: a receive that does not fit is failed with the rest.
-  const PostedReceive* posted_for(const Tag& tag) const {
+  // The oldest receive posted for the key of a message of `bytes` bytes
+  // sent with `tag`: taken out when it expects that message.
+  PostedMatch match_posted(const Tag& tag, size_t bytes) {
     auto found = find_posted(tag);
-    return found == posted_.end() ? nullptr : &*found;
-  }
-  // Removes what posted_for returned.
-  PostedReceive take_posted(const PostedReceive* receive) {
-    auto found = posted_.begin() + (receive - posted_.data());
-    PostedReceive taken = *found;
-    posted_.erase(found);
-    return taken;
+    if (found == posted_.end()) return {};
+    PostedMatch match{PostedMatch::Kind::mismatched, *found};
+    if (found->expects(tag, bytes)) {
+      match.kind = PostedMatch::Kind::taken;
+      posted_.erase(found);
+    }
+    return match;
   }
 
   // Whether a message costing `charge` more fits under `limit`.
@@ -151,7 +156,7 @@ class TagMatching {
  private:
   static constexpr size_t kSpares = 16;
 
-  std::vector<PostedReceive>::const_iterator find_posted(const Tag& tag) const {
+  std::vector<PostedReceive>::iterator find_posted(const Tag& tag) {
     const TagKey key(tag);
     return std::find_if(posted_.begin(), posted_.end(),
                         [&](const PostedReceive& receive) { return TagKey(receive.tag) == key; });

@@ -210,7 +210,6 @@ class Connection {
   void start_large_receive_locked(PostedReceive& posted, uint64_t send_id);
   void on_clear_to_send_locked(const MessageHeader& header);
   void corrupt_locked(const std::string& what);
-  std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine, size_t my_bytes) const;
 
   ConnectionOwner& owner_;
   const uint32_t id_;

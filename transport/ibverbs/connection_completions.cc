@@ -149,9 +149,12 @@ void Connection::on_message_locked(const MessageHeader& header, std::span<const 
 
 void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                                 std::span<const std::byte> payload) {
-  if (const PostedReceive* posted = matching_.posted_for(tag)) {
-    PostedReceive receive = matching_.take_posted(posted);
-    deliver_locked(receive, tag, bytes, rendezvous, send_id, payload);
+  PostedMatch match = matching_.match_posted(tag, bytes);
+  // A receive that does not fit stays posted: the cleanup after this failure fails it.
+  if (match.kind == PostedMatch::Kind::mismatched)
+    return owner_.fail_locked(owner_.mismatch_error(peer_rank_, tag, bytes, match.receive));
+  if (match.kind == PostedMatch::Kind::taken) {
+    deliver_locked(match.receive, tag, bytes, rendezvous, send_id, payload);
     return;
   }
   const size_t charge = bytes + kArrivalOverhead;
@@ -172,7 +175,7 @@ bool Connection::deliver_locked(PostedReceive& posted, const Tag& tag, size_t by
                                 std::span<const std::byte> payload) {
   if (!posted.expects(tag, bytes)) {
     // The receiver's error: the sender hears it as this rank's abort.
-    const auto error = mismatch_error(tag, bytes, posted.tag, posted.buffer.size());
+    const auto error = owner_.mismatch_error(peer_rank_, tag, bytes, posted);
     posted.request->fail(error);
     owner_.fail_locked(error);
     return false;
@@ -225,12 +228,6 @@ void Connection::on_clear_to_send_locked(const MessageHeader& header) {
 void Connection::corrupt_locked(const std::string& what) {
   owner_.fail_locked(std::make_exception_ptr(
       IoError(cat("rank ", owner_.rank(), ": ", peer_label_, " broke the ibverbs protocol: ", what), peer_rank_)));
-}
-
-std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                              size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
 }
 
 std::exception_ptr Connection::closed_context_error(const std::string& detail) const {

@@ -191,7 +191,7 @@ bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bo
       if (only_if_arrived) request.mark_pending();
       const PostedReceive receive{&request, tag, data};
       if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = mismatch_error(arrived->tag, arrived->bytes, tag, data.size());
+        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
       } else if (arrived->pull) {
         pulls_.push_back({&request, data, arrived->address, arrived->slot, arrived->generation, 0});
         pulls_waiting_.fetch_add(1, std::memory_order_release);
@@ -285,13 +285,12 @@ void Channel::on_message(const RingReader::Record& record) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    if (const PostedReceive* posted = matching_.posted_for(tag)) {
-      // Left in place when it does not fit: the abort this leads to fails it.
-      if (!posted->expects(tag, header.total))
-        return fail_later(mismatch_error(tag, header.total, posted->tag, posted->buffer.size()));
-      const PostedReceive receive = matching_.take_posted(posted);
-      incoming_request_ = receive.request;
-      incoming_target_ = receive.buffer.data();
+    const PostedMatch match = matching_.match_posted(tag, header.total);
+    if (match.kind == PostedMatch::Kind::mismatched) {
+      return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
+    } else if (match.kind == PostedMatch::Kind::taken) {
+      incoming_request_ = match.receive.request;
+      incoming_target_ = match.receive.buffer.data();
     } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(header.total, limit)) {
       return fail_later(
           unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, header.total, matching_.buffered_bytes(), limit));
@@ -367,11 +366,11 @@ void Channel::on_pull(const RingReader::Record& record) {
   const Tag tag = tag_of(header);
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) return;
-  if (const PostedReceive* posted = matching_.posted_for(tag)) {
-    if (!posted->expects(tag, header.total))
-      return fail_later(mismatch_error(tag, header.total, posted->tag, posted->buffer.size()));
-    const PostedReceive receive = matching_.take_posted(posted);
-    pulls_.push_back({receive.request, receive.buffer, offer.address, offer.slot, offer.generation, 0});
+  const PostedMatch match = matching_.match_posted(tag, header.total);
+  if (match.kind == PostedMatch::Kind::mismatched)
+    return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
+  if (match.kind == PostedMatch::Kind::taken) {
+    pulls_.push_back({match.receive.request, match.receive.buffer, offer.address, offer.slot, offer.generation, 0});
     pulls_waiting_.fetch_add(1, std::memory_order_release);
     return;
   }

@@ -175,7 +175,6 @@ class Channel {
   void fail_later(std::exception_ptr reason, LogLevel level = LogLevel::warn);
   void report_later_failure();
   void corrupt(const std::string& what);
-  std::exception_ptr mismatch_error(const Tag& theirs, uint64_t their_bytes, const Tag& mine, size_t my_bytes) const;
   std::exception_ptr closed_error(const std::string& detail) const;
   size_t pending_requests_locked() const;
 

@@ -96,12 +96,6 @@ void Channel::corrupt(const std::string& what) {
       peer_rank_)));
 }
 
-std::exception_ptr Channel::mismatch_error(const Tag& theirs, uint64_t their_bytes, const Tag& mine,
-                                           size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
-}
-
 std::exception_ptr Channel::closed_error(const std::string& detail) const {
   return closed_context_error(owner_.rank(), peer_rank_, detail);
 }

@@ -181,8 +181,6 @@ class Connection {
   void on_end_of_stream(int error);
   void corrupt(const std::string& what);
   Tag frame_tag() const { return {frame_.tag_value, frame_.tag_signature, frame_.tag_group}; }
-  std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                    size_t my_bytes) const;
   std::exception_ptr closed_context_error(const char* doing) const;
   size_t pending_requests_locked() const;
   std::string receiving_text() const;

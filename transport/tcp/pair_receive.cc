@@ -52,7 +52,7 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
       if (only_if_arrived) request.mark_pending();
       const PostedReceive receive{&request, tag, data};
       if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = mismatch_error(arrived->tag, arrived->bytes, tag, data.size());
+        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
       } else if (!arrived->complete) {
         arrived->claimant = receive;
         receives_waiting_.fetch_add(1, std::memory_order_relaxed);
@@ -253,19 +253,22 @@ void Connection::on_header() {
 
 void Connection::begin_data_payload() {
   std::exception_ptr error;
-  PostedReceive match;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
     const Tag tag = frame_tag();
-    if (const PostedReceive* posted = matching_.posted_for(tag)) {
-      match = matching_.take_posted(posted);
-      receiving_request_ = match.request;
+    const auto match = matching_.match_posted(tag, frame_.payload_bytes);
+    if (match.kind == PostedMatch::Kind::mismatched) {
+      error = owner_.mismatch_error(peer_rank_, tag, frame_.payload_bytes, match.receive);
+    } else if (match.kind == PostedMatch::Kind::taken) {
+      receiving_request_ = match.receive.request;
+      payload_target_ = match.receive.buffer.data();
     } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(frame_.payload_bytes, limit)) {
       error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, frame_.payload_bytes,
                                      matching_.buffered_bytes(), limit);
     } else {
       receiving_unexpected_ = &matching_.add(tag, frame_.payload_bytes, frame_.payload_bytes);
+      payload_target_ = nullptr;  // writable_now() allocates as bytes come
     }
   }
   if (error) return abort_after_read(error, LogLevel::warn);
@@ -273,16 +276,7 @@ void Connection::begin_data_payload() {
   if (receiving_unexpected_) owner_.arrivals().notify();
   in_payload_ = true;
   payload_remaining_ = frame_.payload_bytes;
-  if (receiving_request_) {
-    sink_ = Sink::user_buffer;
-    if (!match.expects(frame_tag(), frame_.payload_bytes))
-      return abort_after_read(mismatch_error(frame_tag(), frame_.payload_bytes, match.tag, match.buffer.size()),
-                              LogLevel::warn);
-    payload_target_ = match.buffer.data();
-  } else {
-    sink_ = Sink::unexpected;
-    payload_target_ = nullptr;  // writable_now() allocates as bytes come
-  }
+  sink_ = receiving_request_ ? Sink::user_buffer : Sink::unexpected;
   if (payload_remaining_ == 0) finish_payload();
 }
 
@@ -371,12 +365,6 @@ void Connection::corrupt(const std::string& what) {
                            " (corrupt stream, or not a chorus peer of this job)"),
                        peer_rank_)),
                    LogLevel::warn);
-}
-
-std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                             size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
 }
 
 std::exception_ptr Connection::closed_context_error(const char* detail) const {
