@@ -103,7 +103,7 @@ class PlanRun {
         step_timings_(extras.step_timings),
         started_(extras.started) {
     if (step_timings_) step_timings_->assign(plan.size(), StepTiming{});
-    scheduler_.reset(plan, graph, extras.window);
+    scheduler_.reset(plan, graph, extras.send_limit);
     in_flight_.clear();
     first_request_.clear();
     // Scratch is reused across calls on the same thread (a collective is run

@@ -1,5 +1,5 @@
 // Runs one rank's Plan on a Communicator: posts sends and receives on the Pairs
-// (a window per peer and direction), runs reduce/copy steps on the calling
+// (a send limit per peer), runs reduce/copy steps on the calling
 // thread as soon as their inputs arrived (while the transport keeps moving
 // the next bytes), and waits on one CompletionSignal for all its requests.
 //
@@ -26,7 +26,7 @@ namespace chorus::algorithms {
 // every tag. On deadline: TimeoutError naming the oldest pending message; on
 // a transport error: that error. Both after aborting the Mesh.
 struct ExecuteExtras {
-  Window window;
+  SendLimit send_limit;
   // When given, one entry per step of the Plan: when it was posted or
   // started and when it finished (both zero if it never was).
   std::vector<StepTiming>* step_timings = nullptr;

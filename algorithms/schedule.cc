@@ -1,4 +1,4 @@
-// Dependency counting and per-queue windows for running a Plan.
+// Dependency counting and per-queue send limits for running a Plan.
 #include "algorithms/schedule.h"
 
 #include <map>
@@ -36,10 +36,10 @@ PlanGraph::PlanGraph(const Plan& plan) {
   }
 }
 
-void StepScheduler::reset(const Plan& plan, const PlanGraph& graph, Window window) {
+void StepScheduler::reset(const Plan& plan, const PlanGraph& graph, SendLimit send_limit) {
   plan_ = &plan;
   graph_ = &graph;
-  window_ = window;
+  send_limit_ = send_limit;
   const size_t count = plan.size();
   missing_.resize(count);
   finished_flags_.assign(count, false);
@@ -71,8 +71,8 @@ bool StepScheduler::can_post(uint32_t queue) const {
   StepId head = steps[state.head];
   if (missing_[head] != 0) return false;
   if (state.in_flight_steps == 0) return true;
-  if (state.in_flight_steps >= window_.max_steps) return false;
-  return state.in_flight_bytes + plan_->step(head).bytes() <= window_.max_bytes;
+  if (state.in_flight_steps >= send_limit_.max_steps) return false;
+  return state.in_flight_bytes + plan_->step(head).bytes() <= send_limit_.max_bytes;
 }
 
 std::optional<StepId> StepScheduler::next_local() {

@@ -3,10 +3,10 @@
 //
 // Communication steps are grouped in queues, one per (peer, direction), and
 // each queue is posted strictly in plan order. A queue posts its head once the
-// head's dependencies are finished and the queue's window has room. Because
+// head's dependencies are finished and the queue's send limit has room. Because
 // every Plan orders one peer's messages identically on both sides, the oldest
 // unfinished message of the whole job always has both its send and its recv
-// at the head of their queues, so the window can never deadlock the job.
+// at the head of their queues, so the send limit can never deadlock the job.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +24,10 @@ namespace chorus::algorithms {
 // queue may always post one step, whatever its size. Receives are not
 // bounded: a posted receive is bookkeeping only, while a message that
 // arrives before its receive is posted is buffered and copied once more.
-// Bounding receives like sends let eager senders run ahead by the window
+// Bounding receives like sends let eager senders run ahead by the limit
 // plus the socket buffers, and at 16-64 MiB over tcp that extra copy cost a
 // quarter of the bandwidth (benchmarks/README.md, issue 12).
-struct Window {
+struct SendLimit {
   size_t max_steps = 16;
   size_t max_bytes = 16 * 1024 * 1024;
 };
@@ -67,8 +67,8 @@ class PlanGraph {
 class StepScheduler {
  public:
   StepScheduler() = default;
-  StepScheduler(const Plan& plan, const PlanGraph& graph, Window window) { reset(plan, graph, window); }
-  void reset(const Plan& plan, const PlanGraph& graph, Window window);
+  StepScheduler(const Plan& plan, const PlanGraph& graph, SendLimit send_limit) { reset(plan, graph, send_limit); }
+  void reset(const Plan& plan, const PlanGraph& graph, SendLimit send_limit);
 
   // A reduce/copy step whose dependencies are finished, oldest first.
   std::optional<StepId> next_local();
@@ -93,7 +93,7 @@ class StepScheduler {
 
   const Plan* plan_ = nullptr;
   const PlanGraph* graph_ = nullptr;
-  Window window_;
+  SendLimit send_limit_;
   std::vector<uint32_t> missing_;
   std::vector<bool> finished_flags_;
   std::vector<StepId> ready_local_;

@@ -1,38 +1,37 @@
 #!/usr/bin/env bash
 # chorus's Python module and PyTorch backend built and tested against torch
 # 2.x from PyPI (scripts/torch2-env.sh), beside build/'s Debian torch 1.13:
-# a second tree, build-torch2/, configured for the environment's Python. It
-# builds only what the python and torch suites run (ccache makes the
-# library's sources, compiled with build/'s flags, nearly free) and runs
-# those suites, PyTorch's own distributed suite among them.
+# a second tree, build-torch2/, configured for a fresh virtual environment
+# on top of it. It builds only what the python and torch suites run and
+# what is installed, runs those suites (PyTorch's own distributed suite
+# among them), then installs into that environment and runs from there.
 #   scripts/torch2-test.sh [MESON-TEST-ARGUMENTS...]    (scripts/test.sh runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(bash scripts/torch2-env.sh)
+# One tree serves the suites and the README's install into a torch 2.x
+# virtual environment, as a user does it: a fresh venv that sees the torch
+# 2.x environment's packages (a .pth line, not gigabytes copied), chorus
+# configured for it (its Python, its prefix) and, once the suites passed,
+# installed into it; then an allreduce through the installed chorus.torch
+# and chorus-run from a clean shell. (Two trees cost CI a second library build.)
 dir=build-torch2
-if [ ! -f "$dir/build.ninja" ]; then
-  # CUDA stays out: this tree tests the CPU path (build/ covers the CUDA module).
-  meson setup "$dir" --prefix "$PWD/$dir/prefix" --libdir lib -Dpython_interpreter="$python" -Dtorch=enabled \
-    -Dcuda=disabled -Dnccl=disabled
-fi
-# shellcheck disable=SC2046
-ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --suite python --suite torch)
-"$python" -c 'import torch; print("torch2-test.sh: torch", torch.__version__, "at", torch.__file__)'
-meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite python --suite torch "$@"
-
-# The README's install into a torch 2.x environment, as a user does it: a
-# fresh venv that sees the torch 2.x environment's packages (a .pth line,
-# not gigabytes copied), chorus configured for it and installed into it,
-# then an allreduce through the installed chorus.torch and chorus-run from
-# a clean shell.
-user_venv=$PWD/build-torch2-user/venv
-rm -rf build-torch2-user
+user_venv=$PWD/$dir/venv
+rm -rf "$user_venv"
 /usr/bin/python3 -m venv "$user_venv"
 "$python" -c 'import site; print(site.getsitepackages()[0])' > "$("$user_venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')/torch2-environment.pth"
-meson setup build-torch2-user/build -Dpython_interpreter="$user_venv/bin/python" -Dpython.install_env=venv \
-  -Dtorch=enabled -Dtests=false -Dcuda=disabled -Dnccl=disabled --prefix "$user_venv" > build-torch2-user/setup.log
-ninja -C build-torch2-user/build install > build-torch2-user/install.log
-cat > build-torch2-user/allreduce.py <<'PYTHON'
+if [ ! -f "$dir/build.ninja" ]; then
+  # CUDA stays out: this tree tests the CPU path (build/ covers the CUDA module).
+  meson setup "$dir" --prefix "$user_venv" -Dpython_interpreter="$user_venv/bin/python" -Dpython.install_env=venv \
+    -Dtorch=enabled -Dcuda=disabled -Dnccl=disabled > /dev/null
+fi
+# shellcheck disable=SC2046
+ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite python --suite torch)
+"$user_venv/bin/python" -c 'import torch; print("torch2-test.sh: torch", torch.__version__, "at", torch.__file__)'
+meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite python --suite torch "$@"
+
+meson install -C "$dir" --no-rebuild --quiet > "$dir/install.log"
+cat > "$dir/allreduce.py" <<'PYTHON'
 import torch, torch.distributed as dist
 import chorus.torch
 dist.init_process_group("chorus")
@@ -43,6 +42,5 @@ assert tensor.tolist() == [n * (n + 1) / 2] * 4, tensor
 assert chorus.torch.__file__.startswith(__import__("sys").prefix), chorus.torch.__file__
 dist.destroy_process_group()
 PYTHON
-env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" \
-  build-torch2-user/allreduce.py
+env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" "$dir/allreduce.py"
 echo "torch2-test.sh: chorus installed into a torch 2.x virtual environment as the README says: passed"

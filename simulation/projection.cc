@@ -82,7 +82,7 @@ Projection simulate_all(const Algorithm& algorithm, const Call& call, const Plan
   }
   std::vector<const Plan*> pointers;
   for (const Plan& plan : plans) pointers.push_back(&plan);
-  const TimingReport report = simulate_timing(pointers, network, HostSymmetry::none, options.window);
+  const TimingReport report = simulate_timing(pointers, network, HostSymmetry::none, options.send_limit);
   return Projection{report.seconds, ProjectionMethod::simulated, HostSymmetry::none, report.steps};
 }
 
@@ -141,7 +141,7 @@ Projection project(const Algorithm& algorithm, const Call& call, const NetworkMo
   if (symmetry != HostSymmetry::none) {
     std::vector<const Plan*> pointers;
     for (const Plan& plan : host_zero) pointers.push_back(&plan);
-    const TimingReport report = simulate_timing(pointers, network, symmetry, options.window);
+    const TimingReport report = simulate_timing(pointers, network, symmetry, options.send_limit);
     return Projection{report.seconds, ProjectionMethod::symmetric, symmetry, report.steps};
   }
   if (options.method == ProjectionMethod::symmetric)

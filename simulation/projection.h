@@ -31,7 +31,7 @@ struct ProjectionOptions {
   // The most Plan steps a simulation may hold (about 150 bytes of memory
   // each with the scheduler's state).
   size_t step_budget = 8'000'000;
-  Window window;
+  SendLimit send_limit;
 };
 
 struct Projection {

@@ -24,7 +24,7 @@ struct Message {
 };
 
 struct RankState {
-  RankState(const Plan& plan, const Window& window) : graph(plan), scheduler(plan, graph, window) {}
+  RankState(const Plan& plan, const SendLimit& send_limit) : graph(plan), scheduler(plan, graph, send_limit) {}
 
   const Plan* plan = nullptr;
   Call call;
@@ -59,7 +59,7 @@ class Simulation {
       throw InvalidArgument(cat("simulator: call.size is ", call.size, " but ", plans.size(), " plans and ",
                                 buffers.size(), " buffer sets were given"));
     for (int rank = 0; rank < size; ++rank) {
-      auto state = std::make_unique<RankState>(plans[rank], options.window);
+      auto state = std::make_unique<RankState>(plans[rank], options.send_limit);
       RankState& s = *state;
       s.plan = &plans[rank];
       s.call = calls[calls.size() == 1 ? 0 : rank];
@@ -252,7 +252,7 @@ class Simulation {
       details += cat("\n  rank ", rank, ": ", remaining, " steps left");
       for (size_t i = 0; i < s.in_flight.size() && i < 3; ++i)
         details += cat("; waiting on step ", s.in_flight[i], " (", describe_step(s.plan->step(s.in_flight[i])), ")");
-      if (s.in_flight.empty()) details += "; nothing posted (blocked on dependencies or its window)";
+      if (s.in_flight.empty()) details += "; nothing posted (blocked on dependencies or its send limit)";
     }
     for (const auto& [key, messages] : channels_)
       if (!messages.empty())

@@ -27,7 +27,7 @@ struct RankBuffers {
 };
 
 struct SimulationOptions {
-  Window window;
+  SendLimit send_limit;
   CostModel cost;
 };
 

@@ -17,7 +17,7 @@ namespace chorus::algorithms {
 namespace {
 
 struct RankTimeline {
-  RankTimeline(const Plan& plan, const Window& window) : graph(plan), scheduler(plan, graph, window) {}
+  RankTimeline(const Plan& plan, const SendLimit& send_limit) : graph(plan), scheduler(plan, graph, send_limit) {}
 
   PlanGraph graph;
   StepScheduler scheduler;
@@ -66,7 +66,7 @@ struct Channel {
 class TimingSimulation {
  public:
   TimingSimulation(std::span<const Plan* const> plans, const NetworkModel& network, HostSymmetry symmetry,
-                   const Window& window)
+                   const SendLimit& send_limit)
       : network_(network), symmetry_(symmetry) {
     network.validate();
     const size_t expected = static_cast<size_t>(symmetry == HostSymmetry::none ? network.ranks() : network.ranks_per_host);
@@ -76,7 +76,7 @@ class TimingSimulation {
     if (symmetry == HostSymmetry::exclusive_or && (network.hosts & (network.hosts - 1)) != 0)
       throw InvalidArgument(cat("timing simulator: xor symmetry needs a power-of-two host count, not ", network.hosts));
     for (const Plan* plan : plans) {
-      ranks_.push_back(std::make_unique<RankTimeline>(*plan, window));
+      ranks_.push_back(std::make_unique<RankTimeline>(*plan, send_limit));
       plans_.push_back(plan);
     }
     const size_t link_hosts = symmetry == HostSymmetry::none ? static_cast<size_t>(network.hosts) : 1;
@@ -252,8 +252,8 @@ std::string_view to_string(HostSymmetry symmetry) {
 }
 
 TimingReport simulate_timing(std::span<const Plan* const> plans, const NetworkModel& network, HostSymmetry symmetry,
-                             const Window& window) {
-  return TimingSimulation(plans, network, symmetry, window).run();
+                             const SendLimit& send_limit) {
+  return TimingSimulation(plans, network, symmetry, send_limit).run();
 }
 
 }  // namespace chorus::algorithms

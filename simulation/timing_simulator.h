@@ -2,7 +2,7 @@
 // data: no buffers and no copies, only when each step of each rank finishes.
 //
 // It follows the Executor's rules through the same StepScheduler (queues per
-// peer and direction, the send window) and times them event by event:
+// peer and direction, the send limit) and times them event by event:
 // - a send costs its rank alpha (of the level it crosses) before its bytes
 //   go, one message at a time per rank: alpha is the price of a message,
 //   not a latency any number of messages hide behind one another;
@@ -57,6 +57,6 @@ struct TimingReport {
 // for a wrong number of Plans or a peer outside the job, Error for a
 // deadlock or a message no one receives.
 TimingReport simulate_timing(std::span<const Plan* const> plans, const NetworkModel& network,
-                             HostSymmetry symmetry = HostSymmetry::none, const Window& window = {});
+                             HostSymmetry symmetry = HostSymmetry::none, const SendLimit& send_limit = {});
 
 }  // namespace chorus::algorithms

@@ -20,6 +20,16 @@ std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& th
                                                    " bytes; this rank expected ", my_bytes, ")")));
 }
 
+std::exception_ptr unexpected_limit_error(int rank, int peer_rank, const std::string& peer_label, const Tag& tag,
+                                          uint64_t bytes, size_t buffered, size_t limit) {
+  return std::make_exception_ptr(
+      IoError(cat("rank ", rank, ": ", peer_label, " sent a message of ", bytes, " bytes (",
+                  describe_tag(tag.group, tag.value), ") that no receive was posted for, with ", buffered,
+                  " bytes of such messages from it buffered already: more than the limit of ", limit,
+                  " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers send this much, or raise the limit"),
+              peer_rank));
+}
+
 std::exception_ptr closed_context_error(int rank, int peer_rank, const std::string& detail) {
   return std::make_exception_ptr(
       IoError(cat("rank ", rank, ": peer rank ", peer_rank, " closed its context", detail), peer_rank));

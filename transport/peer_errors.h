@@ -21,6 +21,12 @@ namespace chorus::transport {
 std::exception_ptr mismatch_error(int rank, int peer_rank, const std::string& theirs, const std::string& mine,
                                   const Tag& tag, uint64_t their_bytes, size_t my_bytes);
 
+// IoError naming the peer: "rank R: <peer> sent a message of N bytes (<tag>)
+// that no receive was posted for, with B bytes of such messages from it
+// buffered already: more than the limit of L bytes (CHORUS_MAX_UNEXPECTED_BYTES)...".
+std::exception_ptr unexpected_limit_error(int rank, int peer_rank, const std::string& peer_label, const Tag& tag,
+                                          uint64_t bytes, size_t buffered, size_t limit);
+
 // IoError naming the peer: "rank R: peer rank P closed its context<detail>".
 std::exception_ptr closed_context_error(int rank, int peer_rank, const std::string& detail);
 

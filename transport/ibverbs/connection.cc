@@ -163,21 +163,19 @@ void Connection::post_send_locked(Request& request, Tag tag, std::span<const std
 }
 
 void Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte> data) {
-  auto found = unexpected_.find(TagKey(tag));
-  if (found != unexpected_.end() && !found->second.empty()) {
-    Arrival arrival = std::move(found->second.front());
-    found->second.pop_front();
-    if (found->second.empty()) unexpected_.erase(found);
-    unexpected_bytes_ -= arrival.bytes + kArrivalOverhead;
-    PostedRecv posted{&request, tag, data};
-    deliver_locked(posted, arrival.tag, arrival.bytes, arrival.rendezvous, arrival.send_id, arrival.payload);
+  if (EarlyMessage* arrived = matching_.unclaimed(tag)) {
+    // Forgotten before delivery: a mismatch fails the device, which must not find it.
+    EarlyMessage message = std::move(*arrived);
+    matching_.remove(*arrived);
+    PostedReceive receive{&request, tag, data};
+    deliver_locked(receive, message.tag, message.bytes, message.rendezvous, message.send_id, message.payload);
     return;
   }
   if (peer_said_goodbye_) {
     request.fail(closed_context_error(cat(" before it sent ", describe_tag(tag.group, tag.value))));
     return;
   }
-  posted_[TagKey(tag)].push_back(PostedRecv{&request, tag, data});
+  matching_.post({&request, tag, data});
 }
 
 void Connection::send_probe_locked(uint64_t probe, uint64_t group) {

@@ -29,13 +29,14 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/job_secret.h"
 #include "transport/ibverbs/verbs.h"
 #include "transport/ibverbs/wire.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::ibverbs {
@@ -49,15 +50,10 @@ inline constexpr size_t kSlotBytes = 16 * 1024;
 inline constexpr size_t kEagerLimit = kSlotBytes - kHeaderBytes;
 inline constexpr uint32_t kSendDepth = 128;
 
-// What a connection needs from its engine (called with the engine's mutex held).
-class ConnectionOwner {
+// What a connection needs from its engine, beyond what every transport's
+// connection does (called with the engine's mutex held).
+class ConnectionOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
-  virtual size_t max_unexpected_bytes() const = 0;
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
   // Fails the whole device; the engine finishes the abort after the caller lets go of the lock.
   virtual void fail_locked(std::exception_ptr reason) = 0;
   // A registration for a message's buffer (cached or for this message only).
@@ -117,8 +113,7 @@ class Connection {
   // Whether a message with this tag arrived that no receive took yet
   // (post_recv_locked would take it at once): Pair::post_recv_if_arrived.
   bool has_arrival_locked(const Tag& tag) const {
-    auto found = unexpected_.find(TagKey(tag));
-    return found != unexpected_.end() && !found->second.empty();
+    return matching_.has_unclaimed(tag);
   }
   void send_probe_locked(uint64_t probe, uint64_t group);
   // RDMA write (put) or read (get) of [local, local + bytes) to or from the
@@ -157,16 +152,11 @@ class Connection {
     MessageHeader header;
     std::vector<std::byte> payload;  // eager data (copied at post) and abort texts
   };
-  struct PostedRecv {
-    Request* request = nullptr;
-    Tag tag;
-    std::span<std::byte> buffer;
-  };
   // A message that arrived before its receive: eager data, or a large
   // message's announcement (the data stays with the sender until asked).
-  struct Arrival {
-    Tag tag;
-    size_t bytes = 0;
+  // Each charges its length plus kArrivalOverhead, so a flood of empty
+  // messages is bounded too.
+  struct EarlyMessage : Arrival {
     bool rendezvous = false;
     uint64_t send_id = 0;
     std::vector<std::byte> payload;
@@ -215,12 +205,11 @@ class Connection {
   void on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                       std::span<const std::byte> payload);
   // Lands a matched message (copy or clear-to-send); false after a mismatch failed the device.
-  bool deliver_locked(PostedRecv& posted, const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
+  bool deliver_locked(PostedReceive& posted, const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                       std::span<const std::byte> payload);
-  void start_large_receive_locked(PostedRecv& posted, uint64_t send_id);
+  void start_large_receive_locked(PostedReceive& posted, uint64_t send_id);
   void on_clear_to_send_locked(const MessageHeader& header);
   void corrupt_locked(const std::string& what);
-  std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine, size_t my_bytes) const;
 
   ConnectionOwner& owner_;
   const uint32_t id_;
@@ -256,9 +245,7 @@ class Connection {
   uint32_t next_send_id_ = 1;
   uint32_t next_recv_id_ = 1;
 
-  std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
-  std::unordered_map<TagKey, std::deque<Arrival>, TagKeyHash> unexpected_;
-  size_t unexpected_bytes_ = 0;
+  TagMatching<EarlyMessage> matching_;
 
   bool peer_said_goodbye_ = false;
   bool requests_failed_ = false;

@@ -149,40 +149,33 @@ void Connection::on_message_locked(const MessageHeader& header, std::span<const 
 
 void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                                 std::span<const std::byte> payload) {
-  auto found = posted_.find(TagKey(tag));
-  if (found != posted_.end() && !found->second.empty()) {
-    PostedRecv posted = found->second.front();
-    found->second.pop_front();
-    if (found->second.empty()) posted_.erase(found);
-    deliver_locked(posted, tag, bytes, rendezvous, send_id, payload);
+  PostedMatch match = matching_.match_posted(tag, bytes);
+  // A receive that does not fit stays posted: the cleanup after this failure fails it.
+  if (match.kind == PostedMatch::Kind::mismatched)
+    return owner_.fail_locked(owner_.mismatch_error(peer_rank_, tag, bytes, match.receive));
+  if (match.kind == PostedMatch::Kind::taken) {
+    deliver_locked(match.receive, tag, bytes, rendezvous, send_id, payload);
     return;
   }
-  // Each waiting message also costs its bookkeeping, so a flood of empty
-  // messages is bounded too.
-  const size_t cost = bytes + kArrivalOverhead;
-  if (cost > owner_.max_unexpected_bytes() - std::min(unexpected_bytes_, owner_.max_unexpected_bytes())) {
-    owner_.fail_locked(std::make_exception_ptr(IoError(
-        cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", bytes, " bytes for ",
-            describe_tag(tag.group, tag.value), " that no receive was posted for, with ", unexpected_bytes_,
-            " bytes of such messages from it buffered already: more than the limit of ",
-            owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
-            "send that much, or raise the limit"),
-        peer_rank_)));
+  const size_t charge = bytes + kArrivalOverhead;
+  if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(charge, limit)) {
+    owner_.fail_locked(
+        unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, bytes, matching_.buffered_bytes(), limit));
     return;
   }
-  unexpected_bytes_ += cost;
-  Arrival arrival{tag, bytes, rendezvous, send_id, {}};
-  if (!rendezvous) arrival.payload.assign(payload.begin(), payload.end());
-  unexpected_[TagKey(tag)].push_back(std::move(arrival));
+  EarlyMessage& arrived = matching_.add(tag, bytes, charge);
+  arrived.rendezvous = rendezvous;
+  arrived.send_id = send_id;
+  if (!rendezvous) arrived.payload.assign(payload.begin(), payload.end());
   // Claimable now (post_recv_if_arrived); the notifier takes only its own locks.
   owner_.arrivals().notify();
 }
 
-bool Connection::deliver_locked(PostedRecv& posted, const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
+bool Connection::deliver_locked(PostedReceive& posted, const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                                 std::span<const std::byte> payload) {
-  if (bytes != posted.buffer.size() || tag.signature != posted.tag.signature) {
+  if (!posted.expects(tag, bytes)) {
     // The receiver's error: the sender hears it as this rank's abort.
-    const auto error = mismatch_error(tag, bytes, posted.tag, posted.buffer.size());
+    const auto error = owner_.mismatch_error(peer_rank_, tag, bytes, posted);
     posted.request->fail(error);
     owner_.fail_locked(error);
     return false;
@@ -196,7 +189,7 @@ bool Connection::deliver_locked(PostedRecv& posted, const Tag& tag, size_t bytes
   return true;
 }
 
-void Connection::start_large_receive_locked(PostedRecv& posted, uint64_t send_id) {
+void Connection::start_large_receive_locked(PostedReceive& posted, uint64_t send_id) {
   uint32_t receive_id = next_recv_id_++;
   while (receive_id == 0 || large_recvs_.count(receive_id)) receive_id = next_recv_id_++;
   LargeRecv& receive = large_recvs_[receive_id];
@@ -237,12 +230,6 @@ void Connection::corrupt_locked(const std::string& what) {
       IoError(cat("rank ", owner_.rank(), ": ", peer_label_, " broke the ibverbs protocol: ", what), peer_rank_)));
 }
 
-std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                              size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
-}
-
 std::exception_ptr Connection::closed_context_error(const std::string& detail) const {
   return transport::closed_context_error(owner_.rank(), peer_rank_, detail);
 }
@@ -253,7 +240,7 @@ size_t Connection::pending_requests_locked() const {
   size_t pending = large_recvs_.size() + one_sided_.size();
   for (const auto& [id, send] : large_sends_)
     if (send.request) ++pending;
-  for (const auto& [key, queue] : posted_) pending += queue.size();
+  pending += matching_.waiting_receives();
   return pending;
 }
 
@@ -280,9 +267,7 @@ void Connection::fail_requests_locked(const std::exception_ptr& error) {
   for (auto& [id, operation] : one_sided_) operation.request->fail(error);
   one_sided_.clear();
   one_sided_queue_.clear();
-  for (auto& [key, queue] : posted_)
-    for (PostedRecv& posted : queue) posted.request->fail(error);
-  posted_.clear();
+  for (Request* receive : matching_.withdraw_posted()) receive->fail(error);
 }
 
 }  // namespace chorus::transport::ibverbs

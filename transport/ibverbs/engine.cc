@@ -31,7 +31,7 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 
 }  // namespace
 
-Engine::Engine(const IbverbsDeviceOptions& options) : options_(options) {
+Engine::Engine(const IbverbsDeviceOptions& options) : EngineCore(options), options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("ibverbs device: rank ", options.rank, " is not within a job of size ", options.size));
   if (options.streams < 1 || options.streams > 255)
@@ -146,20 +146,6 @@ void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) 
                               peer_rank));
 }
 
-std::string Engine::describe_signature(uint64_t signature) const {
-  if (options_.describe_signature) return options_.describe_signature(signature);
-  return cat("signature 0x", std::hex, signature);
-}
-
-void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
-  std::lock_guard<std::mutex> lock(callback_mutex_);
-  failure_callback_ = std::move(callback);
-}
-
-std::exception_ptr Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
 
 void Engine::wake() {
   if (!wake_fd_.valid()) return;
@@ -395,12 +381,9 @@ bool Engine::progress() {
 // ---------------------------------------------------------------- failure and closing
 
 void Engine::fail_locked(std::exception_ptr reason) {
-  if (failure_) return;
-  failure_ = std::move(reason);
-  failed_.store(true, std::memory_order_release);
+  if (!record_failure_locked(std::move(reason))) return;
   cleanup_pending_ = true;
   callback_due_ = true;
-  changed_.notify_all();
   wake();
 }
 
@@ -427,10 +410,7 @@ void Engine::cleanup(std::unique_lock<std::mutex>& lock) {
   if (callback_due_) {
     callback_due_ = false;
     lock.unlock();
-    {
-      std::lock_guard<std::mutex> callback_lock(callback_mutex_);
-      if (failure_callback_) failure_callback_(reason);
-    }
+    run_failure_callback(reason);
     lock.lock();
   }
   // Tell every peer why, then let the abort messages leave.
@@ -505,10 +485,8 @@ void Engine::shutdown() {
   if (thread_.joinable()) thread_.join();
   lock.lock();
   thread_running_ = false;
-  if (!failure_) {
-    failure_ = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
-    failed_.store(true, std::memory_order_release);
-  }
+  if (!failure_)
+    record_failure_locked(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed"))));
   for (auto& connection : connections_) {
     if (!connection) continue;
     if (connection->state() == LinkState::ready) rdma_disconnect(connection->cm_id());

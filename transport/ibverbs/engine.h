@@ -38,7 +38,7 @@ namespace chorus::transport::ibverbs {
 // stranger can make a rank hold.
 inline constexpr size_t kMaxUnproven = 16;
 
-class Engine final : public ConnectionOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const IbverbsDeviceOptions& options);
   ~Engine();
@@ -60,11 +60,9 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   LinkModel link_model(int /*peer_rank*/) const { return link_model_; }
   int streams() const { return options_.streams; }
   void abort(std::exception_ptr reason, bool wait);
-  std::exception_ptr failure() const;
   bool progress();
   void begin_polling();
   void end_polling();
-  void set_failure_callback(std::function<void(std::exception_ptr)> callback);
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data);
 
   // Pair side.
@@ -76,13 +74,6 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
                       RemoteMemory remote);
 
   // ConnectionOwner
-  int rank() const override { return options_.rank; }
-  std::string describe_signature(uint64_t signature) const override;
-  size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
-  uint64_t position_in(uint64_t group) const override {
-    return options_.positions ? options_.positions->read(group) : 0;
-  }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
   void fail_locked(std::exception_ptr reason) override;
   std::shared_ptr<MemoryRegion> region_for(const std::byte* data, size_t bytes) override;
   std::shared_ptr<MemoryRegion> register_owned(const std::byte* data, size_t bytes) override;
@@ -140,10 +131,7 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   std::thread thread_;
   std::thread::id thread_id_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::exception_ptr failure_;
-  std::atomic<bool> failed_{false};
+  // Under mutex_ (EngineCore's):
   std::atomic<int> polling_callers_{0};
   bool cleanup_pending_ = false;
   bool cleanup_done_ = false;
@@ -151,9 +139,6 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool stopping_ = false;
   bool thread_running_ = false;
   bool shut_down_ = false;
-  std::mutex callback_mutex_;
-  std::function<void(std::exception_ptr)> failure_callback_;
-  ArrivalNotifier arrivals_;
   // By id (never reused); null once destroyed.
   std::vector<std::unique_ptr<Connection>> connections_;
   // Proven acceptor-side connections by (peer, stream), until connect() takes them.

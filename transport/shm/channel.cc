@@ -187,26 +187,22 @@ bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bo
       request.fail(owner_.failure());
       return true;
     }
-    const TagKey key(tag);
-    auto message = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) {
-      return TagKey(m->tag) == key && !m->waiting.request;
-    });
-    if (message != unexpected_.end()) {
+    if (Unexpected* arrived = matching_.unclaimed(tag)) {
       if (only_if_arrived) request.mark_pending();
-      Unexpected& arrived = **message;
-      if (arrived.total != data.size() || arrived.tag.signature != tag.signature) {
-        error = mismatch_error(arrived.tag, arrived.total, tag, data.size());
-      } else if (arrived.pull) {
-        pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
+      const PostedReceive receive{&request, tag, data};
+      if (!receive.expects(arrived->tag, arrived->bytes)) {
+        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
+      } else if (arrived->pull) {
+        pulls_.push_back({&request, data, arrived->address, arrived->slot, arrived->generation, 0});
         pulls_waiting_.fetch_add(1, std::memory_order_release);
-        recycle(message);
+        matching_.remove(*arrived);
         pull_queued = true;
-      } else if (!arrived.complete) {
-        arrived.waiting = {&request, tag, data};
+      } else if (!arrived->complete) {
+        arrived->claimant = receive;
         return true;
       } else {
-        if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
-        recycle(message);
+        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
+        matching_.remove(*arrived);
         request.complete();
         return true;
       }
@@ -218,7 +214,7 @@ bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bo
       if (peer_said_goodbye_) {
         error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
       } else {
-        posted_.push_back({&request, tag, data});
+        matching_.post({&request, tag, data});
         return true;
       }
     }
@@ -289,27 +285,17 @@ void Channel::on_message(const RingReader::Record& record) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    auto found = find_posted(tag);
-    if (found != posted_.end()) {
-      // Left in place when it does not fit: the abort this leads to fails it.
-      if (found->buffer.size() != header.total || found->tag.signature != tag.signature)
-        return fail_later(mismatch_error(tag, header.total, found->tag, found->buffer.size()));
-      incoming_request_ = found->request;
-      incoming_target_ = found->buffer.data();
-      posted_.erase(found);
-    } else if (header.total > owner_.max_unexpected_bytes() - unexpected_bytes_) {
-      return fail_later(std::make_exception_ptr(IoError(
-          cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", header.total, " bytes (",
-              describe_tag(tag.group, tag.value), ") that no receive was posted for, with ", unexpected_bytes_,
-              " bytes of such messages from it buffered already: more than the limit of ",
-              owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
-              "send this much, or raise the limit"),
-          peer_rank_)));
+    const PostedMatch match = matching_.match_posted(tag, header.total);
+    if (match.kind == PostedMatch::Kind::mismatched) {
+      return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
+    } else if (match.kind == PostedMatch::Kind::taken) {
+      incoming_request_ = match.receive.request;
+      incoming_target_ = match.receive.buffer.data();
+    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(header.total, limit)) {
+      return fail_later(
+          unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, header.total, matching_.buffered_bytes(), limit));
     } else {
-      Unexpected& message = add_unexpected(tag, header.total);
-      message.counted = true;
-      unexpected_bytes_ += header.total;
-      incoming_unexpected_ = &message;
+      incoming_unexpected_ = &matching_.add(tag, header.total, header.total);
       incoming_target_ = nullptr;
     }
   }
@@ -362,12 +348,11 @@ void Channel::finish_incoming() {
   Unexpected* message = std::exchange(incoming_unexpected_, nullptr);
   if (failed_ || !message) return;
   message->complete = true;
-  Request* waiting = message->waiting.request;
-  if (!waiting) return;
-  if (!message->payload.empty())
-    std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
-  recycle(std::find_if(unexpected_.begin(), unexpected_.end(), [&](const auto& m) { return m.get() == message; }));
-  waiting->complete();
+  if (!message->claimed()) return;
+  const PostedReceive receive = message->claimant;
+  if (!message->payload.empty()) std::memcpy(receive.buffer.data(), message->payload.data(), message->payload.size());
+  matching_.remove(*message);
+  receive.request->complete();
 }
 
 void Channel::on_pull(const RingReader::Record& record) {
@@ -381,53 +366,21 @@ void Channel::on_pull(const RingReader::Record& record) {
   const Tag tag = tag_of(header);
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) return;
-  auto found = find_posted(tag);
-  if (found != posted_.end()) {
-    if (found->buffer.size() != header.total || found->tag.signature != tag.signature)
-      return fail_later(mismatch_error(tag, header.total, found->tag, found->buffer.size()));
-    pulls_.push_back({found->request, found->buffer, offer.address, offer.slot, offer.generation, 0});
+  const PostedMatch match = matching_.match_posted(tag, header.total);
+  if (match.kind == PostedMatch::Kind::mismatched)
+    return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
+  if (match.kind == PostedMatch::Kind::taken) {
+    pulls_.push_back({match.receive.request, match.receive.buffer, offer.address, offer.slot, offer.generation, 0});
     pulls_waiting_.fetch_add(1, std::memory_order_release);
-    posted_.erase(found);
     return;
   }
-  Unexpected& message = add_unexpected(tag, header.total);
+  Unexpected& message = matching_.add(tag, header.total, /*charge=*/0);
   message.complete = true;
   message.pull = true;
   message.address = offer.address;
   message.slot = offer.slot;
   message.generation = offer.generation;
   owner_.arrivals().notify();  // under mutex_: the notifier takes only its own locks
-}
-
-std::vector<Channel::PostedRecv>::iterator Channel::find_posted(const Tag& tag) {
-  const TagKey key(tag);
-  return std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& posted) { return TagKey(posted.tag) == key; });
-}
-
-Channel::Unexpected& Channel::add_unexpected(const Tag& tag, uint64_t total) {
-  std::unique_ptr<Unexpected> message;
-  if (spare_unexpected_.empty()) {
-    message = std::make_unique<Unexpected>();
-  } else {
-    message = std::move(spare_unexpected_.back());
-    spare_unexpected_.pop_back();
-  }
-  message->tag = tag;
-  message->total = total;
-  unexpected_.push_back(std::move(message));
-  return *unexpected_.back();
-}
-
-void Channel::recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message) {
-  std::unique_ptr<Unexpected> done = std::move(*message);
-  unexpected_.erase(message);
-  if (done->counted) unexpected_bytes_ -= done->total;
-  // Kept for the next one, with its buffer, unless the buffer is large.
-  if (spare_unexpected_.size() >= 16 || done->payload.capacity() > (size_t{1} << 20)) return;
-  done->payload.clear();
-  done->complete = done->pull = done->counted = false;
-  done->waiting = {};
-  spare_unexpected_.push_back(std::move(done));
 }
 
 void Channel::on_pulled(const RingReader::Record& record) {

@@ -39,30 +39,23 @@
 #include "transport/file_descriptor.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
+#include "transport/deferred_failure.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
 
-// What a channel needs from its device.
-class ChannelOwner {
+// What a channel needs from its device, beyond what every transport's connection does.
+class ChannelOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual bool failed() const = 0;
-  virtual std::exception_ptr failure() const = 0;
   // Aborts the whole device. Never called with a channel's lock held.
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
   // A post left work that only progress finishes (a pull to run, a send
   // still queued): the device's thread takes it up unless a caller polls.
   virtual void work_pending() = 0;
-  // Bytes of eager messages nobody posted a receive for that one channel may buffer.
-  virtual size_t max_unexpected_bytes() const = 0;
-  // This rank's encoded position in `group`, for a probe's answer (0: none).
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ChannelOwner() = default;
@@ -134,25 +127,23 @@ class Channel {
     bool started = false;
     bool pull = false;
   };
-  struct PostedRecv {
-    Request* request = nullptr;
-    Tag tag;
-    std::span<std::byte> buffer;
-  };
-  // A message that arrived before its receive was posted.
-  struct Unexpected {
-    Tag tag;
-    uint64_t total = 0;
+  // A message that arrived before its receive was posted. An eager one
+  // charges its length against max_unexpected_bytes; a pull offer holds no
+  // bytes and charges nothing.
+  struct Unexpected : Arrival {
     std::vector<std::byte> payload;  // eager: grows as records arrive, never beyond what arrived
     bool complete = false;
     bool pull = false;               // pull: only the offer arrived
-    bool counted = false;            // eager: its total counts in unexpected_bytes_
     uint64_t address = 0;
     uint32_t slot = 0;
     uint64_t generation = 0;
-    PostedRecv waiting;              // a receive posted while it was still arriving
+    // TagMatching keeps it for the next message, with its buffer, unless the buffer is large.
+    bool reuse() {
+      payload.clear();
+      complete = pull = false;
+      return payload.capacity() <= (size_t{1} << 20);
+    }
   };
-  size_t unexpected_bytes_ = 0;  // totals of the counted unexpected_ (under mutex_)
   struct Pull {
     Request* request = nullptr;
     std::span<std::byte> destination;
@@ -175,10 +166,6 @@ class Channel {
   void on_pull(const RingReader::Record& record);
   void on_pulled(const RingReader::Record& record);
   void land(std::span<const std::byte> bytes);
-  // mutex_ held.
-  std::vector<PostedRecv>::iterator find_posted(const Tag& tag);
-  Unexpected& add_unexpected(const Tag& tag, uint64_t total);
-  void recycle(std::deque<std::unique_ptr<Unexpected>>::iterator message);
   void finish_incoming();
   // Pulls (puller_ held).
   bool run_pulls();
@@ -188,7 +175,6 @@ class Channel {
   void fail_later(std::exception_ptr reason, LogLevel level = LogLevel::warn);
   void report_later_failure();
   void corrupt(const std::string& what);
-  std::exception_ptr mismatch_error(const Tag& theirs, uint64_t their_bytes, const Tag& mine, size_t my_bytes) const;
   std::exception_ptr closed_error(const std::string& detail) const;
   size_t pending_requests_locked() const;
 
@@ -217,12 +203,7 @@ class Channel {
 
   // Receiving bookkeeping.
   std::mutex mutex_;
-  // In the order they were posted / arrived; a receive matches the first of
-  // its tag. A peer has few in flight (the executor's window), so a scan
-  // costs less than a map's allocations per message.
-  std::vector<PostedRecv> posted_;
-  std::deque<std::unique_ptr<Unexpected>> unexpected_;
-  std::vector<std::unique_ptr<Unexpected>> spare_unexpected_;
+  TagMatching<Unexpected> matching_;
   std::deque<Pull> pulls_;
   std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks
   bool failed_ = false;
@@ -249,9 +230,7 @@ class Channel {
   std::mutex puller_;
 
   // A failure found while holding consumer_ or puller_, reported after.
-  std::mutex later_mutex_;
-  std::exception_ptr later_failure_;
-  LogLevel later_level_ = LogLevel::warn;
+  DeferredFailure later_failure_;
   std::atomic<bool> receiving_{true};
 };
 

@@ -85,33 +85,15 @@ bool Channel::on_side_readable() {
 
 void Channel::fail_later(std::exception_ptr reason, LogLevel level) {
   receiving_.store(false, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(later_mutex_);
-  if (later_failure_) return;  // the first error is the one to report
-  later_failure_ = std::move(reason);
-  later_level_ = level;
+  later_failure_.record(std::move(reason), level);
 }
 
-void Channel::report_later_failure() {
-  std::exception_ptr error;
-  LogLevel level;
-  {
-    std::lock_guard<std::mutex> lock(later_mutex_);
-    error = std::exchange(later_failure_, nullptr);
-    level = later_level_;
-  }
-  if (error) owner_.abort(error, level);
-}
+void Channel::report_later_failure() { later_failure_.report_to(owner_); }
 
 void Channel::corrupt(const std::string& what) {
   fail_later(std::make_exception_ptr(IoError(
       cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what, " (corrupt memory, or not a chorus peer of this job)"),
       peer_rank_)));
-}
-
-std::exception_ptr Channel::mismatch_error(const Tag& theirs, uint64_t their_bytes, const Tag& mine,
-                                           size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
 }
 
 std::exception_ptr Channel::closed_error(const std::string& detail) const {
@@ -129,8 +111,7 @@ size_t Channel::pending_requests_locked() const {
   size_t pending = incoming_request_ ? 1 : 0;
   pending += send_queue_.size() + pulls_.size();
   for (Request* request : awaiting_pull_) pending += request ? 1 : 0;
-  pending += posted_.size();
-  for (const auto& message : unexpected_) pending += message->waiting.request ? 1 : 0;
+  pending += matching_.waiting_receives();
   return pending;
 }
 
@@ -157,12 +138,7 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
       offered_slots_[slot].store(0, std::memory_order_seq_cst);
       if (awaiting_pull_[slot]) doomed.push_back(std::exchange(awaiting_pull_[slot], nullptr));
     }
-    for (const PostedRecv& posted : posted_) doomed.push_back(posted.request);
-    posted_.clear();
-    for (const auto& message : unexpected_)
-      if (message->waiting.request) doomed.push_back(message->waiting.request);
-    unexpected_.clear();
-    unexpected_bytes_ = 0;
+    for (Request* receive : matching_.forget_all()) doomed.push_back(receive);
     for (const Pull& pull : pulls_) doomed.push_back(pull.request);
     pulls_.clear();
     pulls_waiting_.store(0, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include "transport/connection_pair.h"
 #include "transport/engine_device.h"
 #include "transport/epoll_token.h"
+#include "transport/progress_poll.h"
 #include "transport/nonce.h"
 
 namespace chorus::transport::shm {
@@ -34,7 +35,7 @@ enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, sid
 
 }  // namespace
 
-Engine::Engine(const ShmDeviceOptions& options) : options_(options) {
+Engine::Engine(const ShmDeviceOptions& options) : EngineCore(options), options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("shm device: rank ", options.rank, " is not within a job of size ", options.size));
   by_peer_.reset(new std::atomic<Channel*>[static_cast<size_t>(options.size)]);
@@ -49,15 +50,10 @@ Engine::Engine(const ShmDeviceOptions& options) : options_(options) {
   link_model_ = options.link_model.value_or(shared_memory_link_model);
   probe_value_ = random_nonce();
   listener_ = listen_on(address_.socket_name(), rank());
-  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  doorbell_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_.valid() || !doorbell_.valid())
-    throw IoError(cat("rank ", rank(), ": cannot create the shm progress engine: ", errno_text(errno)));
-  epoll_event listen_event{EPOLLIN, {.u64 = epoll_token(TokenKind::listener, 0)}};
-  epoll_event doorbell_event{EPOLLIN, {.u64 = epoll_token(TokenKind::doorbell, 0)}};
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
-      ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, doorbell_.get(), &doorbell_event) != 0)
-    throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
+  ProgressPoll poll = open_progress_poll(rank(), "shm", listener_.get(), epoll_token(TokenKind::listener, 0),
+                                        epoll_token(TokenKind::doorbell, 0));
+  epoll_ = std::move(poll.epoll);
+  doorbell_ = std::move(poll.wake);
 }
 
 Engine::~Engine() {
@@ -72,22 +68,6 @@ void Engine::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-std::string Engine::describe_signature(uint64_t signature) const {
-  if (options_.describe_signature) return options_.describe_signature(signature);
-  std::ostringstream out;
-  out << "signature 0x" << std::hex << signature;
-  return out.str();
-}
-
-std::exception_ptr Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
-
-void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
-  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
-  failure_callback_ = std::move(callback);
-}
 
 std::vector<Channel*> Engine::channels() const {
   std::lock_guard<std::mutex> lock(mutex_);

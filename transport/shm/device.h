@@ -44,7 +44,7 @@
 
 namespace chorus::transport::shm {
 
-class Engine final : public ChannelOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public EngineCore<ChannelOwner>, public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const ShmDeviceOptions& options);
   ~Engine();
@@ -68,24 +68,14 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   void end_polling();
   void begin_waiting();
   void end_waiting();
-  void set_failure_callback(std::function<void(std::exception_ptr)> callback);
 
   // ChannelOwner
-  int rank() const override { return options_.rank; }
-  size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
-  uint64_t position_in(uint64_t group) const override {
-    return options_.positions ? options_.positions->read(group) : 0;
-  }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
-  bool failed() const override { return failed_.load(std::memory_order_acquire); }
-  std::exception_ptr failure() const override;
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
   // wait = false: the device's thread fails the requests; returns at once.
   void abort(std::exception_ptr reason, LogLevel level, bool wait);
   // Device::relay_instead.
   void relay_instead(std::exception_ptr reason);
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
-  std::string describe_signature(uint64_t signature) const override;
   void work_pending() override {
     if (polling_callers_.load(std::memory_order_acquire) == 0) {
       pending_work_.store(true, std::memory_order_release);
@@ -143,10 +133,7 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   Fd doorbell_;  // peers ring it; the device's thread sleeps on it
   std::thread thread_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;  // a dialer admitted, a failure, cleanup done
-  std::exception_ptr failure_;
-  std::atomic<bool> failed_{false};
+  // Under mutex_ (EngineCore's); changed_ also tells of a dialer admitted and of cleanup done.
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> stopping_{false};
   bool cleanup_started_ = false;
@@ -155,9 +142,6 @@ class Engine final : public ChannelOwner, public std::enable_shared_from_this<En
   std::map<int, Admitted> admitted_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::unique_ptr<std::atomic<Channel*>[]> by_peer_;
-  std::mutex failure_callback_mutex_;
-  std::function<void(std::exception_ptr)> failure_callback_;
-  ArrivalNotifier arrivals_;
   std::atomic<int> polling_callers_{0};
   std::atomic<int> waiting_callers_{0};
   std::atomic<bool> pending_work_{false};

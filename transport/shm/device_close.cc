@@ -25,10 +25,9 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) {
-      first = true;
-      failure_ = reason;
-      failed_.store(true, std::memory_order_release);
+    // record_failure_locked wakes connect()'s waiters.
+    first = record_failure_locked(reason);
+    if (first) {
       const AbortReport report = report_abort(reason);
       abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
       if (log_enabled(level)) {
@@ -41,11 +40,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
       }
     }
   }
-  if (first) {
-    changed_.notify_all();  // connect() waiters
-    std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
-    if (failure_callback_) failure_callback_(failure());
-  }
+  if (first) run_failure_callback(reason);
   if (!wait) {
     wake();  // the device's thread cleans up
     return;
@@ -110,11 +105,9 @@ void Engine::shutdown() {
   if (thread_.joinable()) thread_.join();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) {
-      // Later posts through surviving Pair handles fail at once with this.
-      failure_ = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
-      failed_.store(true, std::memory_order_release);
-    }
+    // Later posts through surviving Pair handles fail at once with this.
+    if (!failure_)
+      record_failure_locked(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed"))));
     cleanup_started_ = true;
     admitted_.clear();
   }

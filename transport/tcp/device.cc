@@ -16,6 +16,7 @@
 #include "transport/epoll_token.h"
 #include "transport/knock.h"
 #include "transport/nonce.h"
+#include "transport/progress_poll.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -49,7 +50,7 @@ bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
 }  // namespace
 
 Engine::Engine(const TcpDeviceOptions& options)
-    : options_(options) {
+    : EngineCore(options), options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
   // The hello carries the stream in one byte.
@@ -65,15 +66,10 @@ Engine::Engine(const TcpDeviceOptions& options)
   same_host_link_model_ = options.link_model.value_or(same_host_link_model);
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
-  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_.valid() || !wake_fd_.valid())
-    throw IoError(cat("rank ", rank(), ": cannot create the tcp progress engine: ", errno_text(errno)));
-  epoll_event listen_event{EPOLLIN, {.u64 = epoll_token(TokenKind::listener, 0)}};
-  epoll_event wake_event{EPOLLIN, {.u64 = epoll_token(TokenKind::wake, 0)}};
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &listen_event) != 0 ||
-      ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake_event) != 0)
-    throw IoError(cat("rank ", rank(), ": epoll_ctl failed: ", errno_text(errno)));
+  ProgressPoll poll = open_progress_poll(rank(), "tcp", listener_.get(), epoll_token(TokenKind::listener, 0),
+                                        epoll_token(TokenKind::wake, 0));
+  epoll_ = std::move(poll.epoll);
+  wake_fd_ = std::move(poll.wake);
   CHORUS_LOG(debug, rank(), "tcp: listening on ", listen_address_.to_string());
 }
 
@@ -99,18 +95,6 @@ std::vector<std::byte> Engine::address() const {
   return encode_address({listen_address_, nonce_, rank(), options_.streams, options_.tls != nullptr});
 }
 
-
-std::string Engine::describe_signature(uint64_t signature) const {
-  if (options_.describe_signature) return options_.describe_signature(signature);
-  std::ostringstream out;
-  out << "signature 0x" << std::hex << signature;
-  return out.str();
-}
-
-std::exception_ptr Engine::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
 
 // ---------------------------------------------------------------- connecting
 
@@ -483,10 +467,6 @@ LinkModel Engine::link_model(int peer_rank) const {
   return on_host ? same_host_link_model_ : link_model_;
 }
 
-void Engine::set_failure_callback(std::function<void(std::exception_ptr)> callback) {
-  std::lock_guard<std::mutex> lock(failure_callback_mutex_);
-  failure_callback_ = std::move(callback);
-}
 
 bool Engine::progress() {
   if (failed()) return false;

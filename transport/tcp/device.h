@@ -24,7 +24,7 @@
 
 namespace chorus::transport::tcp {
 
-class Engine final : public ConnectionOwner, public std::enable_shared_from_this<Engine> {
+class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const TcpDeviceOptions& options);
   ~Engine();
@@ -45,18 +45,12 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   LinkModel link_model(int peer_rank) const;
   KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const;
   int streams() const { return options_.streams; }
-  // Runs `callback` once, outside the device's locks, when it first fails;
-  // null stops it (and waits for a call in progress).
-  void set_failure_callback(std::function<void(std::exception_ptr)> callback);
   // Caller-side progress (Device::progress, begin_polling, end_polling).
   bool progress();
   void begin_polling();
   void end_polling();
 
   // ConnectionOwner
-  int rank() const override { return options_.rank; }
-  bool failed() const override { return failed_.load(std::memory_order_acquire); }
-  std::exception_ptr failure() const override;
   // Synchronous: once it returns, the progress thread touches no user buffer
   // or Request again. Idempotent; the first reason wins.
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
@@ -67,12 +61,6 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   bool shutting_down() const override { return shutting_down_.load(std::memory_order_acquire); }
   void set_write_interest(Connection& connection, bool writable) override;
   void stop_watching(Connection& connection) override;
-  std::string describe_signature(uint64_t signature) const override;
-  size_t max_unexpected_bytes() const override { return options_.max_unexpected_bytes; }
-  uint64_t position_in(uint64_t group) const override {
-    return options_.positions ? options_.positions->read(group) : 0;
-  }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
 
  private:
   void run();
@@ -106,19 +94,13 @@ class Engine final : public ConnectionOwner, public std::enable_shared_from_this
   SocketAddress listen_address_;
   LinkModel link_model_;
   LinkModel same_host_link_model_;
-  std::mutex failure_callback_mutex_;
-  std::function<void(std::exception_ptr)> failure_callback_;
-  ArrivalNotifier arrivals_;
   uint64_t nonce_ = 0;
   Fd listener_;
   Fd epoll_;
   Fd wake_fd_;
   std::thread thread_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;  // a dialer was admitted, a failure, cleanup done
-  std::exception_ptr failure_;
-  std::atomic<bool> failed_{false};
+  // Under mutex_ (EngineCore's); changed_ also tells of a dialer admitted and of cleanup done.
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> stopping_{false};
   std::thread::id thread_id_;

@@ -27,10 +27,9 @@ constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
 void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool first = !failure_;
-  if (!failure_) {
-    failure_ = reason;
-    failed_.store(true, std::memory_order_release);
+  // record_failure_locked wakes connect()'s waiters.
+  const bool first = record_failure_locked(reason);
+  if (first) {
     abort_frame_ = encode_abort_frame(reason);
     if (log_enabled(level)) {
       try {
@@ -40,14 +39,8 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
       } catch (...) {
       }
     }
-    changed_.notify_all();  // connect() waiters
-  }
-  if (first) {
     lock.unlock();
-    {
-      std::lock_guard<std::mutex> callback_lock(failure_callback_mutex_);
-      if (failure_callback_) failure_callback_(failure());
-    }
+    run_failure_callback(reason);
     lock.lock();
   }
   if (cleanup_done_) return;
@@ -145,11 +138,8 @@ void Engine::shutdown() {
       Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) {
-      // Later posts through surviving Pair handles fail at once with this.
-      failure_ = destroyed;
-      failed_.store(true, std::memory_order_release);
-    }
+    // Later posts through surviving Pair handles fail at once with this.
+    record_failure_locked(destroyed);
     cleanup_started_ = cleanup_done_ = true;
     admitted_.clear();
   }

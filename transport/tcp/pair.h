@@ -22,38 +22,30 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/deadline.h"
 #include "base/log.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
+#include "transport/deferred_failure.h"
+#include "transport/engine_core.h"
 #include "transport/positions.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::tcp {
 
 class Connection;
 
-// What a connection needs from its device.
-class ConnectionOwner {
+// What a connection needs from its device, beyond what every transport's does.
+class ConnectionOwner : public CommonConnectionOwner {
  public:
-  virtual int rank() const = 0;
-  virtual bool failed() const = 0;
-  virtual std::exception_ptr failure() const = 0;
   // Aborts the whole device. Never called with a connection's mutex held.
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
   virtual void set_write_interest(Connection& connection, bool writable) = 0;
   virtual void stop_watching(Connection& connection) = 0;
-  virtual std::string describe_signature(uint64_t signature) const = 0;
-  // Bytes of messages nobody posted a receive for that one connection may buffer.
-  virtual size_t max_unexpected_bytes() const = 0;
-  // This rank's encoded position in `group`, for a probe's answer (0: none).
-  virtual uint64_t position_in(uint64_t group) const = 0;
-  // Told of every message buffered with no receive posted (Device::watch_arrivals).
-  virtual ArrivalNotifier& arrivals() = 0;
 
  protected:
   ~ConnectionOwner() = default;
@@ -130,11 +122,6 @@ class Connection {
     size_t written = 0;                    // of header + payload
     Tag tag;
   };
-  struct PostedRecv {
-    Request* request = nullptr;
-    Tag tag;
-    std::span<std::byte> buffer;
-  };
   // Bytes allocated as they come and never zeroed: an unexpected message
   // is copied out again once its receive is posted, and zero-filling (a
   // vector's resize) cost a memset and fresh page faults per byte besides.
@@ -150,13 +137,11 @@ class Connection {
     std::unique_ptr<std::byte[]> bytes_;
     size_t size_ = 0;
   };
-  // A data frame that arrived before its receive was posted.
-  struct UnexpectedMessage {
-    Tag tag;
-    size_t bytes = 0;        // the length its header announced
+  // A data frame that arrived before its receive was posted; its `bytes`
+  // (what the header announced) count against max_unexpected_bytes.
+  struct UnexpectedMessage : Arrival {
     UnexpectedBytes payload;  // grows with the bytes that really arrive, up to `bytes`
     bool complete = false;
-    PostedRecv waiting;  // a receive posted while the payload was still arriving
   };
   enum class Sink { user_buffer, unexpected, abort_text };
 
@@ -196,8 +181,6 @@ class Connection {
   void on_end_of_stream(int error);
   void corrupt(const std::string& what);
   Tag frame_tag() const { return {frame_.tag_value, frame_.tag_signature, frame_.tag_group}; }
-  std::exception_ptr mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                    size_t my_bytes) const;
   std::exception_ptr closed_context_error(const char* doing) const;
   size_t pending_requests_locked() const;
   std::string receiving_text() const;
@@ -214,9 +197,7 @@ class Connection {
 
   std::mutex mutex_;
   std::deque<OutgoingFrame> send_queue_;
-  std::unordered_map<TagKey, std::deque<PostedRecv>, TagKeyHash> posted_;
-  std::unordered_map<TagKey, std::deque<std::unique_ptr<UnexpectedMessage>>, TagKeyHash> unexpected_;
-  size_t unexpected_bytes_ = 0;  // announced bytes of unexpected_, against owner_.max_unexpected_bytes()
+  TagMatching<UnexpectedMessage> matching_;
   bool write_interest_ = false;
   bool failed_ = false;          // fail_everything ran
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
@@ -227,8 +208,7 @@ class Connection {
   std::mutex reader_;
   // Receives posted and not yet landed; a caller polls only pairs with some.
   std::atomic<size_t> receives_waiting_{0};
-  std::exception_ptr abort_after_read_;
-  LogLevel abort_after_read_level_ = LogLevel::warn;
+  DeferredFailure after_read_;
   std::atomic<bool> reading_{true};
   std::atomic<bool> parked_{false};
   std::atomic<uint64_t> answered_probe_{0};

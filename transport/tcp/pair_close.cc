@@ -43,14 +43,7 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
     for (const OutgoingFrame& frame : send_queue_)
       if (frame.request) doomed.push_back(frame.request);
     send_queue_.clear();
-    for (auto& [value, queue] : posted_)
-      for (const PostedRecv& posted : queue) doomed.push_back(posted.request);
-    posted_.clear();
-    for (auto& [value, queue] : unexpected_)
-      for (auto& message : queue)
-        if (message->waiting.request) doomed.push_back(message->waiting.request);
-    unexpected_.clear();
-    unexpected_bytes_ = 0;
+    for (Request* receive : matching_.forget_all()) doomed.push_back(receive);
     if (receiving_request_) doomed.push_back(std::exchange(receiving_request_, nullptr));
     receiving_unexpected_ = nullptr;
   }

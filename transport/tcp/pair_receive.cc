@@ -48,28 +48,20 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
       request.fail(owner_.failure());
       return true;
     }
-    auto found = unexpected_.find(TagKey(tag));
-    if (found != unexpected_.end()) {
-      auto& queue = found->second;
-      auto message = std::find_if(queue.begin(), queue.end(),
-                                  [](const auto& m) { return m->waiting.request == nullptr; });
-      if (message != queue.end()) {
-        if (only_if_arrived) request.mark_pending();
-        UnexpectedMessage& arrived = **message;
-        if (arrived.bytes != data.size() || arrived.tag.signature != tag.signature) {
-          error = mismatch_error(arrived.tag, arrived.bytes, tag, data.size());
-        } else if (!arrived.complete) {
-          arrived.waiting = {&request, tag, data};
-          receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-          return true;
-        } else {
-          if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
-          unexpected_bytes_ -= arrived.bytes;
-          queue.erase(message);
-          if (queue.empty()) unexpected_.erase(found);
-          request.complete();
-          return true;
-        }
+    if (UnexpectedMessage* arrived = matching_.unclaimed(tag)) {
+      if (only_if_arrived) request.mark_pending();
+      const PostedReceive receive{&request, tag, data};
+      if (!receive.expects(arrived->tag, arrived->bytes)) {
+        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
+      } else if (!arrived->complete) {
+        arrived->claimant = receive;
+        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      } else {
+        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
+        matching_.remove(*arrived);
+        request.complete();
+        return true;
       }
     }
     if (error) {
@@ -80,7 +72,7 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
       error = closed_context_error(
           cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
     } else {
-      posted_[TagKey(tag)].push_back({&request, tag, data});
+      matching_.post({&request, tag, data});
       receives_waiting_.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
@@ -110,16 +102,12 @@ bool Connection::read_from_caller() {
 
 void Connection::abort_after_read(std::exception_ptr reason, LogLevel level) {
   reading_.store(false, std::memory_order_relaxed);
-  if (abort_after_read_) return;  // the first error is the one to report
-  abort_after_read_ = std::move(reason);
-  abort_after_read_level_ = level;
+  after_read_.record(std::move(reason), level);
 }
 
 void Connection::release_reader(std::unique_lock<std::mutex>& reader) {
-  std::exception_ptr error = std::exchange(abort_after_read_, nullptr);
-  LogLevel level = abort_after_read_level_;
   reader.unlock();
-  if (error) owner_.abort(error, level);
+  after_read_.report_to(owner_);
 }
 
 bool Connection::read_available() {
@@ -265,31 +253,22 @@ void Connection::on_header() {
 
 void Connection::begin_data_payload() {
   std::exception_ptr error;
-  PostedRecv match;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    auto found = posted_.find(TagKey(frame_.tag_group, frame_.tag_value));
-    if (found != posted_.end()) {
-      match = found->second.front();
-      found->second.pop_front();
-      if (found->second.empty()) posted_.erase(found);
-      receiving_request_ = match.request;
-    } else if (frame_.payload_bytes > owner_.max_unexpected_bytes() - unexpected_bytes_) {
-      error = std::make_exception_ptr(IoError(
-          cat("rank ", owner_.rank(), ": ", peer_label_, " sent a message of ", frame_.payload_bytes, " bytes (",
-              describe_tag(frame_.tag_group, frame_.tag_value), ") that no receive was posted for, with ",
-              unexpected_bytes_, " bytes of such messages from it buffered already: more than the limit of ",
-              owner_.max_unexpected_bytes(), " bytes (CHORUS_MAX_UNEXPECTED_BYTES). Post receives before peers "
-              "send this much, or raise the limit"),
-          peer_rank_));
+    const Tag tag = frame_tag();
+    const auto match = matching_.match_posted(tag, frame_.payload_bytes);
+    if (match.kind == PostedMatch::Kind::mismatched) {
+      error = owner_.mismatch_error(peer_rank_, tag, frame_.payload_bytes, match.receive);
+    } else if (match.kind == PostedMatch::Kind::taken) {
+      receiving_request_ = match.receive.request;
+      payload_target_ = match.receive.buffer.data();
+    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(frame_.payload_bytes, limit)) {
+      error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, frame_.payload_bytes,
+                                     matching_.buffered_bytes(), limit);
     } else {
-      auto message = std::make_unique<UnexpectedMessage>();
-      message->tag = frame_tag();
-      message->bytes = frame_.payload_bytes;
-      unexpected_bytes_ += message->bytes;
-      receiving_unexpected_ = message.get();
-      unexpected_[TagKey(message->tag)].push_back(std::move(message));
+      receiving_unexpected_ = &matching_.add(tag, frame_.payload_bytes, frame_.payload_bytes);
+      payload_target_ = nullptr;  // writable_now() allocates as bytes come
     }
   }
   if (error) return abort_after_read(error, LogLevel::warn);
@@ -297,16 +276,7 @@ void Connection::begin_data_payload() {
   if (receiving_unexpected_) owner_.arrivals().notify();
   in_payload_ = true;
   payload_remaining_ = frame_.payload_bytes;
-  if (receiving_request_) {
-    sink_ = Sink::user_buffer;
-    if (match.buffer.size() != frame_.payload_bytes || match.tag.signature != frame_.tag_signature)
-      return abort_after_read(mismatch_error(frame_tag(), frame_.payload_bytes, match.tag, match.buffer.size()),
-                              LogLevel::warn);
-    payload_target_ = match.buffer.data();
-  } else {
-    sink_ = Sink::unexpected;
-    payload_target_ = nullptr;  // writable_now() allocates as bytes come
-  }
+  sink_ = receiving_request_ ? Sink::user_buffer : Sink::unexpected;
   if (payload_remaining_ == 0) finish_payload();
 }
 
@@ -330,18 +300,12 @@ void Connection::finish_payload() {
       UnexpectedMessage* message = std::exchange(receiving_unexpected_, nullptr);
       if (failed_ || !message) return;
       message->complete = true;
-      Request* waiting = message->waiting.request;
-      if (!waiting) return;
-      if (!message->payload.empty())
-        std::memcpy(message->waiting.buffer.data(), message->payload.data(), message->payload.size());
-      unexpected_bytes_ -= message->bytes;
-      const TagKey key(message->tag);
-      auto& queue = unexpected_[key];
-      queue.erase(std::find_if(queue.begin(), queue.end(),
-                               [&](const auto& m) { return m.get() == message; }));
-      if (queue.empty()) unexpected_.erase(key);
+      if (!message->claimed()) return;
+      const PostedReceive receive = message->claimant;
+      if (!message->payload.empty()) std::memcpy(receive.buffer.data(), message->payload.data(), message->payload.size());
+      matching_.remove(*message);
       receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
-      waiting->complete();
+      receive.request->complete();
       return;
     }
     case Sink::abort_text: {
@@ -403,12 +367,6 @@ void Connection::corrupt(const std::string& what) {
                    LogLevel::warn);
 }
 
-std::exception_ptr Connection::mismatch_error(const Tag& theirs, size_t their_bytes, const Tag& mine,
-                                             size_t my_bytes) const {
-  return transport::mismatch_error(owner_.rank(), peer_rank_, owner_.describe_signature(theirs.signature),
-                                   owner_.describe_signature(mine.signature), mine, their_bytes, my_bytes);
-}
-
 std::exception_ptr Connection::closed_context_error(const char* detail) const {
   return transport::closed_context_error(owner_.rank(), peer_rank_, detail);
 }
@@ -417,10 +375,7 @@ size_t Connection::pending_requests_locked() const {
   size_t pending = receiving_request_ ? 1 : 0;
   for (const OutgoingFrame& frame : send_queue_)
     if (frame.request) ++pending;
-  for (const auto& [value, queue] : posted_) pending += queue.size();
-  for (const auto& [value, queue] : unexpected_)
-    for (const auto& message : queue)
-      if (message->waiting.request) ++pending;
+  pending += matching_.waiting_receives();
   return pending;
 }
 
