@@ -29,12 +29,13 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 
 #include "fuzz/fuzz_common.h"
+#include "fuzz/message_order.h"
+#include "fuzz/recording_owner.h"
 #include "transport/abort_report.h"
 #include "transport/shm/channel.h"
 #include "transport/shm/ring.h"
@@ -49,23 +50,8 @@ using namespace chorus::transport::shm;
 namespace {
 
 constexpr size_t kRingBytes = 4096;
-constexpr int kTags = 4;
 constexpr size_t kMaxMessage = 3000;
 constexpr size_t kPullThreshold = 256;
-
-Tag tag_number(int index, bool wrong_signature) {
-  Tag tag;
-  tag.group = index < 2 ? 0 : 0x5eed;
-  tag.value = 1 + (index & 1);
-  tag.signature = wrong_signature ? 0xbad : 100 + static_cast<uint64_t>(index);
-  return tag;
-}
-
-std::vector<std::byte> pattern(size_t size, uint8_t seed) {
-  std::vector<std::byte> bytes(size);
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>(seed + i * 31 + (i >> 8));
-  return bytes;
-}
 
 size_t padded(size_t payload) { return kRecordHeaderBytes + (payload + 63) / 64 * 64; }
 
@@ -80,38 +66,9 @@ bool pulls_work() {
   return works;
 }
 
-class Owner final : public ChannelOwner {
+class Owner final : public RecordingOwner<ChannelOwner> {
  public:
-  int rank() const override { return 0; }
-  bool failed() const override { return failure_ != nullptr; }
-  std::exception_ptr failure() const override { return failure_; }
-  void abort(std::exception_ptr reason, LogLevel) override {
-    if (!failure_) failure_ = std::move(reason);
-  }
-  bool shutting_down() const override { return false; }
-  std::string describe_signature(uint64_t signature) const override { return cat("signature ", signature); }
-  size_t max_unexpected_bytes() const override { return size_t{1} << 30; }
-  uint64_t position_in(uint64_t) const override { return 0; }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
   void work_pending() override {}
-
-  std::exception_ptr failure_;
-  ArrivalNotifier arrivals_;
-};
-
-struct Receive {
-  Request request;
-  Tag tag;
-  int tag_index = 0;
-  size_t number = 0;
-  std::vector<std::byte> buffer;
-  bool checked = false;
-};
-
-struct Send {
-  Request request;
-  Tag tag;
-  std::vector<std::byte> data;
 };
 
 // The pull offers of the channel's sends, seen in its outgoing ring.
@@ -165,7 +122,7 @@ class Script {
         case 10: hang_up_side(); break;
       }
       react_to_failure();
-      check_receives();
+      model_.check_receives();
     }
     // Until nothing moves: the channel's queued sends need the peer to read.
     for (int i = 0; i < 1000; ++i) {
@@ -175,7 +132,7 @@ class Script {
       react_to_failure();
       if (out_tail_ + head_ == before && i > 2) break;
     }
-    check_receives();
+    model_.check_receives();
     check_completion();
     tear_down();
   }
@@ -183,41 +140,13 @@ class Script {
  private:
   // ------------------------------------------------------------ steps
 
-  void post_receive(ByteReader& in) {
-    const int index = in.u8() % kTags;
-    const bool wrong_signature = (in.u8() & 7) == 7;
-    size_t size = in.u16() % (kMaxMessage + 1);
-    auto& receive = receives_.emplace_back(std::make_unique<Receive>());
-    receive->tag = tag_number(index, wrong_signature);
-    receive->tag_index = index;
-    receive->number = receives_of_[index]++;
-    if (!wrong_signature && (size & 1) == 0 && receive->number < sent_[index].size())
-      size = sent_[index][receive->number].size();
-    receive->buffer.assign(size, std::byte{0xee});
-    receive->request.attach(&signal_);
-    const bool failed_before = owner_.failed();
-    note_pairing(index, receive->number);
-    channel_->post_recv(receive->request, receive->tag, receive->buffer);
-    if (failed_before) FUZZ_CHECK(receive->request.finished(), "a receive posted after the failure is left pending");
-  }
-
-  size_t message_size(ByteReader& in, int index) {
-    size_t size = in.u16() % (kMaxMessage + 1);
-    if ((size & 1) == 0)
-      if (const Receive* receive = find_receive(index, sent_[index].size())) size = receive->buffer.size();
-    return size;
-  }
+  void post_receive(ByteReader& in) { model_.post_receive(in, signal_, *channel_, owner_.failed()); }
 
   void send_message(ByteReader& in) {
-    const int index = in.u8() % kTags;
-    const bool wrong_signature = (in.u8() & 15) == 15;
-    const size_t size = message_size(in, index);
-    const Tag tag = tag_number(index, wrong_signature);
-    std::vector<std::byte> payload = pattern(size, in.u8());
-    // Known to the model before the channel can see any of it.
-    sent_[index].push_back(payload);
-    sent_signatures_[index].push_back(tag.signature);
-    note_pairing(index, sent_[index].size() - 1);
+    const ScriptMessage message = model_.next_message(in);
+    const Tag& tag = message.tag;
+    const std::vector<std::byte>& payload = message.payload;
+    const size_t size = payload.size();
     const size_t max_payload = kRingBytes / 4 - kRecordHeaderBytes;
     size_t written = 0;
     bool first = true;
@@ -231,7 +160,7 @@ class Script {
       header.total = size;
       header.length = chunk;
       if (!write_record(header, std::span(payload).subspan(written, chunk))) {
-        hostile_ = true;  // the channel stopped reading mid-message: what it got is not a message
+        model_.mark_hostile();  // the channel stopped reading mid-message: what it got is not a message
         break;
       }
       written += chunk;
@@ -240,13 +169,13 @@ class Script {
   }
 
   void offer_pull(ByteReader& in) {
-    const int index = in.u8() % kTags;
+    const int index = in.u8() % kScriptTags;
     const bool wrong_signature = (in.u8() & 15) == 15;
-    const size_t size = message_size(in, index);
+    const size_t size = model_.message_size(in, index);
     const uint8_t slot_byte = in.u8();
     const bool withdrawn = (in.u8() & 15) == 15;
-    const Tag tag = tag_number(index, wrong_signature);
-    auto& source = pull_sources_.emplace_back(pattern(size, static_cast<uint8_t>(slot_byte + 7)));
+    const Tag tag = script_tag(index, wrong_signature);
+    auto& source = pull_sources_.emplace_back(byte_pattern(size, static_cast<uint8_t>(slot_byte + 7)));
     const uint32_t slot = slot_byte >= 250 ? slot_byte : slot_byte % kPullSlots;
     const uint64_t generation = next_generation_++;
     if (slot < kPullSlots) peer_offers_[slot].store(withdrawn ? 0 : generation, std::memory_order_release);
@@ -259,20 +188,18 @@ class Script {
     header.total = size;
     // A channel that cannot pull, a slot beyond the table, or two offers in
     // one slot (the second replaces the first's generation) break the rules.
-    if (!we_pull_ || slot >= kPullSlots || !slots_in_use_.insert(slot).second) hostile_ = true;
-    if (withdrawn) allowed_failures_.insert("IoError");
-    sent_[index].push_back(source);
-    sent_signatures_[index].push_back(tag.signature);
-    note_pairing(index, sent_[index].size() - 1);
-    if (!write_record(header, std::as_bytes(std::span(&offer, 1)))) hostile_ = true;
+    if (!we_pull_ || slot >= kPullSlots || !slots_in_use_.insert(slot).second) model_.mark_hostile();
+    if (withdrawn) model_.allow_failure("IoError");
+    model_.add_message(index, source, tag.signature);
+    if (!write_record(header, std::as_bytes(std::span(&offer, 1)))) model_.mark_hostile();
   }
 
   void write_custom_record(ByteReader& in) {
-    hostile_ = true;
+    model_.mark_hostile();
     RecordHeader header;
     const uint8_t mutate = in.u8();
     header.kind = static_cast<RecordKind>((mutate & 1) ? in.u32() : 1 + in.u8() % 5);
-    const Tag tag = tag_number(in.u8() % kTags, false);
+    const Tag tag = script_tag(in.u8() % kScriptTags, false);
     header.group = tag.group;
     header.value = (mutate & 2) ? in.u64() : tag.value;
     header.signature = tag.signature;
@@ -291,7 +218,7 @@ class Script {
   }
 
   void move_head(ByteReader& in) {
-    hostile_ = true;
+    model_.mark_hostile();
     const uint64_t head = (in.u8() & 1) ? in.u64() : head_ + in.u16();
     head_ = head;
     in_control_->head.store(head, std::memory_order_release);
@@ -306,7 +233,7 @@ class Script {
     switch (in.u8() % 3) {
       case 0:
         message = encode_goodbye();
-        allowed_failures_.insert("IoError");  // receives still pending fail as "closed its context"
+        model_.allow_failure("IoError");  // receives still pending fail as "closed its context"
         goodbye_sent_ = true;
         break;
       case 1: {
@@ -315,14 +242,14 @@ class Script {
         note.blamed_rank = (in.u8() & 1) ? ~uint64_t{0} : in.u8() % 4;
         note.text = in.short_text();
         message = encode_abort(note);
-        allowed_failures_.insert(
+        model_.allow_failure(
             chorus_error_kind(adopt_abort(note.error_class, note.blamed_rank, note.text, 0, 1), "adopt_abort"));
         break;
       }
       case 2: {
         auto raw = in.bytes(in.u8());
         message.assign(raw.begin(), raw.end());
-        hostile_ = true;
+        model_.mark_hostile();
         break;
       }
     }
@@ -333,25 +260,23 @@ class Script {
   void hang_up_side() {
     if (!side_.valid()) return;
     side_.reset();
-    if (!goodbye_sent_) allowed_failures_.insert("IoError");
+    if (!goodbye_sent_) model_.allow_failure("IoError");
     channel_->on_side_readable();
   }
 
   void post_send(ByteReader& in) {
-    const int index = in.u8() % kTags;
-    auto& send = sends_.emplace_back(std::make_unique<Send>());
-    send->tag = tag_number(index, false);
-    send->data = pattern(in.u16() % (kMaxMessage + 1), static_cast<uint8_t>(index + 3));
-    send->request.attach(&signal_);
+    const int index = in.u8() % kScriptTags;
+    std::vector<std::byte> data = byte_pattern(in.u16() % (kMaxMessage + 1), static_cast<uint8_t>(index + 3));
+    ScriptSend& send = model_.add_send(index, std::move(data), signal_);
     const bool failed_before = owner_.failed();
-    channel_->post_send(send->request, send->tag, send->data);
-    if (failed_before) FUZZ_CHECK(send->request.finished(), "a send posted after the failure is left pending");
-    else pending_sends_.push_back(send.get());
+    channel_->post_send(send.request, send.tag, send.data);
+    if (failed_before) FUZZ_CHECK(send.request.finished(), "a send posted after the failure is left pending");
+    else pending_sends_.push_back(&send);
     drain_outgoing();
   }
 
   void pulled_note(ByteReader& in) {
-    hostile_ = true;
+    model_.mark_hostile();
     OfferSeen note{};
     note.slot = in.u8() % 70;
     note.generation = in.u8();
@@ -452,7 +377,7 @@ class Script {
       case RecordKind::pull: {
         FUZZ_CHECK(payload.size() == sizeof(OfferSeen), "a pull offer of the wrong size");
         FUZZ_CHECK(!pending_sends_.empty() && !assembling_, "a pull offer nobody sent, or inside a message");
-        Send* send = pending_sends_.front();
+        ScriptSend* send = pending_sends_.front();
         pending_sends_.pop_front();
         OfferSeen offer;
         std::memcpy(&offer, payload.data(), sizeof(offer));
@@ -482,51 +407,15 @@ class Script {
     }
   }
 
-  // ------------------------------------------------------------ the model
-
-  void note_pairing(int index, size_t number) {
-    const auto& sent = sent_[index];
-    if (number >= sent.size() || number >= receives_of_[index]) return;
-    const Receive* receive = find_receive(index, number);
-    if (!receive) return;
-    if (receive->buffer.size() != sent[number].size() || receive->tag.signature != sent_signatures_[index][number])
-      allowed_failures_.insert("MismatchError");
-  }
-
-  const Receive* find_receive(int index, size_t number) const {
-    for (const auto& receive : receives_)
-      if (receive->tag_index == index && receive->number == number) return receive.get();
-    return nullptr;
-  }
-
-  void check_receives() {
-    if (hostile_) return;
-    for (const auto& receive : receives_) {
-      if (receive->checked || receive->request.state() != Request::State::done) continue;
-      receive->checked = true;
-      const auto& sent = sent_[receive->tag_index];
-      FUZZ_CHECK(receive->number < sent.size(), cat("receive #", receive->number, " of tag ", receive->tag_index,
-                                                    " completed, but only ", sent.size(), " messages were sent"));
-      const auto& message = sent[receive->number];
-      FUZZ_CHECK(receive->buffer.size() == message.size() &&
-                     (message.empty() || std::memcmp(receive->buffer.data(), message.data(), message.size()) == 0),
-                 cat("receive #", receive->number, " of tag ", receive->tag_index,
-                     " completed with bytes other than its message's"));
-    }
-  }
+  // ------------------------------------------------------------ the checks
 
   void check_completion() {
-    if (hostile_ || owner_.failed() || goodbye_sent_ || !side_.valid()) return;
-    FUZZ_CHECK(allowed_failures_.empty() || allowed_failures_ == std::set<std::string>{"IoError"},
-               "a failure was due but did not happen");
-    if (!allowed_failures_.empty()) return;  // a withdrawn offer fails only if a receive takes it
-    for (const auto& receive : receives_) {
-      if (receive->number >= sent_[receive->tag_index].size()) continue;
-      FUZZ_CHECK(receive->request.state() == Request::State::done,
-                 cat("receive #", receive->number, " of tag ", receive->tag_index,
-                     " did not complete though its message was sent and the ring is sound"));
-    }
-    for (const auto& send : sends_)
+    if (model_.hostile() || owner_.failed() || goodbye_sent_ || !side_.valid()) return;
+    const std::set<std::string>& allowed = model_.allowed_failures();
+    FUZZ_CHECK(allowed.empty() || allowed == std::set<std::string>{"IoError"}, "a failure was due but did not happen");
+    if (!allowed.empty()) return;  // a withdrawn offer fails only if a receive takes it
+    model_.check_sent_messages_received("ring");
+    for (const auto& send : model_.sends())
       FUZZ_CHECK(send->request.state() == Request::State::done, "a send did not complete though the peer read it");
   }
 
@@ -534,15 +423,11 @@ class Script {
     if (!owner_.failed() || reacted_) return;
     reacted_ = true;
     const std::string kind = chorus_error_kind(owner_.failure(), "the channel's failure");
-    if (!hostile_)
-      FUZZ_CHECK(allowed_failures_.count(kind),
-                 cat("a sound peer's channel failed with ", kind, ": ", error_text(owner_.failure())));
+    model_.check_failure_allowed(kind, owner_.failure());
     const AbortReport report = report_abort(owner_.failure());
     const std::vector<std::byte> message = encode_abort({report.error_class, report.blamed_rank, report.text});
     channel_->fail_everything(owner_.failure(), message);
-    for (const auto& receive : receives_)
-      FUZZ_CHECK(receive->request.finished(), "a receive is still pending after fail_everything");
-    for (const auto& send : sends_) FUZZ_CHECK(send->request.finished(), "a send is still pending after fail_everything");
+    model_.check_all_finished("after fail_everything");
     if (!side_.valid()) return;
     std::vector<std::byte> got;
     std::vector<Fd> fds;
@@ -553,16 +438,12 @@ class Script {
     FUZZ_CHECK(check_side_message(got, side_kind).empty() && side_kind == SideKind::abort &&
                    decode_abort(got, note).empty(),
                "fail_everything did not send one abort message");
-    FUZZ_CHECK(chorus_error_kind(adopt_abort(note.error_class, note.blamed_rank, note.text, 1, 0), "abort message") ==
-                   (kind == "Error" ? "Aborted" : kind),
-               "the abort message does not carry the failure's class");
+    check_abort_class(kind, adopt_abort(note.error_class, note.blamed_rank, note.text, 1, 0), "the abort message");
   }
 
   void tear_down() {
     channel_->fail_everything(std::make_exception_ptr(Aborted("fuzz: tearing down")), {});
-    for (const auto& receive : receives_)
-      FUZZ_CHECK(receive->request.finished(), "a receive is still pending after the final fail_everything");
-    for (const auto& send : sends_) FUZZ_CHECK(send->request.finished(), "a send is still pending at the end");
+    model_.check_all_finished("after the final fail_everything");
   }
 
   const bool we_pull_;
@@ -576,8 +457,7 @@ class Script {
   std::atomic<uint64_t>* our_offers_ = nullptr;
   Fd side_;
   std::deque<std::vector<std::byte>> pull_sources_;  // before channel_: outlives its pulls
-  std::deque<std::unique_ptr<Receive>> receives_;
-  std::deque<std::unique_ptr<Send>> sends_;
+  MessageOrderModel model_{kMaxMessage};
   std::unique_ptr<Channel> channel_;
 
   uint64_t head_ = 0;
@@ -587,15 +467,10 @@ class Script {
   uint64_t out_sequence_ = 0;
   uint64_t next_generation_ = 1;
   std::set<uint32_t> slots_in_use_;
-  std::deque<Send*> pending_sends_;
-  Send* assembling_ = nullptr;
+  std::deque<ScriptSend*> pending_sends_;
+  ScriptSend* assembling_ = nullptr;
   std::vector<std::byte> assembled_;
 
-  std::map<int, std::vector<std::vector<std::byte>>> sent_;
-  std::map<int, std::vector<uint64_t>> sent_signatures_;
-  std::map<int, size_t> receives_of_;
-  std::set<std::string> allowed_failures_;
-  bool hostile_ = false;
   bool goodbye_sent_ = false;
   bool reacted_ = false;
 };

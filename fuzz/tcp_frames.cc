@@ -26,15 +26,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "fuzz/fuzz_common.h"
+#include "fuzz/message_order.h"
+#include "fuzz/recording_owner.h"
 #include "transport/abort_report.h"
 #include "transport/tcp/abort_frame.h"
 #include "transport/tcp/frame.h"
@@ -47,49 +46,12 @@ using namespace chorus::transport::tcp;
 
 namespace {
 
-constexpr int kTags = 4;
 constexpr size_t kMaxPayload = 2000;
 
-Tag tag_number(int index, bool wrong_signature) {
-  Tag tag;
-  tag.group = index < 2 ? 0 : 0x5eed;
-  tag.value = 1 + (index & 1);
-  tag.signature = wrong_signature ? 0xbad : 100 + static_cast<uint64_t>(index);
-  return tag;
-}
-
-class Owner final : public ConnectionOwner {
+class Owner final : public RecordingOwner<ConnectionOwner> {
  public:
-  int rank() const override { return 0; }
-  bool failed() const override { return failure_ != nullptr; }
-  std::exception_ptr failure() const override { return failure_; }
-  void abort(std::exception_ptr reason, LogLevel) override {
-    if (!failure_) failure_ = std::move(reason);
-  }
-  bool shutting_down() const override { return false; }
   void set_write_interest(Connection&, bool) override {}
   void stop_watching(Connection&) override {}
-  std::string describe_signature(uint64_t signature) const override { return cat("signature ", signature); }
-  size_t max_unexpected_bytes() const override { return size_t{1} << 30; }
-  uint64_t position_in(uint64_t) const override { return 0; }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
-
-  std::exception_ptr failure_;
-  ArrivalNotifier arrivals_;
-};
-
-struct Receive {
-  Request request;
-  Tag tag;
-  int tag_index = 0;
-  size_t number = 0;  // of its tag
-  std::vector<std::byte> buffer;
-  bool checked = false;
-};
-
-struct Send {
-  Request request;
-  std::vector<std::byte> data;
 };
 
 // Little-endian field of a frame, read by hand (not with frame.h's helpers).
@@ -97,12 +59,6 @@ uint64_t field(const std::vector<std::byte>& bytes, size_t offset, size_t width)
   uint64_t value = 0;
   for (size_t i = 0; i < width; ++i) value |= std::to_integer<uint64_t>(bytes[offset + i]) << (8 * i);
   return value;
-}
-
-std::vector<std::byte> pattern(size_t size, uint8_t seed) {
-  std::vector<std::byte> bytes(size);
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>(seed + i * 31 + (i >> 8));
-  return bytes;
 }
 
 class Script {
@@ -133,11 +89,11 @@ class Script {
         case 7: post_send(in); break;
       }
       react_to_failure();
-      check_receives();
+      model_.check_receives();
     }
     read();
     react_to_failure();
-    check_receives();
+    model_.check_receives();
     check_completion();
     tear_down();
   }
@@ -145,46 +101,17 @@ class Script {
  private:
   // ------------------------------------------------------------ steps
 
-  void post_receive(ByteReader& in) {
-    const int index = in.u8() % kTags;
-    const bool wrong_signature = (in.u8() & 7) == 7;
-    size_t size = in.u16() % (kMaxPayload + 1);
-    auto& receive = receives_.emplace_back(std::make_unique<Receive>());
-    receive->tag = tag_number(index, wrong_signature);
-    receive->tag_index = index;
-    receive->number = receives_of_[index]++;
-    // Mostly the size of the message it will meet, so most pairs match.
-    if (!wrong_signature && (size & 1) == 0 && receive->number < sent_[index].size())
-      size = sent_[index][receive->number].size();
-    receive->buffer.assign(size, std::byte{0xee});
-    receive->request.attach(&signal_);
-    const bool failed_before = owner_.failed();
-    note_pairing(index, receive->number);
-    connection_->post_recv(receive->request, receive->tag, receive->buffer);
-    if (failed_before)
-      FUZZ_CHECK(receive->request.finished(), "a receive posted after the failure is left pending");
-  }
+  void post_receive(ByteReader& in) { model_.post_receive(in, signal_, *connection_, owner_.failed()); }
 
   void send_data_frame(ByteReader& in) {
-    const int index = in.u8() % kTags;
-    const bool wrong_signature = (in.u8() & 15) == 15;
-    size_t size = in.u16() % (kMaxPayload + 1);
-    // Mostly the size of the receive it will meet, so most pairs match.
-    if ((size & 1) == 0)
-      if (const Receive* receive = find_receive(index, sent_[index].size())) size = receive->buffer.size();
-    const Tag tag = tag_number(index, wrong_signature);
-    std::vector<std::byte> payload = pattern(size, in.u8());
+    const ScriptMessage message = model_.next_message(in);
     FrameHeader header;
     header.kind = FrameKind::data;
-    header.tag_value = tag.value;
-    header.tag_signature = tag.signature;
-    header.tag_group = tag.group;
-    header.payload_bytes = size;
-    // Known to the model before the connection can read any of it.
-    sent_[index].push_back(payload);
-    sent_signatures_[index].push_back(tag.signature);
-    note_pairing(index, sent_[index].size() - 1);
-    write_frame(encode_header(header), payload);
+    header.tag_value = message.tag.value;
+    header.tag_signature = message.tag.signature;
+    header.tag_group = message.tag.group;
+    header.payload_bytes = message.payload.size();
+    write_frame(encode_header(header), message.payload);
   }
 
   // A header with every field from the input, and maybe a payload: the
@@ -195,19 +122,19 @@ class Script {
     if (mutate & 1) header.magic = in.u32();
     if (mutate & 2) header.version = in.u16();
     header.kind = static_cast<FrameKind>((mutate & 4) ? in.u16() : 1 + in.u8() % 3);
-    const Tag tag = tag_number(in.u8() % kTags, false);
+    const Tag tag = script_tag(in.u8() % kScriptTags, false);
     header.tag_value = (mutate & 8) ? in.u64() : tag.value;
     header.tag_signature = (mutate & 16) ? in.u64() : tag.signature;
     header.tag_group = (mutate & 32) ? in.u64() : tag.group;
     header.payload_bytes = (mutate & 64) ? in.u64() : in.u16();
     const size_t follow = in.u16() % (kMaxPayload + 1);
-    hostile_ = true;
-    write_frame(encode_header(header), pattern(follow, mutate));
+    model_.mark_hostile();
+    write_frame(encode_header(header), byte_pattern(follow, mutate));
   }
 
   void send_raw(ByteReader& in) {
     auto bytes = in.bytes(in.u16() % 512);
-    if (!bytes.empty()) hostile_ = true;
+    if (!bytes.empty()) model_.mark_hostile();
     write_bytes(bytes);
   }
 
@@ -221,8 +148,8 @@ class Script {
     header.tag_signature = blamed;
     header.payload_bytes = text.size();
     // what() is a C string: the text only up to its first NUL can show.
-    if (!hostile_ && !abort_text_) abort_text_ = text.substr(0, text.find('\0'));
-    allowed_failures_.insert(chorus_error_kind(adopt_abort(error_class, blamed, text, 0, 1), "adopt_abort"));
+    if (!model_.hostile() && !abort_text_) abort_text_ = text.substr(0, text.find('\0'));
+    model_.allow_failure(chorus_error_kind(adopt_abort(error_class, blamed, text, 0, 1), "adopt_abort"));
     write_frame(encode_header(header), std::as_bytes(std::span(text.data(), text.size())));
   }
 
@@ -230,7 +157,7 @@ class Script {
     FrameHeader header;
     header.kind = FrameKind::goodbye;
     // Receives left waiting (or posted later) fail as "closed its context".
-    allowed_failures_.insert("IoError");
+    model_.allow_failure("IoError");
     goodbye_sent_ = true;
     write_frame(encode_header(header), {});
   }
@@ -240,21 +167,19 @@ class Script {
   }
 
   void post_send(ByteReader& in) {
-    const int index = in.u8() % kTags;
+    const int index = in.u8() % kScriptTags;
     const size_t size = in.u16() % (kMaxPayload + 1);
-    auto& send = sends_.emplace_back(std::make_unique<Send>());
-    send->data = pattern(size, static_cast<uint8_t>(index));
-    send->request.attach(&signal_);
-    const Tag tag = tag_number(index, false);
+    ScriptSend& send = model_.add_send(index, byte_pattern(size, static_cast<uint8_t>(index)), signal_);
+    const Tag tag = send.tag;
     const bool failed_before = owner_.failed();
-    connection_->post_send(send->request, tag, send->data);
+    connection_->post_send(send.request, tag, send.data);
     if (failed_before || owner_.failed()) {
-      FUZZ_CHECK(send->request.finished(), "a send posted after the failure is left pending");
+      FUZZ_CHECK(send.request.finished(), "a send posted after the failure is left pending");
       return;
     }
     // Small frames fit in the socket: the send completes at once, and the
     // peer finds exactly one frame.
-    FUZZ_CHECK(send->request.state() == Request::State::done,
+    FUZZ_CHECK(send.request.state() == Request::State::done,
                "a small send to a socket with room did not complete");
     std::vector<std::byte> wire = drain_peer_past_probe_answers();
     FUZZ_CHECK(wire.size() == kFrameHeaderBytes + size, cat("a send of ", size, " bytes put ", wire.size(),
@@ -265,56 +190,17 @@ class Script {
     FUZZ_CHECK(field(wire, 8, 8) == tag.value && field(wire, 16, 8) == tag.signature &&
                    field(wire, 24, 8) == size && field(wire, 32, 8) == tag.group,
                "the frame's tag or length is not the send's");
-    FUZZ_CHECK(size == 0 || std::memcmp(wire.data() + kFrameHeaderBytes, send->data.data(), size) == 0,
+    FUZZ_CHECK(size == 0 || std::memcmp(wire.data() + kFrameHeaderBytes, send.data.data(), size) == 0,
                "the frame's payload is not the send's data");
   }
 
-  // ------------------------------------------------------------ the model
-
-  // The i-th receive and the i-th message of a tag meet (both sides keep
-  // their order per tag); a different size or signature is a mismatch.
-  void note_pairing(int index, size_t number) {
-    const auto& sent = sent_[index];
-    if (number >= sent.size() || number >= receives_of_[index]) return;
-    const Receive* receive = find_receive(index, number);
-    if (!receive) return;
-    if (receive->buffer.size() != sent[number].size() || receive->tag.signature != sent_signatures_[index][number])
-      allowed_failures_.insert("MismatchError");
-  }
-
-  const Receive* find_receive(int index, size_t number) const {
-    for (const auto& receive : receives_)
-      if (receive->tag_index == index && receive->number == number) return receive.get();
-    return nullptr;
-  }
-
-  void check_receives() {
-    if (hostile_) return;
-    for (const auto& receive : receives_) {
-      if (receive->checked || receive->request.state() != Request::State::done) continue;
-      receive->checked = true;
-      const auto& sent = sent_[receive->tag_index];
-      FUZZ_CHECK(receive->number < sent.size(),
-                 cat("receive #", receive->number, " of tag ", receive->tag_index, " completed, but only ",
-                     sent.size(), " messages of that tag were sent"));
-      const auto& message = sent[receive->number];
-      FUZZ_CHECK(receive->buffer.size() == message.size() &&
-                     (message.empty() || std::memcmp(receive->buffer.data(), message.data(), message.size()) == 0),
-                 cat("receive #", receive->number, " of tag ", receive->tag_index,
-                     " completed with bytes other than its message's"));
-    }
-  }
+  // ------------------------------------------------------------ the checks
 
   void check_completion() {
-    if (hostile_ || owner_.failed() || goodbye_sent_) return;
+    if (model_.hostile() || owner_.failed() || goodbye_sent_) return;
     // Both sides of every pair are there now: a mismatch or an abort frame must have failed it.
-    FUZZ_CHECK(allowed_failures_.empty(), "a failure was due but did not happen");
-    for (const auto& receive : receives_) {
-      if (receive->number >= sent_[receive->tag_index].size()) continue;
-      FUZZ_CHECK(receive->request.state() == Request::State::done,
-                 cat("receive #", receive->number, " of tag ", receive->tag_index,
-                     " did not complete though its message was sent and the stream is sound"));
-    }
+    FUZZ_CHECK(model_.allowed_failures().empty(), "a failure was due but did not happen");
+    model_.check_sent_messages_received("stream");
   }
 
   // The device's part: on the first failure, fail everything and tell the peer.
@@ -322,17 +208,14 @@ class Script {
     if (!owner_.failed() || reacted_) return;
     reacted_ = true;
     const std::string kind = chorus_error_kind(owner_.failure(), "the connection's failure");
-    if (!hostile_) {
-      FUZZ_CHECK(allowed_failures_.count(kind),
-                 cat("a sound stream failed with ", kind, ": ", error_text(owner_.failure())));
-      if (abort_text_ && kind != "MismatchError" && kind != "IoError")
-        FUZZ_CHECK(error_text(owner_.failure()).find(*abort_text_) != std::string::npos,
-                   "the adopted abort lost the peer's text");
-    }
+    model_.check_failure_allowed(kind, owner_.failure());
+    if (!model_.hostile() && abort_text_ && kind != "MismatchError" && kind != "IoError")
+      FUZZ_CHECK(error_text(owner_.failure()).find(*abort_text_) != std::string::npos,
+                 "the adopted abort lost the peer's text");
     const std::vector<std::byte> frame = encode_abort_frame(owner_.failure());
     drain_peer();
     connection_->fail_everything(owner_.failure(), frame, Clock::now() + std::chrono::milliseconds(100));
-    check_all_finished("after fail_everything");
+    model_.check_all_finished("after fail_everything");
     std::vector<std::byte> wire = drain_peer();
     if (wire.empty()) return;  // the peer said goodbye: nobody to tell
     FUZZ_CHECK(wire.size() >= kFrameHeaderBytes && field(wire, 6, 2) == 2 &&
@@ -340,22 +223,14 @@ class Script {
                "fail_everything did not send one abort frame");
     const std::string_view text(reinterpret_cast<const char*>(wire.data() + kFrameHeaderBytes),
                                 wire.size() - kFrameHeaderBytes);
-    FUZZ_CHECK(chorus_error_kind(adopt_abort(field(wire, 8, 8), field(wire, 16, 8), text, 1, 0), "abort frame") ==
-                   (kind == "Error" ? "Aborted" : kind),
-               "the abort frame does not carry the failure's class");
-  }
-
-  void check_all_finished(const char* when) {
-    for (const auto& receive : receives_)
-      FUZZ_CHECK(receive->request.finished(), cat("a receive is still pending ", when));
-    for (const auto& send : sends_) FUZZ_CHECK(send->request.finished(), cat("a send is still pending ", when));
+    check_abort_class(kind, adopt_abort(field(wire, 8, 8), field(wire, 16, 8), text, 1, 0), "the abort frame");
   }
 
   void tear_down() {
     drain_peer();
     peer_.reset();
     connection_->fail_everything(std::make_exception_ptr(Aborted("fuzz: tearing down")), {}, Clock::now());
-    check_all_finished("after the final fail_everything");
+    model_.check_all_finished("after the final fail_everything");
     connection_->close_socket();
   }
 
@@ -416,14 +291,8 @@ class Script {
   CompletionSignal signal_;
   Fd peer_;
   std::unique_ptr<Connection> connection_;
-  std::deque<std::unique_ptr<Receive>> receives_;
-  std::deque<std::unique_ptr<Send>> sends_;
-  std::map<int, std::vector<std::vector<std::byte>>> sent_;
-  std::map<int, std::vector<uint64_t>> sent_signatures_;
-  std::map<int, size_t> receives_of_;
-  std::set<std::string> allowed_failures_;
+  MessageOrderModel model_{kMaxPayload};
   std::optional<std::string> abort_text_;
-  bool hostile_ = false;
   bool goodbye_sent_ = false;
   bool reacted_ = false;
 };

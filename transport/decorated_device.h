@@ -6,10 +6,15 @@
 // the very thread that is aborting it, which may hold the decorator's locks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <exception>
+#include <iterator>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 
 #include "transport/transport.h"
 
@@ -115,6 +120,87 @@ class DecoratedDevice : public Device {
   std::unique_ptr<Device> inner_;
   mutable std::mutex failure_mutex_;
   std::exception_ptr failure_;
+};
+
+// A decorator that moves its kind of memory as transfers of its own over
+// the inner pairs (host staging's pinned chunks, cuda_ipc's descriptor and
+// ack), which one worker thread moves on as their inner requests finish.
+// `Transfer` has `Request* user`: the caller's request, null once settled.
+template <class Transfer>
+class TransferDevice : public DecoratedDevice {
+ public:
+  using DecoratedDevice::DecoratedDevice;
+
+  void abort(std::exception_ptr reason) override {
+    inner().abort(reason);  // no inner request touches a transfer's buffers after this
+    record_failure(reason);
+    std::lock_guard lock(mutex_);
+    fail_all(failure());
+  }
+
+ protected:
+  // Both under mutex_. advance: moves one transfer on as far as it can now,
+  // and says whether it is over. fail_all: settles every transfer with
+  // `reason` and drops those no inner request holds any more.
+  virtual bool advance(Transfer& transfer) = 0;
+  virtual void fail_all(std::exception_ptr reason) = 0;
+  // The worker's round, under mutex_: whenever an inner request finishes,
+  // and every kWorkerWake in case a wake-up was missed.
+  virtual void on_worker_round() = 0;
+
+  void start_worker() {
+    worker_ = std::thread([this] { work(); });
+  }
+  // The first step of the decorator's destructor, a normal close rather than
+  // an abort: the worker stops, then the inner device says goodbye to its
+  // peers as it would alone and fails what it still had posted (the
+  // transfers' requests and the signal they report to outlive it). What is
+  // left for the destructor is to fail its transfers under mutex_.
+  void stop_worker_and_close_inner() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    if (worker_.joinable()) worker_.join();
+    close_inner();
+  }
+
+  // Advances every transfer, dropping those that are over. Under mutex_.
+  void advance_all() {
+    for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
+      auto next = std::next(transfer);
+      if (advance(**transfer)) transfers_.erase(transfer);
+      transfer = next;
+    }
+  }
+  // Completes (or fails, with `error`) the caller's request, once.
+  static void settle(Transfer& transfer, std::exception_ptr error) {
+    if (!transfer.user) return;
+    if (error) transfer.user->fail(error);
+    else transfer.user->complete();
+    transfer.user = nullptr;
+  }
+
+  mutable std::mutex mutex_;  // the transfers, and what the decorator keeps beside them
+  CompletionSignal signal_;   // before the transfers: their requests attach to it
+  std::list<std::unique_ptr<Transfer>> transfers_;
+
+ private:
+  static constexpr auto kWorkerWake = std::chrono::milliseconds(50);
+
+  void work() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      const uint64_t seen = signal_.count();
+      on_worker_round();
+      lock.unlock();
+      signal_.wait_change(seen, Deadline::after(kWorkerWake));
+      lock.lock();
+    }
+  }
+
+  bool stopping_ = false;
+  std::thread worker_;
 };
 
 }  // namespace chorus::transport

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "base/little_endian.h"
 #include "base/log.h"
 
 namespace chorus::transport {
@@ -19,46 +20,32 @@ constexpr size_t kMaxTranportName = 32;
 constexpr size_t kMaxSection = 64 * 1024;
 constexpr size_t kMaxSections = 16;
 
-void put(std::vector<std::byte>& out, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>((value >> (8 * i)) & 0xff));
-}
-
-void put_bytes(std::vector<std::byte>& out, const void* data, size_t bytes) {
-  const auto* begin = static_cast<const std::byte*>(data);
-  out.insert(out.end(), begin, begin + bytes);
-}
-
+// Reads the blob, failing with one message that names both ranks.
 class Reader {
  public:
   Reader(std::span<const std::byte> blob, int my_rank, int peer_rank)
-      : blob_(blob), my_rank_(my_rank), peer_rank_(peer_rank) {}
+      : in_(blob), size_(blob.size()), my_rank_(my_rank), peer_rank_(peer_rank) {}
 
   uint64_t number(size_t bytes, const char* what) {
-    need(bytes, what);
     uint64_t value = 0;
-    for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(blob_[offset_ + i]) << (8 * i);
-    offset_ += bytes;
+    if (!in_.number(value, bytes)) fail(cat("truncated in ", what));
     return value;
   }
   std::span<const std::byte> bytes(size_t count, const char* what) {
-    need(count, what);
-    auto part = blob_.subspan(offset_, count);
-    offset_ += count;
+    std::span<const std::byte> part;
+    if (!in_.bytes(part, count)) fail(cat("truncated in ", what));
     return part;
   }
-  bool done() const { return offset_ == blob_.size(); }
+  bool done() const { return in_.left() == 0; }
   [[noreturn]] void fail(const std::string& why) const {
-    throw InvalidArgument(cat("rank ", my_rank_, ": rank ", peer_rank_, " published ", blob_.size(),
+    throw InvalidArgument(cat("rank ", my_rank_, ": rank ", peer_rank_, " published ", size_,
                               " bytes that are not a chorus address of this version (", why,
                               "); is every rank running the same chorus?"));
   }
 
  private:
-  void need(size_t count, const char* what) const {
-    if (count > blob_.size() - offset_) fail(cat("truncated in ", what));
-  }
-  std::span<const std::byte> blob_;
-  size_t offset_ = 0;
+  LittleEndianReader in_;
+  size_t size_;
   int my_rank_;
   int peer_rank_;
 };
@@ -86,23 +73,18 @@ std::vector<std::byte> encode_published_address(const PublishedAddress& address)
   if (address.host_name.size() > kMaxHostName || address.sections.size() > kMaxSections)
     throw InvalidArgument(cat("published address: host name of ", address.host_name.size(), " bytes or ",
                               address.sections.size(), " sections is too many"));
-  std::vector<std::byte> out;
-  put(out, kMagic, 4);
-  put(out, kVersion, 2);
-  put(out, address.host_id, 8);
-  put(out, address.host_name.size(), 1);
-  put_bytes(out, address.host_name.data(), address.host_name.size());
-  put(out, address.sections.size(), 1);
+  LittleEndianWriter out;
+  out.number(kMagic, 4).number(kVersion, 2).number(address.host_id, 8);
+  out.number(address.host_name.size(), 1).text(address.host_name);
+  out.number(address.sections.size(), 1);
   for (const auto& section : address.sections) {
     if (section.transport.size() > kMaxTranportName || section.address.size() > kMaxSection)
       throw InvalidArgument(cat("published address: the ", section.transport, " section of ",
                                 section.address.size(), " bytes is too large"));
-    put(out, section.transport.size(), 1);
-    put_bytes(out, section.transport.data(), section.transport.size());
-    put(out, section.address.size(), 4);
-    put_bytes(out, section.address.data(), section.address.size());
+    out.number(section.transport.size(), 1).text(section.transport);
+    out.number(section.address.size(), 4).raw(section.address);
   }
-  return out;
+  return out.take();
 }
 
 PublishedAddress decode_published_address(std::span<const std::byte> blob, int my_rank, int peer_rank) {

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "base/error.h"
+#include "fuzz/recording_owner.h"
 #include "transport/abort_report.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/handshake.h"
@@ -21,30 +22,17 @@
 namespace chorus::transport {
 namespace {
 
-// A TCP connection's device, reduced to recording the first failure.
-class RecordingOwner final : public tcp::ConnectionOwner {
+// A TCP connection's device, reduced to recording the first failure: the
+// harness's own (fuzz/recording_owner.h).
+class TcpOwner final : public fuzz::RecordingOwner<tcp::ConnectionOwner> {
  public:
-  int rank() const override { return 0; }
-  bool failed() const override { return failure_ != nullptr; }
-  std::exception_ptr failure() const override { return failure_; }
-  void abort(std::exception_ptr reason, LogLevel) override {
-    if (!failure_) failure_ = std::move(reason);
-  }
-  bool shutting_down() const override { return false; }
   void set_write_interest(tcp::Connection&, bool) override {}
   void stop_watching(tcp::Connection&) override {}
-  std::string describe_signature(uint64_t signature) const override { return cat("signature ", signature); }
-  size_t max_unexpected_bytes() const override { return size_t{1} << 30; }
-  uint64_t position_in(uint64_t) const override { return 0; }
-  ArrivalNotifier& arrivals() override { return arrivals_; }
-
-  std::exception_ptr failure_;
-  ArrivalNotifier arrivals_;
 };
 
 // A real Connection reading one end of a socketpair; the test is the peer.
 struct ConnectionUnderTest {
-  RecordingOwner owner;
+  TcpOwner owner;
   Fd peer;
   std::unique_ptr<tcp::Connection> connection;
 

@@ -17,11 +17,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <list>
 #include <mutex>
-#include <thread>
 
 #include "memory/cuda/runtime.h"
 #include "base/error.h"
@@ -39,7 +35,6 @@ namespace {
 // the Context's, and with a signature no call has.
 constexpr uint64_t kAckGroupSalt = 0xC0DA1BC0FFEE5EEDull;
 constexpr uint64_t kAckSignature = 0xFFFFFFFFFFFFFFFEull;
-constexpr auto kWorkerWake = std::chrono::milliseconds(50);
 
 Tag ack_tag(const Tag& tag) { return Tag{tag.value, kAckSignature, tag.group ^ kAckGroupSalt}; }
 
@@ -77,27 +72,19 @@ struct Transfer {
   std::shared_ptr<std::byte> eager_copy;
 };
 
-class CudaIpcDevice final : public DecoratedDevice {
+class CudaIpcDevice final : public TransferDevice<Transfer> {
  public:
   CudaIpcDevice(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory)
-      : DecoratedDevice(std::move(inner)),
+      : TransferDevice(std::move(inner)),
         rank_(rank),
         memory_(std::move(memory)),
         imports_([this](const IpcDescriptor& descriptor) { return open_import(descriptor); },
                  [this](std::byte* local) { memory_->close(local); }) {
-    worker_ = std::thread([this] { work(); });
+    start_worker();
   }
 
-  // A normal close, not an abort: the inner device says goodbye to its
-  // peers as it would alone, and fails what it still had posted (our
-  // control messages: their requests and signal outlive it).
   ~CudaIpcDevice() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    worker_.join();
-    close_inner();
+    stop_worker_and_close_inner();
     std::lock_guard lock(mutex_);
     fail_all(std::make_exception_ptr(Aborted(cat("rank ", rank_, ": the device was closed with this message in flight"))));
     imports_.clear();
@@ -123,13 +110,6 @@ class CudaIpcDevice final : public DecoratedDevice {
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
     return inner().register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
   }
-  void abort(std::exception_ptr reason) override {
-    inner().abort(reason);  // no inner request touches a transfer's buffers after this
-    record_failure(reason);
-    std::lock_guard lock(mutex_);
-    fail_all(failure());
-  }
-
   void start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
              int device);
 
@@ -145,22 +125,14 @@ class CudaIpcDevice final : public DecoratedDevice {
     return memory_->open(descriptor.handle, current_device_);
   }
 
-  void work();
-  // Moves one transfer on; returns whether it is finished. Under mutex_.
-  bool advance(Transfer& transfer);
-  void settle(Transfer& transfer, std::exception_ptr error);
-  void fail_all(std::exception_ptr reason);
+  bool advance(Transfer& transfer) override;
+  void fail_all(std::exception_ptr reason) override;
+  void on_worker_round() override;
 
   const int rank_;
   std::shared_ptr<IpcMemory> memory_;
-  std::mutex mutex_;  // the transfers and the import cache
-  bool stopping_ = false;
-  // Declared before the transfers and requests attached to it.
-  CompletionSignal signal_;
-  std::list<std::unique_ptr<Transfer>> transfers_;
-  ImportCache imports_;
+  ImportCache imports_;     // under mutex_, like the transfers
   int current_device_ = 0;  // the device the worker maps onto (set per transfer)
-  std::thread worker_;
 };
 
 void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag,
@@ -220,27 +192,9 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
   }
 }
 
-void CudaIpcDevice::work() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    const uint64_t seen = signal_.count();
-    if (std::exception_ptr failed = failure()) fail_all(failed);
-    for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
-      auto next = std::next(transfer);
-      if (advance(**transfer)) transfers_.erase(transfer);
-      transfer = next;
-    }
-    lock.unlock();
-    signal_.wait_change(seen, Deadline::after(kWorkerWake));
-    lock.lock();
-  }
-}
-
-void CudaIpcDevice::settle(Transfer& transfer, std::exception_ptr error) {
-  if (!transfer.user) return;
-  if (error) transfer.user->fail(error);
-  else transfer.user->complete();
-  transfer.user = nullptr;
+void CudaIpcDevice::on_worker_round() {
+  if (std::exception_ptr failed = failure()) fail_all(failed);
+  advance_all();
 }
 
 bool CudaIpcDevice::advance(Transfer& transfer) {

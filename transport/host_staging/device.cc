@@ -2,9 +2,7 @@
 // host memory through and pipeline device memory through pinned chunks.
 #include <algorithm>
 #include <array>
-#include <list>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "memory/registry.h"
@@ -16,7 +14,6 @@
 namespace chorus::transport::host_staging {
 namespace {
 
-constexpr auto kWorkerWake = std::chrono::milliseconds(50);
 constexpr size_t kMaxChunksPerMessage = 16;
 
 class StagingDevice;
@@ -41,11 +38,11 @@ struct Transfer {
   std::array<Slot, kMaxChunksPerMessage> slots;
 };
 
-class StagingDevice final : public DecoratedDevice {
+class StagingDevice final : public TransferDevice<Transfer> {
  public:
   StagingDevice(std::unique_ptr<Device> inner, MemoryKind kind, std::shared_ptr<Copier> copier,
                 StagingOptions options)
-      : DecoratedDevice(std::move(inner)), kind_(kind), copier_(std::move(copier)), options_(options) {
+      : TransferDevice(std::move(inner)), kind_(kind), copier_(std::move(copier)), options_(options) {
     if (options_.chunk_bytes == 0 || options_.chunks_per_message == 0 ||
         options_.chunks_per_message > kMaxChunksPerMessage || options_.pool_chunks == 0)
       throw InvalidArgument(cat("host staging: chunks of ", options_.chunk_bytes, " bytes, ",
@@ -53,16 +50,8 @@ class StagingDevice final : public DecoratedDevice {
                                 options_.pool_chunks, " in the pool"));
   }
 
-  // A normal close, not an abort: the inner device says goodbye to its
-  // peers as it would unwrapped, and fails what it still had posted (our
-  // chunks: their requests, and the signal they report to, outlive it).
   ~StagingDevice() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    if (worker_.joinable()) worker_.join();
-    close_inner();
+    stop_worker_and_close_inner();
     std::lock_guard lock(mutex_);
     fail_all(std::make_exception_ptr(Aborted("the device was closed with this message in flight")));
     for (std::byte* chunk : pool_) copier_->free_pinned(chunk);
@@ -75,37 +64,24 @@ class StagingDevice final : public DecoratedDevice {
   bool accepts(const Memory& memory) const override {
     return memory.kind == kind_ || inner().accepts(memory);
   }
-  void abort(std::exception_ptr reason) override {
-    inner().abort(reason);  // no chunk lands in a pinned buffer after this
-    record_failure(reason);
-    std::lock_guard lock(mutex_);
-    fail_all(failure());
-  }
 
   bool moves_itself(const Memory& memory) const { return memory.kind == kind_; }
   void start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data, int device);
 
  private:
-  // Moves a transfer on as far as it can now; returns whether it is over.
-  // Under mutex_.
-  bool advance(Transfer& transfer);
-  void settle(Transfer& transfer, std::exception_ptr error);
+  bool advance(Transfer& transfer) override;
+  void fail_all(std::exception_ptr reason) override;
+  void on_worker_round() override;
   void release(Transfer& transfer, Transfer::Slot& slot);
-  void fail_all(std::exception_ptr reason);
   size_t chunk_length(const Transfer& transfer, size_t chunk) const {
     const size_t offset = chunk * options_.chunk_bytes;
     return std::min(options_.chunk_bytes, transfer.data.size() - offset);
   }
-  void work();
 
-  std::unique_ptr<Device> inner_;
   const MemoryKind kind_;
   std::shared_ptr<Copier> copier_;
   const StagingOptions options_;
-  mutable std::mutex mutex_;  // the transfers, the pool, the import cache
-  mutable std::mutex failure_mutex_;
-  std::exception_ptr failure_;
-  bool stopping_ = false;
+  // Under mutex_, like the transfers.
   std::vector<std::byte*> pool_;  // every pinned chunk
   // Those not in a slot: half for sends, half for receives. A send hands
   // its chunk to the inner transport as an eager message, so it never waits
@@ -118,9 +94,6 @@ class StagingDevice final : public DecoratedDevice {
   std::vector<std::byte*>& free_for(const Transfer& transfer) {
     return transfer.sending ? free_sends_ : free_receives_;
   }
-  CompletionSignal signal_;       // before the transfers: their requests attach to it
-  std::list<std::unique_ptr<Transfer>> transfers_;
-  std::thread worker_;
 };
 
 void StagingDevice::start(StagingPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
@@ -155,7 +128,7 @@ void StagingDevice::start(StagingPair& pair, Direction direction, Request& user,
     const size_t for_sends = std::max<size_t>(1, pool_.size() / 2);
     free_sends_.assign(pool_.begin(), pool_.begin() + static_cast<long>(for_sends));
     free_receives_.assign(pool_.begin() + static_cast<long>(for_sends), pool_.end());
-    worker_ = std::thread([this] { work(); });
+    start_worker();
   }
   // The first chunks go out (or are posted for) on the caller's thread: no
   // hand-off to the worker before the pipeline starts.
@@ -165,13 +138,6 @@ void StagingDevice::start(StagingPair& pair, Direction direction, Request& user,
 void StagingDevice::release(Transfer& transfer, Transfer::Slot& slot) {
   free_for(transfer).push_back(slot.pinned);
   slot.pinned = nullptr;
-}
-
-void StagingDevice::settle(Transfer& transfer, std::exception_ptr error) {
-  if (!transfer.user) return;
-  if (error) transfer.user->fail(error);
-  else transfer.user->complete();
-  transfer.user = nullptr;
 }
 
 bool StagingDevice::advance(Transfer& transfer) {
@@ -240,23 +206,9 @@ void StagingDevice::fail_all(std::exception_ptr reason) {
   });
 }
 
-void StagingDevice::work() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    const uint64_t seen = signal_.count();
-    if (std::exception_ptr failed = failure()) {
-      fail_all(failed);
-    } else {
-      for (auto transfer = transfers_.begin(); transfer != transfers_.end();) {
-        auto next = std::next(transfer);
-        if (advance(**transfer)) transfers_.erase(transfer);
-        transfer = next;
-      }
-    }
-    lock.unlock();
-    signal_.wait_change(seen, Deadline::after(kWorkerWake));
-    lock.lock();
-  }
+void StagingDevice::on_worker_round() {
+  if (std::exception_ptr failed = failure()) fail_all(failed);
+  else advance_all();
 }
 
 // Looks the support up per call: it loads on first use, which a job that

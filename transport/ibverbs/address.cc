@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/little_endian.h"
 #include "transport/ibverbs/wire.h"
+#include "transport/ip_endpoint.h"
 
 namespace chorus::transport::ibverbs {
 namespace {
@@ -52,16 +53,7 @@ std::vector<std::byte> encode_address(const VerbsAddress& address) {
   std::byte* out = blob.data();
   store_le(out + 0, kAddressMagic, 4);
   store_le(out + 4, kWireVersion, 2);
-  store_le(out + 8, address.port(), 2);
-  if (address.ip.ss_family == AF_INET) {
-    out[6] = std::byte{4};
-    std::memcpy(out + 12, &reinterpret_cast<const sockaddr_in*>(&address.ip)->sin_addr, 4);
-  } else {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address.ip);
-    out[6] = std::byte{6};
-    std::memcpy(out + 12, &v6->sin6_addr, 16);
-    store_le(out + 28, v6->sin6_scope_id, 4);
-  }
+  store_ip_endpoint(out, reinterpret_cast<const sockaddr*>(&address.ip));
   store_le(out + 32, static_cast<uint32_t>(address.rank), 4);
   store_le(out + 36, static_cast<uint32_t>(address.streams), 4);
   store_le(out + 48, address.nonce, 8);
@@ -79,22 +71,10 @@ VerbsAddress decode_address(std::span<const std::byte> blob, int my_rank, int pe
   if (load_le(in + 0, 4) != kAddressMagic) throw invalid("wrong magic");
   if (load_le(in + 4, 2) != kWireVersion) throw invalid("unsupported wire version");
   VerbsAddress address;
-  const auto port = static_cast<uint16_t>(load_le(in + 8, 2));
-  if (port == 0) throw invalid("port 0");
-  if (in[6] == std::byte{4}) {
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&address.ip);
-    v4->sin_family = AF_INET;
-    std::memcpy(&v4->sin_addr, in + 12, 4);
-    v4->sin_port = htons(port);
-  } else if (in[6] == std::byte{6}) {
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address.ip);
-    v6->sin6_family = AF_INET6;
-    std::memcpy(&v6->sin6_addr, in + 12, 16);
-    v6->sin6_scope_id = static_cast<uint32_t>(load_le(in + 28, 4));
-    v6->sin6_port = htons(port);
-  } else {
-    throw invalid("unknown address family");
-  }
+  if (load_ip_port(in) == 0) throw invalid("port 0");
+  const std::optional<IpEndpoint> endpoint = load_ip_endpoint(in);
+  if (!endpoint) throw invalid("unknown address family");
+  address.ip = endpoint->storage;
   address.rank = static_cast<int>(load_le(in + 32, 4));
   address.streams = static_cast<int>(load_le(in + 36, 4));
   address.nonce = load_le(in + 48, 8);

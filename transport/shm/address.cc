@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "base/little_endian.h"
 #include "base/log.h"
 
 namespace chorus::transport::shm {
@@ -15,15 +16,6 @@ namespace {
 constexpr uint32_t kAddressMagic = 0x4d485343;  // "CSHM"
 constexpr uint32_t kAddressVersion = 1;
 constexpr size_t kBytes = 4 + 4 + 4 + 4 + 8 + 8 + 8 + 16 + 8;
-
-void put(std::byte* out, uint64_t value, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
-}
-uint64_t get(const std::byte* in, size_t bytes) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return value;
-}
 
 uint64_t fnv1a(std::string_view text) {
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -46,15 +38,15 @@ std::string ShmAddress::socket_name() const {
 std::vector<std::byte> encode_address(const ShmAddress& address) {
   std::vector<std::byte> out(kBytes);
   std::byte* p = out.data();
-  put(p, kAddressMagic, 4);
-  put(p + 4, kAddressVersion, 4);
-  put(p + 8, address.pid, 4);
-  put(p + 12, address.uid, 4);
-  put(p + 16, address.boot, 8);
-  put(p + 24, address.netns, 8);
-  put(p + 32, address.nonce, 8);
+  store_le(p, kAddressMagic, 4);
+  store_le(p + 4, kAddressVersion, 4);
+  store_le(p + 8, address.pid, 4);
+  store_le(p + 12, address.uid, 4);
+  store_le(p + 16, address.boot, 8);
+  store_le(p + 24, address.netns, 8);
+  store_le(p + 32, address.nonce, 8);
   std::copy(address.socket_token.begin(), address.socket_token.end(), p + 40);
-  put(p + 56, address.ring_bytes, 8);
+  store_le(p + 56, address.ring_bytes, 8);
   return out;
 }
 
@@ -65,17 +57,17 @@ ShmAddress decode_address(std::span<const std::byte> blob, int my_rank, int peer
   };
   if (blob.size() != kBytes) throw fail(cat("expected ", kBytes, " bytes"));
   const std::byte* p = blob.data();
-  if (get(p, 4) != kAddressMagic) throw fail("bad magic");
-  if (get(p + 4, 4) != kAddressVersion)
-    throw fail(cat("version ", get(p + 4, 4), ", this rank speaks ", kAddressVersion));
+  if (load_le(p, 4) != kAddressMagic) throw fail("bad magic");
+  if (load_le(p + 4, 4) != kAddressVersion)
+    throw fail(cat("version ", load_le(p + 4, 4), ", this rank speaks ", kAddressVersion));
   ShmAddress address;
-  address.pid = static_cast<uint32_t>(get(p + 8, 4));
-  address.uid = static_cast<uint32_t>(get(p + 12, 4));
-  address.boot = get(p + 16, 8);
-  address.netns = get(p + 24, 8);
-  address.nonce = get(p + 32, 8);
+  address.pid = static_cast<uint32_t>(load_le(p + 8, 4));
+  address.uid = static_cast<uint32_t>(load_le(p + 12, 4));
+  address.boot = load_le(p + 16, 8);
+  address.netns = load_le(p + 24, 8);
+  address.nonce = load_le(p + 32, 8);
   std::copy(p + 40, p + 56, address.socket_token.begin());
-  address.ring_bytes = get(p + 56, 8);
+  address.ring_bytes = load_le(p + 56, 8);
   return address;
 }
 

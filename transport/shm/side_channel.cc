@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/little_endian.h"
 #include "base/log.h"
 #include "transport/abort_report.h"
 
@@ -24,56 +25,15 @@ constexpr uint32_t kSideChannelMagic = 0x44495343;  // "CSID"
 constexpr uint16_t kSideChannelVersion = 3;
 constexpr size_t kHeaderBytes = 8;
 
-class Writer {
- public:
-  explicit Writer(SideKind kind) {
-    number(kSideChannelMagic, 4);
-    number(kSideChannelVersion, 2);
-    number(static_cast<uint16_t>(kind), 2);
-  }
-  Writer& number(uint64_t value, size_t bytes) {
-    for (size_t i = 0; i < bytes; ++i) bytes_.push_back(static_cast<std::byte>((value >> (8 * i)) & 0xff));
-    return *this;
-  }
-  std::vector<std::byte> done() { return std::move(bytes_); }
-  Writer& raw(std::span<const std::byte> bytes) {
-    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
-    return *this;
-  }
-  void text(std::string_view text) {
-    bytes_.insert(bytes_.end(), reinterpret_cast<const std::byte*>(text.data()),
-                  reinterpret_cast<const std::byte*>(text.data()) + text.size());
-  }
+// A side-channel message of `kind`: its header, then what the caller appends.
+LittleEndianWriter side_message(SideKind kind) {
+  LittleEndianWriter out;
+  out.number(kSideChannelMagic, 4).number(kSideChannelVersion, 2).number(static_cast<uint16_t>(kind), 2);
+  return out;
+}
 
- private:
-  std::vector<std::byte> bytes_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> message) : message_(message), offset_(kHeaderBytes) {}
-  bool number(uint64_t& value, size_t bytes) {
-    if (message_.size() - offset_ < bytes) return false;
-    value = 0;
-    for (size_t i = 0; i < bytes; ++i) value |= static_cast<uint64_t>(message_[offset_ + i]) << (8 * i);
-    offset_ += bytes;
-    return true;
-  }
-  template <size_t N>
-  bool raw(std::array<std::byte, N>& out) {
-    if (message_.size() - offset_ < N) return false;
-    std::copy(message_.begin() + static_cast<std::ptrdiff_t>(offset_),
-              message_.begin() + static_cast<std::ptrdiff_t>(offset_ + N), out.begin());
-    offset_ += N;
-    return true;
-  }
-  size_t left() const { return message_.size() - offset_; }
-  std::span<const std::byte> rest() const { return message_.subspan(offset_); }
-
- private:
-  std::span<const std::byte> message_;
-  size_t offset_;
-};
+// Reads a side-channel message's body, after the header check_side_message checked.
+LittleEndianReader body_of(std::span<const std::byte> message) { return LittleEndianReader(message, kHeaderBytes); }
 
 constexpr std::chrono::milliseconds kRefusedMeansGone{1000};
 
@@ -89,20 +49,20 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
 }  // namespace
 
 std::vector<std::byte> encode_challenge(const Challenge& challenge) {
-  Writer out(SideKind::challenge);
+  LittleEndianWriter out = side_message(SideKind::challenge);
   out.raw(challenge);
-  return out.done();
+  return out.take();
 }
 
 std::vector<std::byte> encode_hello(const Hello& hello) {
-  Writer out(SideKind::hello);
+  LittleEndianWriter out = side_message(SideKind::hello);
   out.number(hello.listener_nonce, 8)
       .number(static_cast<uint32_t>(hello.dialer_rank), 4)
       .number(static_cast<uint32_t>(hello.listener_rank), 4)
       .number(hello.probe_address, 8)
       .number(hello.probe_value, 8)
       .raw(hello.dialer_challenge);
-  return out.done();
+  return out.take();
 }
 
 void sign_side_message(std::vector<std::byte>& message, const JobSecret& secret, std::string_view purpose,
@@ -128,50 +88,49 @@ std::string verify_side_message(std::span<const std::byte> message, const JobSec
 }
 
 std::vector<std::byte> encode_ack(const Ack& ack) {
-  Writer out(SideKind::ack);
+  LittleEndianWriter out = side_message(SideKind::ack);
   out.number(static_cast<uint32_t>(ack.listener_rank), 4)
       .number(static_cast<uint32_t>(ack.dialer_rank), 4)
       .number(ack.ring_bytes, 8)
       .number(ack.probe_address, 8)
       .number(ack.probe_value, 8)
       .number(ack.listener_pulls, 1);
-  return out.done();
+  return out.take();
 }
 
 std::vector<std::byte> encode_confirm(const Confirm& confirm) {
-  Writer out(SideKind::confirm);
+  LittleEndianWriter out = side_message(SideKind::confirm);
   out.number(confirm.dialer_pulls, 1);
-  return out.done();
+  return out.take();
 }
 
-std::vector<std::byte> encode_goodbye() { return Writer(SideKind::goodbye).done(); }
+std::vector<std::byte> encode_goodbye() { return side_message(SideKind::goodbye).take(); }
 
 std::vector<std::byte> encode_probe(SideKind kind, const ProbeNote& note) {
-  Writer out(kind);
+  LittleEndianWriter out = side_message(kind);
   out.number(note.number, 8).number(note.group, 8).number(note.position, 8);
-  return out.done();
+  return out.take();
 }
 
 std::string decode_probe(std::span<const std::byte> message, ProbeNote& note) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   if (!in.number(note.number, 8) || !in.number(note.group, 8) || !in.number(note.position, 8) || in.left() != 0)
     return cat("a probe of ", message.size(), " bytes");
   return "";
 }
 
 std::vector<std::byte> encode_abort(const AbortNote& note) {
-  Writer out(SideKind::abort);
+  LittleEndianWriter out = side_message(SideKind::abort);
   out.number(note.error_class, 8).number(note.blamed_rank, 8);
   out.text(std::string_view(note.text).substr(0, kMaxAbortTextBytes));
-  return out.done();
+  return out.take();
 }
 
 std::string check_side_message(std::span<const std::byte> message, SideKind& kind) {
   if (message.size() < kHeaderBytes) return cat("a message of ", message.size(), " bytes");
-  uint64_t magic = 0, version = 0, raw_kind = 0;
-  for (size_t i = 0; i < 4; ++i) magic |= static_cast<uint64_t>(message[i]) << (8 * i);
-  for (size_t i = 0; i < 2; ++i) version |= static_cast<uint64_t>(message[4 + i]) << (8 * i);
-  for (size_t i = 0; i < 2; ++i) raw_kind |= static_cast<uint64_t>(message[6 + i]) << (8 * i);
+  const uint64_t magic = load_le(message.data(), 4);
+  const uint64_t version = load_le(message.data() + 4, 2);
+  const uint64_t raw_kind = load_le(message.data() + 6, 2);
   if (magic != kSideChannelMagic) return cat("bad magic 0x", std::hex, magic);
   if (version != kSideChannelVersion) return cat("version ", version, ", this rank speaks ", kSideChannelVersion);
   if (raw_kind < static_cast<uint64_t>(SideKind::hello) || raw_kind > static_cast<uint64_t>(SideKind::probe_answer))
@@ -181,7 +140,7 @@ std::string check_side_message(std::span<const std::byte> message, SideKind& kin
 }
 
 std::string decode_hello(std::span<const std::byte> message, Hello& hello) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   uint64_t dialer = 0, listener = 0;
   if (!in.number(hello.listener_nonce, 8) || !in.number(dialer, 4) || !in.number(listener, 4) ||
       !in.number(hello.probe_address, 8) || !in.number(hello.probe_value, 8) || !in.raw(hello.dialer_challenge) ||
@@ -193,13 +152,13 @@ std::string decode_hello(std::span<const std::byte> message, Hello& hello) {
 }
 
 std::string decode_challenge(std::span<const std::byte> message, Challenge& challenge) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   if (!in.raw(challenge) || in.left() != 0) return cat("a challenge of ", message.size(), " bytes");
   return "";
 }
 
 std::string decode_ack(std::span<const std::byte> message, Ack& ack) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   uint64_t listener = 0, dialer = 0, pulls = 0;
   if (!in.number(listener, 4) || !in.number(dialer, 4) || !in.number(ack.ring_bytes, 8) ||
       !in.number(ack.probe_address, 8) || !in.number(ack.probe_value, 8) || !in.number(pulls, 1) ||
@@ -212,7 +171,7 @@ std::string decode_ack(std::span<const std::byte> message, Ack& ack) {
 }
 
 std::string decode_confirm(std::span<const std::byte> message, Confirm& confirm) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   uint64_t pulls = 0;
   if (!in.number(pulls, 1) || in.left() != 0 || pulls > 1) return cat("a confirm of ", message.size(), " bytes");
   confirm.dialer_pulls = static_cast<uint8_t>(pulls);
@@ -220,7 +179,7 @@ std::string decode_confirm(std::span<const std::byte> message, Confirm& confirm)
 }
 
 std::string decode_abort(std::span<const std::byte> message, AbortNote& note) {
-  Reader in(message);
+  LittleEndianReader in = body_of(message);
   if (!in.number(note.error_class, 8) || !in.number(note.blamed_rank, 8) || in.left() > kMaxAbortTextBytes)
     return cat("an abort of ", message.size(), " bytes");
   const auto text = in.rest();
