@@ -37,7 +37,7 @@
 #include "fuzz/message_order.h"
 #include "fuzz/recording_owner.h"
 #include "transport/abort_report.h"
-#include "transport/shm/channel.h"
+#include "transport/shm/connection.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/side_channel.h"
@@ -66,7 +66,7 @@ bool pulls_work() {
   return works;
 }
 
-class Owner final : public RecordingOwner<ChannelOwner> {
+class Owner final : public RecordingOwner<ConnectionOwner> {
  public:
   void work_pending() override {}
 };
@@ -93,7 +93,7 @@ class Script {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends) != 0) fuzz_fail("socketpair");
     side_ = Fd(ends[1]);
-    ChannelSetup setup;
+    ConnectionSetup setup;
     setup.peer_rank = 1;
     setup.peer_pid = ::getpid();
     setup.side = Fd(ends[0]);
@@ -103,7 +103,7 @@ class Script {
     setup.peer_pulls = peer_pulls;
     setup.we_pull = we_pull_;
     setup.pull_threshold = kPullThreshold;
-    channel_ = std::make_unique<Channel>(owner_, std::move(setup));
+    channel_ = std::make_unique<Connection>(owner_, std::move(setup));
   }
 
   void run(ByteReader& in) {
@@ -458,7 +458,7 @@ class Script {
   Fd side_;
   std::deque<std::vector<std::byte>> pull_sources_;  // before channel_: outlives its pulls
   MessageOrderModel model_{kMaxMessage};
-  std::unique_ptr<Channel> channel_;
+  std::unique_ptr<Connection> channel_;
 
   uint64_t head_ = 0;
   uint64_t sequence_ = 0;

@@ -37,7 +37,7 @@
 #include "transport/abort_report.h"
 #include "transport/tcp/abort_frame.h"
 #include "transport/tcp/frame.h"
-#include "transport/tcp/pair.h"
+#include "transport/tcp/connection.h"
 
 using namespace chorus;
 using namespace chorus::fuzz;

@@ -17,7 +17,7 @@
 #include "transport/abort_report.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/handshake.h"
-#include "transport/tcp/pair.h"
+#include "transport/tcp/connection.h"
 
 namespace chorus::transport {
 namespace {

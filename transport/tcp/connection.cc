@@ -1,7 +1,7 @@
 // One peer connection: its construction and the sending side: posting a
 // send, the send queue, the plain and TLS write paths. Receiving is in
-// pair_receive.cc, failing and closing in pair_close.cc.
-#include "transport/tcp/pair.h"
+// connection_receive.cc, failing and closing in connection_close.cc.
+#include "transport/tcp/connection.h"
 
 #include <poll.h>
 #include <sys/socket.h>

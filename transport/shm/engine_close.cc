@@ -1,7 +1,7 @@
 // The shared-memory device's end: aborting (reports to every peer, the
 // failure relayed once), the cleanup on the device's thread, and the
 // orderly close.
-#include "transport/shm/device.h"
+#include "transport/shm/engine.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -45,7 +45,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
     wake();  // the device's thread cleans up
     return;
   }
-  // Any thread may clean up: the channels' locks wait out copies in progress.
+  // Any thread may clean up: the connections' locks wait out copies in progress.
   run_cleanup_if_needed();
 }
 
@@ -71,14 +71,14 @@ void Engine::run_cleanup_if_needed() {
     error = failure_;
     message = abort_message_;
     // A dialer whose handshake this rank admitted but never took up already
-    // holds a channel: it reads the abort (after the handshake's reply, in
-    // order) before the socket closes, as a taken-up channel's peer does,
+    // holds a connection: it reads the abort (after the handshake's reply, in
+    // order) before the socket closes, as a taken-up connection's peer does,
     // instead of a bare end of stream. Non-blocking: one small message.
     for (const auto& [dialer, admitted] : admitted_)
       if (admitted.side.valid() && !message.empty()) send_side(admitted.side.get(), message);
     admitted_.clear();
   }
-  for (Channel* channel : channels()) channel->fail_everything(error, message);
+  for (Connection* connection : connections()) connection->fail_everything(error, message);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cleanup_done_ = true;
@@ -92,13 +92,13 @@ void Engine::shutdown() {
   shutting_down_.store(true, std::memory_order_release);
   if (!failed()) {
     size_t pending = 0;
-    for (Channel* channel : channels()) pending += channel->pending_requests();
+    for (Connection* connection : connections()) pending += connection->pending_requests();
     if (pending > 0)
       abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
                                                 pending, " requests were pending"))),
             LogLevel::warn);
     else
-      for (Channel* channel : channels()) channel->send_goodbye();
+      for (Connection* connection : connections()) connection->send_goodbye();
   }
   stopping_.store(true, std::memory_order_release);
   wake();
@@ -111,7 +111,7 @@ void Engine::shutdown() {
     cleanup_started_ = true;
     admitted_.clear();
   }
-  for (Channel* channel : channels()) channel->fail_everything(failure(), {});
+  for (Connection* connection : connections()) connection->fail_everything(failure(), {});
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cleanup_done_ = true;

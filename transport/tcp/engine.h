@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "transport/tcp/handshake.h"
-#include "transport/tcp/pair.h"
+#include "transport/tcp/connection.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp.h"
 

@@ -1,5 +1,5 @@
 // The shared-memory device core: the listener, the progress thread,
-// admitting dialers through the handshake, the channels, polling and abort.
+// admitting dialers through the handshake, the connections, polling and abort.
 // The Device handed to the Mesh is a thin owner of this core; Pair handles
 // share it, so its memory stays valid in any destruction order.
 //
@@ -38,13 +38,13 @@
 #include <vector>
 
 #include "transport/shm/address.h"
-#include "transport/shm/channel.h"
+#include "transport/shm/connection.h"
 #include "transport/shm/shm.h"
 #include "transport/shm/side_channel.h"
 
 namespace chorus::transport::shm {
 
-class Engine final : public EngineCore<ChannelOwner>, public std::enable_shared_from_this<Engine> {
+class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const ShmDeviceOptions& options);
   ~Engine();
@@ -69,7 +69,7 @@ class Engine final : public EngineCore<ChannelOwner>, public std::enable_shared_
   void begin_waiting();
   void end_waiting();
 
-  // ChannelOwner
+  // ConnectionOwner
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
   // wait = false: the device's thread fails the requests; returns at once.
   void abort(std::exception_ptr reason, LogLevel level, bool wait);
@@ -119,8 +119,8 @@ class Engine final : public EngineCore<ChannelOwner>, public std::enable_shared_
   void wake();
   void run_cleanup_if_needed();
   bool probe(pid_t pid, uint64_t address, uint64_t value) const;
-  std::unique_ptr<Pair> add_channel(ChannelSetup setup);
-  std::vector<Channel*> channels() const;
+  std::unique_ptr<Pair> add_connection(ConnectionSetup setup);
+  std::vector<Connection*> connections() const;
 
   const ShmDeviceOptions options_;
   ShmAddress address_;
@@ -140,8 +140,8 @@ class Engine final : public EngineCore<ChannelOwner>, public std::enable_shared_
   bool cleanup_done_ = false;
   std::vector<std::byte> abort_message_;
   std::map<int, Admitted> admitted_;
-  std::vector<std::unique_ptr<Channel>> channels_;
-  std::unique_ptr<std::atomic<Channel*>[]> by_peer_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::unique_ptr<std::atomic<Connection*>[]> by_peer_;
   std::atomic<int> polling_callers_{0};
   std::atomic<int> waiting_callers_{0};
   std::atomic<bool> pending_work_{false};

@@ -1,7 +1,7 @@
 // One shared-memory peer's side channel (abort reports, goodbyes, liveness
 // probes) and how it fails: later failures, corrupt records, failing every
 // pending request.
-#include "transport/shm/channel.h"
+#include "transport/shm/connection.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@ namespace chorus::transport::shm {
 
 // ---------------------------------------------------------------- side channel and failure
 
-bool Channel::on_side_readable() {
+bool Connection::on_side_readable() {
   std::vector<std::byte> message;
   std::vector<Fd> fds;
   while (true) {
@@ -83,31 +83,31 @@ bool Channel::on_side_readable() {
   }
 }
 
-void Channel::fail_later(std::exception_ptr reason, LogLevel level) {
+void Connection::fail_later(std::exception_ptr reason, LogLevel level) {
   receiving_.store(false, std::memory_order_relaxed);
   later_failure_.record(std::move(reason), level);
 }
 
-void Channel::report_later_failure() { later_failure_.report_to(owner_); }
+void Connection::report_later_failure() { later_failure_.report_to(owner_); }
 
-void Channel::corrupt(const std::string& what) {
+void Connection::corrupt(const std::string& what) {
   fail_later(std::make_exception_ptr(IoError(
       cat("rank ", owner_.rank(), ": ", peer_label_, " sent ", what, " (corrupt memory, or not a chorus peer of this job)"),
       peer_rank_)));
 }
 
-std::exception_ptr Channel::closed_error(const std::string& detail) const {
+std::exception_ptr Connection::closed_error(const std::string& detail) const {
   return closed_context_error(owner_.rank(), peer_rank_, detail);
 }
 
-size_t Channel::pending_requests() {
+size_t Connection::pending_requests() {
   std::lock_guard<std::mutex> consumer(consumer_);
   std::lock_guard<std::mutex> send_lock(send_mutex_);
   std::lock_guard<std::mutex> lock(mutex_);
   return pending_requests_locked();
 }
 
-size_t Channel::pending_requests_locked() const {
+size_t Connection::pending_requests_locked() const {
   size_t pending = incoming_request_ ? 1 : 0;
   pending += send_queue_.size() + pulls_.size();
   for (Request* request : awaiting_pull_) pending += request ? 1 : 0;
@@ -115,7 +115,7 @@ size_t Channel::pending_requests_locked() const {
   return pending;
 }
 
-void Channel::fail_everything(std::exception_ptr error, std::span<const std::byte> abort_message) {
+void Connection::fail_everything(std::exception_ptr error, std::span<const std::byte> abort_message) {
   std::vector<Request*> doomed;
   bool tell_peer = false;
   {
@@ -151,7 +151,7 @@ void Channel::fail_everything(std::exception_ptr error, std::span<const std::byt
   if (tell_peer) send_side(side_.get(), abort_message);
 }
 
-void Channel::send_probe(uint64_t probe, uint64_t group) {
+void Connection::send_probe(uint64_t probe, uint64_t group) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || peer_said_goodbye_ || we_said_goodbye_) return;
@@ -160,7 +160,7 @@ void Channel::send_probe(uint64_t probe, uint64_t group) {
   send_side(side_.get(), encode_probe(SideKind::probe, {.number = probe, .group = group}));
 }
 
-void Channel::send_goodbye() {
+void Connection::send_goodbye() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || peer_said_goodbye_ || we_said_goodbye_) return;

@@ -47,10 +47,10 @@
 
 namespace chorus::transport::shm {
 
-// What a channel needs from its device, beyond what every transport's connection does.
-class ChannelOwner : public CommonConnectionOwner {
+// What a connection needs from its device, beyond what every transport's connection does.
+class ConnectionOwner : public CommonConnectionOwner {
  public:
-  // Aborts the whole device. Never called with a channel's lock held.
+  // Aborts the whole device. Never called with a connection's lock held.
   virtual void abort(std::exception_ptr reason, LogLevel level) = 0;
   virtual bool shutting_down() const = 0;
   // A post left work that only progress finishes (a pull to run, a send
@@ -58,10 +58,10 @@ class ChannelOwner : public CommonConnectionOwner {
   virtual void work_pending() = 0;
 
  protected:
-  ~ChannelOwner() = default;
+  ~ConnectionOwner() = default;
 };
 
-struct ChannelSetup {
+struct ConnectionSetup {
   int peer_rank = -1;
   pid_t peer_pid = 0;
   Fd side;             // the unix socket to the peer
@@ -73,11 +73,11 @@ struct ChannelSetup {
   size_t pull_threshold = 0;
 };
 
-class Channel {
+class Connection {
  public:
-  Channel(ChannelOwner& owner, ChannelSetup setup);
-  Channel(const Channel&) = delete;
-  Channel& operator=(const Channel&) = delete;
+  Connection(ConnectionOwner& owner, ConnectionSetup setup);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   int peer_rank() const { return peer_rank_; }
   int side_fd() const { return side_.get(); }
@@ -94,7 +94,7 @@ class Channel {
   // returns whether anything moved.
   bool progress();
   // The device's thread, before it sleeps: asks the peer for a doorbell on
-  // anything that would give this channel work. Returns false (and asks
+  // anything that would give this connection work. Returns false (and asks
   // nothing) when there is work already.
   bool arm_doorbells();
   // A caller is about to poll: no doorbells wanted.
@@ -104,7 +104,7 @@ class Channel {
   // stream). Returns true at the end of the stream: stop watching it.
   bool on_side_readable();
 
-  // Abort: fails every request of the channel with `error`, withdraws every
+  // Abort: fails every request of the connection with `error`, withdraws every
   // pull offer, tells the peer why (best effort). Afterwards no user buffer
   // or Request is touched.
   void fail_everything(std::exception_ptr error, std::span<const std::byte> abort_message);
@@ -178,7 +178,7 @@ class Channel {
   std::exception_ptr closed_error(const std::string& detail) const;
   size_t pending_requests_locked() const;
 
-  ChannelOwner& owner_;
+  ConnectionOwner& owner_;
   const int peer_rank_;
   const pid_t peer_pid_;
   const std::string peer_label_;

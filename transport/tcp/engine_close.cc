@@ -1,7 +1,7 @@
 // The TCP device's end: aborting (abort frames to every peer, the failure
 // relayed once), the cleanup on the progress thread, and the orderly close
 // with goodbye frames.
-#include "transport/tcp/device.h"
+#include "transport/tcp/engine.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

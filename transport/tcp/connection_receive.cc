@@ -2,7 +2,7 @@
 // arriving frames, the unexpected-message queue, the frame state machine
 // and the errors a peer's bytes can earn (mismatches, corrupt frames, end of
 // stream).
-#include "transport/tcp/pair.h"
+#include "transport/tcp/connection.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,7 +1,7 @@
-// One shared-memory peer (channel.h): construction, sending and receiving;
-// pulls and sleeping are in channel_pulls.cc, the side channel and failure
-// in channel_failure.cc.
-#include "transport/shm/channel.h"
+// One shared-memory peer (connection.h): construction, sending and receiving;
+// pulls and sleeping are in connection_pulls.cc, the side channel and failure
+// in connection_failure.cc.
+#include "transport/shm/connection.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -39,7 +39,7 @@ Tag tag_of(const RecordHeader& header) { return {header.value, header.signature,
 
 }  // namespace
 
-Channel::Channel(ChannelOwner& owner, ChannelSetup setup)
+Connection::Connection(ConnectionOwner& owner, ConnectionSetup setup)
     : owner_(owner),
       peer_rank_(setup.peer_rank),
       peer_pid_(setup.peer_pid),
@@ -64,7 +64,7 @@ Channel::Channel(ChannelOwner& owner, ChannelSetup setup)
 
 // ---------------------------------------------------------------- sending
 
-void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> data) {
+void Connection::post_send(Request& request, Tag tag, std::span<const std::byte> data) {
   request.mark_pending();
   std::exception_ptr error;
   bool doorbell = false;
@@ -93,7 +93,7 @@ void Channel::post_send(Request& request, Tag tag, std::span<const std::byte> da
   request.fail(owner_.failure());
 }
 
-bool Channel::flush_locked() {
+bool Connection::flush_locked() {
   if (write_broken_) return false;
   bool doorbell = false;
   // Confirmations first: the peer's sends wait on them. Never inside an
@@ -142,7 +142,7 @@ bool Channel::flush_locked() {
   return doorbell;
 }
 
-bool Channel::write_outgoing_locked(Outgoing& message) {
+bool Connection::write_outgoing_locked(Outgoing& message) {
   const size_t total = message.data.size();
   while (!message.started || message.written < total) {
     const size_t chunk = std::min(out_.max_payload(), total - message.written);
@@ -162,7 +162,7 @@ bool Channel::write_outgoing_locked(Outgoing& message) {
   return true;
 }
 
-void Channel::ring_peer_doorbell() {
+void Connection::ring_peer_doorbell() {
   const uint64_t one = 1;
   // A full counter (EAGAIN) already means "wake up"; a dead peer is the side channel's news.
   [[maybe_unused]] ssize_t written = ::write(peer_doorbell_.get(), &one, sizeof(one));
@@ -170,11 +170,11 @@ void Channel::ring_peer_doorbell() {
 
 // ---------------------------------------------------------------- receiving
 
-void Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
+void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
   post_recv(request, tag, data, false);
 }
 
-bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
+bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
   // Pending from here on, except where only_if_arrived finds nothing: then
   // the request must stay idle, so it is marked only once it is taken on.
   if (!only_if_arrived) request.mark_pending();
@@ -228,7 +228,7 @@ bool Channel::post_recv(Request& request, Tag tag, std::span<std::byte> data, bo
   return true;
 }
 
-bool Channel::progress() {
+bool Connection::progress() {
   // Idle polls (most of them) read three counters and take no lock.
   bool moved = in_.has_records() && consume();
   if (pulls_waiting_.load(std::memory_order_acquire) > 0) moved |= run_pulls();
@@ -246,7 +246,7 @@ bool Channel::progress() {
   return moved;
 }
 
-bool Channel::consume(bool wait_for_lock) {
+bool Connection::consume(bool wait_for_lock) {
   if (!receiving_.load(std::memory_order_relaxed)) return false;
   std::unique_lock<std::mutex> lock(consumer_, std::defer_lock);
   if (wait_for_lock) lock.lock();
@@ -277,7 +277,7 @@ bool Channel::consume(bool wait_for_lock) {
   return moved;
 }
 
-void Channel::on_message(const RingReader::Record& record) {
+void Connection::on_message(const RingReader::Record& record) {
   const RecordHeader& header = record.header;
   if (in_message_) return corrupt("a new message in the middle of another");
   if (header.length > header.total) return corrupt(cat("a message of ", header.total, " bytes whose first record holds ", header.length));
@@ -308,7 +308,7 @@ void Channel::on_message(const RingReader::Record& record) {
   land(record.payload);
 }
 
-void Channel::on_more(const RingReader::Record& record) {
+void Connection::on_more(const RingReader::Record& record) {
   if (!in_message_) return corrupt("a continuation record outside any message");
   const RecordHeader& header = record.header;
   if (TagKey(tag_of(header)) != TagKey(incoming_tag_) || header.total != incoming_total_)
@@ -316,7 +316,7 @@ void Channel::on_more(const RingReader::Record& record) {
   land(record.payload);
 }
 
-void Channel::land(std::span<const std::byte> bytes) {
+void Connection::land(std::span<const std::byte> bytes) {
   if (bytes.size() > incoming_total_ - incoming_landed_)
     return corrupt(cat("more bytes than its message of ", incoming_total_, " announced"));
   if (incoming_request_) {
@@ -337,7 +337,7 @@ void Channel::land(std::span<const std::byte> bytes) {
   if (incoming_landed_ == incoming_total_) finish_incoming();
 }
 
-void Channel::finish_incoming() {
+void Connection::finish_incoming() {
   in_message_ = false;
   if (Request* done = std::exchange(incoming_request_, nullptr)) {
     incoming_target_ = nullptr;
@@ -355,7 +355,7 @@ void Channel::finish_incoming() {
   receive.request->complete();
 }
 
-void Channel::on_pull(const RingReader::Record& record) {
+void Connection::on_pull(const RingReader::Record& record) {
   if (in_message_) return corrupt("a pull offer in the middle of a message");
   if (!we_pull_) return corrupt("a pull offer, though this rank said it cannot read that process's memory");
   PullOffer offer;
@@ -383,7 +383,7 @@ void Channel::on_pull(const RingReader::Record& record) {
   owner_.arrivals().notify();  // under mutex_: the notifier takes only its own locks
 }
 
-void Channel::on_pulled(const RingReader::Record& record) {
+void Connection::on_pulled(const RingReader::Record& record) {
   PulledNote note;
   if (record.payload.size() != sizeof(note)) return corrupt(cat("a pulled note of ", record.payload.size(), " bytes"));
   std::memcpy(&note, record.payload.data(), sizeof(note));

@@ -1,6 +1,6 @@
 // One shared-memory peer's pulls (large messages the receiver copies out of
 // the sender's memory with process_vm_readv) and its doorbells for sleeping.
-#include "transport/shm/channel.h"
+#include "transport/shm/connection.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -25,7 +25,7 @@ constexpr size_t kPullChunk = size_t{8} << 20;
 
 // ---------------------------------------------------------------- pulls
 
-bool Channel::run_pulls() {
+bool Connection::run_pulls() {
   std::unique_lock<std::mutex> lock(puller_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   bool moved = false;
@@ -67,7 +67,7 @@ bool Channel::run_pulls() {
   return moved;
 }
 
-std::exception_ptr Channel::finish_pull(Pull& pull) {
+std::exception_ptr Connection::finish_pull(Pull& pull) {
   const size_t total = pull.destination.size();
   // A withdrawn offer means the sender aborted, and its reason (or, if it
   // died, the end of the side channel) is on its way: that is what this rank
@@ -113,7 +113,7 @@ std::exception_ptr Channel::finish_pull(Pull& pull) {
 
 // ---------------------------------------------------------------- sleeping
 
-bool Channel::arm_doorbells() {
+bool Connection::arm_doorbells() {
   if (owner_.failed()) return true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -126,6 +126,6 @@ bool Channel::arm_doorbells() {
   return !out_.request_space_doorbell(out_.max_payload());
 }
 
-void Channel::disarm_doorbells() { in_.cancel_data_doorbell(); }
+void Connection::disarm_doorbells() { in_.cancel_data_doorbell(); }
 
 }  // namespace chorus::transport::shm

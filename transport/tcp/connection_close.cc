@@ -1,6 +1,6 @@
 // One peer connection's end: failing every request on an abort, goodbye
 // and liveness-probe control frames, and closing the socket.
-#include "transport/tcp/pair.h"
+#include "transport/tcp/connection.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,0 +1,533 @@
+// The shared-memory device: listening, the handshake, the progress thread,
+// polling (engine.h); aborting and closing are in engine_close.cc.
+#include "transport/shm/engine.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/error.h"
+#include "transport/abort_report.h"
+#include "transport/connection_pair.h"
+#include "transport/engine_device.h"
+#include "transport/epoll_token.h"
+#include "transport/progress_poll.h"
+#include "transport/nonce.h"
+
+namespace chorus::transport::shm {
+namespace {
+
+// A dialer that has not finished its handshake by then is not one of ours.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
+// Memory on one host: a message costs a few microseconds of bookkeeping and
+// wake-ups; bytes move at memory bandwidth shared by the host's ranks.
+// Fitted to the 4-rank loopback sweep in benchmarks/README.md.
+constexpr LinkModel shared_memory_link_model{.alpha_seconds = 4e-6, .beta_seconds_per_byte = 1.0 / 4e9};
+
+enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, side = 4 };
+
+}  // namespace
+
+Engine::Engine(const ShmDeviceOptions& options) : EngineCore(options), options_(options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    throw InvalidArgument(cat("shm device: rank ", options.rank, " is not within a job of size ", options.size));
+  by_peer_.reset(new std::atomic<Connection*>[static_cast<size_t>(options.size)]);
+  for (int peer = 0; peer < options.size; ++peer) by_peer_[static_cast<size_t>(peer)].store(nullptr);
+  address_ = this_process_address();
+  address_.nonce = random_nonce();
+  for (size_t i = 0; i < address_.socket_token.size(); i += 8) {
+    const uint64_t word = random_nonce();
+    for (size_t j = 0; j < 8; ++j) address_.socket_token[i + j] = static_cast<std::byte>(word >> (8 * j));
+  }
+  address_.ring_bytes = options.ring_bytes;
+  link_model_ = options.link_model.value_or(shared_memory_link_model);
+  probe_value_ = random_nonce();
+  listener_ = listen_on(address_.socket_name(), rank());
+  ProgressPoll poll = open_progress_poll(rank(), "shm", listener_.get(), epoll_token(TokenKind::listener, 0),
+                                        epoll_token(TokenKind::doorbell, 0));
+  epoll_ = std::move(poll.epoll);
+  doorbell_ = std::move(poll.wake);
+}
+
+Engine::~Engine() {
+  if (thread_.joinable()) {
+    stopping_.store(true);
+    wake();
+    thread_.join();
+  }
+}
+
+void Engine::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+
+std::vector<Connection*> Engine::connections() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Connection*> all;
+  for (const auto& connection : connections_) all.push_back(connection.get());
+  return all;
+}
+
+// ---------------------------------------------------------------- connecting
+
+void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) const {
+  if (peer_rank < 0 || peer_rank >= options_.size || peer_rank == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank, " in a job of size ",
+                              options_.size));
+  const ShmAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (!same_machine(address_, peer))
+    throw InvalidArgument(cat("rank ", rank(), ": peer rank ", peer_rank,
+                              " cannot share memory with this rank (another kernel, user or network namespace)"));
+  if (peer.ring_bytes != options_.ring_bytes)
+    throw InvalidArgument(cat("rank ", rank(), " uses shared-memory rings of ", options_.ring_bytes,
+                              " bytes but peer rank ", peer_rank, " uses ", peer.ring_bytes,
+                              ": every rank must run the same chorus build"));
+}
+
+bool Engine::probe(pid_t pid, uint64_t address, uint64_t value) const {
+  if (!options_.single_copy) return false;
+  uint64_t read = 0;
+  iovec local{&read, sizeof(read)};
+  iovec remote{reinterpret_cast<void*>(address), sizeof(read)};
+  const ssize_t copied = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (copied != static_cast<ssize_t>(sizeof(read))) {
+    CHORUS_LOG(info, rank(), "shm: cannot read pid ", pid, "'s memory (", copied < 0 ? errno_text(errno) : "short read",
+               "): large messages to this rank go through the ring");
+    return false;
+  }
+  return read == value;
+}
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address, Deadline deadline,
+                                      int stream) {
+  if (stream != 0)
+    throw InvalidArgument(cat("rank ", rank(), ": the shm transport keeps one connection per peer, not stream ",
+                              stream));
+  check_peer(peer_rank, peer_address);
+  const ShmAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (auto error = failure()) std::rethrow_exception(error);
+  if (by_peer_[static_cast<size_t>(peer_rank)].load())
+    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank));
+  auto impostor = [&](const Credentials& found) {
+    return IoError(cat("rank ", rank(), ": the process behind peer rank ", peer_rank, "'s shared-memory socket is pid ",
+                       found.pid, " (uid ", found.uid, "), but rank ", peer_rank, " published pid ", peer.pid, " (uid ",
+                       peer.uid, ")"),
+                   peer_rank);
+  };
+
+  ConnectionSetup setup;
+  setup.peer_rank = peer_rank;
+  setup.peer_pid = static_cast<pid_t>(peer.pid);
+  setup.pull_threshold = options_.pull_threshold;
+  if (rank() < peer_rank) {
+    // The higher rank dials; this rank's thread already ran the handshake.
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto started = Clock::now();
+    while (!failure_ && !admitted_.count(peer_rank) && !deadline.expired()) {
+      auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
+      changed_.wait_for(lock, slice);
+    }
+    if (failure_) std::rethrow_exception(failure_);
+    auto found = admitted_.find(peer_rank);
+    if (found == admitted_.end()) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+      throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited, " ms waiting for peer rank ", peer_rank,
+                             " (pid ", peer.pid, ") to connect over shared memory (has it started and called connect?)"));
+    }
+    Admitted admitted = std::move(found->second);
+    admitted_.erase(found);
+    lock.unlock();
+    if (admitted.credentials.pid != static_cast<pid_t>(peer.pid) || admitted.credentials.uid != peer.uid)
+      throw impostor(admitted.credentials);
+    setup.side = std::move(admitted.side);
+    setup.peer_doorbell = std::move(admitted.doorbell);
+    setup.segment = std::move(admitted.segment);
+    setup.listener = true;
+    setup.peer_pulls = admitted.dialer_pulls;
+    setup.we_pull = admitted.listener_pulls;
+    return add_connection(std::move(setup));
+  }
+
+  Fd side = dial(peer.socket_name(), rank(), peer_rank, deadline);
+  Credentials credentials;
+  if (!peer_credentials(side.get(), credentials))
+    throw IoError(cat("rank ", rank(), ": cannot read the credentials of peer rank ", peer_rank, "'s socket: ",
+                      errno_text(errno)),
+                  peer_rank);
+  if (credentials.pid != static_cast<pid_t>(peer.pid) || credentials.uid != peer.uid) throw impostor(credentials);
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  auto receive = [&](const char* what, size_t max_fds) {
+    if (!wait_readable(side.get(), deadline))
+      throw TimeoutError(cat("rank ", rank(), ": timed out waiting for ", what, " of peer rank ", peer_rank,
+                             "'s shared-memory listener"));
+    const ssize_t received = receive_side(side.get(), message, fds, max_fds);
+    if (received <= 0)
+      throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " refused this rank's shared-memory connection (",
+                        received == 0 ? "it closed the socket: a different job secret (CHORUS_SECRET)? see its log"
+                                      : errno_text(errno),
+                        ")"),
+                    peer_rank);
+  };
+  SideKind kind{};
+  Challenge listener_challenge{};
+  receive("the challenge", 0);
+  std::string why = check_side_message(message, kind);
+  if (why.empty() && kind != SideKind::challenge)
+    why = cat("message kind ", static_cast<int>(kind), " instead of a challenge");
+  if (why.empty()) why = decode_challenge(message, listener_challenge);
+  if (!why.empty())
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " opened the shared-memory handshake with ", why),
+                  peer_rank);
+  Hello hello;
+  hello.listener_nonce = peer.nonce;
+  hello.dialer_rank = rank();
+  hello.listener_rank = peer_rank;
+  hello.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
+  hello.probe_value = probe_value_;
+  hello.dialer_challenge = fresh_challenge();
+  std::vector<std::byte> hello_message = encode_hello(hello);
+  sign_side_message(hello_message, options_.secret, kShmHelloPurpose, {listener_challenge});
+  const int my_doorbell = doorbell_.get();
+  if (int error = send_side(side.get(), hello_message, std::span<const int>(&my_doorbell, 1)))
+    throw IoError(cat("rank ", rank(), ": cannot send the shared-memory hello to peer rank ", peer_rank, ": ",
+                      errno_text(error)),
+                  peer_rank);
+  receive("the ack", 2);
+  Ack ack;
+  std::span<const std::byte> body;
+  why = check_side_message(message, kind);
+  if (why.empty() && kind != SideKind::ack) why = cat("message kind ", static_cast<int>(kind), " instead of an ack");
+  if (why.empty())
+    why = verify_side_message(message, options_.secret, kShmAckPurpose, {listener_challenge, hello_message}, body);
+  if (why.empty()) why = decode_ack(body, ack);
+  if (why.empty() && (ack.listener_rank != peer_rank || ack.dialer_rank != rank()))
+    why = cat("an ack from rank ", ack.listener_rank, " to rank ", ack.dialer_rank);
+  if (why.empty() && ack.ring_bytes != options_.ring_bytes) why = cat("rings of ", ack.ring_bytes, " bytes");
+  if (why.empty() && fds.size() != 2) why = cat(fds.size(), " descriptors instead of 2");
+  if (!why.empty())
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer_rank, " answered the shared-memory hello with ", why),
+                  peer_rank);
+  try {
+    setup.segment = Segment::open(std::move(fds[0]), options_.ring_bytes);
+  } catch (const std::runtime_error& error) {
+    throw IoError(cat("rank ", rank(), ": the shared-memory segment from peer rank ", peer_rank,
+                      " is not usable: ", error.what()),
+                  peer_rank);
+  }
+  setup.peer_doorbell = std::move(fds[1]);
+  setup.we_pull = probe(static_cast<pid_t>(peer.pid), ack.probe_address, ack.probe_value);
+  setup.peer_pulls = ack.listener_pulls != 0;
+  Confirm confirm;
+  confirm.dialer_pulls = setup.we_pull ? 1 : 0;
+  if (int error = send_side(side.get(), encode_confirm(confirm)))
+    throw IoError(cat("rank ", rank(), ": cannot confirm the shared-memory connection to peer rank ", peer_rank, ": ",
+                      errno_text(error)),
+                  peer_rank);
+  if (::fcntl(side.get(), F_SETFL, O_NONBLOCK) != 0)
+    throw IoError(cat("rank ", rank(), ": fcntl: ", errno_text(errno)));
+  setup.side = std::move(side);
+  setup.listener = false;
+  return add_connection(std::move(setup));
+}
+
+std::unique_ptr<Pair> Engine::add_connection(ConnectionSetup setup) {
+  const int peer = setup.peer_rank;
+  auto connection = std::make_unique<Connection>(*this, std::move(setup));
+  Connection& added = *connection;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) std::rethrow_exception(failure_);
+  connections_.push_back(std::move(connection));
+  by_peer_[static_cast<size_t>(peer)].store(&added, std::memory_order_release);
+  epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = epoll_token(TokenKind::side, static_cast<uint64_t>(peer))}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
+    throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
+  CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
+  // The thread asks the new peer for doorbells before it sleeps again.
+  wake();
+  return std::make_unique<ConnectionPair<Connection>>(shared_from_this(), added);
+}
+
+// ---------------------------------------------------------------- the device's thread
+
+void Engine::run() {
+  epoll_event events[64];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (failed()) run_cleanup_if_needed();
+    // Whoever polls moves the bytes; otherwise this thread does while a
+    // caller waits (asking for doorbells before it sleeps), or once for work
+    // a post left.
+    if (polling_callers_.load(std::memory_order_acquire) == 0 && !failed()) {
+      const bool pending = pending_work_.exchange(false, std::memory_order_acq_rel);
+      if (waiting_callers_.load(std::memory_order_acquire) > 0) {
+        if (progress_all()) continue;
+        if (!arm_all()) continue;
+      } else if (pending) {
+        if (progress_all()) {
+          pending_work_.store(true, std::memory_order_release);  // until nothing moves
+          continue;
+        }
+        // A send still queued behind a full ring: its peer's doorbell on
+        // freed space brings this thread back.
+        if (!arm_all()) {
+          pending_work_.store(true, std::memory_order_release);
+          continue;
+        }
+      }
+    }
+    const int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
+            LogLevel::error, false);
+      break;
+    }
+    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64);
+    if (!handshakes_.empty()) expire_handshakes();
+  }
+  run_cleanup_if_needed();
+  handshakes_.clear();
+}
+
+void Engine::dispatch(uint64_t event_token) {
+  switch (epoll_token_kind<TokenKind>(event_token)) {
+    case TokenKind::doorbell: {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
+      return;
+    }
+    case TokenKind::listener: return accept_all();
+    case TokenKind::handshake: return on_handshake_readable(epoll_token_value(event_token));
+    case TokenKind::side: {
+      const uint64_t peer = epoll_token_value(event_token);
+      if (peer >= static_cast<uint64_t>(options_.size)) return;
+      Connection* connection = by_peer_[peer].load(std::memory_order_acquire);
+      if (connection && connection->on_side_readable()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection->side_fd(), nullptr);
+      return;
+    }
+  }
+}
+
+bool Engine::progress_all() {
+  bool moved = false;
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Connection* connection = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      moved |= connection->progress();
+  return moved;
+}
+
+bool Engine::arm_all() {
+  bool idle = true;
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Connection* connection = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      idle &= connection->arm_doorbells();
+  return idle;
+}
+
+void Engine::disarm_all() {
+  for (int peer = 0; peer < options_.size; ++peer)
+    if (Connection* connection = by_peer_[static_cast<size_t>(peer)].load(std::memory_order_acquire))
+      connection->disarm_doorbells();
+}
+
+bool Engine::progress() {
+  if (failed()) return false;
+  return progress_all();
+}
+
+void Engine::begin_polling() {
+  if (polling_callers_.fetch_add(1, std::memory_order_acq_rel) == 0) disarm_all();
+}
+
+void Engine::end_polling() {
+  // The last poller leaves while others sleep on this device: the thread takes over.
+  if (polling_callers_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      waiting_callers_.load(std::memory_order_acquire) > 0 && !arm_all())
+    wake();
+}
+
+void Engine::begin_waiting() {
+  waiting_callers_.fetch_add(1, std::memory_order_acq_rel);
+  if (polling_callers_.load(std::memory_order_acquire) > 0) return;
+  // The thread takes over. If work is already waiting (records, pulls,
+  // queued sends), it must start now; else a peer's doorbell starts it.
+  if (!arm_all()) wake();
+}
+
+void Engine::end_waiting() {
+  if (waiting_callers_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      polling_callers_.load(std::memory_order_acquire) == 0)
+    disarm_all();
+}
+
+void Engine::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(doorbell_.get(), &one, sizeof(one));
+}
+
+// ---------------------------------------------------------------- admitting dialers
+
+void Engine::accept_all() {
+  while (true) {
+    const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        CHORUS_LOG(warn, rank(), "shm: accept failed: ", errno_text(errno));
+      return;
+    }
+    Fd accepted(fd);
+    if (failed()) continue;  // closing it tells the dialer at once
+    auto incoming = std::make_unique<Incoming>();
+    // The challenge goes first: the dialer's hello proves the secret over it.
+    if (int error = send_side(fd, encode_challenge(incoming->challenge))) {
+      CHORUS_LOG(debug, rank(), "shm: cannot send a handshake challenge: ", errno_text(error));
+      continue;
+    }
+    const uint64_t id = next_handshake_id_++;
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    incoming->fd = std::move(accepted);
+    incoming->give_up_at = Clock::now() + kHandshakeTimeout;
+    handshakes_[id] = std::move(incoming);
+  }
+}
+
+void Engine::on_handshake_readable(uint64_t id) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  Incoming& incoming = *found->second;
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  const ssize_t received = receive_side(incoming.fd.get(), message, fds, incoming.hello_done ? 0 : 1);
+  if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (received == 0 && !incoming.hello_done) {
+    // Closed before its hello: a waiting rank knocking (transport/knock.h).
+    CHORUS_LOG(debug, rank(), "shm: a connection closed before its hello (a knock)");
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+    handshakes_.erase(found);
+    return;
+  }
+  if (received <= 0) return reject(id, received == 0 ? "the dialer closed the connection" : errno_text(errno));
+  SideKind kind{};
+  std::string why = check_side_message(message, kind);
+  if (why.empty() && !incoming.hello_done) {
+    why = kind == SideKind::hello ? on_hello(incoming, message, fds) : "the first message is not a hello";
+    if (why.empty()) incoming.hello_done = true;
+  } else if (why.empty()) {
+    Confirm confirm;
+    why = kind == SideKind::confirm ? decode_confirm(message, confirm) : "the second message is not a confirm";
+    if (why.empty()) {
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+      const int dialer = incoming.hello.dialer_rank;
+      CHORUS_LOG(debug, rank(), "shm: admitted peer rank ", dialer, " (pid ", incoming.credentials.pid, ")");
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (failure_) {
+          why = "this rank has aborted";
+        } else if (admitted_.count(dialer) || by_peer_[static_cast<size_t>(dialer)].load()) {
+          why = cat("rank ", dialer, " is already connected");
+        } else {
+          Admitted admitted;
+          admitted.side = std::move(incoming.fd);
+          admitted.credentials = incoming.credentials;
+          admitted.doorbell = std::move(incoming.dialer_doorbell);
+          admitted.segment = std::move(incoming.segment);
+          admitted.dialer_pulls = confirm.dialer_pulls != 0;
+          admitted.listener_pulls = incoming.listener_pulls;
+          admitted_[dialer] = std::move(admitted);
+        }
+      }
+      if (why.empty()) {
+        handshakes_.erase(found);
+        changed_.notify_all();
+        return;
+      }
+    }
+  }
+  if (!why.empty()) reject(id, why);
+}
+
+std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds) {
+  Hello& hello = incoming.hello;
+  std::span<const std::byte> body;
+  // Nothing it claims counts before it proves the secret over our fresh challenge.
+  std::string why = verify_side_message(message, options_.secret, kShmHelloPurpose, {incoming.challenge}, body);
+  if (why.empty()) why = decode_hello(body, hello);
+  if (!why.empty()) return why;
+  incoming.hello_message.assign(message.begin(), message.end());
+  if (hello.listener_nonce != address_.nonce) return "a hello without this rank's nonce (another job, or a stale one)";
+  if (hello.listener_rank != rank()) return cat("a hello for rank ", hello.listener_rank);
+  if (hello.dialer_rank <= rank() || hello.dialer_rank >= options_.size)
+    return cat("a hello from rank ", hello.dialer_rank, ", which must not dial rank ", rank());
+  if (fds.size() != 1) return cat("a hello with ", fds.size(), " descriptors instead of 1");
+  if (!peer_credentials(incoming.fd.get(), incoming.credentials)) return cat("no credentials: ", errno_text(errno));
+  if (incoming.credentials.uid != address_.uid)
+    return cat("a dialer of uid ", incoming.credentials.uid, " (this rank runs as ", address_.uid, ")");
+  incoming.dialer_doorbell = std::move(fds[0]);
+  try {
+    incoming.segment = Segment::create(options_.ring_bytes, rank());
+  } catch (const Error& error) {
+    return error.what();
+  }
+  incoming.listener_pulls = probe(incoming.credentials.pid, hello.probe_address, hello.probe_value);
+  Ack ack;
+  ack.listener_rank = rank();
+  ack.dialer_rank = hello.dialer_rank;
+  ack.ring_bytes = options_.ring_bytes;
+  ack.probe_address = reinterpret_cast<uint64_t>(&probe_value_);
+  ack.probe_value = probe_value_;
+  ack.listener_pulls = incoming.listener_pulls ? 1 : 0;
+  std::vector<std::byte> ack_message = encode_ack(ack);
+  sign_side_message(ack_message, options_.secret, kShmAckPurpose, {incoming.challenge, incoming.hello_message});
+  const int passed[2] = {incoming.segment.fd(), doorbell_.get()};
+  if (int error = send_side(incoming.fd.get(), ack_message, passed))
+    return cat("cannot send the ack: ", errno_text(error));
+  return "";
+}
+
+void Engine::reject(uint64_t id, const std::string& why) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", found->second->credentials.pid,
+             "): ", why);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
+  handshakes_.erase(found);
+}
+
+void Engine::expire_handshakes() {
+  const auto now = Clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, incoming] : handshakes_)
+    if (incoming->give_up_at <= now) expired.push_back(id);
+  for (uint64_t id : expired) reject(id, cat("no complete handshake within ", kHandshakeTimeout.count(), " s"));
+}
+
+int Engine::next_timeout_ms() const {
+  if (handshakes_.empty()) return -1;
+  auto earliest = Clock::time_point::max();
+  for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+}
+
+KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {
+  return knock_listener(decode_address(peer_address, rank(), peer_rank).socket_name(), kKnockWindow);
+}
+
+bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b) {
+  try {
+    return same_machine(decode_address(a, -1, -1), decode_address(b, -1, -1));
+  } catch (const InvalidArgument&) {
+    return false;  // check_peer reports what is wrong with it
+  }
+}
+
+}  // namespace chorus::transport::shm

@@ -1,0 +1,485 @@
+// The TCP device: listening, the epoll progress thread, admitting dialers
+// through the handshake and building the mesh; aborting and closing are in
+// engine_close.cc.
+#include "transport/tcp/engine.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/error.h"
+#include "transport/connection_pair.h"
+#include "transport/engine_device.h"
+#include "transport/epoll_token.h"
+#include "transport/knock.h"
+#include "transport/nonce.h"
+#include "transport/progress_poll.h"
+#include "transport/tcp/abort_frame.h"
+
+namespace chorus::transport::tcp {
+namespace {
+
+// A dialer that has not finished its hello by then is not one of ours.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
+enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
+
+
+// Same host (loopback, or a peer behind this host's own address, which the
+// kernel also routes through lo): alpha is the per-message cost a collective
+// step really pays when several ranks share a host's cores, fitted with the
+// per-algorithm costs to the interleaved 4-rank allreduce sweep in
+// benchmarks/README.md (a lone 2-rank ping-pong is cheaper). The network
+// default assumes a 10 Gb/s Ethernet with kernel TCP. CHORUS_LINK_MODEL
+// overrides both (applied above the transports, per level).
+constexpr LinkModel same_host_link_model{.alpha_seconds = 70e-6, .beta_seconds_per_byte = 1.0 / 2.0e9};
+constexpr LinkModel network_link_model{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1.0 / 1.1e9};
+
+bool on_this_host(const SocketAddress& peer, const SocketAddress& self) {
+  if (peer.is_loopback()) return true;
+  if (peer.family() != self.family()) return false;
+  SocketAddress a = peer, b = self;
+  a.set_port(0);
+  b.set_port(0);
+  return a.to_string() == b.to_string();
+}
+
+}  // namespace
+
+Engine::Engine(const TcpDeviceOptions& options)
+    : EngineCore(options), options_(options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    throw InvalidArgument(cat("tcp device: rank ", options.rank, " is not within a job of size ", options.size));
+  // The hello carries the stream in one byte.
+  if (options.streams < 1 || options.streams > 255)
+    throw InvalidArgument(cat("tcp device: rank ", options.rank, ": ", options.streams,
+                              " streams per peer is not within 1..255"));
+  by_link_.reset(new std::atomic<Connection*>[links()]);
+  for (size_t index = 0; index < links(); ++index) by_link_[index].store(nullptr);
+  peer_on_host_.reset(new std::atomic<bool>[static_cast<size_t>(options.size)]);
+  for (int peer = 0; peer < options.size; ++peer) peer_on_host_[static_cast<size_t>(peer)].store(false);
+  listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
+  link_model_ = options.link_model.value_or(network_link_model);
+  same_host_link_model_ = options.link_model.value_or(same_host_link_model);
+  listener_ = open_listener(listen_address_, options.rank);
+  nonce_ = random_nonce();
+  ProgressPoll poll = open_progress_poll(rank(), "tcp", listener_.get(), epoll_token(TokenKind::listener, 0),
+                                        epoll_token(TokenKind::wake, 0));
+  epoll_ = std::move(poll.epoll);
+  wake_fd_ = std::move(poll.wake);
+  CHORUS_LOG(debug, rank(), "tcp: listening on ", listen_address_.to_string());
+}
+
+Engine::~Engine() {
+  // shutdown() normally ran already (from the Device); this covers a core
+  // whose Device never finished construction.
+  if (thread_.joinable()) {
+    stopping_.store(true);
+    wake();
+    thread_.join();
+  }
+}
+
+void Engine::start() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_running_ = true;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+std::vector<std::byte> Engine::address() const {
+  return encode_address({listen_address_, nonce_, rank(), options_.streams, options_.tls != nullptr});
+}
+
+
+// ---------------------------------------------------------------- connecting
+
+void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) const {
+  if (peer_rank < 0 || peer_rank >= size() || peer_rank == rank())
+    throw InvalidArgument(cat("rank ", rank(), ": cannot connect to peer rank ", peer_rank,
+                              " in a job of size ", size()));
+  ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  // Checked before any socket is touched, so both ends fail at once, each
+  // naming both counts, instead of one waiting for a stream the other never dials.
+  if (peer.streams != options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), " uses ", options_.streams,
+                              options_.streams == 1 ? " stream" : " streams", " per peer but peer rank ",
+                              peer_rank, " uses ", peer.streams,
+                              ": every rank must use the same ConnectOptions::streams / CHORUS_STREAMS"));
+  const bool tls = options_.tls != nullptr;
+  if (peer.tls != tls)
+    throw InvalidArgument(cat("rank ", rank(), tls ? " uses TLS" : " does not use TLS", " but peer rank ", peer_rank,
+                              peer.tls ? " does" : " does not",
+                              ": set CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA on every rank or on none"));
+  // Known from the address, so the link model is right before the pair
+  // connects (on demand, the job agrees on link models before any does).
+  peer_on_host_[static_cast<size_t>(peer_rank)].store(on_this_host(peer.socket, listen_address_),
+                                                      std::memory_order_relaxed);
+}
+
+std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> peer_address,
+                                      Deadline deadline, int stream) {
+  check_peer(peer_rank, peer_address);
+  if (stream < 0 || stream >= options_.streams)
+    throw InvalidArgument(cat("rank ", rank(), ": stream ", stream, " to peer rank ", peer_rank,
+                              " does not exist (this device keeps ", options_.streams, " per peer)"));
+  ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  if (auto error = failure()) std::rethrow_exception(error);
+  if (by_link_[link(peer_rank, stream)].load())
+    throw InvalidArgument(cat("rank ", rank(), ": already connected to peer rank ", peer_rank,
+                              stream > 0 ? cat(" on stream ", stream) : std::string()));
+
+  // The higher rank dials so every pair is built exactly once, and a rank
+  // never waits on a peer that is itself waiting.
+  AdmittedSocket admitted =
+      rank() > peer_rank ? dial_peer(peer, rank(), stream, options_.streams, options_.secret, options_.tls.get(), deadline)
+                         : wait_for_dialer(peer, stream, deadline);
+
+  auto connection = std::make_unique<Connection>(*this, peer_rank, stream, peer.socket, std::move(admitted));
+  Connection& added = *connection;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) std::rethrow_exception(failure_);
+    // Registered under the mutex so an abort's cleanup sees either none or all of it.
+    by_link_[link(peer_rank, stream)].store(&added);
+    connections_.push_back(std::move(connection));
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::connection, link(peer_rank, stream))}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+      throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
+                    peer_rank);
+  }
+  // TLS may have read frames along with the handshake's last message; no
+  // readiness event will announce those.
+  added.read_buffered_input();
+  CHORUS_LOG(debug, rank(), "tcp: connected to ", added.peer_label());
+  return std::make_unique<ConnectionPair<Connection>>(shared_from_this(), added);
+}
+
+AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
+  auto started = Clock::now();
+  const std::pair<int, int> key{peer.rank, stream};
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Without a job secret anyone can pass the handshake claiming to be the
+  // peer, so its failed TLS only explains a timeout; with one, it was the peer.
+  const bool trust_refusals = options_.secret.configured();
+  while (!failure_ && !admitted_.count(key) && !(trust_refusals && tls_refused_.count(key)) && !deadline.expired()) {
+    // Bounded waits: a far-away or never deadline must not overflow the clock.
+    auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
+                          std::chrono::milliseconds(60'000));
+    changed_.wait_for(lock, slice);
+  }
+  if (failure_) std::rethrow_exception(failure_);
+  auto refused = tls_refused_.find(key);
+  const std::string tls_failure =
+      refused == tls_refused_.end()
+          ? std::string()
+          : cat("TLS handshake failed: ", refused->second, " (CHORUS_TLS_CA='", options_.tls->files().authority,
+                "': did the same CA issue its certificate?)");
+  if (trust_refusals && !tls_failure.empty() && !admitted_.count(key))
+    throw IoError(cat("rank ", rank(), ": peer rank ", peer.rank, " (", peer.socket.to_string(),
+                      stream > 0 ? cat(", stream ", stream) : std::string(), ") proved the job secret but its ",
+                      tls_failure),
+                  peer.rank);
+  auto found = admitted_.find(key);
+  if (found == admitted_.end()) {
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
+                           peer.rank, " (", peer.socket.to_string(),
+                           stream > 0 ? cat(", stream ", stream) : std::string(),
+                           ") to connect to this rank (",
+                           tls_failure.empty() ? "has it started and called connect?"
+                                               : "a dialer claiming to be it failed: " + tls_failure,
+                           ")"));
+  }
+  AdmittedSocket admitted = std::move(found->second);
+  admitted_.erase(found);
+  return admitted;
+}
+
+// ---------------------------------------------------------------- progress thread
+
+void Engine::run() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_id_ = std::this_thread::get_id();
+  }
+  epoll_event events[64];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (failed()) run_cleanup_if_needed();
+    int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
+            LogLevel::error);
+      break;
+    }
+    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64, events[i].events);
+    if (!handshakes_.empty()) expire_handshakes();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    thread_running_ = false;
+  }
+  run_cleanup_if_needed();
+  changed_.notify_all();
+}
+
+void Engine::dispatch(uint64_t event_token, uint32_t events) {
+  switch (epoll_token_kind<TokenKind>(event_token)) {
+    case TokenKind::wake: {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof(count));
+      return;
+    }
+    case TokenKind::listener:
+      return accept_all();
+    case TokenKind::handshake:
+      return on_handshake_readable(epoll_token_value(event_token));
+    case TokenKind::connection: {
+      const uint64_t index = epoll_token_value(event_token);
+      if (index >= links()) return;
+      Connection* connection = by_link_[index].load(std::memory_order_acquire);
+      if (!connection) return;
+      // Errors and hang-ups are reported whatever the interest: read them here.
+      const bool only_data = (events & (EPOLLERR | EPOLLHUP)) == 0;
+      if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        if (!(only_data && park_if_polled(*connection))) connection->on_readable();
+      if (events & EPOLLOUT) connection->on_writable();
+      return;
+    }
+  }
+}
+
+void Engine::accept_all() {
+  while (true) {
+    sockaddr_storage from{};
+    socklen_t length = sizeof(from);
+    int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &length,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        CHORUS_LOG(warn, rank(), "tcp: accept on ", listen_address_.to_string(), " failed: ", errno_text(errno));
+      return;
+    }
+    Fd accepted(fd);
+    SocketAddress peer(reinterpret_cast<sockaddr*>(&from), length);
+    if (failed()) continue;  // dropping it tells the dialer at once
+    set_no_delay(fd);
+    auto incoming = std::make_unique<IncomingHandshake>(std::move(accepted), peer, Clock::now() + kHandshakeTimeout);
+    // The challenge goes first: a dialer proves the secret over it. A fresh
+    // socket's buffer always has room for it.
+    const ChallengeMessage challenge = encode_challenge(incoming->challenge());
+    if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(challenge.size())) {
+      CHORUS_LOG(debug, rank(), "tcp: cannot send a handshake challenge to ", peer.to_string(), ": ",
+                 errno_text(errno));
+      continue;
+    }
+    uint64_t id = next_handshake_id_++;
+    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    handshakes_[id] = std::move(incoming);
+  }
+}
+
+void Engine::on_handshake_readable(uint64_t id) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  IncomingHandshake& incoming = *found->second;
+  if (incoming.tls_started()) return continue_tls(id, incoming);
+  switch (incoming.read_available()) {
+    case IncomingHandshake::Status::waiting:
+      return;
+    case IncomingHandshake::Status::failed:
+      return reject_handshake(id, incoming.failure());
+    case IncomingHandshake::Status::received:
+      break;
+  }
+  Hello hello;
+  std::string why = check_hello(incoming.bytes(), {nonce_, rank(), size(), options_.streams}, incoming.challenge(),
+                                options_.secret, hello);
+  if (why.empty()) why = admission_conflict(hello);
+  if (!why.empty()) return reject_handshake(id, why);
+  auto ack = encode_ack(incoming.bytes(), incoming.challenge(), options_.secret, rank(), hello.dialer_rank,
+                        hello.stream);
+  // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
+  if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
+    return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));
+  incoming.set_accepted(hello);
+  if (options_.tls) return continue_tls(id, incoming);
+  admit(id);
+}
+
+void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
+  uint32_t interest = EPOLLIN;
+  switch (incoming.continue_tls(*options_.tls)) {
+    case TlsSession::Step::done:
+      return admit(id);
+    case TlsSession::Step::failed:
+      return reject_handshake(id, incoming.failure());
+    case TlsSession::Step::want_write:
+      interest = EPOLLOUT;
+      break;
+    case TlsSession::Step::want_read:
+      break;
+  }
+  epoll_event event{interest, {.u64 = epoll_token(TokenKind::handshake, id)}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
+    reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
+}
+
+std::string Engine::admission_conflict(const Hello& hello) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return "this rank has aborted";
+  if (admitted_.count({hello.dialer_rank, hello.stream}) || by_link_[link(hello.dialer_rank, hello.stream)].load())
+    return cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
+  return "";
+}
+
+void Engine::admit(uint64_t id) {
+  IncomingHandshake& incoming = *handshakes_.at(id);
+  const Hello& hello = incoming.accepted();
+  // Checked again: another connection may have claimed the link while TLS ran.
+  if (std::string why = admission_conflict(hello); !why.empty()) return reject_handshake(id, why);
+  if (options_.tls && !incoming.send_tls_confirmation())
+    return reject_handshake(id, cat("cannot confirm the TLS handshake: ", errno_text(errno)));
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
+  CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
+             incoming.from().to_string(), options_.tls ? " (TLS)" : "");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    admitted_[{hello.dialer_rank, hello.stream}] = incoming.release();
+  }
+  handshakes_.erase(id);
+  changed_.notify_all();
+}
+
+void Engine::reject_handshake(uint64_t id, const std::string& why) {
+  auto found = handshakes_.find(id);
+  if (found == handshakes_.end()) return;
+  // A dialer that closed before sending a byte is a waiting rank knocking
+  // (transport/knock.h) or a port scan: neither is worth a warning.
+  if (why.starts_with("closed after 0 "))
+    CHORUS_LOG(debug, rank(), "tcp: a connection from ", found->second->from().to_string(), " closed before its hello");
+  else
+    CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
+               " on ", listen_address_.to_string(), ": ", why);
+  if (found->second->tls_started()) {
+    const Hello& hello = found->second->accepted();
+    std::lock_guard<std::mutex> lock(mutex_);
+    tls_refused_[{hello.dialer_rank, hello.stream}] = why;
+    changed_.notify_all();
+  }
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
+  handshakes_.erase(found);
+}
+
+void Engine::expire_handshakes() {
+  auto now = Clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, incoming] : handshakes_)
+    if (incoming->give_up_at() <= now) expired.push_back(id);
+  for (uint64_t id : expired)
+    reject_handshake(id, cat("no complete ", options_.tls ? "hello and TLS handshake" : "hello", " within ",
+                             kHandshakeTimeout.count(), " s"));
+}
+
+int Engine::next_timeout_ms() const {
+  if (handshakes_.empty()) return -1;
+  auto earliest = Clock::time_point::max();
+  for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+}
+
+void Engine::set_write_interest(Connection& connection, bool writable) {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  connection.epoll_interest().writable = writable;
+  update_epoll_locked(connection);
+}
+
+void Engine::update_epoll_locked(Connection& connection) {
+  const Connection::EpollInterest& interest = connection.epoll_interest();
+  epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
+                    {.u64 = epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
+}
+
+bool Engine::park_if_polled(Connection& connection) {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (polling_callers_ == 0) return false;
+  park_locked(connection);  // an event queued before begin_polling parked it
+  return true;
+}
+
+// Parking every connection up front costs two epoll_ctl calls per peer per
+// collective; leaving the progress thread to park on the first EPOLLIN
+// instead still costs one wake-up per peer per collective, which on 4 ranks
+// over 2 cores measured slower (docs/latency.md). That holds for stream 0,
+// which carries every message; the other streams carry only large striped
+// ones, so they are parked on their first EPOLLIN (park_if_polled): parking
+// them up front too doubled small-message latency with 4 streams, as every
+// progress() call then read each of them (docs/streams.md).
+void Engine::begin_polling() {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (polling_callers_++ > 0) return;
+  for (int peer = 0; peer < size(); ++peer)
+    if (Connection* connection = by_link_[link(peer, 0)].load(std::memory_order_acquire)) park_locked(*connection);
+}
+
+void Engine::park_locked(Connection& connection) {
+  if (connection.epoll_interest().parked) return;
+  connection.epoll_interest().parked = true;
+  connection.set_parked(true);
+  parked_.push_back(&connection);
+  update_epoll_locked(connection);
+}
+
+void Engine::end_polling() {
+  std::lock_guard<std::mutex> lock(polling_mutex_);
+  if (--polling_callers_ > 0) return;
+  // Level-triggered: bytes that arrived meanwhile wake the progress thread at once.
+  for (Connection* connection : parked_) {
+    connection->epoll_interest().parked = false;
+    connection->set_parked(false);
+    update_epoll_locked(*connection);
+  }
+  parked_.clear();
+}
+
+void Engine::stop_watching(Connection& connection) {
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+}
+
+KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {
+  const ListenerAddress peer = decode_address(peer_address, rank(), peer_rank);
+  return transport::knock(peer.socket.get(), peer.socket.length(), SOCK_STREAM, kKnockWindow);
+}
+
+LinkModel Engine::link_model(int peer_rank) const {
+  // Ranks that publish this host's network address still talk through lo.
+  const bool on_host = peer_rank >= 0 && peer_rank < size() &&
+                       peer_on_host_[static_cast<size_t>(peer_rank)].load(std::memory_order_relaxed);
+  return on_host ? same_host_link_model_ : link_model_;
+}
+
+
+bool Engine::progress() {
+  if (failed()) return false;
+  bool consumed = false;
+  for (size_t index = 0; index < links(); ++index)
+    if (Connection* connection = by_link_[index].load(std::memory_order_acquire))
+      consumed |= connection->read_from_caller();
+  return consumed;
+}
+
+void Engine::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+}  // namespace chorus::transport::tcp
