@@ -1,5 +1,5 @@
-// The device a stream transport's connection answers to (tcp's
-// ConnectionOwner, shm's ConnectionOwner), as the harnesses that drive one
+// The device a stream transport's connection answers to (tcp's or shm's
+// ConnectionOwner), as the harnesses that drive one
 // connection alone (tcp_frames, shm_channel) play it: rank 0 of a job that
 // is never shutting down, whose first failure it keeps for the harness to
 // react to, with no limit on buffered messages the input could reach.
