@@ -17,7 +17,6 @@
 #include "transport/connection_pair.h"
 #include "transport/engine_device.h"
 #include "transport/epoll_token.h"
-#include "transport/progress_poll.h"
 #include "transport/nonce.h"
 
 namespace chorus::transport::shm {
@@ -50,22 +49,15 @@ Engine::Engine(const ShmDeviceOptions& options) : EngineCore(options), options_(
   link_model_ = options.link_model.value_or(shared_memory_link_model);
   probe_value_ = random_nonce();
   listener_ = listen_on(address_.socket_name(), rank());
-  ProgressPoll poll = open_progress_poll(rank(), "shm", listener_.get(), epoll_token(TokenKind::listener, 0),
-                                        epoll_token(TokenKind::doorbell, 0));
-  epoll_ = std::move(poll.epoll);
-  doorbell_ = std::move(poll.wake);
+  loop_.open(rank(), "shm", listener_.get(), epoll_token(TokenKind::listener, 0), epoll_token(TokenKind::doorbell, 0));
 }
 
 Engine::~Engine() {
-  if (thread_.joinable()) {
-    stopping_.store(true);
-    wake();
-    thread_.join();
-  }
+  loop_.stop();
 }
 
 void Engine::start() {
-  thread_ = std::thread([this] { run(); });
+  loop_.start([this] { run(); });
 }
 
 
@@ -196,7 +188,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   hello.dialer_challenge = fresh_challenge();
   std::vector<std::byte> hello_message = encode_hello(hello);
   sign_side_message(hello_message, options_.secret, kShmHelloPurpose, {listener_challenge});
-  const int my_doorbell = doorbell_.get();
+  const int my_doorbell = loop_.wake_fd();
   if (int error = send_side(side.get(), hello_message, std::span<const int>(&my_doorbell, 1)))
     throw IoError(cat("rank ", rank(), ": cannot send the shared-memory hello to peer rank ", peer_rank, ": ",
                       errno_text(error)),
@@ -248,7 +240,7 @@ std::unique_ptr<Pair> Engine::add_connection(ConnectionSetup setup) {
   connections_.push_back(std::move(connection));
   by_peer_[static_cast<size_t>(peer)].store(&added, std::memory_order_release);
   epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = epoll_token(TokenKind::side, static_cast<uint64_t>(peer))}};
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
+  if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
   CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
   // The thread asks the new peer for doorbells before it sleeps again.
@@ -260,7 +252,7 @@ std::unique_ptr<Pair> Engine::add_connection(ConnectionSetup setup) {
 
 void Engine::run() {
   epoll_event events[64];
-  while (!stopping_.load(std::memory_order_acquire)) {
+  while (!loop_.stopping()) {
     if (failed()) run_cleanup_if_needed();
     // Whoever polls moves the bytes; otherwise this thread does while a
     // caller waits (asking for doorbells before it sleeps), or once for work
@@ -283,7 +275,7 @@ void Engine::run() {
         }
       }
     }
-    const int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    const int ready = ::epoll_wait(loop_.epoll_fd(), events, 64, next_timeout_ms());
     if (ready < 0 && errno != EINTR) {
       abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
             LogLevel::error, false);
@@ -298,18 +290,15 @@ void Engine::run() {
 
 void Engine::dispatch(uint64_t event_token) {
   switch (epoll_token_kind<TokenKind>(event_token)) {
-    case TokenKind::doorbell: {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = ::read(doorbell_.get(), &count, sizeof(count));
-      return;
-    }
+    case TokenKind::doorbell:
+      return loop_.drain_wake();
     case TokenKind::listener: return accept_all();
     case TokenKind::handshake: return on_handshake_readable(epoll_token_value(event_token));
     case TokenKind::side: {
       const uint64_t peer = epoll_token_value(event_token);
       if (peer >= static_cast<uint64_t>(options_.size)) return;
       Connection* connection = by_peer_[peer].load(std::memory_order_acquire);
-      if (connection && connection->on_side_readable()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection->side_fd(), nullptr);
+      if (connection && connection->on_side_readable()) ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, connection->side_fd(), nullptr);
       return;
     }
   }
@@ -367,10 +356,7 @@ void Engine::end_waiting() {
     disarm_all();
 }
 
-void Engine::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(doorbell_.get(), &one, sizeof(one));
-}
+void Engine::wake() { loop_.wake(); }
 
 // ---------------------------------------------------------------- admitting dialers
 
@@ -393,7 +379,7 @@ void Engine::accept_all() {
     }
     const uint64_t id = next_handshake_id_++;
     epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
     incoming->fd = std::move(accepted);
     incoming->give_up_at = Clock::now() + kHandshakeTimeout;
     handshakes_[id] = std::move(incoming);
@@ -411,7 +397,7 @@ void Engine::on_handshake_readable(uint64_t id) {
   if (received == 0 && !incoming.hello_done) {
     // Closed before its hello: a waiting rank knocking (transport/knock.h).
     CHORUS_LOG(debug, rank(), "shm: a connection closed before its hello (a knock)");
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
     handshakes_.erase(found);
     return;
   }
@@ -425,7 +411,7 @@ void Engine::on_handshake_readable(uint64_t id) {
     Confirm confirm;
     why = kind == SideKind::confirm ? decode_confirm(message, confirm) : "the second message is not a confirm";
     if (why.empty()) {
-      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+      ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
       const int dialer = incoming.hello.dialer_rank;
       CHORUS_LOG(debug, rank(), "shm: admitted peer rank ", dialer, " (pid ", incoming.credentials.pid, ")");
       {
@@ -487,7 +473,7 @@ std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> mess
   ack.listener_pulls = incoming.listener_pulls ? 1 : 0;
   std::vector<std::byte> ack_message = encode_ack(ack);
   sign_side_message(ack_message, options_.secret, kShmAckPurpose, {incoming.challenge, incoming.hello_message});
-  const int passed[2] = {incoming.segment.fd(), doorbell_.get()};
+  const int passed[2] = {incoming.segment.fd(), loop_.wake_fd()};
   if (int error = send_side(incoming.fd.get(), ack_message, passed))
     return cat("cannot send the ack: ", errno_text(error));
   return "";
@@ -498,7 +484,7 @@ void Engine::reject(uint64_t id, const std::string& why) {
   if (found == handshakes_.end()) return;
   CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", found->second->credentials.pid,
              "): ", why);
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
+  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
   handshakes_.erase(found);
 }
 

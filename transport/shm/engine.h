@@ -39,6 +39,7 @@
 
 #include "transport/shm/address.h"
 #include "transport/shm/connection.h"
+#include "transport/progress_poll.h"
 #include "transport/shm/shm.h"
 #include "transport/shm/side_channel.h"
 
@@ -129,13 +130,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   // copy out of this process (process_vm_readv).
   uint64_t probe_value_ = 0;
   Fd listener_;
-  Fd epoll_;
-  Fd doorbell_;  // peers ring it; the device's thread sleeps on it
-  std::thread thread_;
+  ProgressLoop loop_;  // its eventfd is the doorbell peers ring
 
   // Under mutex_ (EngineCore's); changed_ also tells of a dialer admitted and of cleanup done.
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> stopping_{false};
   bool cleanup_started_ = false;
   bool cleanup_done_ = false;
   std::vector<std::byte> abort_message_;

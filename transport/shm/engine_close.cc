@@ -100,9 +100,7 @@ void Engine::shutdown() {
     else
       for (Connection* connection : connections()) connection->send_goodbye();
   }
-  stopping_.store(true, std::memory_order_release);
-  wake();
-  if (thread_.joinable()) thread_.join();
+  loop_.stop();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Later posts through surviving Pair handles fail at once with this.

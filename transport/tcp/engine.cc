@@ -16,7 +16,6 @@
 #include "transport/epoll_token.h"
 #include "transport/knock.h"
 #include "transport/nonce.h"
-#include "transport/progress_poll.h"
 #include "transport/tcp/abort_frame.h"
 
 namespace chorus::transport::tcp {
@@ -66,21 +65,14 @@ Engine::Engine(const TcpDeviceOptions& options)
   same_host_link_model_ = options.link_model.value_or(same_host_link_model);
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
-  ProgressPoll poll = open_progress_poll(rank(), "tcp", listener_.get(), epoll_token(TokenKind::listener, 0),
-                                        epoll_token(TokenKind::wake, 0));
-  epoll_ = std::move(poll.epoll);
-  wake_fd_ = std::move(poll.wake);
+  loop_.open(rank(), "tcp", listener_.get(), epoll_token(TokenKind::listener, 0), epoll_token(TokenKind::wake, 0));
   CHORUS_LOG(debug, rank(), "tcp: listening on ", listen_address_.to_string());
 }
 
 Engine::~Engine() {
   // shutdown() normally ran already (from the Device); this covers a core
   // whose Device never finished construction.
-  if (thread_.joinable()) {
-    stopping_.store(true);
-    wake();
-    thread_.join();
-  }
+  loop_.stop();
 }
 
 void Engine::start() {
@@ -88,7 +80,7 @@ void Engine::start() {
     std::lock_guard<std::mutex> lock(mutex_);
     thread_running_ = true;
   }
-  thread_ = std::thread([this] { run(); });
+  loop_.start([this] { run(); });
 }
 
 std::vector<std::byte> Engine::address() const {
@@ -148,7 +140,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
     by_link_[link(peer_rank, stream)].store(&added);
     connections_.push_back(std::move(connection));
     epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::connection, link(peer_rank, stream))}};
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
       throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                     peer_rank);
   }
@@ -208,9 +200,9 @@ void Engine::run() {
     thread_id_ = std::this_thread::get_id();
   }
   epoll_event events[64];
-  while (!stopping_.load(std::memory_order_acquire)) {
+  while (!loop_.stopping()) {
     if (failed()) run_cleanup_if_needed();
-    int ready = ::epoll_wait(epoll_.get(), events, 64, next_timeout_ms());
+    int ready = ::epoll_wait(loop_.epoll_fd(), events, 64, next_timeout_ms());
     if (ready < 0 && errno != EINTR) {
       abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
             LogLevel::error);
@@ -229,11 +221,8 @@ void Engine::run() {
 
 void Engine::dispatch(uint64_t event_token, uint32_t events) {
   switch (epoll_token_kind<TokenKind>(event_token)) {
-    case TokenKind::wake: {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof(count));
-      return;
-    }
+    case TokenKind::wake:
+      return loop_.drain_wake();
     case TokenKind::listener:
       return accept_all();
     case TokenKind::handshake:
@@ -281,7 +270,7 @@ void Engine::accept_all() {
     }
     uint64_t id = next_handshake_id_++;
     epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
     handshakes_[id] = std::move(incoming);
   }
 }
@@ -328,7 +317,7 @@ void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
       break;
   }
   epoll_event event{interest, {.u64 = epoll_token(TokenKind::handshake, id)}};
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
+  if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
     reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
 }
 
@@ -347,7 +336,7 @@ void Engine::admit(uint64_t id) {
   if (std::string why = admission_conflict(hello); !why.empty()) return reject_handshake(id, why);
   if (options_.tls && !incoming.send_tls_confirmation())
     return reject_handshake(id, cat("cannot confirm the TLS handshake: ", errno_text(errno)));
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
+  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
   CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
              incoming.from().to_string(), options_.tls ? " (TLS)" : "");
   {
@@ -374,7 +363,7 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
     tls_refused_[{hello.dialer_rank, hello.stream}] = why;
     changed_.notify_all();
   }
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
+  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
   handshakes_.erase(found);
 }
 
@@ -406,7 +395,7 @@ void Engine::update_epoll_locked(Connection& connection) {
   const Connection::EpollInterest& interest = connection.epoll_interest();
   epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
                     {.u64 = epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd(), &event);
+  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, connection.fd(), &event);
 }
 
 bool Engine::park_if_polled(Connection& connection) {
@@ -452,7 +441,7 @@ void Engine::end_polling() {
 }
 
 void Engine::stop_watching(Connection& connection) {
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, connection.fd(), nullptr);
 }
 
 KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {
@@ -477,9 +466,6 @@ bool Engine::progress() {
   return consumed;
 }
 
-void Engine::wake() {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
-}
+void Engine::wake() { loop_.wake(); }
 
 }  // namespace chorus::transport::tcp

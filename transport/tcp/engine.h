@@ -19,6 +19,7 @@
 
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/connection.h"
+#include "transport/progress_poll.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp.h"
 
@@ -96,13 +97,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   LinkModel same_host_link_model_;
   uint64_t nonce_ = 0;
   Fd listener_;
-  Fd epoll_;
-  Fd wake_fd_;
-  std::thread thread_;
+  ProgressLoop loop_;
 
   // Under mutex_ (EngineCore's); changed_ also tells of a dialer admitted and of cleanup done.
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> stopping_{false};
   std::thread::id thread_id_;
   bool thread_running_ = false;
   bool cleanup_started_ = false;

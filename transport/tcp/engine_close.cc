@@ -101,7 +101,7 @@ void Engine::cleanup() {
     stop_watching(*connection);
     connection->fail_everything(error, frame, give_up);
   }
-  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
+  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
   handshakes_.clear();
 }
 
@@ -131,9 +131,7 @@ void Engine::shutdown() {
       while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  stopping_.store(true, std::memory_order_release);
-  wake();
-  if (thread_.joinable()) thread_.join();
+  loop_.stop();
   std::exception_ptr destroyed = std::make_exception_ptr(
       Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
   {
