@@ -20,10 +20,14 @@ user_venv=$PWD/$dir/venv
 rm -rf "$user_venv"
 /usr/bin/python3 -m venv "$user_venv"
 "$python" -c 'import site; print(site.getsitepackages()[0])' > "$("$user_venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')/torch2-environment.pth"
-if [ ! -f "$dir/build.ninja" ]; then
-  # CUDA stays out: this tree tests the CPU path (build/ covers the CUDA module).
-  meson setup "$dir" --prefix "$user_venv" -Dpython_interpreter="$user_venv/bin/python" -Dpython.install_env=venv \
-    -Dtorch=enabled -Dcuda=disabled -Dnccl=disabled > /dev/null
+# CUDA stays out: this tree tests the CPU path (build/ covers the CUDA module).
+options=(-Dprefix="$user_venv" -Dpython_interpreter="$user_venv/bin/python" -Dpython.install_env=venv
+  -Dtorch=enabled -Dcuda=disabled -Dnccl=disabled)
+if [ -f "$dir/build.ninja" ]; then
+  # A tree from before (another prefix or interpreter) is brought in line.
+  meson configure "$dir" "${options[@]}" > /dev/null
+else
+  meson setup "$dir" "${options[@]}" > /dev/null
 fi
 # shellcheck disable=SC2046
 ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite python --suite torch)
