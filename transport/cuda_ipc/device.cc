@@ -212,6 +212,9 @@ bool CudaIpcDevice::advance(Transfer& transfer) {
   }
   if (!transfer.copied) {
     if (transfer.control.state() != Request::State::done) return false;
+    // Settled already (the device failed while the descriptor was on its
+    // way): the buffer is the caller's again, so nothing is copied into it.
+    if (!transfer.user) return true;
     const int peer = transfer.pair->peer_rank();
     try {
       const IpcDescriptor descriptor = decode_descriptor(transfer.descriptor, rank_, peer);
