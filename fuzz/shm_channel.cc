@@ -1,5 +1,5 @@
 // The shared-memory transport's receive side (transport/shm/ring.cc's reader,
-// transport/shm/channel.cc): records a peer writes into the shared ring, the
+// transport/shm/connection*.cc): records a peer writes into the shared ring, the
 // single-copy pull offers and their completions, and the side channel's
 // goodbye and abort messages, fed to a real Channel over a real segment.
 //

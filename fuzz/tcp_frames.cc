@@ -1,6 +1,6 @@
 // The TCP transport's receive path: frame headers, data/abort/goodbye
 // dispatch, matching against posted receives and the unexpected-message
-// queue (transport/tcp/pair.cc), fed through a real socket.
+// queue (transport/tcp/connection*.cc), fed through a real socket.
 //
 // A Connection (the real one) owns one end of a unix socketpair; the harness
 // plays the peer on the other end. The input is a script of steps: post a

@@ -95,7 +95,7 @@ std::optional<ListeningEndpoint> shm_listener(std::span<const std::byte> address
   return endpoint;
 }
 
-// The hello of transport/shm/device.cc with a doorbell of our own; when
+// The hello of transport/shm/engine.cc with a doorbell of our own; when
 // the listener answers with its ack, the confirm too (a duplicate of a
 // connected rank is refused only then).
 Challenge shm_hello(int fd, std::span<const std::byte> address, int owner, const Forgery& forgery) {
