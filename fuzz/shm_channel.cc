@@ -1,7 +1,7 @@
 // The shared-memory transport's receive side (transport/shm/ring.cc's reader,
 // transport/shm/connection*.cc): records a peer writes into the shared ring, the
 // single-copy pull offers and their completions, and the side channel's
-// goodbye and abort messages, fed to a real Channel over a real segment.
+// goodbye and abort messages, fed to a real Connection over a real segment.
 //
 // The harness is the peer. It writes the incoming ring with a ring writer of
 // its own (written from ring.h's description, not with RingWriter), reads
