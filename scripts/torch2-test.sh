@@ -26,6 +26,8 @@ options=(-Dprefix="$user_venv" -Dpython_interpreter="$user_venv/bin/python" -Dpy
 if [ -f "$dir/build.ninja" ]; then
   # A tree from before (another prefix or interpreter) is brought in line.
   meson configure "$dir" "${options[@]}" > /dev/null
+  # Regenerates now, so that the introspection below sees today's targets.
+  ninja -C "$dir" build.ninja > /dev/null
 else
   meson setup "$dir" "${options[@]}" > /dev/null
 fi
