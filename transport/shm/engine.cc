@@ -4,13 +4,11 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "base/error.h"
 #include "transport/abort_report.h"

@@ -4,11 +4,9 @@
 #include "transport/tcp/engine.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "base/error.h"
 #include "transport/connection_pair.h"
