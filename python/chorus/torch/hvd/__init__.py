@@ -32,6 +32,7 @@ float16 gradients of 2048 overflows float16; their average does not).
 # optimizer), so that new Horovod calls join their family's module or add one;
 # this file only names the public API.
 from ._allgather import allgather, allgather_async
+from ._barrier import barrier
 from ._allreduce import allreduce, allreduce_, allreduce_async, allreduce_async_
 from ._broadcast import broadcast, broadcast_, broadcast_async, broadcast_async_
 from ._handles import poll, synchronize
@@ -39,6 +40,7 @@ from ._job import init, is_initialized, local_rank, local_size, rank, shutdown, 
 from ._objects import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from ._ops import Average, Max, Min, Product, Sum
 from ._optimizer import DistributedOptimizer
+from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
 __all__ = [
     "Average", "Sum", "Min", "Max", "Product",
@@ -46,5 +48,6 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "broadcast_object", "broadcast_parameters", "broadcast_optimizer_state",
-    "poll", "synchronize", "DistributedOptimizer",
+    "poll", "synchronize", "DistributedOptimizer", "barrier",
+    "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
 ]

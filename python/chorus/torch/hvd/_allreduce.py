@@ -3,54 +3,73 @@
 import torch
 import torch.distributed as dist
 
+from . import _negotiation
 from ._arguments import _check_tensor
-from ._handles import _Handle, synchronize
-from ._job import _require_init, size
-from ._ops import Average, _reduction_buffer, _resolve_op
+from ._handles import _submit, synchronize
+from ._job import _require_init
+from ._ops import Average, _op_code, _reduction_buffer, _resolve_op, _scale
+from ._process_sets import _resolve
 
 
-def _allreduce_into(tensor, output, op, what):
+def _allreduce_into(tensor, output, op, what, name, prescale_factor, postscale_factor, process_set):
     _check_tensor(tensor, what)
     _require_init(what)
+    process_set = _resolve(process_set, what)
     dtype = _reduction_buffer(tensor, op)
+    descriptor = _negotiation.describe("allreduce", tensor.dtype, tensor.shape, _op_code(op))
     if dtype == output.dtype and output.is_contiguous():
         buffer = output.detach()
         if output is not tensor:
             buffer.copy_(tensor.detach())
     else:
         buffer = tensor.detach().to(dtype=dtype, copy=True).contiguous()
-    work = dist.all_reduce(buffer, op=op.torch_op, async_op=True)
-    world = size()
+    world = len(process_set.ranks)
+
+    def issue(_descriptors):
+        _scale(buffer, prescale_factor)
+        work = dist.all_reduce(buffer, op=op.torch_op, group=process_set._group, async_op=True)
+        return [work], finish
 
     def finish():
-        if op is Average:
-            buffer.div_(world)
+        divisor = world if op is Average else 1
+        _scale(buffer, postscale_factor, divisor)
         if buffer.data_ptr() != output.data_ptr():
             with torch.no_grad():
                 output.copy_(buffer.view_as(output))
         return output
 
-    return _Handle([work], finish)
+    return _submit(issue, what, process_set, descriptor, name)
 
 
-def allreduce_async(tensor, average=None, name=None, op=None):  # noqa: ARG001  (name: Horovod's, for its timeline)
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=None):
     """Starts reducing a copy of tensor across ranks (op: Average by default); synchronize() returns it."""
     op = _resolve_op(average, op, "allreduce_async")
     _check_tensor(tensor, "allreduce_async")
-    return _allreduce_into(tensor, torch.empty(tensor.shape, dtype=tensor.dtype), op, "allreduce_async")
+    return _allreduce_into(tensor, torch.empty(tensor.shape, dtype=tensor.dtype), op, "allreduce_async", name,
+                           prescale_factor, postscale_factor, process_set)
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None):  # noqa: ARG001
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=None):
     """Starts reducing tensor in place."""
     op = _resolve_op(average, op, "allreduce_async_")
-    return _allreduce_into(tensor, tensor, op, "allreduce_async_")
+    return _allreduce_into(tensor, tensor, op, "allreduce_async_", name, prescale_factor, postscale_factor,
+                           process_set)
 
 
-def allreduce(tensor, average=None, name=None, op=None):
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
     """The reduction of tensor across ranks, as a new tensor (Average by default)."""
-    return synchronize(allreduce_async(tensor, average, name, op))
+    if compression is not None:
+        tensor, context = compression.compress(tensor)
+        result = synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                             process_set))
+        return compression.decompress(result, context)
+    return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
 
 
-def allreduce_(tensor, average=None, name=None, op=None):
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=None):
     """Reduces tensor in place and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op))
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))

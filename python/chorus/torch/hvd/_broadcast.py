@@ -3,22 +3,29 @@
 import torch
 import torch.distributed as dist
 
-from ._arguments import _check_root, _check_tensor
-from ._handles import _Handle, synchronize
+from . import _negotiation
+from ._arguments import _check_tensor
+from ._handles import _submit, synchronize
 from ._job import _require_init
+from ._process_sets import _group_rank, _resolve
 
 
-def _broadcast_into(tensor, output, root_rank, what):
+def _broadcast_into(tensor, output, root_rank, what, name, process_set):
     _check_tensor(tensor, what)
     _require_init(what)
-    _check_root(root_rank, what)
+    process_set = _resolve(process_set, what)
+    _group_rank(process_set, root_rank, what)
+    descriptor = _negotiation.describe("broadcast", tensor.dtype, tensor.shape, root=root_rank)
     if output.is_contiguous():
         buffer = output.detach()
         if output is not tensor:
             buffer.copy_(tensor.detach())
     else:
         buffer = tensor.detach().clone(memory_format=torch.contiguous_format)
-    work = dist.broadcast(buffer, src=root_rank, async_op=True)
+
+    def issue(_descriptors):
+        # src is a global rank, as Horovod's root_rank is, in torch's API too.
+        return [dist.broadcast(buffer, src=root_rank, group=process_set._group, async_op=True)], finish
 
     def finish():
         if buffer.data_ptr() != output.data_ptr():
@@ -26,22 +33,23 @@ def _broadcast_into(tensor, output, root_rank, what):
                 output.copy_(buffer)
         return output
 
-    return _Handle([work], finish)
+    return _submit(issue, what, process_set, descriptor, name)
 
 
-def broadcast_async(tensor, root_rank, name=None):  # noqa: ARG001
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Starts broadcasting root_rank's tensor into a new tensor on every rank."""
     _check_tensor(tensor, "broadcast_async")
-    return _broadcast_into(tensor, torch.empty(tensor.shape, dtype=tensor.dtype), root_rank, "broadcast_async")
+    return _broadcast_into(tensor, torch.empty(tensor.shape, dtype=tensor.dtype), root_rank, "broadcast_async", name,
+                           process_set)
 
 
-def broadcast_async_(tensor, root_rank, name=None):  # noqa: ARG001
-    return _broadcast_into(tensor, tensor, root_rank, "broadcast_async_")
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    return _broadcast_into(tensor, tensor, root_rank, "broadcast_async_", name, process_set)
 
 
-def broadcast(tensor, root_rank, name=None):
-    return synchronize(broadcast_async(tensor, root_rank, name))
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
-def broadcast_(tensor, root_rank, name=None):
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))

@@ -3,6 +3,7 @@
 import torch
 import torch.distributed as dist
 
+from ._launcher import _launcher
 from ._ops import _HALF_TYPES, Average
 
 _FIRST_BUCKET_BYTES = 1 << 20
@@ -126,7 +127,9 @@ class _GradientFusion:
                     raise ValueError(f"chorus.torch.hvd: {self.names[index]} has a sparse gradient, which "
                                      f"DistributedOptimizer does not reduce")
                 bucket.buffer[offset:offset + param.numel()].copy_(param.grad.reshape(-1))
-        bucket.work = dist.all_reduce(bucket.buffer, op=self.op.torch_op, async_op=True)
+        buffer, torch_op = bucket.buffer, self.op.torch_op
+        # Through the launcher: in this rank's one order of collectives (launcher.py).
+        bucket.work = _launcher.submit(lambda _descriptors: dist.all_reduce(buffer, op=torch_op, async_op=True))
 
     def pending(self):
         """Whether gradients were computed for reduction since the last synchronize."""
@@ -140,7 +143,7 @@ class _GradientFusion:
         world = dist.get_world_size()
         with torch.no_grad():
             for bucket in self.buckets:
-                bucket.work.wait()
+                bucket.work.wait_issued().wait()
                 if self.op is Average:
                     bucket.buffer.div_(world)
                 for index, offset in zip(bucket.indices, bucket.offsets):
@@ -156,6 +159,6 @@ class _GradientFusion:
         seen = set(self.ready_order)
         order = self.ready_order + [i for i in reversed(range(len(self.params))) if i not in seen]
         order = torch.tensor(order, dtype=torch.int64)
-        dist.broadcast(order, src=0)
+        _launcher.run_in_order(lambda: dist.broadcast(order, src=0))
         self._plan([int(i) for i in order.tolist()])
         self.ready_order = []

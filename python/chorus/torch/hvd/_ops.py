@@ -33,9 +33,32 @@ def _resolve_op(average, op, what):
 
 
 def _reduction_buffer(tensor, op):
-    """The tensor reduced in place: float32 for averaged 16-bit floats, else the tensor's dtype."""
+    """The tensor reduced in place: float32 for averaged 16-bit floats, else the tensor's dtype.
+
+    Integers average as Horovod's do: summed in their dtype, then divided in
+    float64 and truncated toward zero."""
     if op is Average and tensor.dtype in _HALF_TYPES:
         return torch.float32
-    if op is Average and not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
-        raise ValueError(f"chorus.torch.hvd: Average of {tensor.dtype} is not defined (use hvd.Sum and divide)")
     return tensor.dtype
+
+
+def _op_code(op):
+    """A small integer naming op, for the descriptor the ranks compare."""
+    return {"Average": 1, "Sum": 2, "Min": 3, "Max": 4, "Product": 5}.get(op.name, 6 + len(op.name))
+
+
+def _scale(buffer, factor, divisor=1):
+    """buffer *= factor / divisor in place (Horovod's prescale, postscale and Average).
+
+    As Horovod scales on the CPU: 16-bit floats in float32, integers in
+    float64 truncated toward zero, other types in their own."""
+    total = float(factor) / divisor
+    if total == 1.0:
+        return
+    with torch.no_grad():
+        if buffer.dtype in _HALF_TYPES:
+            buffer.copy_(buffer.to(torch.float32).mul_(total))
+        elif buffer.dtype.is_floating_point or buffer.dtype.is_complex:
+            buffer.mul_(total)
+        else:
+            buffer.copy_(buffer.to(torch.float64).mul_(total).trunc_())
