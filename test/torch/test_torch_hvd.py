@@ -20,6 +20,12 @@ def test_hvd_calls(run_job, ranks):
     assert len(oks(output, "hvd_api")) == ranks, output
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_hvd_agreement(run_job, ranks):
+    output = run_job("hvd_agreement.py", ranks)
+    assert len(oks(output, "hvd_agreement")) == ranks, output
+
+
 def train_hvd(run_job, ranks, fusion_bytes):
     output = run_job("hvd_train.py", ranks, "chorus", str(STEPS), str(fusion_bytes))
     assert len(oks(output, "hvd_train")) == ranks, output

@@ -39,6 +39,14 @@ expected_product = 1.0
 for r in range(size):
     expected_product *= r + 1
 check.equal(product, torch.full((3,), expected_product), "Product")
+# Average of integers, as Horovod's: summed, then divided and truncated toward zero.
+ints = torch.tensor([rank + 1, -(rank + 1), 5], dtype=torch.int32)
+half_up = (size + 1) // 2  # (size + 1) / 2 truncated: 1 at 2 ranks, 2 at 3
+check.equal(hvd.allreduce(ints), torch.tensor([half_up, -half_up, 5], dtype=torch.int32), "Average of int32")
+# prescale and postscale multiply before and after the sum.
+check.equal(hvd.allreduce(torch.full((3,), float(rank + 1)), op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5),
+            torch.full((3,), float(factor_sum)), "prescale 2, postscale 0.5")
+check.equal(hvd.allreduce(torch.full((3,), 4.0), prescale_factor=0.25), torch.ones(3), "Average of 4 prescaled by 1/4")
 # average= as Horovod spells it.
 check.equal(hvd.allreduce(torch.ones(4), average=False), torch.full((4,), float(size)), "average=False sums")
 
@@ -135,7 +143,6 @@ optimizer.step()
 # Bad arguments: clear errors, and the job carries on.
 for call, expected_text in [
     (lambda: hvd.broadcast(torch.ones(2), root_rank=size), "not a rank"),
-    (lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32)), "Average of torch.int32"),
     (lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum), "not both"),
     (lambda: hvd.allreduce([1, 2]), "expected a torch.Tensor"),
     (lambda: hvd.DistributedOptimizer(sgd, backward_passes_per_step=0), "backward_passes_per_step"),
