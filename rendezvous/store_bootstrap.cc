@@ -132,6 +132,12 @@ void StoreBootstrap::join() {
       first = text_of(get_many_watching({who_key}, std::chrono::milliseconds(1000))[0]);
     } catch (const TimeoutError&) {
     }
+    if (first == me) {
+      // One process joining again (a second Context, or connecting after a
+      // close): the store still holds its first join.
+      fail_job(cat("rank ", rank_, " joined this store and job id twice from one process (", me,
+                   "): a process that connects again needs a job id (or store prefix) of its own"));
+    }
     fail_job(cat("rank ", rank_, " was given to two processes: ", first, " and ", me,
                  " (each process of a job needs its own rank: check the launcher's rank variable, CHORUS_RANK or "
                  "RANK, and that two jobs do not share a store and job id)"));

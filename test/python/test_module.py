@@ -75,3 +75,12 @@ def test_closed(solo):
 def test_bad_connections():
     with pytest.raises(ValueError, match="connections='sometimes'"):
         chorus.connect_to_store("file:///nonexistent", 0, 1, "x", connections="sometimes")
+
+
+def test_joining_twice_from_one_process_says_so(tmp_path):
+    # The same process, rank and job id again (connecting after a close):
+    # the store still holds the first join, and the error says whose it is.
+    with chorus.connect_to_store(f"file://{tmp_path}", 0, 1, "again", timeout=10):
+        pass
+    with pytest.raises(chorus.Error, match=r"rank 0 joined this store and job id twice from one process \(pid "):
+        chorus.connect_to_store(f"file://{tmp_path}", 0, 1, "again", timeout=10)
