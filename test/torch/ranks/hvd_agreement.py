@@ -108,6 +108,46 @@ except ValueError as error:
     check("was not added" in str(error), str(error))
 carries_on("the process sets")
 
+# join: each rank in turn runs out of data first; the others' allreduces go
+# on with its zeros (Average still divides by the job's size), other
+# operations raise on the working ranks, and join() returns the rank that
+# joined last, the same everywhere.
+for first in range(size):
+    if rank == first:
+        last = hvd.join()
+    else:
+        mine = torch.full((5,), float(rank + 1))
+        others = sum(r + 1 for r in range(size) if r != first)
+        check.equal(hvd.allreduce(mine, op=hvd.Sum), torch.full((5,), float(others)), f"Sum with rank {first} joined")
+        ints = torch.full((3,), 2 * size, dtype=torch.int64)
+        check.equal(hvd.allreduce(ints), torch.full((3,), 2 * (size - 1), dtype=torch.int64),
+                    f"Average with rank {first} joined divides by the job's size")
+        halves = hvd.allreduce(torch.full((2,), 1.0, dtype=torch.float16), op=hvd.Sum)
+        check.equal(halves, torch.full((2,), float(size - 1), dtype=torch.float16), "float16 with a joined rank")
+        expect_everywhere(lambda: hvd.allgather(torch.ones(2)), "have joined")
+        expect_everywhere(lambda: hvd.allreduce(torch.ones(2), op=hvd.Max), "have joined")
+        last = hvd.join()
+    check(last != first, f"join() returned {last}, the rank that joined first")
+    everyone = hvd.allgather(torch.tensor([last]))
+    check.equal(everyone, torch.full((size,), last, dtype=torch.int64), "join() returns one rank everywhere")
+carries_on("join")
+
+# join with DistributedOptimizer on uneven data: rank r has r + 1 batches.
+# The loss (w * x).sum() has the gradient x = r + 1 whatever w is, so with
+# op=Sum and lr 0.5 every step's update is exact: at step s the working
+# ranks (r + 1 > s) add their x, the joined ones zeros.
+weight = torch.nn.Parameter(torch.zeros(4))
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD([weight], lr=0.5), named_parameters=[("w", weight)], op=hvd.Sum)
+for step in range(rank + 1):
+    optimizer.zero_grad()
+    (weight * float(rank + 1)).sum().backward()
+    optimizer.step()
+last = hvd.join()
+check(last == size - 1, f"join() after uneven data returned {last}, expected rank {size - 1} (the most batches)")
+expected = -0.5 * sum(sum(q + 1 for q in range(size) if q + 1 > s) for s in range(rank + 1))
+check.equal(weight.detach(), torch.full((4,), expected), f"uneven data: rank {rank}'s weights after {rank + 1} steps")
+carries_on("join with the optimizer")
+
 # shutdown() then init() in one process: a fresh job on the same launcher.
 hvd.shutdown()
 check(not hvd.is_initialized(), "shutdown")

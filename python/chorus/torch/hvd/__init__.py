@@ -36,6 +36,7 @@ from ._barrier import barrier
 from ._allreduce import allreduce, allreduce_, allreduce_async, allreduce_async_
 from ._broadcast import broadcast, broadcast_, broadcast_async, broadcast_async_
 from ._handles import poll, synchronize
+from ._join import join
 from ._job import init, is_initialized, local_rank, local_size, rank, shutdown, size
 from ._objects import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from ._ops import Average, Max, Min, Product, Sum
@@ -48,6 +49,6 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "broadcast_object", "broadcast_parameters", "broadcast_optimizer_state",
-    "poll", "synchronize", "DistributedOptimizer", "barrier",
+    "poll", "synchronize", "DistributedOptimizer", "barrier", "join",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
 ]

@@ -3,8 +3,10 @@
 import torch
 import torch.distributed as dist
 
+from . import _negotiation
 from ._launcher import _launcher
-from ._ops import _HALF_TYPES, Average
+from ._ops import _HALF_TYPES, Average, _op_code
+from ._process_sets import global_process_set
 
 _FIRST_BUCKET_BYTES = 1 << 20
 
@@ -128,8 +130,12 @@ class _GradientFusion:
                                      f"DistributedOptimizer does not reduce")
                 bucket.buffer[offset:offset + param.numel()].copy_(param.grad.reshape(-1))
         buffer, torch_op = bucket.buffer, self.op.torch_op
-        # Through the launcher: in this rank's one order of collectives (launcher.py).
-        bucket.work = _launcher.submit(lambda _descriptors: dist.all_reduce(buffer, op=torch_op, async_op=True))
+        # Through the launcher: in this rank's one order of collectives, and
+        # agreed like any allreduce, so that a rank that joined (hvd.join)
+        # adds its zeros (launcher.py, join.py).
+        descriptor = _negotiation.describe("allreduce", buffer.dtype, buffer.shape, _op_code(self.op))
+        bucket.work = _launcher.submit(lambda _descriptors: dist.all_reduce(buffer, op=torch_op, async_op=True),
+                                       descriptor, global_process_set, "DistributedOptimizer")
 
     def pending(self):
         """Whether gradients were computed for reduction since the last synchronize."""

@@ -110,16 +110,55 @@ def _differences(mine, theirs):
     return found
 
 
-def agree(slots, group, set_ranks, what):
-    """Every rank's descriptor (a list in set order), once all ranks' agree; else RuntimeError on every rank."""
+def exchange(slots, group, set_ranks):
+    """Every rank's descriptor, in set order (no checks)."""
     mine = torch.tensor(slots, dtype=torch.int64)
     gathered = [torch.empty_like(mine) for _ in set_ranks]
     dist.all_gather(gathered, mine, group=group)
-    descriptors = [Descriptor(tensor.tolist(), global_rank) for tensor, global_rank in zip(gathered, set_ranks)]
-    first = descriptors[0]
-    for other in descriptors[1:]:
+    return [Descriptor(tensor.tolist(), global_rank) for tensor, global_rank in zip(gathered, set_ranks)]
+
+
+# What runs while some ranks have joined (join.py): they add zeros.
+_JOINABLE_KIND = "allreduce"
+JOINABLE_OPS = (1, 2)  # Average and Sum (ops.py's _op_code)
+
+
+def agree(slots, group, set_ranks, what):
+    """Every rank's descriptor (a list in set order), once all ranks' agree; else RuntimeError on every rank."""
+    descriptors = exchange(slots, group, set_ranks)
+    active = [d for d in descriptors if d.kind != "join"]
+    joined = [d.rank for d in descriptors if d.kind == "join"]
+    if joined and (active[0].kind != _JOINABLE_KIND or active[0].slots[_OP] not in JOINABLE_OPS):
+        raise RuntimeError(f"chorus.torch.hvd.{what}: rank(s) {joined} have joined (hvd.join), and only allreduce "
+                           "with Sum or Average goes on while ranks have joined (they contribute zeros); nothing "
+                           "was sent")
+    first = active[0]
+    for other in active[1:]:
         found = _differences(first, other)
         if found:
             raise RuntimeError(f"chorus.torch.hvd.{what}: the ranks' calls do not match, so nothing was sent (the "
                                f"job can go on): {'; '.join(found)}")
     return descriptors
+
+
+def joined_rank_joins_in(descriptors):
+    """For a joined rank: the one allreduce the active ranks agreed on (its descriptor), or None."""
+    active = [d for d in descriptors if d.kind != "join"]
+    if not active or active[0].kind != _JOINABLE_KIND or active[0].slots[_OP] not in JOINABLE_OPS:
+        return None
+    if any(_differences(active[0], other) for other in active[1:]):
+        return None
+    return active[0]
+
+
+def dtype_of(descriptor):
+    code = descriptor.slots[_DTYPE]
+    return _DTYPES[code] if 0 <= code < len(_DTYPES) else None
+
+
+def op_code_of(descriptor):
+    return descriptor.slots[_OP]
+
+
+def numel_of(descriptor):
+    return descriptor.slots[_NUMEL]
