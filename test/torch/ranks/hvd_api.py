@@ -135,7 +135,6 @@ optimizer.step()
 # Bad arguments: clear errors, and the job carries on.
 for call, expected_text in [
     (lambda: hvd.broadcast(torch.ones(2), root_rank=size), "not a rank"),
-    (lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32)), "Average of torch.int32"),
     (lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum), "not both"),
     (lambda: hvd.allreduce([1, 2]), "expected a torch.Tensor"),
     (lambda: hvd.DistributedOptimizer(sgd, backward_passes_per_step=0), "backward_passes_per_step"),

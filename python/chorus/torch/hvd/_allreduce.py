@@ -6,12 +6,15 @@ import torch.distributed as dist
 from ._arguments import _check_tensor
 from ._handles import _Handle, synchronize
 from ._job import _require_init, size
-from ._ops import Average, _reduction_buffer, _resolve_op
+from ._adasum import adasum_into_async
+from ._ops import Adasum, Average, _average_, _reduction_buffer, _resolve_op
 
 
 def _allreduce_into(tensor, output, op, what):
     _check_tensor(tensor, what)
     _require_init(what)
+    if op is Adasum:
+        return adasum_into_async(tensor, output, what)
     dtype = _reduction_buffer(tensor, op)
     if dtype == output.dtype and output.is_contiguous():
         buffer = output.detach()
@@ -24,7 +27,7 @@ def _allreduce_into(tensor, output, op, what):
 
     def finish():
         if op is Average:
-            buffer.div_(world)
+            _average_(buffer, world)
         if buffer.data_ptr() != output.data_ptr():
             with torch.no_grad():
                 output.copy_(buffer.view_as(output))
