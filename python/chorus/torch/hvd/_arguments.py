@@ -14,3 +14,10 @@ def _check_root(root_rank, what):
     world = size()
     if not isinstance(root_rank, int) or not 0 <= root_rank < world:
         raise ValueError(f"chorus.torch.hvd.{what}: root_rank {root_rank!r} is not a rank of this {world}-rank job")
+
+
+def _check_process_set(process_set, what):
+    # process_set: passed through once the collectives take it (None stands for Horovod's global_process_set).
+    if process_set is not None:
+        raise ValueError(f"chorus.torch.hvd.{what}: process_set={process_set!r}: only the global process set "
+                         f"(the default) is available here")
