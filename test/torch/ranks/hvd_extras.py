@@ -138,7 +138,11 @@ if power_of_two:
     check.equal(hvd.allreduce(torch.tensor(one_hot), op=hvd.Adasum), torch.ones(size), "orthogonal: the sum")
     check.equal(hvd.allreduce(torch.tensor([3.0, -1.5]), op=hvd.Adasum), torch.tensor([3.0, -1.5]),
                 "equal: the vector itself")
-    everyone = [[3.0 + r, 4.0 - 2 * r, 0.25 * r] for r in range(size)]
+    # Every dot product below is of small integers, exact in any summation order, so the
+    # result is one bit pattern: at 4 ranks the first pair is orthogonal (sum), the
+    # second equal (itself), and the last combination neither.
+    everyone = {1: [[3.0, 4.0, 0.0]], 2: [[3.0, 4.0, 0.0], [1.0, 2.0, 2.0]],
+                4: [[3.0, 4.0, 0.0], [4.0, -3.0, 0.0], [1.0, 2.0, 2.0], [1.0, 2.0, 2.0]]}[size]
     mine = torch.tensor(everyone[rank], dtype=torch.float64).view(3, 1)
     check.equal(hvd.allreduce(mine, op=hvd.Adasum), torch.tensor(tree(everyone), dtype=torch.float64).view(3, 1),
                 "Adasum of general vectors, as the formula computes it")
@@ -155,6 +159,8 @@ if power_of_two:
     optimizer, weight = linear_step([[float(r == i) for i in range(size)] for r in range(size)], op=hvd.Adasum)
     optimizer.step()
     check.equal(weight.detach(), -torch.ones(size), "DistributedOptimizer(op=Adasum): orthogonal steps add")
+    expect_error(lambda: linear_step([[1.0]] * size, op=hvd.Adasum, compression=hvd.Compression.fp16),
+                 ValueError, "compression with op=hvd.Adasum")
 else:
     expect_error(lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), ValueError, "power-of-two")
     expect_error(lambda: linear_step([[1.0]] * size, op=hvd.Adasum), ValueError, "power-of-two")
@@ -220,9 +226,11 @@ digests = hvd.allgather_object(repr(state))
 check(len(set(digests)) == 1, "every rank holds the same state")
 
 # chorus's errors are HorovodInternalErrors too (and keep their own class):
-# ranks naming different roots. The default group is finished afterwards.
+# ranks naming different roots. The default group is finished afterwards, and
+# the abort reaches a rank still inside the allreduce before (also an hvd call).
 check(issubclass(hvd.HorovodInternalError, RuntimeError), "HorovodInternalError is a RuntimeError")
 try:
+    hvd.allreduce(torch.ones(1))  # done on one rank: every rank has finished the calls above
     hvd.broadcast(torch.ones(4), root_rank=rank)
     check(False, "a broadcast whose ranks name different roots must fail")
 except hvd.HorovodInternalError as error:

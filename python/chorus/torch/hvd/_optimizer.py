@@ -55,6 +55,9 @@ def _check_horovod_options(compression, op, gradient_predivide_factor, num_group
                         f"{compression!r}")
     if not isinstance(op, _Op) or op not in (Average, Sum, Adasum, Min, Max, Product):
         raise ValueError(f"{what}: op must be hvd.Average, Sum, Adasum, Min, Max or Product, not {op!r}")
+    if op is Adasum and compression is not Compression.none:
+        raise ValueError(f"{what}: compression with op=hvd.Adasum is not provided: the steps Adasum combines "
+                         f"travel in float64, uncompressed")
     if gradient_predivide_factor != 1.0 and op is not Average:
         raise ValueError(f"{what}: gradient_predivide_factor={gradient_predivide_factor} needs op=hvd.Average "
                          f"(it splits the averaging around the sum), not {op!r}")
