@@ -39,12 +39,13 @@ def _run(command, env, what, timeout):
 
 @pytest.fixture
 def run_job():
-    """run_job(script, ranks, *args, env=None): the job's output; fails the test unless every rank exits 0."""
-    def run(script, ranks, *args, env=None, timeout=600):
+    """run_job(script, ranks, *args, env=None, launcher_args=()): the job's output; fails the test unless
+    every rank exits 0. launcher_args: chorus-run's options (--fake-hosts 2,1)."""
+    def run(script, ranks, *args, env=None, timeout=600, launcher_args=()):
         launcher = os.environ.get("CHORUS_RUN")
         if not launcher:
             pytest.fail("CHORUS_RUN must name build/tools/chorus-run")
-        command = [launcher, "-n", str(ranks), "--", sys.executable, str(RANKS / script), *args]
+        command = [launcher, "-n", str(ranks), *launcher_args, "--", sys.executable, str(RANKS / script), *args]
         return _run(command, _environment(env), f"{script} {' '.join(args)} at {ranks} ranks", timeout)
     return run
 

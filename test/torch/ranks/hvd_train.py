@@ -25,13 +25,16 @@ check(0 <= hvd.local_rank() < hvd.local_size() <= size, f"local rank {hvd.local_
 
 model = make_mlp(rank)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-# A rank-specific momentum buffer: broadcast_optimizer_state must replace it with rank 0's (none yet there).
+# A rank-specific momentum buffer: broadcast_optimizer_state must replace it with rank 0's (which has
+# none yet, so rank 0 first steps on zero gradients, as Horovod does: zero momentum buffers).
 if rank != 0:
     for parameter in model.parameters():
         optimizer.state[parameter]["momentum_buffer"] = torch.full_like(parameter, float(rank))
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-check(all(not state for state in optimizer.state.values()), "rank 0's empty optimizer state everywhere")
+check(len(optimizer.state) == len(list(model.parameters())) and all(
+    torch.equal(state["momentum_buffer"], torch.zeros_like(state["momentum_buffer"]))
+    for state in optimizer.state.values()), "rank 0's zero momentum buffers everywhere")
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                      fusion_bytes=fusion_bytes)
 check(isinstance(optimizer, torch.optim.SGD), "the distributed optimizer is still an SGD")

@@ -26,29 +26,73 @@ order rank 0 saw gradients become ready.
 
 Average reduces float16 and bfloat16 gradients in float32 (the sum of 64
 float16 gradients of 2048 overflows float16; their average does not).
+
+Horovod's extras are here with its names and defaults: Compression,
+Adasum, sparse_allreduce_async, allgather_object, SyncBatchNorm, the
+timeline, HorovodInternalError, cross_rank/cross_size and the build
+questions (docs/torch.md says how each maps onto chorus).
 """
 
 # A private module per job (the job, handles, each collective family, the
 # optimizer), so that new Horovod calls join their family's module or add one;
-# this file only names the public API.
-from ._allgather import allgather, allgather_async
+# this file only names the public API. The collectives are exported through
+# _calls.public_call: the timeline records them, and chorus's errors reach
+# the caller as HorovodInternalError too.
+from . import _allgather, _allreduce, _broadcast, _handles, _job, _sparse
+from ._built import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
+                     mpi_threads_supported, nccl_built, rocm_built)
+from ._calls import public_call, public_init, public_shutdown, public_synchronize
+from ._compression import Compression, Compressor
+from ._errors import HorovodInternalError
 from ._barrier import barrier
-from ._allreduce import allreduce, allreduce_, allreduce_async, allreduce_async_
-from ._broadcast import broadcast, broadcast_, broadcast_async, broadcast_async_
-from ._handles import poll, synchronize
+from ._job import is_initialized, local_rank, local_size, rank, size
 from ._join import join
-from ._job import init, is_initialized, local_rank, local_size, rank, shutdown, size
-from ._objects import broadcast_object, broadcast_optimizer_state, broadcast_parameters
-from ._ops import Average, Max, Min, Product, Sum
+from ._objects import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from ._ops import Adasum, Average, Max, Min, Product, Sum
 from ._optimizer import DistributedOptimizer
 from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
+from ._sync_batch_norm import SyncBatchNorm
+from ._timeline import start_timeline, stop_timeline
+from ._topology import cross_rank, cross_size, forget_topology, is_homogeneous, learn_topology
+
+
+def _init_and_learn(*args, **kwargs):
+    _job.init(*args, **kwargs)
+    learn_topology()
+
+
+def _shutdown_and_forget(*args, **kwargs):
+    forget_topology()
+    return _job.shutdown(*args, **kwargs)
+
+
+init = public_init(_init_and_learn)
+init.__doc__ = _job.init.__doc__
+shutdown = public_shutdown(_shutdown_and_forget)
+allreduce = public_call("allreduce", _allreduce.allreduce)
+allreduce_ = public_call("allreduce", _allreduce.allreduce_)
+allreduce_async = public_call("allreduce", _allreduce.allreduce_async, returns_handle=True)
+allreduce_async_ = public_call("allreduce", _allreduce.allreduce_async_, returns_handle=True)
+allgather = public_call("allgather", _allgather.allgather)
+allgather_async = public_call("allgather", _allgather.allgather_async, returns_handle=True)
+broadcast = public_call("broadcast", _broadcast.broadcast)
+broadcast_ = public_call("broadcast", _broadcast.broadcast_)
+broadcast_async = public_call("broadcast", _broadcast.broadcast_async, returns_handle=True)
+broadcast_async_ = public_call("broadcast", _broadcast.broadcast_async_, returns_handle=True)
+sparse_allreduce_async = public_call("allreduce", _sparse.sparse_allreduce_async, returns_handle=True)
+synchronize = public_synchronize(_handles.synchronize)
+poll = _handles.poll
 
 __all__ = [
-    "Average", "Sum", "Min", "Max", "Product",
+    "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "local_size",
-    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "cross_rank", "cross_size", "is_homogeneous",
+    "mpi_built", "mpi_enabled", "mpi_threads_supported", "gloo_built", "gloo_enabled", "nccl_built",
+    "ddl_built", "ccl_built", "cuda_built", "rocm_built", "HorovodInternalError",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "sparse_allreduce_async",
     "allgather", "allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-    "broadcast_object", "broadcast_parameters", "broadcast_optimizer_state",
-    "poll", "synchronize", "DistributedOptimizer", "barrier", "join",
+    "broadcast_object", "allgather_object", "broadcast_parameters", "broadcast_optimizer_state",
+    "poll", "synchronize", "DistributedOptimizer", "Compression", "Compressor", "SyncBatchNorm",
+    "start_timeline", "stop_timeline", "barrier", "join",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
 ]

@@ -8,12 +8,18 @@ from ._arguments import _check_tensor
 from ._handles import _submit, synchronize
 from ._job import _require_init
 from ._ops import Average, _op_code, _reduction_buffer, _resolve_op, _scale
-from ._process_sets import _resolve
+from ._process_sets import _resolve, global_process_set
+from ._ops import Adasum
+from ._adasum import adasum_into_async
 
 
 def _allreduce_into(tensor, output, op, what, name, prescale_factor, postscale_factor, process_set):
     _check_tensor(tensor, what)
     _require_init(what)
+    if op is Adasum:
+        if process_set not in (None, global_process_set):
+            raise ValueError(f"chorus.torch.hvd.{what}: Adasum runs on the global process set only (as in Horovod)")
+        return adasum_into_async(tensor, output, what)
     process_set = _resolve(process_set, what)
     dtype = _reduction_buffer(tensor, op)
     descriptor = _negotiation.describe("allreduce", tensor.dtype, tensor.shape, _op_code(op))

@@ -14,3 +14,4 @@ def _check_root(root_rank, what):
     world = size()
     if not isinstance(root_rank, int) or not 0 <= root_rank < world:
         raise ValueError(f"chorus.torch.hvd.{what}: root_rank {root_rank!r} is not a rank of this {world}-rank job")
+

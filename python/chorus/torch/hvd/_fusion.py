@@ -4,8 +4,9 @@ import torch
 import torch.distributed as dist
 
 from . import _negotiation
+from ._compression import NoneCompressor
 from ._launcher import _launcher
-from ._ops import _HALF_TYPES, Average, _op_code
+from ._ops import _HALF_TYPES, Average, _average_, _op_code
 from ._process_sets import global_process_set
 
 _FIRST_BUCKET_BYTES = 1 << 20
@@ -28,10 +29,16 @@ class _Bucket:
 class _GradientFusion:
     """The gradients of one DistributedOptimizer: buckets, hooks, and the allreduces in flight."""
 
-    def __init__(self, params, names, op, fusion_bytes, backward_passes_per_step):
+    def __init__(self, params, names, op, fusion_bytes, backward_passes_per_step, compression=NoneCompressor,
+                 predivide_factor=1.0, sparse_as_dense=False, process_set=None):
         self.params = params
+        self.process_set = process_set or global_process_set
         self.names = names
         self.op = op
+        self.compression = compression
+        self.predivide_factor = predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.contexts = [None] * len(params)  # each gradient's compression context, this step
         self.fusion_bytes = fusion_bytes
         self.passes_per_step = backward_passes_per_step
         self.passes = [0] * len(params)
@@ -59,6 +66,9 @@ class _GradientFusion:
         return (accumulator, handle)
 
     def _buffer_dtype(self, param):
+        if self.compression is not NoneCompressor:
+            # What the compressor sends decides (fp16 halves the bytes: no float32 accumulation then).
+            return self.compression.compress(torch.zeros(1, dtype=param.dtype))[0].dtype
         if self.op is Average and param.dtype in _HALF_TYPES:
             return torch.float32
         return param.dtype
@@ -125,17 +135,26 @@ class _GradientFusion:
                 if param.grad is None:
                     # Unused on this rank (maybe not on others): it contributes zeros.
                     param.grad = torch.zeros_like(param)
-                if param.grad.is_sparse:
-                    raise ValueError(f"chorus.torch.hvd: {self.names[index]} has a sparse gradient, which "
-                                     f"DistributedOptimizer does not reduce")
-                bucket.buffer[offset:offset + param.numel()].copy_(param.grad.reshape(-1))
-        buffer, torch_op = bucket.buffer, self.op.torch_op
+                grad = param.grad
+                if grad.is_sparse:
+                    if not self.sparse_as_dense:
+                        raise ValueError(f"chorus.torch.hvd: {self.names[index]} has a sparse gradient: pass "
+                                         f"DistributedOptimizer(..., sparse_as_dense=True) to reduce it as a dense "
+                                         f"one (the ranks agree on every allreduce before any gradient exists, so "
+                                         f"a gradient cannot choose its own collective)")
+                    grad = grad.to_dense()
+                compressed, self.contexts[index] = self.compression.compress(grad)
+                bucket.buffer[offset:offset + param.numel()].copy_(compressed.reshape(-1))
+            if self.op is Average and self.predivide_factor != 1.0:
+                bucket.buffer.mul_(1.0 / self.predivide_factor)
+        buffer, torch_op, group = bucket.buffer, self.op.torch_op, self.process_set._group
         # Through the launcher: in this rank's one order of collectives, and
         # agreed like any allreduce, so that a rank that joined (hvd.join)
         # adds its zeros (launcher.py, join.py).
         descriptor = _negotiation.describe("allreduce", buffer.dtype, buffer.shape, _op_code(self.op))
-        bucket.work = _launcher.submit(lambda _descriptors: dist.all_reduce(buffer, op=torch_op, async_op=True),
-                                       descriptor, global_process_set, "DistributedOptimizer")
+        bucket.work = _launcher.submit(
+            lambda _descriptors: dist.all_reduce(buffer, op=torch_op, group=group, async_op=True),
+            descriptor, self.process_set, "DistributedOptimizer")
 
     def pending(self):
         """Whether gradients were computed for reduction since the last synchronize."""
@@ -146,25 +165,38 @@ class _GradientFusion:
         while self.next_launch < len(self.buckets):
             self._launch(self.buckets[self.next_launch])
             self.next_launch += 1
-        world = dist.get_world_size()
+        world = len(self.process_set.ranks)
         with torch.no_grad():
             for bucket in self.buckets:
                 bucket.work.wait_issued().wait()
-                if self.op is Average:
-                    bucket.buffer.div_(world)
+                if self.op is Average and self.predivide_factor != 1.0:
+                    bucket.buffer.mul_(self.predivide_factor / world)  # Horovod's postscale
+                elif self.op is Average:
+                    _average_(bucket.buffer, world)
                 for index, offset in zip(bucket.indices, bucket.offsets):
-                    param = self.params[index]
-                    param.grad.copy_(bucket.buffer[offset:offset + param.numel()].view_as(param.grad))
+                    self._write_back(index, bucket.buffer[offset:offset + self.params[index].numel()])
         if self.first_step:
             self.first_step = False
             self._rebuild()
         self._reset_counts()
+
+    def _write_back(self, index, reduced):
+        param = self.params[index]
+        reduced = self.compression.decompress(reduced.view(param.shape), self.contexts[index])
+        self.contexts[index] = None
+        if param.grad.is_sparse:
+            param.grad = reduced.to(param.grad.dtype).to_sparse()  # sparse_as_dense: back to sparse, as Horovod
+        else:
+            param.grad.copy_(reduced)
 
     def _rebuild(self):
         """Buckets in the order rank 0 saw gradients become ready (the same on every rank)."""
         seen = set(self.ready_order)
         order = self.ready_order + [i for i in reversed(range(len(self.params))) if i not in seen]
         order = torch.tensor(order, dtype=torch.int64)
-        _launcher.run_in_order(lambda: dist.broadcast(order, src=0))
+        root, group = self.process_set.ranks[0], self.process_set._group
+        descriptor = _negotiation.describe("broadcast", order.dtype, order.shape, root=root)
+        _launcher.submit(lambda _descriptors: dist.broadcast(order, src=root, group=group), descriptor,
+                         self.process_set, "DistributedOptimizer").wait_issued()
         self._plan([int(i) for i in order.tolist()])
         self.ready_order = []

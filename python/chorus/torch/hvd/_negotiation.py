@@ -8,14 +8,18 @@ each message (collective, type, op, root, count): it sees a count that
 differs, but not a shape that differs with the same count, and it ends the
 Context, as any failure does (docs/torch.md). So each hvd call first
 allgathers a small descriptor of itself (16 int64s) among the set's ranks;
-when the descriptors disagree, every rank raises the same RuntimeError
-naming the ranks and what differs, and nothing else has been sent.
+when the descriptors disagree, every rank raises the same
+chorus.MismatchError (a RuntimeError; hvd's public calls raise it as
+HorovodInternalError too) naming the ranks and what differs, and nothing
+else has been sent.
 """
 
 import zlib
 
 import torch
 import torch.distributed as dist
+
+from ... import MismatchError
 
 _SLOTS = 16
 _KIND, _DTYPE, _OP, _ROOT, _NDIM, _AUX, _NUMEL, _DIMS = range(8)
@@ -129,14 +133,14 @@ def agree(slots, group, set_ranks, what):
     active = [d for d in descriptors if d.kind != "join"]
     joined = [d.rank for d in descriptors if d.kind == "join"]
     if joined and (active[0].kind != _JOINABLE_KIND or active[0].slots[_OP] not in JOINABLE_OPS):
-        raise RuntimeError(f"chorus.torch.hvd.{what}: rank(s) {joined} have joined (hvd.join), and only allreduce "
+        raise MismatchError(f"chorus.torch.hvd.{what}: rank(s) {joined} have joined (hvd.join), and only allreduce "
                            "with Sum or Average goes on while ranks have joined (they contribute zeros); nothing "
                            "was sent")
     first = active[0]
     for other in active[1:]:
         found = _differences(first, other)
         if found:
-            raise RuntimeError(f"chorus.torch.hvd.{what}: the ranks' calls do not match, so nothing was sent (the "
+            raise MismatchError(f"chorus.torch.hvd.{what}: the ranks' calls do not match, so nothing was sent (the "
                                f"job can go on): {'; '.join(found)}")
     return descriptors
 

@@ -1,4 +1,4 @@
-"""The reduction operations (hvd.Average, Sum, Min, Max, Product) and the dtype each reduces in."""
+"""The reduction operations (hvd.Average, Sum, Adasum, Min, Max, Product) and the dtype each reduces in."""
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,8 @@ Sum = _Op("Sum", dist.ReduceOp.SUM)
 Min = _Op("Min", dist.ReduceOp.MIN)
 Max = _Op("Max", dist.ReduceOp.MAX)
 Product = _Op("Product", dist.ReduceOp.PRODUCT)
+# Not a torch reduction: every rank gathers the others' tensors and combines them (_adasum.py).
+Adasum = _Op("Adasum", None)
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 
@@ -28,7 +30,8 @@ def _resolve_op(average, op, what):
     if op is None:
         return Sum if average is False else Average
     if not isinstance(op, _Op):
-        raise ValueError(f"chorus.torch.hvd.{what}: op must be hvd.Average, Sum, Min, Max or Product, not {op!r}")
+        raise ValueError(f"chorus.torch.hvd.{what}: op must be hvd.Average, Sum, Adasum, Min, Max or Product, "
+                         f"not {op!r}")
     return op
 
 
@@ -51,14 +54,25 @@ def _scale(buffer, factor, divisor=1):
     """buffer *= factor / divisor in place (Horovod's prescale, postscale and Average).
 
     As Horovod scales on the CPU: 16-bit floats in float32, integers in
-    float64 truncated toward zero, other types in their own."""
+    float64 truncated toward zero, other types in their own. A plain
+    Average divides (a sum of equal values comes back exactly)."""
     total = float(factor) / divisor
     if total == 1.0:
         return
+
+    def scaled(values):
+        return values.div_(divisor) if factor == 1.0 else values.mul_(total)
+
     with torch.no_grad():
         if buffer.dtype in _HALF_TYPES:
-            buffer.copy_(buffer.to(torch.float32).mul_(total))
+            buffer.copy_(scaled(buffer.to(torch.float32)))
         elif buffer.dtype.is_floating_point or buffer.dtype.is_complex:
-            buffer.mul_(total)
+            scaled(buffer)
         else:
             buffer.copy_(buffer.to(torch.float64).mul_(total).trunc_())
+
+
+def _average_(buffer, world):
+    """Divides the sum in buffer by world, in place, as Horovod averages (integers truncate toward zero)."""
+    _scale(buffer, 1.0, world)
+    return buffer

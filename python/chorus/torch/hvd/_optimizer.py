@@ -5,9 +5,13 @@ from contextlib import contextmanager
 import torch
 
 from ... import _environment
+from ._process_sets import _resolve, global_process_set
+from ._compression import Compression, Compressor
 from ._fusion import _GradientFusion
-from ._job import _require_init
-from ._ops import Average, Max, Min, Product, Sum, _Op
+from ._adasum_optimizer import adasum_optimizer
+from ._job import _require_init, size
+from ._ops import Adasum, Average, Max, Min, Product, Sum, _Op
+from ._wrapping import wrap_optimizer
 
 _DEFAULT_FUSION_BYTES = 16 << 20
 
@@ -43,19 +47,50 @@ class _DistributedOptimizer:
         return super(self.__class__, self).zero_grad(*args, **kwargs)  # noqa: UP008
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, op=Average, backward_passes_per_step=1,  # noqa: N802
-                         fusion_bytes=None):
+def _check_horovod_options(compression, op, gradient_predivide_factor, num_groups, groups, process_set):
+    what = "chorus.torch.hvd.DistributedOptimizer"
+    if not (isinstance(compression, type) and issubclass(compression, Compressor)) and not (
+            hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise TypeError(f"{what}: compression must be hvd.Compression.none, .fp16 or a Compressor, not "
+                        f"{compression!r}")
+    if not isinstance(op, _Op) or op not in (Average, Sum, Adasum, Min, Max, Product):
+        raise ValueError(f"{what}: op must be hvd.Average, Sum, Adasum, Min, Max or Product, not {op!r}")
+    if op is Adasum and compression is not Compression.none:
+        raise ValueError(f"{what}: compression with op=hvd.Adasum is not provided: the steps Adasum combines "
+                         f"travel in float64, uncompressed")
+    if gradient_predivide_factor != 1.0 and op is not Average:
+        raise ValueError(f"{what}: gradient_predivide_factor={gradient_predivide_factor} needs op=hvd.Average "
+                         f"(it splits the averaging around the sum), not {op!r}")
+    if not gradient_predivide_factor > 0:
+        raise ValueError(f"{what}: gradient_predivide_factor must be positive, not {gradient_predivide_factor!r}")
+    if num_groups or groups is not None:
+        raise ValueError(f"{what}: groups/num_groups (Horovod's explicit grouping of allreduces) are not "
+                         f"provided: gradients are fused into buckets of fusion_bytes (CHORUS_FUSION_BYTES), the "
+                         f"same on every rank, which is what Horovod's groups are for")
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,  # noqa: N802, PLR0913
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                         groups=None, sparse_as_dense=False, process_set=None, fusion_bytes=None):
     """optimizer, with every gradient reduced across ranks (op: Average by default) before each step.
 
-    named_parameters: model.named_parameters(), for error messages. fusion_bytes: the most bytes one
-    allreduce fuses (CHORUS_FUSION_BYTES, default 16 MiB). backward_passes_per_step: backward passes
-    accumulated locally before the gradients are reduced."""
+    Horovod's arguments: named_parameters (model.named_parameters(), for error messages); compression
+    (hvd.Compression.fp16 sends 16-bit gradients); backward_passes_per_step (passes accumulated locally
+    before the gradients are reduced); gradient_predivide_factor f (Average only: gradients are scaled by
+    1/f before the sum and by f/size after it); sparse_as_dense (sparse gradients are reduced as dense ones
+    and handed back sparse); op=hvd.Adasum (Horovod's delta optimizer: each rank steps alone, the steps are
+    combined by Adasum); process_set (the ranks whose gradients are averaged). groups/num_groups are refused
+    (fusion replaces them). fusion_bytes (chorus's): the
+    most bytes one allreduce fuses (CHORUS_FUSION_BYTES, default 16 MiB)."""
     _require_init("DistributedOptimizer")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"chorus.torch.hvd.DistributedOptimizer: expected a torch.optim.Optimizer, got "
                         f"{type(optimizer).__name__}")
-    if not isinstance(op, _Op) or op not in (Average, Sum, Min, Max, Product):
-        raise ValueError(f"chorus.torch.hvd.DistributedOptimizer: op must be hvd.Average or Sum, ..., not {op!r}")
+    _check_horovod_options(compression, op, gradient_predivide_factor, num_groups, groups, process_set)
+    process_set = _resolve(process_set, "DistributedOptimizer")
+    if op is Adasum and process_set is not global_process_set:
+        raise ValueError("chorus.torch.hvd.DistributedOptimizer: op=hvd.Adasum runs on the global process set only "
+                         "(as in Horovod)")
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
         raise ValueError(f"chorus.torch.hvd.DistributedOptimizer: backward_passes_per_step must be 1 or more, "
                          f"not {backward_passes_per_step!r}")
@@ -78,14 +113,16 @@ def DistributedOptimizer(optimizer, named_parameters=None, op=Average, backward_
     else:
         names = [f"parameter {i}" for i in range(len(params))]
 
-    methods = {key: value for key, value in _DistributedOptimizer.__dict__.items()
-               if key not in ("__dict__", "__weakref__", "__module__", "__qualname__")}
-    methods["__module__"] = __package__  # shown as chorus.torch.hvd.<optimizer>, not this private module
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
-    distributed = cls.__new__(cls)
-    # The same state, parameter groups and defaults: a view of the wrapped optimizer, not a copy.
-    distributed.__dict__.update(optimizer.__dict__)
-    distributed._chorus_fusion = _GradientFusion(params, names, op, fusion, backward_passes_per_step)
-    distributed._chorus_synchronized = False
-    distributed._chorus_skip = False
+    if op is Adasum and size() > 1:
+        distributed = adasum_optimizer(optimizer, params)
+    else:
+        if op is Adasum:
+            op = Sum  # Adasum of one rank's gradient is that gradient
+        distributed = wrap_optimizer(optimizer, _DistributedOptimizer)
+        distributed._chorus_fusion = _GradientFusion(params, names, op, fusion, backward_passes_per_step,
+                                                     compression, float(gradient_predivide_factor),
+                                                     bool(sparse_as_dense), process_set)
+        distributed._chorus_synchronized = False
+        distributed._chorus_skip = False
+    distributed._parameter_names = dict(zip(params, names))  # Horovod's attribute (scripts read it)
     return distributed
