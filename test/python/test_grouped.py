@@ -13,7 +13,7 @@ def test_grouped_collectives(run_job, ranks):
     reports = oks(output, "grouped")
     assert len(reports) == ranks, output
     counts = {int(re.search(r"grouped OK (\d+)", line).group(1)) for line in reports}
-    assert len(counts) == 1 and counts.pop() > 400, output
+    assert len(counts) == 1 and counts.pop() > 800, output
 
 
 def test_grouped_over_tcp(run_job):

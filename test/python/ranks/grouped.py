@@ -1,6 +1,6 @@
 """The grouped collectives on a job of at least 2 ranks: grouped_allreduce,
 grouped_allgather and grouped_reduce_scatter, blocking and async, in place and
-into out=, with empty members, bit-exact on several dtypes; groups that split
+into out=, with empty members, bit-exact on every type; groups that split
 one total differently (chorus.MismatchError on every rank, no buffer written);
 and bad groups. Prints "grouped OK <checks>"."""
 
@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 import chorus
+from values import TYPES, encode
 
 checks = 0
 COUNTS = [3, 0, 17, 1, 100]
@@ -23,9 +24,10 @@ def check(condition, what):
     checks += 1
 
 
-def same_bits(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+def exactly(actual, expected):
+    """Same storage type, shape and bits."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    return actual.dtype == expected.dtype and actual.shape == expected.shape and actual.tobytes() == expected.tobytes()
 
 
 def fresh(phase):
@@ -33,48 +35,48 @@ def fresh(phase):
     return chorus.connect_to_store(os.environ["CHORUS_STORE"], rank, size, job, timeout=20)
 
 
-def marks(r, member, n, dtype):
-    """Small integers, exact in every type, distinct per rank, member and element."""
-    return ((np.arange(n) % 7 + member + 1) * (r + 1)).astype(dtype)
-
-
-def finish(result, is_async):
-    return result.result() if is_async else result
+def marks(r, member, n):
+    """Small integers, exact in every type (int8 summed over 3 ranks too), distinct per rank, member and element."""
+    return (np.arange(n, dtype=np.int64) % 7 + member + 1) * (r + 1)
 
 
 def call(ctx, name, is_async, *args, **kwargs):
-    return finish(getattr(ctx, name + ("_async" if is_async else ""))(*args, **kwargs), is_async)
+    result = getattr(ctx, name + ("_async" if is_async else ""))(*args, **kwargs)
+    return result.result() if is_async else result
 
 
-def check_allreduce(ctx, dtype, is_async, in_place):
-    buffers = [marks(rank, m, n, dtype) for m, n in enumerate(COUNTS)]
-    out = None if in_place else [np.full(n, 99, dtype) for n in COUNTS]
-    results = call(ctx, "grouped_allreduce", is_async, buffers, chorus.SUM, out=out)
+def check_allreduce(ctx, type_name, is_async, in_place):
+    storage, override = TYPES[type_name]
+    buffers = [encode(marks(rank, m, n), type_name) for m, n in enumerate(COUNTS)]
+    out = None if in_place else [np.full(n, 99, storage) for n in COUNTS]
+    results = call(ctx, "grouped_allreduce", is_async, buffers, chorus.SUM, out=out, dtype=override)
     check(len(results) == len(COUNTS), "one result per buffer")
     for m, n in enumerate(COUNTS):
-        expected = sum(marks(r, m, n, np.int64) for r in range(size)).astype(dtype)
-        check(same_bits(results[m], expected), f"grouped_allreduce {dtype.__name__} member {m}")
+        expected = encode(sum(marks(r, m, n) for r in range(size)), type_name)
+        check(exactly(results[m], expected), f"grouped_allreduce {type_name} member {m}")
         check(results[m] is (buffers[m] if in_place else out[m]), "the result is the caller's buffer")
 
 
-def check_allgather(ctx, dtype, is_async, given_out):
-    buffers = [marks(rank, m, n, dtype) for m, n in enumerate(COUNTS)]
-    out = [np.full(n * size, 99, dtype) for n in COUNTS] if given_out else None
-    results = call(ctx, "grouped_allgather", is_async, buffers, out=out)
+def check_allgather(ctx, type_name, is_async, given_out):
+    storage, override = TYPES[type_name]
+    buffers = [encode(marks(rank, m, n), type_name) for m, n in enumerate(COUNTS)]
+    out = [np.full(n * size, 99, storage) for n in COUNTS] if given_out else None
+    results = call(ctx, "grouped_allgather", is_async, buffers, out=out, dtype=override)
     for m, n in enumerate(COUNTS):
-        expected = np.stack([marks(r, m, n, dtype) for r in range(size)])
-        check(same_bits(results[m], expected.reshape(-1) if given_out else expected),
-              f"grouped_allgather {dtype.__name__} member {m}")
+        expected = encode(np.stack([marks(r, m, n) for r in range(size)]), type_name)
+        check(exactly(results[m], expected.reshape(-1) if given_out else expected),
+              f"grouped_allgather {type_name} member {m}")
 
 
-def check_reduce_scatter(ctx, dtype, is_async, given_out):
-    buffers = [marks(rank, m, n * size, dtype) for m, n in enumerate(COUNTS)]
-    out = [np.full(n, 99, dtype) for n in COUNTS] if given_out else None
-    results = call(ctx, "grouped_reduce_scatter", is_async, buffers, chorus.SUM, out=out)
+def check_reduce_scatter(ctx, type_name, is_async, given_out):
+    storage, override = TYPES[type_name]
+    buffers = [encode(marks(rank, m, n * size), type_name) for m, n in enumerate(COUNTS)]
+    out = [np.full(n, 99, storage) for n in COUNTS] if given_out else None
+    results = call(ctx, "grouped_reduce_scatter", is_async, buffers, chorus.SUM, out=out, dtype=override)
     for m, n in enumerate(COUNTS):
-        whole = sum(marks(r, m, n * size, np.int64) for r in range(size))
-        expected = whole[rank * n:(rank + 1) * n].astype(dtype)
-        check(same_bits(results[m], expected), f"grouped_reduce_scatter {dtype.__name__} member {m}")
+        whole = sum(marks(r, m, n * size) for r in range(size))
+        expected = encode(whole[rank * n:(rank + 1) * n], type_name)
+        check(exactly(results[m], expected), f"grouped_reduce_scatter {type_name} member {m}")
 
 
 def expect(error_type, action, *words):
@@ -90,12 +92,12 @@ def expect(error_type, action, *words):
 with chorus.init() as ctx:
     rank, size = ctx.rank, ctx.size
     check(size >= 2, "run me with 2 or more ranks")
-    for dtype in (np.float32, np.int32, np.float64, np.uint8, np.int64):
+    for type_name in TYPES:
         for is_async in (False, True):
             for flag in (False, True):
-                check_allreduce(ctx, dtype, is_async, flag)
-                check_allgather(ctx, dtype, is_async, flag)
-                check_reduce_scatter(ctx, dtype, is_async, flag)
+                check_allreduce(ctx, type_name, is_async, flag)
+                check_allgather(ctx, type_name, is_async, flag)
+                check_reduce_scatter(ctx, type_name, is_async, flag)
     check(ctx.grouped_allreduce([]) == [], "an empty group")
     # Still in step with the plain calls.
     one = np.ones(1, np.int32)
