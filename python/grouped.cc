@@ -80,16 +80,33 @@ Group prepare_group(Call& call, LargeSide large, const py::sequence& buffers, co
   return group;
 }
 
+// grouped_allreduce and grouped_reduce_scatter differ in which side of a member is large.
+py::object grouped_reduction(bool async, PyContext& self, LargeSide large, const py::sequence& buffers,
+                             const py::object& op, const py::object& out, const py::object& dtype,
+                             const py::object& timeout, const py::object& algorithm) {
+  const bool allreduce = large == LargeSide::neither;
+  Call call(self, allreduce ? "grouped_allreduce" : "grouped_reduce_scatter", async, dtype, timeout, algorithm);
+  const ReduceOp reduce_op = reduce_op_of(op);
+  Context& context = call.context();
+  Group group = prepare_group(call, large, buffers, out);
+  const std::span<const GroupMember> members(group.members);
+  if (allreduce)
+    return call.run(group.results,
+                    CHORUS_PYTHON_INVOKE(grouped_allreduce, context, members, group.type, reduce_op));
+  return call.run(group.results,
+                  CHORUS_PYTHON_INVOKE(grouped_reduce_scatter, context, members, group.type, reduce_op));
+}
+
 py::object grouped_allreduce_call(bool async, PyContext& self, const py::sequence& buffers, const py::object& op,
                                   const py::object& out, const py::object& dtype, const py::object& timeout,
                                   const py::object& algorithm) {
-  Call call(self, "grouped_allreduce", async, dtype, timeout, algorithm);
-  const ReduceOp reduce_op = reduce_op_of(op);
-  Context& context = call.context();
-  Group group = prepare_group(call, LargeSide::neither, buffers, out);
-  return call.run(group.results, CHORUS_PYTHON_INVOKE(grouped_allreduce, context,
-                                                      std::span<const GroupMember>(group.members), group.type,
-                                                      reduce_op));
+  return grouped_reduction(async, self, LargeSide::neither, buffers, op, out, dtype, timeout, algorithm);
+}
+
+py::object grouped_reduce_scatter_call(bool async, PyContext& self, const py::sequence& buffers,
+                                       const py::object& op, const py::object& out, const py::object& dtype,
+                                       const py::object& timeout, const py::object& algorithm) {
+  return grouped_reduction(async, self, LargeSide::input, buffers, op, out, dtype, timeout, algorithm);
 }
 
 py::object grouped_allgather_call(bool async, PyContext& self, const py::sequence& buffers, const py::object& out,
@@ -99,18 +116,6 @@ py::object grouped_allgather_call(bool async, PyContext& self, const py::sequenc
   Group group = prepare_group(call, LargeSide::output, buffers, out);
   return call.run(group.results, CHORUS_PYTHON_INVOKE(grouped_allgather, context,
                                                       std::span<const GroupMember>(group.members), group.type));
-}
-
-py::object grouped_reduce_scatter_call(bool async, PyContext& self, const py::sequence& buffers,
-                                       const py::object& op, const py::object& out, const py::object& dtype,
-                                       const py::object& timeout, const py::object& algorithm) {
-  Call call(self, "grouped_reduce_scatter", async, dtype, timeout, algorithm);
-  const ReduceOp reduce_op = reduce_op_of(op);
-  Context& context = call.context();
-  Group group = prepare_group(call, LargeSide::input, buffers, out);
-  return call.run(group.results, CHORUS_PYTHON_INVOKE(grouped_reduce_scatter, context,
-                                                      std::span<const GroupMember>(group.members), group.type,
-                                                      reduce_op));
 }
 
 }  // namespace
