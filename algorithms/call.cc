@@ -163,8 +163,7 @@ std::string describe_signature(uint64_t signature) {
                               ? std::string(to_string(static_cast<DataType>(type_bits)))
                               : cat("type#", type_bits);
   const bool digest = ((signature >> op_shift) & byte_mask) == counts_digest_marker;
-  std::string text = grouped  ? cat("grouped ", to_string(collective), " of ", type_name,
-                                   " (total and member counts digest 0x", std::hex, count, std::dec, ")")
+  std::string text = grouped  ? cat("grouped ", to_string(collective), " of ", type_name)
                      : digest ? cat(to_string(collective), "v of ", type_name, " (per-rank counts digest 0x", std::hex,
                                     count, std::dec, ")")
                               : cat(to_string(collective), " of ", count, " ", type_name);
@@ -179,6 +178,7 @@ std::string describe_signature(uint64_t signature) {
   const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
                       collective == Collective::gather || collective == Collective::scatter;
   if (rooted && !root_check) text += cat(" from root ", (signature >> root_shift) & byte_mask);
+  if (grouped) text += cat(" (total and member counts digest 0x", std::hex, count, std::dec, ")");
   // The whole buffer's bytes (a block's, for the collectives whose count is
   // per rank), not a message's: large calls travel in many messages.
   if (!digest && !grouped && type_bits <= static_cast<uint64_t>(DataType::float64)) {
