@@ -59,6 +59,8 @@ Group prepare_group(Call& call, LargeSide large, const py::sequence& buffers, co
   Group group;
   if (!inputs.empty()) group.type = inputs.front()->type();
   if (!out.is_none()) {
+    if (!py::isinstance<py::sequence>(out))
+      throw py::type_error(cat(call.name(), ": out must be a sequence of buffers, one per buffer, or None"));
     const auto outputs = out.cast<py::sequence>();
     detail::expect_one_output_per_input(context, call.name(), inputs.size(), outputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -107,6 +107,8 @@ with chorus.init() as ctx:
 with fresh("types") as ctx:
     expect(TypeError, lambda: ctx.grouped_allreduce([np.zeros(2, np.float32), np.zeros(2, np.int32)]),
            "buffers[1] holds int32 but buffers[0] float32")
+    expect(TypeError, lambda: ctx.grouped_allgather([np.zeros(2, np.float32)], out=42),
+           "out must be a sequence of buffers")
     ctx.barrier()
 
 # Sizes that do not fit: chorus.InvalidArgument naming this rank and the member.
