@@ -1,8 +1,9 @@
 // Names of collectives and the 64-bit call signature checked on every frame.
 //
 // Signature layout (high to low): 8 bits collective kind + 1 (so no real call
-// has signature 0; its top bits mark device memory and a root check), 8 bits data type, 8 bits reduce op, 8 bits root (low
-// bits), 32 bits count (low bits). Fields a collective ignores are zero, so
+// has signature 0; its top bits mark device memory, a root check and a
+// grouped call), 8 bits data type, 8 bits reduce op, 8 bits root (low bits),
+// 32 bits count (low bits). Fields a collective ignores are zero, so
 // ranks that differ only in something irrelevant (the root of an allreduce)
 // still agree.
 #include "algorithms/call.h"
@@ -29,6 +30,9 @@ constexpr uint64_t device_memory_bit = 0x80;
 // Also in the kind byte: the frame is a rooted call's root check, whose
 // signature carries no root.
 constexpr uint64_t root_check_bit = 0x40;
+// Also in the kind byte: a grouped call, whose count bits are a digest of
+// its total and its members' counts.
+constexpr uint64_t grouped_bit = 0x20;
 }  // namespace
 
 std::string_view to_string(Collective collective) {
@@ -120,6 +124,12 @@ uint64_t call_signature(const Call& call) {
   // that disagree fail with MismatchError instead of a short read or a hang.
   uint64_t count_bits = static_cast<uint64_t>(call.count);
   for (size_t count : call.counts) count_bits = count_bits * 0x100000001b3ull ^ static_cast<uint64_t>(count);
+  if (call.group_digest != 0) {
+    signature |= grouped_bit << kind_shift;
+    // The high half folded down too: only 32 bits fit.
+    count_bits = count_bits * 0x100000001b3ull ^ call.group_digest;
+    count_bits ^= count_bits >> 32;
+  }
   signature |= count_bits & count_mask;
   if (call.collective == Collective::allreduce || call.collective == Collective::reduce ||
       call.collective == Collective::reduce_scatter)
@@ -141,7 +151,8 @@ uint64_t root_check_signature(const Call& call) {
 std::string describe_signature(uint64_t signature) {
   const bool device_memory = (signature >> kind_shift) & device_memory_bit;
   const bool root_check = (signature >> kind_shift) & root_check_bit;
-  uint64_t kind = (signature >> kind_shift) & ~(device_memory_bit | root_check_bit) & byte_mask;
+  const bool grouped = (signature >> kind_shift) & grouped_bit;
+  uint64_t kind = (signature >> kind_shift) & ~(device_memory_bit | root_check_bit | grouped_bit) & byte_mask;
   if (kind == 0 || kind > collective_count) return cat("unknown call (signature 0x", std::hex, signature, ")");
   auto collective = static_cast<Collective>(kind - 1);
   const std::string memory = device_memory ? " on device memory" : "";
@@ -152,9 +163,10 @@ std::string describe_signature(uint64_t signature) {
                               ? std::string(to_string(static_cast<DataType>(type_bits)))
                               : cat("type#", type_bits);
   const bool digest = ((signature >> op_shift) & byte_mask) == counts_digest_marker;
-  std::string text = digest ? cat(to_string(collective), "v of ", type_name, " (per-rank counts digest 0x", std::hex,
-                                  count, std::dec, ")")
-                            : cat(to_string(collective), " of ", count, " ", type_name);
+  std::string text = grouped  ? cat("grouped ", to_string(collective), " of ", type_name)
+                     : digest ? cat(to_string(collective), "v of ", type_name, " (per-rank counts digest 0x", std::hex,
+                                    count, std::dec, ")")
+                              : cat(to_string(collective), " of ", count, " ", type_name);
   const bool reduces = collective == Collective::allreduce || collective == Collective::reduce ||
                        collective == Collective::reduce_scatter;
   if (reduces) {
@@ -166,9 +178,10 @@ std::string describe_signature(uint64_t signature) {
   const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
                       collective == Collective::gather || collective == Collective::scatter;
   if (rooted && !root_check) text += cat(" from root ", (signature >> root_shift) & byte_mask);
+  if (grouped) text += cat(" (total and member counts digest 0x", std::hex, count, std::dec, ")");
   // The whole buffer's bytes (a block's, for the collectives whose count is
   // per rank), not a message's: large calls travel in many messages.
-  if (!digest && type_bits <= static_cast<uint64_t>(DataType::float64)) {
+  if (!digest && !grouped && type_bits <= static_cast<uint64_t>(DataType::float64)) {
     const uint64_t bytes = count * element_size(static_cast<DataType>(type_bits));
     const bool per_rank = collective == Collective::allgather || collective == Collective::gather ||
                           collective == Collective::scatter || collective == Collective::reduce_scatter ||

@@ -46,6 +46,11 @@ struct Call {
   std::vector<size_t> send_counts;  // alltoallv
   std::vector<size_t> recv_counts;  // alltoallv
   uint32_t user_tag = 0;            // send/recv
+  // Nonzero for a grouped call (chorus/collectives_grouped.h: many buffers
+  // packed end to end into the one buffer `count` describes): a digest of
+  // its members' counts, folded into the signature, so ranks that split the
+  // same total differently fail with MismatchError. Plans ignore it.
+  uint64_t group_digest = 0;
   // Where the caller's buffers live; the executor's memory backend and the
   // transports follow it. Plans do not depend on it.
   Memory memory;

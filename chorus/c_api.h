@@ -12,12 +12,14 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/types.h"
 #include "chorus/chorus_c.h"
 #include "chorus/collective_options.h"
+#include "chorus/collectives_grouped.h"
 #include "chorus/context.h"
 #include "chorus/work.h"
 
@@ -118,6 +120,9 @@ class CollectiveCall {
   ReduceOp op(chorus_reduce_op value) const;
   // One count per rank of the context.
   std::span<const size_t> counts(const size_t* counts, const char* name) const;
+  // A grouped call's members from its C arrays (null arrays only for none).
+  std::vector<GroupMember> members(const void* const* inputs, void* const* outputs, const size_t* counts,
+                                   size_t members) const;
   chorus_work*& work_output(chorus_work** work) const;
   [[noreturn]] void reject(const std::string& what) const;
 

@@ -105,6 +105,17 @@ std::span<const size_t> CollectiveCall::counts(const size_t* counts, const char*
   return {counts, static_cast<size_t>(context().size())};
 }
 
+std::vector<GroupMember> CollectiveCall::members(const void* const* inputs, void* const* outputs,
+                                                 const size_t* counts, size_t members) const {
+  if (members > 0 && (inputs == nullptr || outputs == nullptr || counts == nullptr))
+    reject(cat("got a null ", inputs == nullptr ? "inputs" : outputs == nullptr ? "outputs" : "counts",
+               " array for ", members, " members"));
+  std::vector<GroupMember> group;
+  group.reserve(members);
+  for (size_t i = 0; i < members; ++i) group.push_back({inputs[i], outputs[i], counts[i]});
+  return group;
+}
+
 chorus_work*& CollectiveCall::work_output(chorus_work** work) const {
   if (work == nullptr) reject("got a null chorus_work** (where the async call returns its work)");
   return *work;

@@ -240,6 +240,74 @@ chorus_status chorus_alltoallv_async(chorus_context* context, const void* input,
   });
 }
 
+// Grouped collectives: the C arrays become the C++ call's members.
+
+chorus_status chorus_grouped_allreduce(chorus_context* context, const void* const* inputs, void* const* outputs,
+                                       const size_t* counts, size_t members, chorus_datatype type,
+                                       chorus_reduce_op op, const chorus_collective_options* options) {
+  return c_api::blocking(context, "chorus_grouped_allreduce", "grouped_allreduce", options,
+                         [&](const CollectiveCall& c) {
+                           chorus::grouped_allreduce(c.context(), c.members(inputs, outputs, counts, members),
+                                                     c.type(type), c.op(op), c.options());
+                         });
+}
+
+chorus_status chorus_grouped_allreduce_async(chorus_context* context, const void* const* inputs,
+                                             void* const* outputs, const size_t* counts, size_t members,
+                                             chorus_datatype type, chorus_reduce_op op,
+                                             const chorus_collective_options* options, chorus_work** work) {
+  return c_api::async(context, "chorus_grouped_allreduce_async", "grouped_allreduce", options, work,
+                      [&](const CollectiveCall& c) {
+                        return chorus::grouped_allreduce_async(c.context(),
+                                                               c.members(inputs, outputs, counts, members),
+                                                               c.type(type), c.op(op), c.options());
+                      });
+}
+
+chorus_status chorus_grouped_allgather(chorus_context* context, const void* const* inputs, void* const* outputs,
+                                       const size_t* counts, size_t members, chorus_datatype type,
+                                       const chorus_collective_options* options) {
+  return c_api::blocking(context, "chorus_grouped_allgather", "grouped_allgather", options,
+                         [&](const CollectiveCall& c) {
+                           chorus::grouped_allgather(c.context(), c.members(inputs, outputs, counts, members),
+                                                     c.type(type), c.options());
+                         });
+}
+
+chorus_status chorus_grouped_allgather_async(chorus_context* context, const void* const* inputs,
+                                             void* const* outputs, const size_t* counts, size_t members,
+                                             chorus_datatype type, const chorus_collective_options* options,
+                                             chorus_work** work) {
+  return c_api::async(context, "chorus_grouped_allgather_async", "grouped_allgather", options, work,
+                      [&](const CollectiveCall& c) {
+                        return chorus::grouped_allgather_async(
+                            c.context(), c.members(inputs, outputs, counts, members), c.type(type), c.options());
+                      });
+}
+
+chorus_status chorus_grouped_reduce_scatter(chorus_context* context, const void* const* inputs,
+                                            void* const* outputs, const size_t* counts, size_t members,
+                                            chorus_datatype type, chorus_reduce_op op,
+                                            const chorus_collective_options* options) {
+  return c_api::blocking(context, "chorus_grouped_reduce_scatter", "grouped_reduce_scatter", options,
+                         [&](const CollectiveCall& c) {
+                           chorus::grouped_reduce_scatter(c.context(), c.members(inputs, outputs, counts, members),
+                                                          c.type(type), c.op(op), c.options());
+                         });
+}
+
+chorus_status chorus_grouped_reduce_scatter_async(chorus_context* context, const void* const* inputs,
+                                                  void* const* outputs, const size_t* counts, size_t members,
+                                                  chorus_datatype type, chorus_reduce_op op,
+                                                  const chorus_collective_options* options, chorus_work** work) {
+  return c_api::async(context, "chorus_grouped_reduce_scatter_async", "grouped_reduce_scatter", options, work,
+                      [&](const CollectiveCall& c) {
+                        return chorus::grouped_reduce_scatter_async(c.context(),
+                                                                    c.members(inputs, outputs, counts, members),
+                                                                    c.type(type), c.op(op), c.options());
+                      });
+}
+
 chorus_status chorus_barrier(chorus_context* context, const chorus_collective_options* options) {
   return c_api::blocking(context, "chorus_barrier", "barrier", options,
                          [&](const CollectiveCall& c) { chorus::barrier(c.context(), c.options()); });

@@ -415,6 +415,43 @@ chorus_status chorus_alltoallv_async(chorus_context* context, const void* input,
                                      void* output, const size_t* recv_counts, chorus_datatype type,
                                      const chorus_collective_options* options, chorus_work** work);
 
+/* ---- grouped collectives --------------------------------------------------
+ * `members` buffers of one type as ONE collective: packed end to end, one
+ * collective over them, unpacked. Member i is inputs[i], outputs[i] and
+ * counts[i], its count meaning what it means for the plain call (the whole
+ * buffer for allreduce; one rank's block for allgather and reduce_scatter),
+ * in place as for the plain call. Every rank passes the same counts in the
+ * same order; ranks whose groups differ (even with equal totals) all get
+ * CHORUS_MISMATCH and no member's output is written. Members of count 0 may
+ * have null buffers; the arrays may be null when members is 0. Outputs of
+ * different members must not overlap. The arrays are read during the call
+ * only; an async call's buffers must stay valid until its work finishes. */
+chorus_status chorus_grouped_allreduce(chorus_context* context, const void* const* inputs, void* const* outputs,
+                                       const size_t* counts, size_t members, chorus_datatype type,
+                                       chorus_reduce_op op, const chorus_collective_options* options);
+chorus_status chorus_grouped_allreduce_async(chorus_context* context, const void* const* inputs,
+                                             void* const* outputs, const size_t* counts, size_t members,
+                                             chorus_datatype type, chorus_reduce_op op,
+                                             const chorus_collective_options* options, chorus_work** work);
+/* Block r of outputs[i] (size * counts[i] elements) is rank r's inputs[i]. */
+chorus_status chorus_grouped_allgather(chorus_context* context, const void* const* inputs, void* const* outputs,
+                                       const size_t* counts, size_t members, chorus_datatype type,
+                                       const chorus_collective_options* options);
+chorus_status chorus_grouped_allgather_async(chorus_context* context, const void* const* inputs,
+                                             void* const* outputs, const size_t* counts, size_t members,
+                                             chorus_datatype type, const chorus_collective_options* options,
+                                             chorus_work** work);
+/* inputs[i] holds size blocks of counts[i]; outputs[i] receives op over
+ * every rank's block number rank. */
+chorus_status chorus_grouped_reduce_scatter(chorus_context* context, const void* const* inputs,
+                                            void* const* outputs, const size_t* counts, size_t members,
+                                            chorus_datatype type, chorus_reduce_op op,
+                                            const chorus_collective_options* options);
+chorus_status chorus_grouped_reduce_scatter_async(chorus_context* context, const void* const* inputs,
+                                                  void* const* outputs, const size_t* counts, size_t members,
+                                                  chorus_datatype type, chorus_reduce_op op,
+                                                  const chorus_collective_options* options, chorus_work** work);
+
 chorus_status chorus_barrier(chorus_context* context, const chorus_collective_options* options);
 chorus_status chorus_barrier_async(chorus_context* context, const chorus_collective_options* options,
                                    chorus_work** work);

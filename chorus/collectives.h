@@ -5,7 +5,8 @@
 //
 // This header has the reductions, broadcast and barrier; it includes
 // collectives_gather.h (allgather, gather, scatter, alltoall and their v
-// variants) and point_to_point.h (send/recv), so it is the one to include.
+// variants), collectives_grouped.h (many buffers as one collective) and
+// point_to_point.h (send/recv), so it is the one to include.
 //
 // Counts: for allreduce, broadcast and reduce `count` is the whole buffer;
 // for reduce_scatter it is one rank's block (the input holds size() blocks in
@@ -23,6 +24,7 @@
 
 #include "chorus/collective_options.h"
 #include "chorus/collectives_gather.h"
+#include "chorus/collectives_grouped.h"
 #include "chorus/context.h"
 #include "chorus/point_to_point.h"
 #include "base/types.h"

@@ -44,10 +44,11 @@ Memory memory_of(const void* pointer) {
 
 namespace detail {
 
-std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_view call,
-                                                 const CollectiveOptions& options,
-                                                 std::initializer_list<NamedBuffer> buffers, bool async) {
-  if (options.memory.on_host()) return nullptr;
+namespace {
+
+// The kind's support, once the process is known to have the options' device.
+MemoryKindSupport& checked_buffers(Context& context, std::string_view call, const CollectiveOptions& options,
+                                   std::span<const NamedBuffer> buffers) {
   const int rank = context.rank();
   const Memory& memory = options.memory;
   MemoryKindSupport* support = nullptr;
@@ -65,7 +66,22 @@ std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_v
                               describe(memory.kind, *support, info),
                               " (the options' memory must say where every buffer lives)"));
   }
-  return support->order_on_stream(options.cuda_stream, memory.device, async);
+  return *support;
+}
+
+}  // namespace
+
+std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_view call,
+                                                 const CollectiveOptions& options,
+                                                 std::initializer_list<NamedBuffer> buffers, bool async) {
+  if (options.memory.on_host()) return nullptr;
+  MemoryKindSupport& support = checked_buffers(context, call, options, std::span(buffers.begin(), buffers.size()));
+  return support.order_on_stream(options.cuda_stream, options.memory.device, async);
+}
+
+void check_device_buffers(Context& context, std::string_view call, const CollectiveOptions& options,
+                          std::span<const NamedBuffer> buffers) {
+  if (!options.memory.on_host()) checked_buffers(context, call, options, buffers);
 }
 
 }  // namespace detail

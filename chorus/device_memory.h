@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "chorus/collective_options.h"
@@ -26,5 +27,9 @@ struct NamedBuffer {
 std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_view call,
                                                  const CollectiveOptions& options,
                                                  std::initializer_list<NamedBuffer> buffers, bool async);
+// The same checks of the buffers alone, for a call that moves them through
+// buffers of its own (a grouped call's members). Nothing for host memory.
+void check_device_buffers(Context& context, std::string_view call, const CollectiveOptions& options,
+                          std::span<const NamedBuffer> buffers);
 
 }  // namespace chorus::detail

@@ -7,6 +7,7 @@
 
 #include "algorithms/run.h"
 #include "backends/registry.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
 #include "chorus/device_memory.h"
@@ -26,7 +27,7 @@ Deadline deadline_for(const Context& context, const CollectiveOptions& options) 
 // The sequence number is taken here, at issue time, so the order of issue is
 // the order on the wire whichever thread ends up running the call.
 Work issue(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
-           bool async) {
+           bool async, RunSteps steps) {
   context.throw_if_failed();
   ContextState& state = state_of(context);
   const algorithms::Communicator& communicator = state.communicator;
@@ -41,6 +42,10 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
   // the result in place (backends/registry.h): it runs now, async or not,
   // after the calls queued before it, and orders itself against the stream.
   const backends::Backend* backend = backends::find_backend(call.collective, options.algorithm);
+  if (backend && (steps.before || steps.after))
+    throw InvalidArgument(cat("rank ", context.rank(), ": this ", algorithms::to_string(call.collective),
+                              " (a grouped call) runs on chorus's own algorithms, not the backend '",
+                              options.algorithm, "'"));
   // Device memory: buffers checked, and the call ordered after the caller's
   // stream (now, at issue) and the stream after the call.
   std::shared_ptr<StreamOrder> stream_order =
@@ -60,14 +65,17 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
       return Work();
     }
     if (stream_order) stream_order->inputs_ready();
+    if (steps.before) steps.before();
     algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
                                deadline_for(context, options), /*caller_waits=*/true);
+    if (steps.after) steps.after();
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
   auto timeout = operation_timeout(context, options);
   auto work = state.work_queue().submit([&communicator, call = std::move(call), input, output,
-                                         algorithm = options.algorithm, sequence, timeout, stream_order] {
+                                         algorithm = options.algorithm, sequence, timeout, stream_order,
+                                         steps = std::move(steps)] {
     // The caller's stream goes on when the call ends, failed or not (the
     // error is Work::wait's to report).
     struct ReleaseStream {
@@ -77,7 +85,9 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
       }
     } release{stream_order.get()};
     if (stream_order) stream_order->inputs_ready();
+    if (steps.before) steps.before();
     algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
+    if (steps.after) steps.after();
   });
   // Read by the caller's Work::wait only, never by the worker.
   work->telemetry = communicator.shared_telemetry();

@@ -153,5 +153,6 @@ void def_blocking_and_async(py::class_<PyContext>& context, const char* name,
 
 void bind_reductions(py::module_& module, py::class_<PyContext>& context);
 void bind_movement(py::module_& module, py::class_<PyContext>& context);
+void bind_grouped(py::class_<PyContext>& context);
 
 }  // namespace chorus::python

@@ -54,4 +54,5 @@ PYBIND11_MODULE(_chorus, module) {
   py::class_<chorus::python::PyContext> context = chorus::python::bind_context(module);
   chorus::python::bind_reductions(module, context);
   chorus::python::bind_movement(module, context);
+  chorus::python::bind_grouped(context);
 }

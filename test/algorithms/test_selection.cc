@@ -74,6 +74,26 @@ TEST_CASE("a root check's signature leaves out the root and says what it is") {
   REQUIRE(describe_signature(root_check_signature(reduce)) == "reduce of 10 int32 max (40 bytes) (its root check)");
 }
 
+TEST_CASE("a grouped call's signature is marked and carries its members' counts") {
+  const Call plain = make_call(Collective::allreduce, 0, 2, 8, DataType::float32, ReduceOp::sum, 0, true);
+  Call three_five = plain;
+  three_five.group_digest = 0x35;
+  Call five_three = plain;
+  five_three.group_digest = 0x53;
+  CHECK(call_signature(plain) != call_signature(three_five));
+  CHECK(call_signature(three_five) != call_signature(five_three));
+  // Digests that differ only above the 32 bits the count keeps still differ.
+  Call high = plain;
+  high.group_digest = 0x35 | (uint64_t{1} << 40);
+  CHECK(call_signature(high) != call_signature(three_five));
+  const std::string words = describe_signature(call_signature(three_five));
+  INFO(words);
+  CHECK(words.rfind("grouped allreduce of float32 sum (total and member counts digest 0x", 0) == 0);
+  Call gather = make_call(Collective::allgather, 1, 2, 8, DataType::int32, ReduceOp::sum, 0, true);
+  gather.group_digest = 7;
+  CHECK(describe_signature(call_signature(gather)).rfind("grouped allgather of int32 (total and", 0) == 0);
+}
+
 TEST_CASE("registry lists one algorithm per collective by name") {
   REQUIRE(find_algorithm(Collective::allreduce, "ring") != nullptr);
   REQUIRE(find_algorithm(Collective::broadcast, "binomial") != nullptr);
