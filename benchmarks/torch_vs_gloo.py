@@ -80,6 +80,7 @@ def main():
     torch.set_num_threads(args.threads)
 
     dist.init_process_group("chorus")
+    hvd.init()  # on the group just made (its launcher thread and process sets)
     rank = dist.get_rank()
     groups = {"chorus": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     tensor = torch.ones(args.elements)
@@ -90,7 +91,7 @@ def main():
         allreduce_rate(group, tensor, 200)
     for name, group in trainer_groups.items():
         step_time(group, trainers[name], 3)
-    chorus_backend = hvd._chorus_backend()  # noqa: SLF001  (the WORLD group's counters)
+    chorus_backend = hvd._job._chorus_backend()  # noqa: SLF001  (the WORLD group's counters)
 
     rates = {name: [] for name in groups}
     steps = {name: [] for name in trainer_groups}
@@ -120,6 +121,7 @@ def main():
               f"{step['hvd'] / step['gloo']:.2f}")
         print(f"chorus's collectives ran {statistics.median(running) * 1e3:.2f} ms per chorus DDP step "
               f"(rank 0, median of rounds)")
+    hvd.shutdown()
     dist.destroy_process_group()
 
 
