@@ -6,6 +6,7 @@ broadcast_optimizer_state of a real Adam state, the optimizer's rules
 skip_synchronize), and bad arguments."""
 
 import io
+import warnings
 
 import torch
 
@@ -122,8 +123,23 @@ optimizer.synchronize()
 for parameter, grad in zip(model.parameters(), local):
     check.equal(parameter.grad, grad * size, "backward_passes_per_step=2: the sum of both passes over ranks")
 check.equal(unused.grad, torch.zeros(4), "an unused parameter reduces as zeros")
-with optimizer.skip_synchronize():
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with optimizer.skip_synchronize():
+        optimizer.step()
+check(not caught, f"step() inside skip_synchronize() warns nothing: {[str(w.message) for w in caught]}")
+# synchronize() then step() without skip_synchronize() warns, as Horovod's, and reduces nothing twice.
+optimizer.zero_grad()
+model(inputs).sum().backward()
+model(inputs).sum().backward()
+optimizer.synchronize()
+reduced = [parameter.grad.clone() for parameter in model.parameters()]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
     optimizer.step()
+check(len(caught) == 1 and "without optimizer.skip_synchronize()" in str(caught[0].message),
+      f"step() after synchronize() warns once: {[str(w.message) for w in caught]}")
+check(all(torch.equal(p.grad, r) for p, r in zip(model.parameters(), reduced)), "the gradients were not reduced twice")
 # A third pass before step() is an error, as is zero_grad() with reductions in flight.
 optimizer.zero_grad()
 model(inputs).sum().backward()

@@ -1,5 +1,6 @@
 """DistributedOptimizer: a torch optimizer whose step() uses the gradients reduced across ranks."""
 
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -34,6 +35,12 @@ class _DistributedOptimizer:
             self._chorus_skip = False
 
     def step(self, closure=None):
+        if self._chorus_synchronized and not self._chorus_skip:
+            # As Horovod warns: harmless here (nothing is reduced twice), but
+            # the script meant skip_synchronize().
+            warnings.warn("optimizer.step() called without optimizer.skip_synchronize() after "
+                          "optimizer.synchronize(): chorus.torch.hvd does not reduce the gradients again, but "
+                          "wrap step() in `with optimizer.skip_synchronize():` to say so", stacklevel=2)
         if not self._chorus_skip and not self._chorus_synchronized:
             self.synchronize()
         self._chorus_synchronized = False
