@@ -202,9 +202,20 @@ check(embedding.weight.grad.is_sparse, "the gradient is sparse again")
 check.equal(embedding.weight.grad.to_dense(), counts / size, "sparse_as_dense Average")
 with optimizer.skip_synchronize():
     optimizer.step()
+# Without sparse_as_dense, as Horovod: the sparse gradient is allgathered
+# beside its bucket (a dense weight shares the bucket) and handed back
+# sparse and coalesced; Sum here, so every value is exact.
 embedding = torch.nn.Embedding(6, 2, sparse=True)
-optimizer = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=1.0))
-expect_error(lambda: embedding(torch.tensor([rank])).sum().backward(), ValueError, "sparse_as_dense=True")
+dense = torch.nn.Parameter(torch.zeros(3))
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(list(embedding.parameters()) + [dense], lr=1.0), op=hvd.Sum)
+optimizer.zero_grad()
+(embedding(torch.tensor([rank, rank + 1, rank])).sum() + (dense * float(rank + 1)).sum()).backward()
+optimizer.synchronize()
+check(embedding.weight.grad.is_sparse and embedding.weight.grad.is_coalesced(), "a sparse, coalesced gradient")
+check.equal(embedding.weight.grad.to_dense(), counts, "sparse gradient Sum through the optimizer")
+check.equal(dense.grad, torch.full((3,), float(size * (size + 1) // 2)), "the dense gradient beside it")
+with optimizer.skip_synchronize():
+    optimizer.step()
 
 # Objects.
 check(hvd.broadcast_object({"from": rank}, root_rank=size - 1, name="o") == {"from": size - 1}, "broadcast_object")

@@ -6,7 +6,7 @@ import torch.distributed as dist
 from . import _negotiation
 from ._compression import NoneCompressor
 from ._launcher import _launcher
-from ._ops import _HALF_TYPES, Average, _average_, _op_code
+from ._ops import _HALF_TYPES, Average, Sum, _average_, _op_code
 from ._process_sets import global_process_set
 
 _FIRST_BUCKET_BYTES = 1 << 20
@@ -21,6 +21,7 @@ class _Bucket:
         self.unready = 0
         self.buffer = None
         self.work = None
+        self.sparse = []  # (parameter index, handle) of the sparse gradients reduced beside the bucket
 
     def nbytes(self):
         return self.elements * torch.empty(0, dtype=self.dtype).element_size()
@@ -129,6 +130,7 @@ class _GradientFusion:
     def _launch(self, bucket):
         if bucket.buffer is None or bucket.buffer.numel() != bucket.elements:
             bucket.buffer = torch.empty(bucket.elements, dtype=bucket.dtype)
+        sparse_grads = []
         with torch.no_grad():
             for index, offset in zip(bucket.indices, bucket.offsets):
                 param = self.params[index]
@@ -136,12 +138,14 @@ class _GradientFusion:
                     # Unused on this rank (maybe not on others): it contributes zeros.
                     param.grad = torch.zeros_like(param)
                 grad = param.grad
+                if grad.is_sparse and not self.sparse_as_dense:
+                    # Reduced on its own, as Horovod does: an allgather of
+                    # its indices and values (sparse.py), after the bucket;
+                    # its slot in the bucket holds zeros.
+                    sparse_grads.append((index, grad))
+                    bucket.buffer[offset:offset + param.numel()].zero_()
+                    continue
                 if grad.is_sparse:
-                    if not self.sparse_as_dense:
-                        raise ValueError(f"chorus.torch.hvd: {self.names[index]} has a sparse gradient: pass "
-                                         f"DistributedOptimizer(..., sparse_as_dense=True) to reduce it as a dense "
-                                         f"one (the ranks agree on every allreduce before any gradient exists, so "
-                                         f"a gradient cannot choose its own collective)")
                     grad = grad.to_dense()
                 compressed, self.contexts[index] = self.compression.compress(grad)
                 bucket.buffer[offset:offset + param.numel()].copy_(compressed.reshape(-1))
@@ -155,6 +159,14 @@ class _GradientFusion:
         bucket.work = _launcher.submit(
             lambda _descriptors: dist.all_reduce(buffer, op=torch_op, group=group, async_op=True),
             descriptor, self.process_set, "DistributedOptimizer")
+        bucket.sparse = [(index, self._reduce_sparse(index, grad)) for index, grad in sparse_grads]
+
+    def _reduce_sparse(self, index, grad):
+        from ._sparse import sparse_allreduce_async  # (sparse.py imports the collectives this module does not)
+        if self.op not in (Average, Sum):
+            raise ValueError(f"chorus.torch.hvd.DistributedOptimizer: {self.names[index]} has a sparse gradient, "
+                             f"which reduces with hvd.Average or hvd.Sum only, not {self.op!r}")
+        return sparse_allreduce_async(grad, op=self.op, process_set=self.process_set)
 
     def pending(self):
         """Whether gradients were computed for reduction since the last synchronize."""
@@ -173,8 +185,12 @@ class _GradientFusion:
                     bucket.buffer.mul_(self.predivide_factor / world)  # Horovod's postscale
                 elif self.op is Average:
                     _average_(bucket.buffer, world)
+                sparse = dict(bucket.sparse)
                 for index, offset in zip(bucket.indices, bucket.offsets):
-                    self._write_back(index, bucket.buffer[offset:offset + self.params[index].numel()])
+                    if index in sparse:
+                        self.params[index].grad = sparse[index].wait()
+                    else:
+                        self._write_back(index, bucket.buffer[offset:offset + self.params[index].numel()])
         if self.first_step:
             self.first_step = False
             self._rebuild()
