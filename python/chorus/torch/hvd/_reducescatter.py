@@ -42,8 +42,8 @@ def _check_reducescatter(tensors, op, what):
 
 
 def _blocks(members, dtype, world):
-    """The reduce_scatter input, world equal flat blocks of dtype as the rows of one tensor: block i holding each member's share for the
-    set's i-th rank, padded to the member's larger share."""
+    """The reduce_scatter input: world equal flat blocks of dtype, the rows of one tensor; block i holds each
+    member's share for the set's i-th rank, padded to the member's larger share."""
     padded = []
     for member in members:
         rows = member.shape[0]
