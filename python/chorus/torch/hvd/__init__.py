@@ -38,7 +38,7 @@ questions (docs/torch.md says how each maps onto chorus).
 # this file only names the public API. The collectives are exported through
 # _calls.public_call: the timeline records them, and chorus's errors reach
 # the caller as HorovodInternalError too.
-from . import _allgather, _allreduce, _broadcast, _handles, _job, _sparse
+from . import _allgather, _allreduce, _alltoall, _broadcast, _grouped_allreduce, _handles, _job, _reducescatter, _sparse
 from ._built import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
                      mpi_threads_supported, nccl_built, rocm_built)
 from ._calls import public_call, public_init, public_shutdown, public_synchronize
@@ -79,6 +79,19 @@ broadcast = public_call("broadcast", _broadcast.broadcast)
 broadcast_ = public_call("broadcast", _broadcast.broadcast_)
 broadcast_async = public_call("broadcast", _broadcast.broadcast_async, returns_handle=True)
 broadcast_async_ = public_call("broadcast", _broadcast.broadcast_async_, returns_handle=True)
+grouped_allreduce = public_call("allreduce", _grouped_allreduce.grouped_allreduce)
+grouped_allreduce_ = public_call("allreduce", _grouped_allreduce.grouped_allreduce_)
+grouped_allreduce_async = public_call("allreduce", _grouped_allreduce.grouped_allreduce_async, returns_handle=True)
+grouped_allreduce_async_ = public_call("allreduce", _grouped_allreduce.grouped_allreduce_async_, returns_handle=True)
+grouped_allgather = public_call("allgather", _allgather.grouped_allgather)
+grouped_allgather_async = public_call("allgather", _allgather.grouped_allgather_async, returns_handle=True)
+reducescatter = public_call("reducescatter", _reducescatter.reducescatter)
+reducescatter_async = public_call("reducescatter", _reducescatter.reducescatter_async, returns_handle=True)
+grouped_reducescatter = public_call("reducescatter", _reducescatter.grouped_reducescatter)
+grouped_reducescatter_async = public_call("reducescatter", _reducescatter.grouped_reducescatter_async,
+                                          returns_handle=True)
+alltoall = public_call("alltoall", _alltoall.alltoall)
+alltoall_async = public_call("alltoall", _alltoall.alltoall_async, returns_handle=True)
 sparse_allreduce_async = public_call("allreduce", _sparse.sparse_allreduce_async, returns_handle=True)
 synchronize = public_synchronize(_handles.synchronize)
 poll = _handles.poll
@@ -94,5 +107,8 @@ __all__ = [
     "broadcast_object", "allgather_object", "broadcast_parameters", "broadcast_optimizer_state",
     "poll", "synchronize", "DistributedOptimizer", "Compression", "Compressor", "SyncBatchNorm",
     "start_timeline", "stop_timeline", "barrier", "join",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
+    "grouped_allgather", "grouped_allgather_async", "reducescatter", "reducescatter_async",
+    "grouped_reducescatter", "grouped_reducescatter_async", "alltoall", "alltoall_async",
     "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
 ]

@@ -7,10 +7,8 @@ from . import _negotiation
 from ._arguments import _check_tensor
 from ._handles import _submit, synchronize
 from ._job import _require_init
-from ._ops import Average, _op_code, _reduction_buffer, _resolve_op, _scale
+from ._ops import Adasum, Average, _op_code, _reduction_buffer, _resolve_op, _scale
 from ._process_sets import _resolve, global_process_set
-from ._ops import Adasum
-from ._adasum import adasum_into_async
 
 
 def _allreduce_into(tensor, output, op, what, name, prescale_factor, postscale_factor, process_set):
@@ -19,6 +17,7 @@ def _allreduce_into(tensor, output, op, what, name, prescale_factor, postscale_f
     if op is Adasum:
         if process_set not in (None, global_process_set):
             raise ValueError(f"chorus.torch.hvd.{what}: Adasum runs on the global process set only (as in Horovod)")
+        from ._adasum import adasum_into_async  # (adasum.py gathers through allgather.py, which imports this)
         return adasum_into_async(tensor, output, what)
     process_set = _resolve(process_set, what)
     dtype = _reduction_buffer(tensor, op)
@@ -64,15 +63,32 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                            process_set)
 
 
+class _AllreduceFunction(torch.autograd.Function):
+    """Differentiable, as Horovod defines it: the gradient is reduced as the tensor was (same op, scales, set)."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.arguments = (average, op, prescale_factor, postscale_factor, process_set)
+        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                           process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        average, op, prescale_factor, postscale_factor, process_set = ctx.arguments
+        grad = allreduce(grad_output, average=average, op=op, prescale_factor=prescale_factor,
+                         postscale_factor=postscale_factor, process_set=process_set)
+        return (grad,) + (None,) * 6
+
+
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
-    """The reduction of tensor across ranks, as a new tensor (Average by default)."""
+    """The reduction of tensor across ranks, as a new tensor (Average by default); differentiable."""
+    _resolve_op(average, op, "allreduce")
     if compression is not None:
         tensor, context = compression.compress(tensor)
-        result = synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
-                                             process_set))
+        result = _AllreduceFunction.apply(tensor, average, name, op, prescale_factor, postscale_factor, process_set)
         return compression.decompress(result, context)
-    return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
+    return _AllreduceFunction.apply(tensor, average, name, op, prescale_factor, postscale_factor, process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,

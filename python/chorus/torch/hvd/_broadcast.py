@@ -4,9 +4,11 @@ import torch
 import torch.distributed as dist
 
 from . import _negotiation
+from ._allreduce import allreduce
 from ._arguments import _check_tensor
 from ._handles import _submit, synchronize
-from ._job import _require_init
+from ._job import _require_init, rank
+from ._ops import Average
 from ._process_sets import _group_rank, _resolve
 
 
@@ -47,8 +49,26 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     return _broadcast_into(tensor, tensor, root_rank, "broadcast_async_", name, process_set)
 
 
+class _BroadcastFunction(torch.autograd.Function):
+    """Differentiable, as Horovod defines it: the gradient is averaged across the set and kept by the root only
+    (the other ranks' tensors did not reach the result)."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None, None
+
+
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    """root_rank's tensor on every rank of the set, as a new tensor; differentiable."""
+    return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
