@@ -87,6 +87,16 @@ root = mine.ranks[-1]  # a global rank, as in Horovod
 check.equal(hvd.broadcast(torch.full((2,), float(rank)), root, process_set=mine), torch.full((2,), float(root)),
             "broadcast within a set from its last rank")
 hvd.barrier(process_set=mine)
+# DistributedOptimizer on a set, made on every rank: its members reduce
+# among themselves (Sum of gradients r + 1, exact), the others step alone.
+weight = torch.nn.Parameter(torch.zeros(2))
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD([weight], lr=0.5), op=hvd.Sum, process_set=evens)
+optimizer.zero_grad()
+(weight * float(rank + 1)).sum().backward()
+optimizer.step()
+reduced_over = evens.ranks if evens.included() else [rank]
+check.equal(weight.detach(), torch.full((2,), -0.5 * sum(r + 1 for r in reduced_over)),
+            "the optimizer's process set reduces its members' gradients only")
 for call, text in [
     (lambda: hvd.allreduce(torch.ones(1), process_set=other), "is not in"),
     (lambda: hvd.broadcast(torch.ones(1), other.ranks[0], process_set=mine), "not a rank of"),

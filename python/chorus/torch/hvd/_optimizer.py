@@ -54,6 +54,18 @@ class _DistributedOptimizer:
         return super(self.__class__, self).zero_grad(*args, **kwargs)  # noqa: UP008
 
 
+class _NoReduction:
+    """The gradients of a rank outside the optimizer's process set: its own, reduced with nobody (as Horovod's)."""
+
+    @staticmethod
+    def synchronize():
+        pass
+
+    @staticmethod
+    def pending():
+        return False
+
+
 def _check_horovod_options(compression, op, gradient_predivide_factor, num_groups, groups, process_set):
     what = "chorus.torch.hvd.DistributedOptimizer"
     if not (isinstance(compression, type) and issubclass(compression, Compressor)) and not (
@@ -86,7 +98,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     before the gradients are reduced); gradient_predivide_factor f (Average only: gradients are scaled by
     1/f before the sum and by f/size after it); sparse_as_dense (sparse gradients are reduced as dense ones
     and handed back sparse); op=hvd.Adasum (Horovod's delta optimizer: each rank steps alone, the steps are
-    combined by Adasum); process_set (the ranks whose gradients are averaged). groups/num_groups are refused
+    combined by Adasum); process_set (the ranks whose gradients are averaged; a rank outside it steps on
+    its own gradients, as in Horovod). groups/num_groups are refused
     (fusion replaces them). fusion_bytes (chorus's): the
     most bytes one allreduce fuses (CHORUS_FUSION_BYTES, default 16 MiB)."""
     _require_init("DistributedOptimizer")
@@ -94,7 +107,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise TypeError(f"chorus.torch.hvd.DistributedOptimizer: expected a torch.optim.Optimizer, got "
                         f"{type(optimizer).__name__}")
     _check_horovod_options(compression, op, gradient_predivide_factor, num_groups, groups, process_set)
-    process_set = _resolve(process_set, "DistributedOptimizer")
+    process_set = _resolve(process_set, "DistributedOptimizer", member=False)
     if op is Adasum and process_set is not global_process_set:
         raise ValueError("chorus.torch.hvd.DistributedOptimizer: op=hvd.Adasum runs on the global process set only "
                          "(as in Horovod)")
@@ -126,9 +139,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if op is Adasum:
             op = Sum  # Adasum of one rank's gradient is that gradient
         distributed = wrap_optimizer(optimizer, _DistributedOptimizer)
-        distributed._chorus_fusion = _GradientFusion(params, names, op, fusion, backward_passes_per_step,
-                                                     compression, float(gradient_predivide_factor),
-                                                     bool(sparse_as_dense), process_set)
+        if process_set.included():
+            distributed._chorus_fusion = _GradientFusion(params, names, op, fusion, backward_passes_per_step,
+                                                         compression, float(gradient_predivide_factor),
+                                                         bool(sparse_as_dense), process_set)
+        else:
+            distributed._chorus_fusion = _NoReduction()
         distributed._chorus_synchronized = False
         distributed._chorus_skip = False
     distributed._parameter_names = dict(zip(params, names))  # Horovod's attribute (scripts read it)

@@ -133,8 +133,8 @@ def remove_process_set(process_set):
     return True
 
 
-def _resolve(process_set, what):
-    """The set a call runs on (the global one for None), checked: added, and holding this rank."""
+def _resolve(process_set, what, member=True):
+    """The set a call runs on (the global one for None), checked: added, and (member) holding this rank."""
     if process_set is None:
         process_set = global_process_set
     if not isinstance(process_set, ProcessSet):
@@ -144,7 +144,7 @@ def _resolve(process_set, what):
                                                _sets.by_id.get(process_set.process_set_id) is not process_set):
         raise ValueError(f"chorus.torch.hvd.{what}: {process_set} was not added (hvd.add_process_set) or was "
                          "removed")
-    if not process_set.included():
+    if member and not process_set.included():
         raise ValueError(f"chorus.torch.hvd.{what}: rank {rank()} is not in {process_set}: only its ranks may "
                          "call collectives on it")
     return process_set
