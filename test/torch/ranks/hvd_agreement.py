@@ -135,7 +135,13 @@ for first in range(size):
         halves = hvd.allreduce(torch.full((2,), 1.0, dtype=torch.float16), op=hvd.Sum)
         check.equal(halves, torch.full((2,), float(size - 1), dtype=torch.float16), "float16 with a joined rank")
         expect_everywhere(lambda: hvd.allgather(torch.ones(2)), "have joined")
-        expect_everywhere(lambda: hvd.allreduce(torch.ones(2), op=hvd.Max), "have joined")
+        # Min and Max: the joined rank adds the op's identity, so it changes nothing.
+        check.equal(hvd.allreduce(torch.full((2,), float(rank + 1)), op=hvd.Max), torch.full((2,), float(max(
+            r + 1 for r in range(size) if r != first))), f"Max with rank {first} joined")
+        check.equal(hvd.allreduce(torch.full((2,), rank + 1, dtype=torch.int32), op=hvd.Min), torch.full(
+            (2,), min(r + 1 for r in range(size) if r != first), dtype=torch.int32), f"Min with rank {first} joined")
+        check.equal(hvd.allreduce(torch.full((2,), 2.0), op=hvd.Product), torch.full((2,), 2.0 ** (size - 1)),
+                    f"Product with rank {first} joined")
         last = hvd.join()
     check(last != first, f"join() returned {last}, the rank that joined first")
     everyone = hvd.allgather(torch.tensor([last]))

@@ -152,13 +152,20 @@ class _GradientFusion:
             if self.op is Average and self.predivide_factor != 1.0:
                 bucket.buffer.mul_(1.0 / self.predivide_factor)
         buffer, torch_op, group = bucket.buffer, self.op.torch_op, self.process_set._group
-        # Through the launcher: in this rank's one order of collectives, and
-        # agreed like any allreduce, so that a rank that joined (hvd.join)
-        # adds its zeros (launcher.py, join.py).
         descriptor = _negotiation.describe("allreduce", buffer.dtype, buffer.shape, _op_code(self.op))
-        bucket.work = _launcher.submit(
-            lambda _descriptors: dist.all_reduce(buffer, op=torch_op, group=group, async_op=True),
-            descriptor, self.process_set, "DistributedOptimizer")
+        set_ranks = self.process_set.ranks
+
+        def issue(_descriptors):
+            # Through the launcher, in this rank's one order of collectives
+            # (launcher.py). The descriptor goes out like any call's, so that
+            # a rank that joined (join.py) knows what to add; but the data
+            # follows at once, unwaited: a bucket is the same on every rank
+            # by construction, and waiting would put a round trip on the
+            # step's critical path for each bucket (checked at synchronize).
+            exchange = _negotiation.exchange_async(descriptor, group, set_ranks)
+            return exchange, dist.all_reduce(buffer, op=torch_op, group=group, async_op=True)
+
+        bucket.work = _launcher.submit(issue, None, self.process_set, "DistributedOptimizer")
         bucket.sparse = [(index, self._reduce_sparse(index, grad)) for index, grad in sparse_grads]
 
     def _reduce_sparse(self, index, grad):
@@ -180,7 +187,11 @@ class _GradientFusion:
         world = len(self.process_set.ranks)
         with torch.no_grad():
             for bucket in self.buckets:
-                bucket.work.wait_issued().wait()
+                (exchange_work, descriptors), reduction = bucket.work.wait_issued()
+                exchange_work.wait()
+                reduction.wait()
+                _negotiation.check(_negotiation.descriptors_of(descriptors, self.process_set.ranks),
+                                   "DistributedOptimizer")
                 if self.op is Average and self.predivide_factor != 1.0:
                     bucket.buffer.mul_(self.predivide_factor / world)  # Horovod's postscale
                 elif self.op is Average:

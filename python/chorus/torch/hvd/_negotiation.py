@@ -114,41 +114,56 @@ def _differences(mine, theirs):
     return found
 
 
+def exchange_async(slots, group, set_ranks):
+    """Starts gathering every rank's descriptor: (work, flat tensor) for descriptors_of()."""
+    mine = torch.tensor(slots, dtype=torch.int64)
+    flat = torch.empty(len(set_ranks) * _SLOTS, dtype=torch.int64)
+    return dist.all_gather_into_tensor(flat, mine, group=group, async_op=True), flat
+
+
+def descriptors_of(flat, set_ranks):
+    return [Descriptor(slots, global_rank) for slots, global_rank in zip(flat.view(-1, _SLOTS).tolist(), set_ranks)]
+
+
 def exchange(slots, group, set_ranks):
     """Every rank's descriptor, in set order (no checks)."""
-    mine = torch.tensor(slots, dtype=torch.int64)
-    gathered = [torch.empty_like(mine) for _ in set_ranks]
-    dist.all_gather(gathered, mine, group=group)
-    return [Descriptor(tensor.tolist(), global_rank) for tensor, global_rank in zip(gathered, set_ranks)]
+    work, flat = exchange_async(slots, group, set_ranks)
+    work.wait()
+    return descriptors_of(flat, set_ranks)
 
 
-# What runs while some ranks have joined (join.py): they add zeros.
+# What goes on while some ranks have joined (join.py): allreduce, to which
+# they add the op's identity (zeros for Sum and Average).
 _JOINABLE_KIND = "allreduce"
-JOINABLE_OPS = (1, 2)  # Average and Sum (ops.py's _op_code)
 
 
-def agree(slots, group, set_ranks, what):
-    """Every rank's descriptor (a list in set order), once all ranks' agree; else RuntimeError on every rank."""
-    descriptors = exchange(slots, group, set_ranks)
+def check(descriptors, what):
+    """Raises MismatchError (on every rank alike) unless the working ranks' descriptors agree."""
     active = [d for d in descriptors if d.kind != "join"]
     joined = [d.rank for d in descriptors if d.kind == "join"]
-    if joined and (active[0].kind != _JOINABLE_KIND or active[0].slots[_OP] not in JOINABLE_OPS):
+    if joined and active[0].kind != _JOINABLE_KIND:
         raise MismatchError(f"chorus.torch.hvd.{what}: rank(s) {joined} have joined (hvd.join), and only allreduce "
-                           "with Sum or Average goes on while ranks have joined (they contribute zeros); nothing "
-                           "was sent")
+                            f"goes on while ranks have joined (they contribute the op's identity), not "
+                            f"{active[0].kind}; nothing was sent")
     first = active[0]
     for other in active[1:]:
         found = _differences(first, other)
         if found:
             raise MismatchError(f"chorus.torch.hvd.{what}: the ranks' calls do not match, so nothing was sent (the "
-                               f"job can go on): {'; '.join(found)}")
+                                f"job can go on): {'; '.join(found)}")
+
+
+def agree(slots, group, set_ranks, what):
+    """Every rank's descriptor (a list in set order), once all ranks' agree; else MismatchError on every rank."""
+    descriptors = exchange(slots, group, set_ranks)
+    check(descriptors, what)
     return descriptors
 
 
 def joined_rank_joins_in(descriptors):
     """For a joined rank: the one allreduce the active ranks agreed on (its descriptor), or None."""
     active = [d for d in descriptors if d.kind != "join"]
-    if not active or active[0].kind != _JOINABLE_KIND or active[0].slots[_OP] not in JOINABLE_OPS:
+    if not active or active[0].kind != _JOINABLE_KIND:
         return None
     if any(_differences(active[0], other) for other in active[1:]):
         return None

@@ -45,9 +45,30 @@ def _reduction_buffer(tensor, op):
     return tensor.dtype
 
 
+_CODES = {"Average": 1, "Sum": 2, "Min": 3, "Max": 4, "Product": 5}
+
+
 def _op_code(op):
     """A small integer naming op, for the descriptor the ranks compare."""
-    return {"Average": 1, "Sum": 2, "Min": 3, "Max": 4, "Product": 5}.get(op.name, 6 + len(op.name))
+    return _CODES.get(op.name, 6 + len(op.name))
+
+
+def _op_of_code(code):
+    return {1: Average, 2: Sum, 3: Min, 4: Max, 5: Product}[code]
+
+
+def _identity(op, dtype, numel):
+    """numel elements that leave op's result alone: what a joined rank contributes (join.py)."""
+    if op in (Average, Sum):
+        return torch.zeros(numel, dtype=dtype)
+    if op is Product:
+        return torch.ones(numel, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.full((numel,), op is Min, dtype=dtype)
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    largest = float("inf") if dtype.is_floating_point else info.max
+    smallest = float("-inf") if dtype.is_floating_point else info.min
+    return torch.full((numel,), largest if op is Min else smallest, dtype=dtype)
 
 
 def _scale(buffer, factor, divisor=1):
