@@ -30,3 +30,11 @@ def fusion_bytes(default):
     if value < 1:
         raise ValueError(f"CHORUS_FUSION_BYTES='{text}' is not a number of bytes (1 or more)")
     return value
+
+
+def horovod_timeline():
+    """(path, mark_cycles) from Horovod's HOROVOD_TIMELINE and HOROVOD_TIMELINE_MARK_CYCLES (chorus.torch.hvd
+    obeys them as Horovod does); path None when unset or "DYNAMIC" (start_timeline starts it)."""
+    path = os.environ.get("HOROVOD_TIMELINE")
+    mark = os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0").lower() in ("1", "true")
+    return (path if path and path != "DYNAMIC" else None), mark

@@ -2,8 +2,8 @@
 
 import functools
 import inspect
-import os
 
+from ... import _environment
 from . import _timeline
 from ._errors import horovod_errors
 
@@ -61,9 +61,8 @@ def public_init(init):
     @functools.wraps(init)
     def call(*args, **kwargs):
         init(*args, **kwargs)
-        path = os.environ.get("HOROVOD_TIMELINE")
-        if path and path != "DYNAMIC" and not _timeline.running():
-            mark = os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0").lower() in ("1", "true")
+        path, mark = _environment.horovod_timeline()
+        if path and not _timeline.running():
             _timeline.start_timeline(path, mark_cycles=mark)
 
     return call
