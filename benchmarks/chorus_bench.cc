@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -48,7 +49,7 @@ struct BenchOptions {
   size_t max_bytes = 64u << 20;
   double step_factor = 2.0;
   std::string json_file;
-  int timeout_ms = 60000;
+  int timeout_ms = 0;  // 0: CHORUS_TIMEOUT, else the library's (a default never beats the job's setting)
   int streams = 0;  // 0: CHORUS_STREAMS, else the library default
   std::vector<std::string> transports;  // empty: CHORUS_TRANSPORT, else all
   std::vector<int> fake_hosts;          // with --ranks: ranks per fake host
@@ -120,7 +121,7 @@ int run_rank(const BenchOptions& options) {
   const Operation operation = settings.operation;
 
   ConnectOptions connect_options;
-  connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
+  if (options.timeout_ms > 0) connect_options.timeout = std::chrono::milliseconds(options.timeout_ms);
   if (options.streams > 0) connect_options.streams = options.streams;
   connect_options.transports = options.transports;
   connect_options.trace = options.trace;
@@ -136,7 +137,7 @@ int run_rank(const BenchOptions& options) {
                  {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
                  {"step_factor", options.step_factor}, {"iters", settings.iters}, {"warmup", settings.warmup},
                  {"time_budget_ms", settings.budget_ms}, {"rounds", settings.rounds}, {"check", settings.check},
-                 {"timeout_ms", options.timeout_ms}, {"streams", options.streams},
+                 {"timeout_ms", context->timeout().count()}, {"streams", options.streams},
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
     throw InvalidArgument(cat("--root ", settings.root, " is out of range for ", context->size(), " ranks"));
@@ -227,7 +228,8 @@ int main(int argc, char** argv) {
   CLI::App app{"chorus-bench: time chorus collectives (nccl-tests style rows)"};
   app.set_version_flag("--version", std::string("chorus-bench ") + chorus::version());
   app.add_option("--ranks,-n", options.ranks, "Fork this many local ranks (ignored under a launcher)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   app.add_option("--op", options.operation, "Collective")
       ->check(CLI::IsMember({"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
                              "alltoall", "barrier"}))
@@ -260,10 +262,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1.01, 1e6));
   app.add_option("--iters", options.settings.iters, "Timed iterations per size (0: fit --time-budget-ms)")
-      ->capture_default_str();
-  app.add_option("--warmup", options.settings.warmup, "Untimed iterations per size")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  app.add_option("--warmup", options.settings.warmup, "Untimed iterations per size")
+      ->capture_default_str()
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   app.add_option("--time-budget-ms", options.settings.budget_ms, "Time per size and algorithm when --iters is 0")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3.6e6));
   app.add_option("--rounds", options.settings.rounds,
                  "Timed rounds per size (median reported); with --algo all the algorithms interleave")
       ->capture_default_str()
@@ -271,8 +277,9 @@ int main(int argc, char** argv) {
   app.add_flag("--check", options.settings.check, "Verify every result bit-exactly and count wrong elements");
   app.add_option("--json", options.json_file,
                  "Also write the rows as JSON to this file, with the version, hosts, time and settings of the run");
-  app.add_option("--timeout-ms", options.timeout_ms, "Timeout of connecting and of each collective")
-      ->capture_default_str();
+  app.add_option("--timeout-ms", options.timeout_ms,
+                 "Timeout of connecting and of each collective (default: CHORUS_TIMEOUT, else the library's)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option("--streams", options.streams,
                  "TCP connections per pair of ranks, large messages striped over them (default: CHORUS_STREAMS, "
                  "else the library's)")
@@ -297,6 +304,16 @@ int main(int argc, char** argv) {
       });
   CLI11_PARSE(app, argc, argv);
   if (!fake_hosts_text.empty()) options.fake_hosts = *chorus::tools::parse_fake_hosts(fake_hosts_text);
+  // Contradictions no single option's check sees: refused before any rank starts.
+  if (options.min_bytes > options.max_bytes) {
+    std::fprintf(stderr, "chorus-bench: --min-bytes %zu is larger than --max-bytes %zu: no size to measure\n",
+                 options.min_bytes, options.max_bytes);
+    return 2;
+  }
+  if (options.settings.root < 0) {
+    std::fprintf(stderr, "chorus-bench: --root %d is not a rank\n", options.settings.root);
+    return 2;
+  }
 
   try {
     chorus::validate_reduction(*chorus::parse_data_type(options.type), *chorus::parse_reduce_op(options.redop));

@@ -179,6 +179,52 @@ TEST_CASE("chorus-bench --json records the version, time, hosts and settings of 
   CHECK(document.at("rows").size() == 4);
 }
 
+TEST_CASE("chorus-bench takes its timeout from CHORUS_TIMEOUT unless --timeout-ms says otherwise",
+          "[launch][chorus-run]") {
+  // A default of the tool's own once beat the job's variable: a stopped
+  // rank was named after 61 s instead of CHORUS_TIMEOUT's 3 + 1.
+  chorus::test::TemporaryDirectory directory;
+  const std::string file = directory.path() + "/bench.json";
+  const std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
+  for (const auto& [flag, expected] : {std::pair<std::string, int>{"", 7000}, {"4000", 4000}}) {
+    std::vector<std::string> argv = {bench, "--ranks", "2", "-b", "8", "-e", "8", "--iters", "2", "--json", file};
+    if (!flag.empty()) argv.insert(argv.end(), {"--timeout-ms", flag});
+    ChildProcess run(argv, {"CHORUS_TIMEOUT=7"});
+    INFO(run.output());
+    REQUIRE(run.wait(std::chrono::seconds(30)) == 0);
+    std::ifstream in(file);
+    CHECK(nlohmann::json::parse(in).at("settings").at("timeout_ms") == expected);
+  }
+}
+
+TEST_CASE("chorus-bench refuses bad and contradictory arguments at once", "[launch][chorus-run]") {
+  const std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-b", "1M", "-e", "1K"}, "--min-bytes 1048576 is larger than --max-bytes 1024"},
+      {{"--iters", "-5"}, "--iters: Value -5 not in range"},
+      {{"--warmup", "-1"}, "--warmup: Value -1 not in range"},
+      {{"--time-budget-ms", "0"}, "--time-budget-ms: Value 0 not in range"},
+      {{"--timeout-ms", "0"}, "--timeout-ms: Value 0 not in range"},
+      {{"--root", "-1"}, "--root -1 is not a rank"},
+      {{"--ranks", "-2"}, "--ranks: Value -2 not in range"},
+      {{"--rounds", "0"}, "--rounds: Value 0 not in range"},
+      {{"--step-factor", "1"}, "--step-factor: Value 1 not in range"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    std::vector<std::string> argv = {bench, "--ranks", "2"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    const auto start = Clock::now();
+    ChildProcess run(argv, {});
+    const int status = run.wait(std::chrono::seconds(10));
+    INFO(arguments[0] << ": " << run.output());
+    CHECK(seconds_since(start) < 1);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 0);
+    CHECK_THAT(run.output(), Catch::Contains(message));
+    CHECK_THAT(run.output(), !Catch::Contains("# OK"));
+  }
+}
+
 TEST_CASE("every tool answers --version", "[launch][chorus-run]") {
   ChildProcess run({chorus_run(), "--version"}, {});
   CHECK(run.wait(std::chrono::seconds(10)) == 0);
