@@ -4,15 +4,18 @@ import torch
 
 
 class Compressor:
-    """compress(tensor) -> (tensor to reduce, context); decompress(reduced tensor, context) -> the result."""
+    """The interface, as Horovod's: a subclass defines compress(tensor) -> (tensor to reduce, context) and
+    decompress(reduced tensor, context) -> the result."""
 
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
+    @classmethod
+    def compress(cls, tensor):
+        raise TypeError(f"chorus.torch.hvd: {cls.__name__} is a Compressor without compress(): a subclass "
+                        "defines compress(tensor) -> (tensor, ctx)")
 
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+    @classmethod
+    def decompress(cls, tensor, ctx):
+        raise TypeError(f"chorus.torch.hvd: {cls.__name__} is a Compressor without decompress(): a subclass "
+                        "defines decompress(tensor, ctx) -> tensor")
 
 
 class NoneCompressor(Compressor):
