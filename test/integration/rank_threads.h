@@ -1,6 +1,14 @@
 // Runs one function per rank, each on its own thread with its own Context,
 // connected through an in-process HashStore over the transports connect()
 // picks (shared memory between threads of one process, unless configured).
+//
+// Catch2 2.x is not thread-safe. A body may use REQUIRE/CHECK (a passing one
+// only bumps counters), but never INFO or CAPTURE: their messages live in one
+// vector per test run, which every other thread's REQUIRE_THROWS_AS, FAIL or
+// failed assertion copies and clears, so a scoped message popped on one rank's
+// thread frees what another rank's thread is reading (a heap-use-after-free that
+// ASan caught in test_recv_any). Say what failed in the assertion itself
+// (REQUIRE_THAT(text, Catch::Contains(...)) prints the text), or after join.
 #pragma once
 
 #include <exception>
