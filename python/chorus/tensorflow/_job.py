@@ -57,8 +57,10 @@ def context():
 
 
 def handle():
-    context()
-    return _state["handle"]
+    handle = _state["handle"]
+    if handle is None:
+        context()  # raises
+    return handle
 
 
 def rank():

@@ -26,10 +26,10 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         super().__init__()
         self.root_rank = root_rank
         self.broadcast_done = False
-        self._local = {variable.ref() for variable in (local_variables or [])}
+        self._local = {id(variable) for variable in (local_variables or [])}
 
     def _broadcast(self):
-        variables = [variable for variable in self.model.variables if variable.ref() not in self._local]
+        variables = [variable for variable in self.model.variables if id(variable) not in self._local]
         broadcast_variables(variables, root_rank=self.root_rank)
         broadcast_variables(_optimizer_variables(self.model), root_rank=self.root_rank)
 
