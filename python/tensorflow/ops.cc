@@ -34,14 +34,18 @@ absl::Status rows_from_peers(InferenceContext* context) {
 
 }  // namespace
 
-REGISTER_OP("ChorusAllreduce")
-    .Input("tensor: T")
-    .Output("reduced: T")
-    .Attr("T: {" CHORUS_REDUCIBLE_TYPES "}")
-    .Attr("reduce_op: {'sum', 'prod', 'min', 'max', 'avg', 'band', 'bor', 'bxor'}")
-    .Attr("context: int")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
+// An op that reduces with chorus's ReduceOp named by reduce_op.
+#define CHORUS_REDUCING_OP(name, shape_function)                            \
+  REGISTER_OP(name)                                                         \
+      .Input("tensor: T")                                                   \
+      .Output("reduced: T")                                                 \
+      .Attr("T: {" CHORUS_REDUCIBLE_TYPES "}")                              \
+      .Attr("reduce_op: {'sum', 'prod', 'min', 'max', 'avg', 'band', 'bor', 'bxor'}") \
+      .Attr("context: int")                                                 \
+      .SetIsStateful()                                                      \
+      .SetShapeFn(shape_function)
+
+CHORUS_REDUCING_OP("ChorusAllreduce", ::tensorflow::shape_inference::UnchangedShape);
 
 REGISTER_OP("ChorusBroadcast")
     .Input("tensor: T")
@@ -63,14 +67,7 @@ REGISTER_OP("ChorusAllgather")
 
 // The first dimension is split as Horovod splits it: every rank gets
 // rows / size, the first rows % size ranks one more.
-REGISTER_OP("ChorusReducescatter")
-    .Input("tensor: T")
-    .Output("reduced: T")
-    .Attr("T: {" CHORUS_REDUCIBLE_TYPES "}")
-    .Attr("reduce_op: {'sum', 'prod', 'min', 'max', 'avg', 'band', 'bor', 'bxor'}")
-    .Attr("context: int")
-    .SetIsStateful()
-    .SetShapeFn(rows_from_peers);
+CHORUS_REDUCING_OP("ChorusReducescatter", rows_from_peers);
 
 // splits[p] rows go to rank p; an empty splits sends rows / size to each.
 // received_splits[p]: the rows that came from rank p.
