@@ -135,7 +135,7 @@ class AlltoallKernel : public CollectiveKernel {
             what() + ": rank " + std::to_string(peer) + " sends " +
             tf::DataTypeString(static_cast<tf::DataType>(from[2])) + " rows of " + std::to_string(from[1]) +
             " elements but " + rank + " " + tf::DataTypeString(input.dtype()) + " rows of " + std::to_string(row) +
-            "; ranks may differ in the first dimension only"));
+            " elements; ranks may differ in the first dimension only"));
       }
       send_counts[peer] = static_cast<size_t>(splits[peer] * row);
       receive_counts[peer] = static_cast<size_t>(from[0] * row);
