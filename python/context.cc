@@ -204,6 +204,19 @@ py::class_<PyContext> bind_context(py::module_& module) {
       .def("close", &PyContext::close,
            "Drops this handle; the connections close once no Work or split child needs them. Idempotent.")
       .def_property_readonly("closed", &PyContext::closed)
+      .def(
+          "_shared_context",
+          [](const PyContext& self) {
+            // Other native code of the process (chorus.tensorflow's op library)
+            // copies the std::shared_ptr out and so shares this Context.
+            return py::capsule(new std::shared_ptr<Context>(self.shared()), "chorus.Context",
+                               [](PyObject* capsule) {
+                                 delete static_cast<std::shared_ptr<Context>*>(
+                                     PyCapsule_GetPointer(capsule, "chorus.Context"));
+                               });
+          },
+          "A capsule named chorus.Context holding a std::shared_ptr<chorus::Context> to this Context, for "
+          "native code linked to the same libchorus.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyContext& self, const py::args&) { self.close(); })
       .def("__repr__", [](const PyContext& self) {

@@ -2,9 +2,10 @@
 # chorus's Python module and PyTorch backend built and tested against torch
 # 2.x from PyPI (scripts/torch2-env.sh), beside build/'s Debian torch 1.13:
 # a second tree, build-torch2/, configured for a fresh virtual environment
-# on top of it. It builds only what the python and torch suites run and
-# what is installed, runs those suites (PyTorch's own distributed suite
-# among them), then installs into that environment and runs from there.
+# on top of it. It builds only what the python, torch and tensorflow suites
+# run and what is installed, runs those suites (PyTorch's own distributed
+# suite among them; chorus.tensorflow's ops, as the environment has
+# TensorFlow too), then installs into that environment and runs from there.
 #   scripts/torch2-test.sh [MESON-TEST-ARGUMENTS...]    (scripts/test.sh runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,9 @@ else
   meson setup "$dir" "${options[@]}" > /dev/null
 fi
 # shellcheck disable=SC2046
-ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite python --suite torch)
+ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite python --suite torch --suite tensorflow)
 "$user_venv/bin/python" -c 'import torch; print("torch2-test.sh: torch", torch.__version__, "at", torch.__file__)'
-meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite python --suite torch "$@"
+meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite python --suite torch --suite tensorflow "$@"
 
 meson install -C "$dir" --no-rebuild --quiet > "$dir/install.log"
 cat > "$dir/allreduce.py" <<'PYTHON'
@@ -49,4 +50,17 @@ assert chorus.torch.__file__.startswith(__import__("sys").prefix), chorus.torch.
 dist.destroy_process_group()
 PYTHON
 env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" "$dir/allreduce.py"
+# The installed op library finds libchorus and TensorFlow's framework library by its RUNPATH.
+cat > "$dir/allreduce_tf.py" <<'PYTHON'
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+import chorus.tensorflow as hvd
+hvd.init()
+n = hvd.size()
+reduced = hvd.allreduce(tf.fill([4], float(hvd.rank() + 1)), op=hvd.Sum)
+assert reduced.numpy().tolist() == [n * (n + 1) / 2] * 4, reduced
+assert hvd.__file__.startswith(sys.prefix), hvd.__file__
+PYTHON
+env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" "$dir/allreduce_tf.py"
 echo "torch2-test.sh: chorus installed into a torch 2.x virtual environment as the README says: passed"

@@ -1,0 +1,22 @@
+"""chorus.tensorflow as real multi-process jobs: every op and dtype bit-exact, in tf.function, gradients,
+Keras fit against one process, mismatched shapes (ranks/collectives.py), and a killed rank."""
+
+import pytest
+
+from conftest import oks
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_collectives_gradients_keras_and_mismatches(run_job, ranks):
+    status, output = run_job("collectives.py", ranks)
+    assert status == 0, output
+    assert len(oks(output, "collectives")) == ranks, output
+
+
+def test_a_killed_rank_is_named_by_the_others(run_job):
+    # chorus-run waits (--grace) for the survivors to report before stopping them.
+    status, output = run_job("kill.py", 3, env={"CHORUS_TIMEOUT": "20"}, launcher_args=("--grace", "30"))
+    assert "rank 2 was killed by signal 9" in output, output
+    survivors = oks(output, "killed")
+    assert len(survivors) == 2, output
+    assert status != 0, output
