@@ -24,16 +24,33 @@ void SerialWorker::post(std::function<void()> job) {
   wake_.notify_one();
 }
 
+bool SerialWorker::run_here_if_idle(const std::function<void()>& job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ || !jobs_.empty() || stopping_) return false;
+    running_ = true;
+  }
+  job();
+  {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+  }
+  wake_.notify_one();
+  return true;
+}
+
 void SerialWorker::loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    wake_.wait(lock, [this] { return !running_ && (stopping_ || !jobs_.empty()); });
     if (jobs_.empty()) return;  // stopping, and nothing left to run
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
+    running_ = true;
     lock.unlock();
     job();
     lock.lock();
+    running_ = false;
   }
 }
 

@@ -36,6 +36,11 @@ class SerialWorker {
   SerialWorker(const SerialWorker&) = delete;
   SerialWorker& operator=(const SerialWorker&) = delete;
   void post(std::function<void()> job);
+  // Runs `job` on the calling thread instead, when no job is queued or
+  // running (a job posted meanwhile waits for it, so the order holds);
+  // false, with nothing run, otherwise. For small messages: the hand-off to
+  // the worker and back costs more than the collective itself.
+  bool run_here_if_idle(const std::function<void()>& job);
 
  private:
   void loop();
@@ -43,6 +48,7 @@ class SerialWorker {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> jobs_;
+  bool running_ = false;  // a job runs, on the worker or on a caller's thread
   bool stopping_ = false;
   std::thread thread_;
 };

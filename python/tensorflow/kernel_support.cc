@@ -1,5 +1,6 @@
 #include "python/tensorflow/kernel_support.h"
 
+#include <functional>
 #include <utility>
 
 #include "base/error.h"
@@ -81,14 +82,19 @@ void CollectiveKernel::ComputeAsync(tf::OpKernelContext* context, DoneCallback d
                     done);
   // The job holds the Context, not the SharedContext: the worker must
   // never drop the last reference to itself.
-  shared->worker.post([this, context, done = std::move(done), chorus = shared->context, type = *type] {
+  std::function<void()> job = [this, context, done = std::move(done), chorus = shared->context, type = *type] {
     try {
       collective(*chorus, context, type);
     } catch (...) {
       context->SetStatus(status_of_current_exception(what()));
     }
     done();
-  });
+  };
+  // A small message runs on TensorFlow's thread when the worker is idle:
+  // it blocks that thread only for a latency-sized call (the eager caller
+  // waits for it anyway), and saves two thread hand-offs per op.
+  if (context->input(0).TotalBytes() <= kRunHereMaxBytes && shared->worker.run_here_if_idle(job)) return;
+  shared->worker.post(std::move(job));
 }
 
 }  // namespace chorus::tensorflow_ops

@@ -45,14 +45,19 @@ void check(const absl::Status& status);
 // The elements of a tensor's first-axis row (1 for a vector or scalar).
 size_t row_elements(const tf::TensorShape& shape);
 
+// Ops whose first input is at most this run on the calling thread when
+// their Context's worker is idle (SerialWorker::run_here_if_idle).
+inline constexpr size_t kRunHereMaxBytes = size_t{64} << 10;
+
 class CollectiveKernel : public tf::AsyncOpKernel {
  public:
   explicit CollectiveKernel(tf::OpKernelConstruction* construction);
-  // Posts collective() to the worker of the op's Context and returns.
+  // Posts collective() to the worker of the op's Context and returns (or
+  // runs it here: kRunHereMaxBytes).
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) final;
 
  protected:
-  // Runs on the worker thread: allocates outputs and makes the chorus
+  // Runs on the worker thread (or the caller's): allocates outputs and makes the chorus
   // calls; fails by throwing (chorus's errors or KernelFailure).
   virtual void collective(Context& chorus, tf::OpKernelContext* context, DataType type) = 0;
   // The name errors carry ("chorus allreduce").

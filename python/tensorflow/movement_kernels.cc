@@ -8,6 +8,7 @@
 
 #include "chorus/collectives.h"
 #include "python/tensorflow/kernel_support.h"
+#include "python/tensorflow/output_pool.h"
 
 namespace chorus::tensorflow_ops {
 namespace {
@@ -23,7 +24,7 @@ class BroadcastKernel : public CollectiveKernel {
   void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
     const tf::Tensor& input = context->input(0);
     tf::Tensor* output = nullptr;
-    check(context->forward_input_or_allocate_output({0}, 0, input.shape(), &output));
+    check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
     if (chorus.rank() == root_ && output->data() != input.data()) {
       std::memcpy(output->data(), input.data(), input.TotalBytes());
     }
@@ -97,7 +98,7 @@ class AllgatherKernel : public CollectiveKernel {
     tf::TensorShape shape = input.shape();
     shape.set_dim(0, rows);
     tf::Tensor* output = nullptr;
-    check(context->allocate_output(0, shape, &output));
+    check(allocate_pooled_output(context, 0, shape, &output));
     allgatherv(chorus, input.data(), output->data(), counts, type);
   }
 };
@@ -144,7 +145,7 @@ class AlltoallKernel : public CollectiveKernel {
     tf::TensorShape shape = input.shape();
     shape.set_dim(0, rows);
     tf::Tensor* output = nullptr;
-    check(context->allocate_output(0, shape, &output));
+    check(allocate_pooled_output(context, 0, shape, &output));
     tf::Tensor* received_splits = nullptr;
     check(context->allocate_output(1, tf::TensorShape({static_cast<int64_t>(size)}), &received_splits));
     auto received = received_splits->vec<int32_t>();

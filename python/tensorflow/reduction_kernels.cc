@@ -5,6 +5,7 @@
 
 #include "chorus/collectives.h"
 #include "python/tensorflow/kernel_support.h"
+#include "python/tensorflow/output_pool.h"
 
 namespace chorus::tensorflow_ops {
 namespace {
@@ -32,7 +33,7 @@ class AllreduceKernel : public ReducingKernel {
     const tf::Tensor& input = context->input(0);
     tf::Tensor* output = nullptr;
     // In place when TensorFlow lets the input go.
-    check(context->forward_input_or_allocate_output({0}, 0, input.shape(), &output));
+    check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
     allreduce(chorus, input.data(), output->data(), static_cast<size_t>(input.NumElements()), type, op_);
   }
 };
@@ -58,7 +59,7 @@ class ReducescatterKernel : public ReducingKernel {
     tf::TensorShape shape = input.shape();
     shape.set_dim(0, static_cast<int64_t>(rows_of(static_cast<size_t>(chorus.rank()))));
     tf::Tensor* output = nullptr;
-    check(context->allocate_output(0, shape, &output));
+    check(allocate_pooled_output(context, 0, shape, &output));
     reduce_scatter_v(chorus, input.data(), output->data(), counts, type, op_);
   }
 };
