@@ -28,6 +28,12 @@ SECONDS=0
 scripts/torch2-test.sh
 echo "test.sh: torch 2.x: ${SECONDS} s"
 
+# chorus as a pip-installed wheel in a fresh virtual environment, against
+# the same torch 2.x (docs/packaging.md).
+SECONDS=0
+scripts/wheel-test.sh
+echo "test.sh: wheel: ${SECONDS} s"
+
 # PyTorch loads the real Gloo into the same process: no symbol of ours may live in gloo::.
 if nm -DC build/libchorus.so | grep -q 'gloo::'; then
   echo "libchorus exports symbols in namespace gloo" >&2
@@ -121,7 +127,7 @@ LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" 
 echo "README Python example (installed package): passed"
 
 # The README's PyTorch example, where the backend was built (torch found).
-if [ -n "$(find "$python_dir/chorus" -path '*/torch/__init__.py' | head -n 1)" ]; then
+if [ -n "$(find "$python_dir/chorus" -path '*/torch/_backend*.so' | head -n 1)" ]; then
   torch_example="$PWD/build/readme_torch_example.py"
   readme_block 2 > "$torch_example"
   LD_LIBRARY_PATH="$prefix/lib" PYTHONPATH="$python_dir" "$prefix/bin/chorus-run" -n 3 -- "$python" "$torch_example"
