@@ -6,7 +6,9 @@
 # does: no gigabytes copied or downloaded), then run from outside the
 # checkout through the installed chorus-run: the README's Python example
 # (over TLS too: the bundled libchorus_tls.so), and a 2-rank
-# torch.distributed all_reduce through chorus.torch.
+# torch.distributed all_reduce through chorus.torch, and a 2-rank
+# TensorFlow allreduce through chorus.tensorflow (that environment has
+# tensorflow-cpu as well).
 #   scripts/wheel-test.sh        (scripts/test.sh runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,12 +48,14 @@ echo "wheel-test.sh: built $(basename "$wheel") in ${SECONDS} s"
 
 # What the wheel holds: the package (with chorus.torch's extension and
 # chorus-run), libchorus and its TLS module, metadata; nothing else
-# (no headers, pkg-config or CMake files, tests, benchmarks or other tools).
+# (no headers, pkg-config or CMake files, tests, benchmarks or other tools),
+# and chorus.tensorflow's op library (the environment has TensorFlow).
 "$torch_python" - "$wheel" <<'PYTHON'
 import fnmatch, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 required = ["chorus/__init__.py", "chorus/_run.py", "chorus/chorus-run", "chorus/_chorus.*.so",
             "chorus/torch/__init__.py", "chorus/torch/_backend.*.so", "chorus/torch/hvd/__init__.py",
+            "chorus/tensorflow/__init__.py", "chorus/tensorflow/_chorus_ops.so", "chorus/tensorflow/keras/__init__.py",
             ".chorus.mesonpy.libs/libchorus.so", ".chorus.mesonpy.libs/libchorus_tls.so",
             "chorus-*.dist-info/entry_points.txt"]
 allowed = ["chorus/*", ".chorus.mesonpy.libs/libchorus*.so", "chorus-*.dist-info/*"]
@@ -96,3 +100,18 @@ dist.destroy_process_group()
 PYTHON
 run chorus-run -n 2 -- python torch_allreduce.py
 echo "wheel-test.sh: a 2-rank torch.distributed all_reduce through the installed chorus.torch: passed"
+
+cat > "$work/tf_allreduce.py" <<'PYTHON'
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+import chorus.tensorflow as hvd
+assert hvd.__file__.startswith(sys.prefix), hvd.__file__
+hvd.init()
+total = hvd.allreduce(tf.range(1000, dtype=tf.float32) * (hvd.rank() + 1), op=hvd.Sum)
+expected = tf.range(1000, dtype=tf.float32) * (hvd.size() * (hvd.size() + 1) // 2)
+assert bool(tf.reduce_all(total == expected)), f"rank {hvd.rank()}: {total[:8]} != {expected[:8]}"
+hvd.shutdown()
+PYTHON
+run chorus-run -n 2 -- python tf_allreduce.py
+echo "wheel-test.sh: a 2-rank TensorFlow allreduce through the installed chorus.tensorflow: passed"

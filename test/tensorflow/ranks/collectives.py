@@ -159,10 +159,37 @@ def check_gradients():
     check.equal(step(), np.full(2, total, np.float32), "DistributedGradientTape in a tf.function")
 
 
+def check_pooled_outputs():
+    """Outputs of 1 MiB and more come from a pool of kept blocks: a block goes back only when its
+    tensor dies. Results of earlier calls, still held, must keep their values while later calls of
+    the same size run, and a block given back must serve the next call whole."""
+    count = 3 << 18  # 3 MiB of float32
+    ramp = np.arange(count, dtype=np.float32) % 1000
+
+    def same(got, expected, what):
+        got = np.asarray(got)
+        check.true(got.shape == expected.shape and np.array_equal(got, expected),
+                   f"{what}: {got.shape} {got.ravel()[:4]}... != {expected.shape} {expected.ravel()[:4]}...")
+
+    held = []
+    for call in range(4):
+        tensor = tf.constant(ramp + rank + call)
+        held.append((call, hvd.allreduce(tensor, op=hvd.Sum)))
+        gathered = hvd.allgather(tf.reshape(tensor, [-1, 1024]))
+        same(gathered, np.concatenate([ramp + peer + call for peer in range(size)]).reshape(-1, 1024),
+             f"pooled allgather, call {call}")
+        same(hvd.broadcast(tensor, 0), ramp + call, f"pooled broadcast, call {call}")
+        if call % 2:
+            del held[0]  # its block goes back to the pool, for the next call
+    for call, result in held:
+        same(result, size * (ramp + call) + size * (size - 1) // 2, f"pooled allreduce of call {call}, held")
+
+
 check_reductions()
 check_movement()
 check_graph()
 check_gradients()
+check_pooled_outputs()
 if size == 2:
     import keras_fit
     keras_fit.check_fit(check)
