@@ -1,5 +1,7 @@
 #include "python/tensorflow/output_pool.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -15,6 +17,23 @@ namespace tf = ::tensorflow;
 
 // TensorFlow's CPU kernels (Eigen) expect 64-byte alignment.
 constexpr size_t kAlignment = 64;
+// Blocks this large are laid on huge pages: shared memory's single copy
+// (process_vm_readv) pins the pages it moves one by one, and a 16 MiB
+// allreduce out of place took 5.5 ms on 4 KiB pages against 3.3 ms on
+// 2 MiB ones (numpy advises huge pages for its large arrays; TensorFlow's
+// allocator does not).
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void* allocate_block(size_t bytes) {
+  const bool huge = bytes >= kHugePage;
+  const size_t alignment = huge ? kHugePage : kAlignment;
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* block = std::aligned_alloc(alignment, rounded);
+  if (!block) throw std::bad_alloc();
+  // Advice only: where the kernel has no transparent huge pages, 4 KiB ones serve.
+  if (huge) ::madvise(block, rounded, MADV_HUGEPAGE);
+  return block;
+}
 
 class BlockPool {
  public:
@@ -28,9 +47,7 @@ class BlockPool {
         return block;
       }
     }
-    void* block = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-    if (!block) throw std::bad_alloc();
-    return block;
+    return allocate_block(bytes);
   }
 
   void give_back(void* block, size_t bytes) {
