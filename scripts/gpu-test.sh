@@ -51,13 +51,22 @@ run() {
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CHORUS_CUDA_MODULE="$PWD/$bundle/lib/libchorus_cuda.so"
-  local bin=$bundle/bin status=0
+  local bin=$bundle/bin status=0 started=$SECONDS
+  # The whole run has a deadline (device time is scarce): a step that would
+  # start after it is skipped and says so, so a hang early cannot eat the
+  # call and leave nothing recorded.
+  local deadline=${GPU_TEST_BUDGET_S:-420}
   # Every step is bounded and recorded; a failing one marks the run failed
-  # and the others still run (device time is scarce: one pass says it all).
+  # and the others still run (one pass says it all).
   step() {
     local name=$1 limit=$2
     shift 2
-    echo "== $name"
+    echo "== $name (at $((SECONDS - started)) s)"
+    if [ $((SECONDS - started + 5)) -gt "$deadline" ]; then
+      echo "   SKIPPED: past the run's budget of $deadline s"
+      status=1
+      return 0
+    fi
     local code=0
     timeout "$limit" "$@" > "$out/$name.txt" 2>&1 || code=$?
     if [ "$code" -ne 0 ]; then
@@ -66,38 +75,57 @@ run() {
     fi
     tail -n 25 "$out/$name.txt"
   }
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt" || true
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; uname -r
+    /usr/local/cuda/bin/nvcc --version | tail -n 2; python3 -c "import torch; print('torch', torch.__version__)"; } \
+    2>&1 | tee "$out/gpu.txt" || true
   if [ "$parts" != bench ]; then
-    step test_cuda_host 60 "$bin/test_cuda_host"
-    step test_cuda_device 300 "$bin/test_cuda_device"
-    step conformance_cuda_ipc 300 env CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc \
-      "$bin/test_transport_conformance" '~[registry]' '~[large]'
-    step bench_ranks_checked 400 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench"
+    # The suite's parts need no quiet GPU: they run side by side, each to
+    # its own file, and are reported in order once all have ended.
+    local names=(test_cuda_host test_cuda_device conformance_cuda_ipc bench_ranks_checked) name pids=()
+    timeout 60 "$bin/test_cuda_host" > "$out/test_cuda_host.txt" 2>&1 & pids+=($!)
+    timeout 150 "$bin/test_cuda_device" > "$out/test_cuda_device.txt" 2>&1 & pids+=($!)
+    timeout 150 env CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc \
+      "$bin/test_transport_conformance" '~[registry]' '~[large]' > "$out/conformance_cuda_ipc.txt" 2>&1 & pids+=($!)
+    timeout 200 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
+      > "$out/bench_ranks_checked.txt" 2>&1 & pids+=($!)
+    local index code
+    for index in "${!names[@]}"; do
+      name=${names[$index]}
+      code=0
+      wait "${pids[$index]}" || code=$?
+      echo "== $name (ended by $((SECONDS - started)) s)"
+      if [ "$code" -ne 0 ]; then
+        status=1
+        echo "   FAILED (exit $code; $out/$name.txt):"
+      fi
+      tail -n 25 "$out/$name.txt"
+    done
   fi
   [ "$parts" = suite ] && return "$status"
+  step kernel_rate 60 "$bin/test_cuda_device" '[rate]'
   local ranks have_torch=0
   env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null && have_torch=1
   for ranks in 2 4; do
     # cuda_ipc (the default for processes that use CUDA), then through shm
     # (staged), then the peer: PyTorch's Gloo on CUDA tensors.
-    step "chorus-cuda-$ranks" 180 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check \
+    step "chorus-cuda-$ranks" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check \
       -b 8 -e 64M -f 8 --time-budget-ms 100
-    step "chorus-cuda-shm-$ranks" 180 env CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" \
+    step "chorus-cuda-shm-$ranks" 60 env CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" \
       --device cuda -b 8 -e 64M -f 8 --time-budget-ms 100
-    [ "$have_torch" = 1 ] && step "gloo-cuda-$ranks" 240 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" \
+    [ "$have_torch" = 1 ] && step "gloo-cuda-$ranks" 90 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" \
       --ranks "$ranks" --max-bytes 64M
   done
   # Device against host buffers over tcp, alternating, 2 rounds each.
   for round in 1 2; do
-    step "tcp-host-$round" 120 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
-    step "tcp-cuda-$round" 120 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda \
+    step "tcp-host-$round" 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
+    step "tcp-cuda-$round" 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda \
       -b 4M -e 64M -f 4
   done
   if command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
-      step chorus-cuda-4-mps 180 "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
+      step chorus-cuda-4-mps 60 "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
         --time-budget-ms 100
       echo quit | nvidia-cuda-mps-control || true
     else
