@@ -190,13 +190,27 @@ class TransferDevice : public DecoratedDevice {
 
   void work() {
     std::unique_lock lock(mutex_);
+    // While transfers are in flight the worker waits on the inner device
+    // like any caller (begin_waiting), so its thread moves their control
+    // messages whatever the callers do: a rank whose own collective has
+    // ended polls nothing, and an inner transport that reads only for
+    // callers polling or waiting (shm) would otherwise leave a peer's
+    // descriptor or ack unread until the next call.
+    bool waiting_on_inner = false;
     while (!stopping_) {
       const uint64_t seen = signal_.count();
       on_worker_round();
+      const bool in_flight = !transfers_.empty();
+      if (in_flight != waiting_on_inner) {
+        if (in_flight) inner().begin_waiting();
+        else inner().end_waiting();
+        waiting_on_inner = in_flight;
+      }
       lock.unlock();
       signal_.wait_change(seen, Deadline::after(kWorkerWake));
       lock.lock();
     }
+    if (waiting_on_inner) inner().end_waiting();
   }
 
   bool stopping_ = false;

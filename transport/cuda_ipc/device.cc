@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <mutex>
 
 #include "memory/cuda/runtime.h"
@@ -70,7 +71,24 @@ struct Transfer {
   Request acknowledgement;  // send: the ack in; receive: the ack out
   bool copied = false;
   std::shared_ptr<std::byte> eager_copy;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  bool stall_reported = false;
 };
+
+const char* state_name(Request::State state) {
+  switch (state) {
+    case Request::State::idle: return "not posted";
+    case Request::State::pending: return "pending";
+    case Request::State::done: return "done";
+    case Request::State::failed: return "failed";
+  }
+  return "?";
+}
+
+// How long a device message may be in flight before the worker says where
+// it stands (once per message), beside the executor's own stall warning:
+// that one names the message, this one the step of the protocol it is at.
+constexpr auto kStallReport = std::chrono::seconds(10);
 
 class CudaIpcDevice final : public TransferDevice<Transfer> {
  public:
@@ -195,6 +213,20 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
 void CudaIpcDevice::on_worker_round() {
   if (std::exception_ptr failed = failure()) fail_all(failed);
   advance_all();
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& transfer : transfers_) {
+    if (transfer->stall_reported || now - transfer->started < kStallReport) continue;
+    transfer->stall_reported = true;
+    const bool send = transfer->direction == Direction::send;
+    CHORUS_LOG(warn, rank_, "cuda_ipc: a device ", send ? "send to" : "receive from", " rank ",
+               transfer->pair->peer_rank(), " of ", transfer->data.size(), " bytes (",
+               describe_tag(transfer->tag.group, transfer->tag.value), ") has been in flight for ",
+               std::chrono::duration_cast<std::chrono::seconds>(now - transfer->started).count(),
+               " s: descriptor ", send ? "sent " : "received ", state_name(transfer->control.state()),
+               send ? "" : (transfer->copied ? ", copied" : ", not copied"), ", ack ", send ? "received " : "sent ",
+               state_name(transfer->acknowledgement.state()), ", the caller's request ",
+               transfer->user ? "still open" : "settled");
+  }
 }
 
 bool CudaIpcDevice::advance(Transfer& transfer) {
