@@ -86,6 +86,13 @@ bool Communicator::accepts(const Memory& memory) const {
   return true;
 }
 
+bool Communicator::maps_peer_memory(const Memory& memory) const {
+  if (memory.on_host() || size() == 1) return false;
+  for (int member = 0; member < size(); ++member)
+    if (!mesh_->maps_peer_memory(mesh_rank(member))) return false;
+  return true;
+}
+
 uint64_t child_group(uint64_t parent, uint32_t sequence, int color) {
   // splitmix64 over the three inputs: cheap, and a good spread of bits.
   uint64_t x = parent ^ (static_cast<uint64_t>(sequence) << 32 | static_cast<uint32_t>(color));

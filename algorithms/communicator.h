@@ -75,6 +75,10 @@ class Communicator {
   int streams(int member) const { return mesh_->streams(mesh_rank(member)); }
   // Whether the transport serving every member moves this memory.
   bool accepts(const Memory& memory) const;
+  // Whether every member maps its peers' device memory (agreed at connect,
+  // so all members answer alike): a collective on it may then read and
+  // write their buffers itself (algorithms/mapped_allreduce.h).
+  bool maps_peer_memory(const Memory& memory) const;
   // Whether some member's transport keeps several streams (the executor stripes).
   bool striped() const { return striped_; }
 

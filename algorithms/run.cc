@@ -13,6 +13,7 @@
 
 #include "algorithms/executor.h"
 #include "algorithms/local_steps.h"
+#include "algorithms/mapped_allreduce.h"
 #include "memory/registry.h"
 #include "algorithms/plan_cache.h"
 #include "algorithms/selection.h"
@@ -222,6 +223,18 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   assert(call.topology && problem_of(communicator, call, input, output).empty());
+  // Device memory every member maps from every other: the peers' buffers
+  // are read in place (algorithms/mapped_allreduce.h).
+  if (runs_mapped(communicator, call, algorithm)) {
+    communicator.note_started(sequence);
+    struct Finished {
+      const Communicator& communicator;
+      uint32_t sequence;
+      ~Finished() { communicator.note_finished(sequence); }
+    } finished{communicator, sequence};
+    run_mapped_allreduce(communicator, call, input, output, algorithm, sequence, deadline);
+    return;
+  }
   // Device memory that a transport of this Communicator cannot move, or a
   // small collective on it, runs on pinned host copies (algorithms/staging.h).
   if (runs_staged(communicator, call)) {

@@ -20,6 +20,7 @@
 #include <limits>
 #include <vector>
 
+#include "algorithms/mapped_allreduce.h"
 #include "algorithms/registry.h"
 #include "benchmarks/bench_connect.h"
 #include "benchmarks/run_metadata.h"
@@ -142,9 +143,11 @@ int run_rank(const BenchOptions& options) {
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
     throw InvalidArgument(cat("--root ", settings.root, " is out of range for ", context->size(), " ranks"));
   if (options.algorithm != "all" && options.algorithm != "auto" &&
-      !algorithms::find_algorithm(bench::collective_of(operation), options.algorithm))
+      !algorithms::find_algorithm(bench::collective_of(operation), options.algorithm) &&
+      !(operation == bench::Operation::allreduce && algorithms::is_mapped_algorithm(options.algorithm)))
     throw InvalidArgument(cat("--algo ", options.algorithm, " is not a ", options.operation, " algorithm (valid: ",
-                              algorithms::algorithm_names(bench::collective_of(operation)), ", auto, all)"));
+                              algorithms::algorithm_names(bench::collective_of(operation)), ", auto, all",
+                              operation == bench::Operation::allreduce ? ", and on device memory mapped_one_shot, mapped_two_shot)" : ")"));
 
   const bool reduction = bench::reduces(operation);
   const bool rooted = bench::has_root(operation);

@@ -34,6 +34,15 @@ class MemoryBackend {
                       size_t count) = 0;
   // Divides each of `count` elements by `ranks` (the end of an average).
   virtual void average(DataType type, std::byte* data, size_t count, size_t ranks) = 0;
+
+  // Copies, reductions and averages issued by the calling thread between
+  // begin_queueing() and finish_queued() may still be running when they
+  // return, in the order issued; finish_queued() returns once all of them
+  // are done. A device backend then waits once for a batch of kernels rather
+  // than once per kernel: where processes share a GPU, each wait can cost a
+  // turn of its time slice. Host memory works at once: both do nothing.
+  virtual void begin_queueing() {}
+  virtual void finish_queued() {}
 };
 
 }  // namespace chorus

@@ -105,33 +105,45 @@ run() {
   step kernel_rate 60 "$bin/test_cuda_device" '[rate]'
   local ranks have_torch=0
   env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null && have_torch=1
-  for ranks in 2 4; do
-    # cuda_ipc (the default for processes that use CUDA), then through shm
-    # (staged), then the peer: PyTorch's Gloo on CUDA tensors.
-    step "chorus-cuda-$ranks" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda --check \
-      -b 8 -e 64M -f 8 --time-budget-ms 100
-    step "chorus-cuda-shm-$ranks" 60 env CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" \
-      --device cuda -b 8 -e 64M -f 8 --time-budget-ms 100
+  # chorus-bench on device buffers, N processes sharing the GPU.
+  bench_cuda() {
+    local name=$1 ranks=$2
+    shift 2
+    step "$name" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda "$@"
+  }
+  local sweep=(-b 8 -e 64M -f 8 --time-budget-ms 100)
+  for ranks in 4 2; do
+    # auto (the mapped allreduce over cuda_ipc), checked; then the peer,
+    # PyTorch's Gloo on CUDA tensors; then chorus's Plans (ring: staged
+    # whole below 256 KiB, messages over cuda_ipc above).
+    bench_cuda "chorus-cuda-$ranks" "$ranks" --check "${sweep[@]}"
     [ "$have_torch" = 1 ] && step "gloo-cuda-$ranks" 90 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" \
       --ranks "$ranks" --max-bytes 64M
+    bench_cuda "chorus-cuda-ring-$ranks" "$ranks" --algo ring "${sweep[@]}"
   done
-  # Device against host buffers over tcp, alternating, 2 rounds each.
-  for round in 1 2; do
-    step "tcp-host-$round" 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
-    step "tcp-cuda-$round" 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda \
-      -b 4M -e 64M -f 4
-  done
+  # The two mapped variants side by side, for the one-shot threshold.
+  bench_cuda chorus-cuda-one-shot-4 4 --algo mapped_one_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
+  bench_cuda chorus-cuda-two-shot-4 4 --algo mapped_two_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
+  [ "$parts" = all ] && torch_part
   if command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
-      step chorus-cuda-4-mps 60 "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" --device cuda -b 8 -e 64M -f 8 \
-        --time-budget-ms 100
+      bench_cuda chorus-cuda-4-mps 4 --check "${sweep[@]}"
+      bench_cuda chorus-cuda-2-mps 2 --check "${sweep[@]}"
+      bench_cuda chorus-cuda-ring-4-mps 4 --algo ring "${sweep[@]}"
       echo quit | nvidia-cuda-mps-control || true
     else
       echo "== MPS: nvidia-cuda-mps-control -d failed; no MPS run"
     fi
   fi
+  # Device against host buffers over tcp (staged through pinned memory).
+  step tcp-host 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
+  step tcp-cuda 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda -b 4M -e 64M -f 4
+  # Where the first run stalled (2 ranks, ring over cuda_ipc at 2 MiB after
+  # 3773 calls): 15 s of it, and of an allgather there.
+  bench_cuda stall-ring-2M 2 --algo ring -b 2M -e 2M --time-budget-ms 5000 --rounds 3
+  bench_cuda stall-allgather-2M 2 --op allgather -b 2M -e 2M --time-budget-ms 5000 --rounds 3
   return "$status"
 }
 

@@ -61,11 +61,14 @@ std::string rank_list(const std::vector<int>& ranks) {
 // Each rank's slowest link per level by its transports' own models, as
 // 8-byte doubles: local alpha, local beta, remote alpha, remote beta, 0 where
 // it has no peer at that level; then 1 where every peer's transport moves
-// every device memory kind of this build (memory/registry.h), else 0; then per level (local, remote) what it measured
+// every device memory kind of this build (memory/registry.h), else 0; then 1
+// where every peer's transport also maps that memory (Device::maps_peer_memory),
+// else 0; then per level (local, remote) what it measured
 // (link_probe.h): fastest exchange, typical exchange, beta; NaN for a level
 // it did not lead.
 constexpr size_t kDeviceMemoryView = 4;
-constexpr size_t kMeasuredView = 5;
+constexpr size_t kPeerMappingView = 5;
+constexpr size_t kMeasuredView = 6;
 constexpr size_t kMeasuredNumbers = 3;
 constexpr size_t kViewNumbers = kMeasuredView + 2 * kMeasuredNumbers;
 
@@ -73,6 +76,7 @@ struct JobView {
   std::array<LinkModel, 2> levels;
   std::array<bool, 2> measured{};
   std::vector<bool> device_memory_ranks;
+  std::vector<bool> peer_mapping_ranks;
 };
 
 // A measured number is trusted only inside the range an override may give.
@@ -84,10 +88,13 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
   std::array<double, kViewNumbers> view{};
   const std::vector<MemoryKind> device_kinds = built_device_kinds();
   view[kDeviceMemoryView] = device_kinds.empty() ? 0 : 1;
+  view[kPeerMappingView] = view[kDeviceMemoryView];
   for (int peer = 0; peer < mesh.size(); ++peer) {
     if (peer == rank) continue;
-    for (MemoryKind kind : device_kinds)
+    for (MemoryKind kind : device_kinds) {
       if (!mesh.device_of(peer).accepts(Memory{kind, 0})) view[kDeviceMemoryView] = 0;
+      if (!mesh.device_of(peer).maps_peer_memory(Memory{kind, 0})) view[kPeerMappingView] = 0;
+    }
     const LinkModel link = mesh.link_model(peer);
     const size_t level =
         published[static_cast<size_t>(peer)].host_id == published[static_cast<size_t>(rank)].host_id ? 0 : 2;
@@ -118,6 +125,7 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
     for (size_t i = 0; i < slowest.size(); ++i)
       if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
     job.device_memory_ranks.push_back(theirs[kDeviceMemoryView] == 1);
+    job.peer_mapping_ranks.push_back(theirs[kPeerMappingView] == 1);
     // A level counts only with all its numbers: they come from one pair.
     for (size_t level = 0; level < 2; ++level) {
       const double* numbers = &theirs[kMeasuredView + kMeasuredNumbers * level];
@@ -241,6 +249,7 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   JobView job = agree_on_job_view(*mesh, published, measured, allgather);
   const std::array<LinkModel, 2> levels = job.levels;
   mesh->set_device_memory_ranks(std::move(job.device_memory_ranks));
+  mesh->set_peer_mapping_ranks(std::move(job.peer_mapping_ranks));
 
   if (log_enabled(LogLevel::info)) {
     std::map<std::string, std::vector<int>> peers_by_transport;

@@ -95,6 +95,13 @@ class DecoratedDevice : public Device {
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
     return inner_->register_memory(data, memory);
   }
+  bool maps_peer_memory(const Memory& memory) const override { return inner_->maps_peer_memory(memory); }
+  std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory) override {
+    return inner_->export_memory(data, memory);
+  }
+  std::byte* map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory) override {
+    return inner_->map_peer_memory(peer_rank, exported, memory);
+  }
   void abort_async(std::exception_ptr reason) override;
   void relay_instead(std::exception_ptr reason) override { inner_->relay_instead(std::move(reason)); }
   std::exception_ptr failure() const override;

@@ -161,6 +161,12 @@ class Mesh {
   bool moves_device_memory(int rank) const {
     return static_cast<size_t>(rank) < device_memory_ranks_.size() && device_memory_ranks_[static_cast<size_t>(rank)];
   }
+  // Which ranks also map every peer's device memory (Device::maps_peer_memory),
+  // learnt alike: a collective maps its peers' buffers only where all its ranks do.
+  void set_peer_mapping_ranks(std::vector<bool> ranks) { peer_mapping_ranks_ = std::move(ranks); }
+  bool maps_peer_memory(int rank) const {
+    return static_cast<size_t>(rank) < peer_mapping_ranks_.size() && peer_mapping_ranks_[static_cast<size_t>(rank)];
+  }
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
@@ -199,6 +205,7 @@ class Mesh {
   std::vector<int> suspects_;  // under mutex_
   std::shared_ptr<PositionBoard> positions_;
   std::vector<bool> device_memory_ranks_;
+  std::vector<bool> peer_mapping_ranks_;
 };
 
 }  // namespace chorus::transport

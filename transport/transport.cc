@@ -68,6 +68,16 @@ void Request::wait(Deadline deadline, const std::string& what) {
   if (state() == State::failed) std::rethrow_exception(error_);
 }
 
+std::vector<std::byte> Device::export_memory(std::span<const std::byte>, const Memory& memory) {
+  throw InvalidArgument(cat("rank ", rank(), ": the ", name(), " transport does not map ", to_string(memory),
+                            " memory into its peers"));
+}
+
+std::byte* Device::map_peer_memory(int peer_rank, std::span<const std::byte>, const Memory& memory) {
+  throw InvalidArgument(cat("rank ", rank(), ": the ", name(), " transport cannot map rank ", peer_rank, "'s ",
+                            to_string(memory), " memory"));
+}
+
 }  // namespace chorus::transport
 
 namespace chorus::transport {

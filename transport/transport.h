@@ -43,6 +43,9 @@
 
 namespace chorus::transport {
 
+// The most an export_memory description takes (Device::export_memory).
+inline constexpr size_t kMaxExportedMemoryBytes = 128;
+
 // Messages match on (`group`, `value`) (per pair, per direction, FIFO among
 // equal tags). `group` names the Context a message belongs to: a child made by
 // Context::split shares its parent's pairs, and the group keeps their
@@ -260,6 +263,19 @@ class Device {
   // RegistrationCache (transport/registration.h) so a training loop's buffers
   // are registered once, not per message.
   virtual std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory);
+
+  // Peer memory mapped into this process: where a device maps its peers'
+  // memory of a kind (CUDA IPC maps a peer process's device allocation), a
+  // collective on that memory may read and write the peers' buffers itself
+  // instead of messaging them (algorithms/mapped_allreduce.h).
+  virtual bool maps_peer_memory(const Memory& /*memory*/) const { return false; }
+  // An opaque description of `data` (at most kMaxExportedMemoryBytes) that
+  // the peer passes to its own map_peer_memory. Only where maps_peer_memory.
+  virtual std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory);
+  // The local address of the range a peer exported; mapped once per
+  // allocation and kept until the device closes. The description is checked:
+  // a malformed or hostile one is an error naming the peer.
+  virtual std::byte* map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory);
 
   // Fails every pending request with `reason`, tells connected peers why
   // (best effort) and fails every later post. Synchronous: once it returns the

@@ -34,6 +34,7 @@ struct ThreadDevice {
   void* stream = nullptr;
   std::byte* scratch = nullptr;
   size_t scratch_bytes = 0;
+  bool queueing = false;  // between begin_queueing and finish_queued: no wait per operation
 };
 
 class ModuleRuntime;
@@ -47,8 +48,13 @@ class DeviceBackend final : public MemoryBackend {
   void copy(std::byte* to, const std::byte* from, size_t bytes) override;
   void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand, size_t count) override;
   void average(DataType type, std::byte* data, size_t count, size_t ranks) override;
+  void begin_queueing() override;
+  void finish_queued() override;
 
  private:
+  // Waits for the thread's stream unless it is queueing.
+  void finish_unless_queueing(ThreadDevice& entry, const char* what);
+
   ModuleRuntime& runtime_;
   const int device_;
 };
@@ -356,10 +362,12 @@ void DeviceBackend::copy(std::byte* to, const std::byte* from, size_t bytes) {
     std::shared_ptr<std::byte> between = allocate(bytes);
     check(api.copy_async(between.get(), from, bytes, entry.stream), cat("copying on cuda:", device_));
     check(api.copy_async(to, between.get(), bytes, entry.stream), cat("copying on cuda:", device_));
-  } else {
-    check(api.copy_async(to, from, bytes, entry.stream), cat("copying on cuda:", device_));
+    // `between` is freed on return: its copies end first.
+    runtime_.wait(device_, entry.stream, "copying");
+    return;
   }
-  runtime_.wait(device_, entry.stream, "copying");
+  check(api.copy_async(to, from, bytes, entry.stream), cat("copying on cuda:", device_));
+  finish_unless_queueing(entry, "copying");
 }
 
 void DeviceBackend::reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand,
@@ -369,14 +377,26 @@ void DeviceBackend::reduce(DataType type, ReduceOp op, std::byte* accumulator, c
   check(runtime_.api().reduce_async(static_cast<int>(type), static_cast<int>(op), accumulator, operand, count,
                                     entry.stream),
         cat(to_string(op), " of ", to_string(type), " on cuda:", device_));
-  runtime_.wait(device_, entry.stream, "reducing");
+  finish_unless_queueing(entry, "reducing");
 }
 
 void DeviceBackend::average(DataType type, std::byte* data, size_t count, size_t ranks) {
   ThreadDevice& entry = runtime_.thread_device(device_);
   check(runtime_.api().average_async(static_cast<int>(type), data, count, ranks, entry.stream),
         cat("averaging ", to_string(type), " on cuda:", device_));
-  runtime_.wait(device_, entry.stream, "averaging");
+  finish_unless_queueing(entry, "averaging");
+}
+
+void DeviceBackend::begin_queueing() { runtime_.thread_device(device_).queueing = true; }
+
+void DeviceBackend::finish_queued() {
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  entry.queueing = false;
+  runtime_.wait(device_, entry.stream, "finishing queued copies and kernels");
+}
+
+void DeviceBackend::finish_unless_queueing(ThreadDevice& entry, const char* what) {
+  if (!entry.queueing) runtime_.wait(device_, entry.stream, what);
 }
 
 Runtime& load_runtime() {

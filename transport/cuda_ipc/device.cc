@@ -131,6 +131,10 @@ class CudaIpcDevice final : public TransferDevice<Transfer> {
   void start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
              int device);
 
+  bool maps_peer_memory(const Memory& memory) const override { return moves_itself(memory); }
+  std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory) override;
+  std::byte* map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory) override;
+
  private:
   std::span<const std::byte> inner_of(int peer_rank, std::span<const std::byte> address) const {
     const auto inner = inner_address(address);
@@ -208,6 +212,39 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
   } else {
     inner.post_recv(posted.control, tag, posted.descriptor, Memory::host());
   }
+}
+
+// The same descriptor a device message carries, for a collective that maps
+// its peers' buffers (Device::map_peer_memory) rather than messaging them.
+std::vector<std::byte> CudaIpcDevice::export_memory(std::span<const std::byte> data, const Memory& memory) {
+  if (!moves_itself(memory) || data.empty())
+    throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc exports non-empty CUDA memory, not ", data.size(),
+                              " bytes of ", to_string(memory), " memory"));
+  const cuda::IpcExport region = memory_->export_region(data.data());
+  IpcDescriptor descriptor;
+  descriptor.handle = region.handle;
+  descriptor.base = reinterpret_cast<uint64_t>(region.base);
+  descriptor.buffer_id = region.buffer_id;
+  descriptor.allocation_bytes = region.allocation_bytes;
+  descriptor.offset = static_cast<uint64_t>(data.data() - region.base);
+  descriptor.length = data.size();
+  const auto encoded = encode_descriptor(descriptor);
+  static_assert(kDescriptorBytes <= kMaxExportedMemoryBytes);
+  return {encoded.begin(), encoded.end()};
+}
+
+std::byte* CudaIpcDevice::map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory) {
+  if (!moves_itself(memory))
+    throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc maps CUDA memory, not ", to_string(memory), " memory"));
+  if (exported.size() != kDescriptorBytes)
+    throw IoError(cat("rank ", rank_, ": cuda_ipc: rank ", peer_rank, " exported ", exported.size(),
+                      " bytes of device memory description, expected ", kDescriptorBytes));
+  const IpcDescriptor descriptor = decode_descriptor(exported, rank_, peer_rank);
+  // The worker maps too, and the cache is one: under its lock.
+  std::lock_guard lock(mutex_);
+  if (std::exception_ptr failed = failure()) std::rethrow_exception(failed);
+  current_device_ = memory.device;
+  return imports_.map(peer_rank, descriptor) + descriptor.offset;
 }
 
 void CudaIpcDevice::on_worker_round() {

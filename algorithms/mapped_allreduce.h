@@ -1,0 +1,67 @@
+// Allreduce on device memory that every member maps from every other
+// (Device::map_peer_memory: CUDA IPC between processes on one host). Each
+// rank reads its peers' buffers itself, so a call costs three host barriers
+// and two batches of kernels whatever its size, where a Plan pays 2(N-1)
+// messages, each a copy and a wait of its own (on a GPU that processes
+// share by time slices, each wait can be a turn of the slice).
+//
+// Two shots (large calls): the buffer is cut into one chunk per rank.
+//   A. Every rank gathers every other's descriptions of its input and
+//      output (a host allgather). A rank sends its own only once its inputs
+//      are ready, so this is also the barrier before anybody reads them.
+//   1. Rank r reduces chunk r of every rank's input, in rank order, into
+//      chunk r of its own output (and averages it). One rank computes each
+//      chunk, so every rank ends with the same bits.
+//   B. Barrier: every chunk is reduced.
+//   2. Rank r copies chunk p of rank p's output into its own, for each peer p.
+//   C. Barrier: nobody reads rank r's buffers any more; the caller may
+//      reuse them.
+//   Writes never meet reads: in 1 rank r writes only its chunk r, which only
+//   it reads (in place too: peers read their own chunks of its input); in 2
+//   it writes chunks p != r, which nobody reads in 2.
+// One shot (small calls): A; every rank reduces the whole buffer from every
+// input, in rank order (the same bits everywhere), into its output, or into
+// scratch when in place (peers may still read its input); B, after which
+// nobody reads any input; in place, the scratch is copied into the output.
+// One batch of kernels (two in place) and two barriers.
+//
+// Selection: under "auto" (and no CHORUS_ALGO entry for allreduce) a
+// communicator whose members all map each other's memory of the call's
+// kind runs every allreduce on it this way, one shot up to
+// kMappedOneShotMaxBytes. A Plan's name runs the Plan; "mapped_one_shot" and
+// "mapped_two_shot" force a variant (benchmarks and tests), and are an
+// error where the members do not all map each other's memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "algorithms/call.h"
+#include "algorithms/communicator.h"
+#include "base/deadline.h"
+#include "memory/memory_backend.h"
+
+namespace chorus::algorithms {
+
+inline constexpr std::string_view kMappedOneShot = "mapped_one_shot";
+inline constexpr std::string_view kMappedTwoShot = "mapped_two_shot";
+// A first value, to be set from the GPU machine's measurements (docs/cuda.md).
+inline constexpr size_t kMappedOneShotMaxBytes = size_t{256} << 10;
+
+bool is_mapped_algorithm(std::string_view name);
+
+// Whether the call runs as a mapped allreduce; throws InvalidArgument when
+// a mapped variant is named where it cannot run. Every member answers alike:
+// the answer reads only the call, the name and what was agreed at connect.
+bool runs_mapped(const Communicator& communicator, const Call& call, std::string_view algorithm);
+
+void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                          std::string_view algorithm, uint32_t sequence, Deadline deadline);
+// The same on a given memory backend rather than the call's memory's: the
+// host tests run it with host memory playing the device's part.
+void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                          std::string_view algorithm, uint32_t sequence, Deadline deadline, MemoryBackend& backend);
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,177 @@
+// The mapped allreduce (algorithms/mapped_allreduce.h) without a GPU: ranks
+// are threads, each a Communicator over shm pairs wrapped by cuda_ipc, and
+// host memory plays device memory (test/cuda/host_ipc_memory.h: "exporting"
+// hands out an allocation's address, "mapping" returns it). What runs is the
+// algorithm's own code: the gather of descriptions, the mapping through the
+// transport's import cache, the chunks, the order of reductions, the
+// barriers. Results are checked bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "algorithms/communicator.h"
+#include "algorithms/mapped_allreduce.h"
+#include "algorithms/run.h"
+#include "base/error.h"
+#include "memory/registry.h"
+#include "test/cuda/host_ipc_memory.h"
+#include "test/transport/conformance.h"
+#include "transport/cuda_ipc/cuda_ipc.h"
+#include "transport/mesh.h"
+
+using namespace chorus;
+using namespace chorus::algorithms;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr Memory kPlayedDevice = Memory::cuda(2);
+
+struct Ranks {
+  std::shared_ptr<transport::testing::HostIpcMemory> memory = std::make_shared<transport::testing::HostIpcMemory>();
+  std::vector<std::unique_ptr<Communicator>> communicators;
+};
+
+// `size` ranks whose every pair is cuda_ipc over shm, agreed (as connect
+// would) to move and map device memory, or with mapping agreed off.
+Ranks make_ranks(int size, bool mapping = true) {
+  Ranks ranks;
+  transport::testing::TestMesh test_mesh;
+  int rank = 0;
+  for (auto& device : transport::testing::make_devices("shm", size))
+    test_mesh.devices.push_back(transport::cuda_ipc::wrap(rank++, std::move(device), ranks.memory));
+  transport::testing::connect_mesh(test_mesh);
+  std::vector<int> members(static_cast<size_t>(size));
+  for (int member = 0; member < size; ++member) members[static_cast<size_t>(member)] = member;
+  for (int own = 0; own < size; ++own) {
+    transport::Device* device = test_mesh.devices[static_cast<size_t>(own)].get();
+    std::vector<std::unique_ptr<transport::Device>> devices;
+    devices.push_back(std::move(test_mesh.devices[static_cast<size_t>(own)]));
+    auto mesh = std::make_shared<transport::Mesh>(own, size, std::move(devices));
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == own) continue;
+      transport::Mesh::Link link;
+      link.device = device;
+      link.streams.push_back(std::move(test_mesh.pairs[static_cast<size_t>(own)][0][static_cast<size_t>(peer)]));
+      mesh->set_link(peer, std::move(link));
+    }
+    mesh->set_device_memory_ranks(std::vector<bool>(static_cast<size_t>(size), true));
+    mesh->set_peer_mapping_ranks(std::vector<bool>(static_cast<size_t>(size), mapping));
+    CommunicatorSettings settings;
+    ranks.communicators.push_back(std::make_unique<Communicator>(
+        mesh, members, 0, std::make_shared<const Topology>(Topology::single_host(size)), settings));
+  }
+  return ranks;
+}
+
+void on_every_rank(Ranks& ranks, const std::function<void(Communicator&)>& body) {
+  std::vector<std::exception_ptr> errors(ranks.communicators.size());
+  std::vector<std::thread> threads;
+  for (size_t rank = 0; rank < ranks.communicators.size(); ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        body(*ranks.communicators[rank]);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+// Every rank's allreduce of count floats, rank r's element i = r + i % 7
+// (small integers: exact in any order); returns every rank's output.
+std::vector<std::vector<float>> allreduce_everywhere(Ranks& ranks, size_t count, ReduceOp op, bool in_place,
+                                                     std::string_view algorithm, int calls = 1) {
+  const int size = static_cast<int>(ranks.communicators.size());
+  std::vector<std::vector<float>> results(static_cast<size_t>(size));
+  on_every_rank(ranks, [&](Communicator& communicator) {
+    const int rank = communicator.rank();
+    const size_t bytes = count * sizeof(float);
+    auto* input = reinterpret_cast<float*>(ranks.memory->make(bytes + 1));
+    auto* output = in_place ? input : reinterpret_cast<float*>(ranks.memory->make(bytes + 1));
+    for (int call_number = 0; call_number < calls; ++call_number) {
+      for (size_t i = 0; i < count; ++i) input[i] = static_cast<float>(rank + static_cast<int>(i % 7) + call_number);
+      Call call = make_call(Collective::allreduce, rank, size, count, DataType::float32, op, 0, in_place);
+      call.memory = kPlayedDevice;
+      run_mapped_allreduce(communicator, checked_call(communicator, call, input, output), input, output, algorithm,
+                           static_cast<uint32_t>(call_number + 1), Deadline::after(20s),
+                           memory_backend(Memory::host()));
+    }
+    results[static_cast<size_t>(rank)].assign(output, output + count);
+  });
+  return results;
+}
+
+float expected_sum(int size, size_t i, int call_number) {
+  float sum = 0;
+  for (int rank = 0; rank < size; ++rank) sum += static_cast<float>(rank + static_cast<int>(i % 7) + call_number);
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("mapped allreduce: one and two shots, in and out of place, every size of chunk", "[cuda][mapped]") {
+  for (const int size : {2, 3, 4}) {
+    Ranks ranks = make_ranks(size);
+    // 1 element (chunks empty for most ranks), uneven counts, several aligned chunks.
+    for (const size_t count : {size_t{1}, size_t{63}, size_t{1000}, size_t{100'003}}) {
+      for (const std::string_view algorithm : {kMappedOneShot, kMappedTwoShot}) {
+        for (const bool in_place : {false, true}) {
+          const auto results = allreduce_everywhere(ranks, count, ReduceOp::sum, in_place, algorithm);
+          for (int rank = 0; rank < size; ++rank) {
+            const std::vector<float>& got = results[static_cast<size_t>(rank)];
+            size_t wrong = 0;
+            for (size_t i = 0; i < count; ++i) wrong += got[i] != expected_sum(size, i, 0);
+            REQUIRE(wrong == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mapped allreduce: average, max, and calls in a row reuse the mappings", "[cuda][mapped]") {
+  Ranks ranks = make_ranks(3);
+  const size_t count = 4096;
+  const auto averaged = allreduce_everywhere(ranks, count, ReduceOp::avg, false, kMappedTwoShot);
+  for (const auto& got : averaged)
+    for (size_t i = 0; i < count; ++i) REQUIRE(got[i] == expected_sum(3, i, 0) / 3);
+  const auto maxima = allreduce_everywhere(ranks, count, ReduceOp::max, true, kMappedOneShot);
+  for (const auto& got : maxima)
+    for (size_t i = 0; i < count; ++i) REQUIRE(got[i] == static_cast<float>(2 + i % 7));
+  const int opened = ranks.memory->opens.load();
+  const auto repeated = allreduce_everywhere(ranks, count, ReduceOp::sum, false, kMappedTwoShot, /*calls=*/5);
+  for (const auto& got : repeated)
+    for (size_t i = 0; i < count; ++i) REQUIRE(got[i] == expected_sum(3, i, 4));
+  // New buffers were made for the five calls: each rank opened each peer's
+  // input and output once, not once per call.
+  CHECK(ranks.memory->opens.load() - opened == 3 * 2 * 2);
+}
+
+TEST_CASE("mapped allreduce: which calls run mapped, and naming it where it cannot run", "[cuda][mapped]") {
+  Ranks mapping = make_ranks(2);
+  Ranks not_mapping = make_ranks(2, /*mapping=*/false);
+  const Communicator& yes = *mapping.communicators[0];
+  const Communicator& no = *not_mapping.communicators[0];
+  Call device = make_call(Collective::allreduce, 0, 2, 16, DataType::float32, ReduceOp::sum, 0, false);
+  device.memory = kPlayedDevice;
+  Call host = device;
+  host.memory = Memory::host();
+  Call broadcast = make_call(Collective::broadcast, 0, 2, 16, DataType::float32, ReduceOp::sum, 0, false);
+  broadcast.memory = kPlayedDevice;
+  CHECK(runs_mapped(yes, device, "auto"));
+  CHECK(runs_mapped(yes, device, kMappedTwoShot));
+  CHECK_FALSE(runs_mapped(yes, device, "ring"));  // a Plan named: the Plan
+  CHECK_FALSE(runs_mapped(yes, host, "auto"));
+  CHECK_FALSE(runs_mapped(yes, broadcast, "auto"));
+  CHECK_FALSE(runs_mapped(no, device, "auto"));
+  CHECK_THROWS_WITH(runs_mapped(no, device, kMappedOneShot),
+                    Catch::Contains("rank 0: algorithm 'mapped_one_shot' runs allreduce on device memory") &&
+                        Catch::Contains("that do not map it"));
+  CHECK_THROWS_AS(runs_mapped(yes, broadcast, kMappedTwoShot), InvalidArgument);
+}
