@@ -54,6 +54,11 @@ struct Config {
   // CHORUS_SHM_SINGLE_COPY=0: the shared-memory transport copies large
   // messages through its rings instead of process_vm_readv.
   bool shm_single_copy = true;
+  // CHORUS_CUDA_IPC_MESSAGES=1: device-memory messages between processes of
+  // one host go by CUDA IPC (the receiver copies out of the sender's mapped
+  // buffer, then acks) instead of pinned host chunks over shm. Off by
+  // default: on the H100 that protocol stalled (docs/cuda.md).
+  bool cuda_ipc_messages = false;
   // CHORUS_SECRET, or the contents of the file named by CHORUS_SECRET_FILE
   // (one trailing newline dropped): what every connection of the job proves
   // it knows (base/job_secret.h). Not configured: the job is unauthenticated.

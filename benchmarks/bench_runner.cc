@@ -4,6 +4,7 @@
 #include <memory>
 #include <chrono>
 
+#include "algorithms/mapped_allreduce.h"
 #include "algorithms/registry.h"
 #include "chorus/collectives.h"
 #include "memory/cuda/runtime.h"
@@ -80,6 +81,8 @@ bool algorithm_supports(const BenchSettings& settings, const std::string& algori
       if (candidate.collective == collective && candidate.supports(call)) return true;
     return false;
   }
+  // The mapped allreduce runs whatever the size (the library says where it cannot run at all).
+  if (collective == Collective::allreduce && algorithms::is_mapped_algorithm(algorithm)) return true;
   const algorithms::Algorithm* found = algorithms::find_algorithm(collective, algorithm);
   return found != nullptr && found->supports(call);
 }

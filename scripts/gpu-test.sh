@@ -124,7 +124,6 @@ run() {
   # The two mapped variants side by side, for the one-shot threshold.
   bench_cuda chorus-cuda-one-shot-4 4 --algo mapped_one_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
   bench_cuda chorus-cuda-two-shot-4 4 --algo mapped_two_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
-  [ "$parts" = all ] && torch_part
   if command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

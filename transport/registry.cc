@@ -99,7 +99,12 @@ bool shm_can_connect(const PeerView& a, const PeerView& b) {
 std::unique_ptr<Device> create_cuda_ipc(const DeviceOptions& options) {
   cuda_ipc::CudaIpcDeviceOptions ipc_options;
   ipc_options.rank = options.rank;
-  ipc_options.create_host_device = [options] { return create_shm_device(options); };
+  // Device-memory messages go by the IPC protocol only where the job asks
+  // for it; else through the shm pair in pinned chunks, like shm's own.
+  ipc_options.move_messages = options.config.cuda_ipc_messages;
+  ipc_options.create_host_device = [options] {
+    return options.config.cuda_ipc_messages ? create_shm_device(options) : moving_device_memory(create_shm_device(options));
+  };
   ipc_options.host_can_connect = shm::can_connect;
   const std::vector<std::string>& named = options.config.transports;
   ipc_options.asked = std::find(named.begin(), named.end(), "cuda_ipc") != named.end();

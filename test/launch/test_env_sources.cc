@@ -105,6 +105,8 @@ TEST_CASE("a half-set environment fails at once with InvalidArgument naming the 
       {{"SLURM_PROCID=2", "SLURM_NTASKS=2", "CHORUS_STORE=tcp://127.0.0.1:1"}, {"Slurm", "SLURM_PROCID=2 is out of range"}},
       {{"PMI_RANK=x", "PMI_SIZE=2", "CHORUS_STORE=tcp://127.0.0.1:1"}, {"PMI", "PMI_RANK='x' is not an integer"}},
       {{}, {"no launcher environment found"}},
+      {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_CUDA_IPC_MESSAGES=yes"},
+       {"CHORUS_CUDA_IPC_MESSAGES='yes' must be 0 or 1"}},
   };
   for (const Case& test_case : cases) {
     ChildProcess process({launch_rank()}, test_case.environment);

@@ -47,7 +47,12 @@ class IpcMemory {
 std::shared_ptr<IpcMemory> cuda_memory();
 
 // Wraps a host transport's device (shm) into a cuda_ipc device.
-std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory);
+// `move_messages`: device-memory messages go by the IPC protocol above;
+// false: to the inner device (which must then move device memory itself,
+// host staging), and the device only maps peer memory
+// (Device::map_peer_memory) for collectives that read it in place.
+std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory,
+                             bool move_messages = true);
 
 struct CudaIpcDeviceOptions {
   int rank = 0;
@@ -58,6 +63,9 @@ struct CudaIpcDeviceOptions {
   bool (*host_can_connect)(std::span<const std::byte>, std::span<const std::byte>) = nullptr;
   // The job named cuda_ipc (CHORUS_TRANSPORT): load CUDA to offer it.
   bool asked = false;
+  // Device-memory messages by the IPC protocol (CHORUS_CUDA_IPC_MESSAGES);
+  // else create_host_device makes a device that moves them itself.
+  bool move_messages = false;
 };
 
 std::unique_ptr<Device> create_device(const CudaIpcDeviceOptions& options);

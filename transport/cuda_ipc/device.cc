@@ -92,9 +92,10 @@ constexpr auto kStallReport = std::chrono::seconds(10);
 
 class CudaIpcDevice final : public TransferDevice<Transfer> {
  public:
-  CudaIpcDevice(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory)
+  CudaIpcDevice(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory, bool move_messages)
       : TransferDevice(std::move(inner)),
         rank_(rank),
+        move_messages_(move_messages),
         memory_(std::move(memory)),
         imports_([this](const IpcDescriptor& descriptor) { return open_import(descriptor); },
                  [this](std::byte* local) { memory_->close(local); }) {
@@ -123,15 +124,17 @@ class CudaIpcDevice final : public TransferDevice<Transfer> {
   KnockAnswer knock(int peer_rank, std::span<const std::byte> peer_address) const override {
     return inner().knock(peer_rank, inner_of(peer_rank, peer_address));
   }
-  bool accepts(const Memory& memory) const override { return memory.on_host() || moves_itself(memory); }
-  bool moves_itself(const Memory& memory) const { return memory.kind == MemoryKind::cuda; }
+  bool accepts(const Memory& memory) const override {
+    return memory.on_host() || moves_itself(memory) || inner().accepts(memory);
+  }
+  bool moves_itself(const Memory& memory) const { return move_messages_ && memory.kind == MemoryKind::cuda; }
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
-    return inner().register_memory(data, memory.kind == MemoryKind::host ? memory : Memory::host());
+    return inner().register_memory(data, moves_itself(memory) ? Memory::host() : memory);
   }
   void start(CudaIpcPair& pair, Direction direction, Request& user, Tag tag, std::span<std::byte> data,
              int device);
 
-  bool maps_peer_memory(const Memory& memory) const override { return moves_itself(memory); }
+  bool maps_peer_memory(const Memory& memory) const override { return memory.kind == MemoryKind::cuda; }
   std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory) override;
   std::byte* map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory) override;
 
@@ -152,6 +155,7 @@ class CudaIpcDevice final : public TransferDevice<Transfer> {
   void on_worker_round() override;
 
   const int rank_;
+  const bool move_messages_;
   std::shared_ptr<IpcMemory> memory_;
   ImportCache imports_;     // under mutex_, like the transfers
   int current_device_ = 0;  // the device the worker maps onto (set per transfer)
@@ -217,7 +221,7 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
 // The same descriptor a device message carries, for a collective that maps
 // its peers' buffers (Device::map_peer_memory) rather than messaging them.
 std::vector<std::byte> CudaIpcDevice::export_memory(std::span<const std::byte> data, const Memory& memory) {
-  if (!moves_itself(memory) || data.empty())
+  if (!maps_peer_memory(memory) || data.empty())
     throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc exports non-empty CUDA memory, not ", data.size(),
                               " bytes of ", to_string(memory), " memory"));
   const cuda::IpcExport region = memory_->export_region(data.data());
@@ -234,7 +238,7 @@ std::vector<std::byte> CudaIpcDevice::export_memory(std::span<const std::byte> d
 }
 
 std::byte* CudaIpcDevice::map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory) {
-  if (!moves_itself(memory))
+  if (!maps_peer_memory(memory))
     throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc maps CUDA memory, not ", to_string(memory), " memory"));
   if (exported.size() != kDescriptorBytes)
     throw IoError(cat("rank ", rank_, ": cuda_ipc: rank ", peer_rank, " exported ", exported.size(),
@@ -370,13 +374,14 @@ class CudaMemory final : public IpcMemory {
 
 std::shared_ptr<IpcMemory> cuda_memory() { return std::make_shared<CudaMemory>(); }
 
-std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory) {
-  return std::make_unique<CudaIpcDevice>(rank, std::move(inner), std::move(memory));
+std::unique_ptr<Device> wrap(int rank, std::unique_ptr<Device> inner, std::shared_ptr<IpcMemory> memory,
+                             bool move_messages) {
+  return std::make_unique<CudaIpcDevice>(rank, std::move(inner), std::move(memory), move_messages);
 }
 
 std::unique_ptr<Device> create_device(const CudaIpcDeviceOptions& options) {
   if (!cuda_usable(options.asked)) return std::make_unique<NotOffered>(options.rank);
-  return wrap(options.rank, options.create_host_device(), cuda_memory());
+  return wrap(options.rank, options.create_host_device(), cuda_memory(), options.move_messages);
 }
 
 bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b,
