@@ -27,8 +27,9 @@
 //
 // Selection: under "auto" (and no CHORUS_ALGO entry for allreduce) a
 // communicator whose members all map each other's memory of the call's
-// kind runs every allreduce on it this way, one shot up to
-// kMappedOneShotMaxBytes. A Plan's name runs the Plan; "mapped_one_shot" and
+// kind runs allreduces of kDevicePlanMinBytes and more on it this way, one
+// shot up to kMappedOneShotMaxBytes; smaller ones run staged whole
+// (algorithms/staging.h), which measured as fast or faster on the H100. A Plan's name runs the Plan; "mapped_one_shot" and
 // "mapped_two_shot" force a variant (benchmarks and tests), and are an
 // error where the members do not all map each other's memory.
 #pragma once

@@ -111,25 +111,37 @@ run() {
     shift 2
     step "$name" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda "$@"
   }
-  local sweep=(-b 8 -e 64M -f 8 --time-budget-ms 100)
+  # 8 B to 16 MiB by 8x, then 64 MiB (the targets' sizes).
+  local sweep=(-b 8 -e 16M -f 8 --time-budget-ms 100) largest=(-b 64M -e 64M --time-budget-ms 300)
   for ranks in 4 2; do
     # auto (the mapped allreduce over cuda_ipc), checked; then the peer,
     # PyTorch's Gloo on CUDA tensors; then chorus's Plans (ring: staged
-    # whole below 256 KiB, messages over cuda_ipc above).
+    # whole below 256 KiB, host chunks over shm above).
     bench_cuda "chorus-cuda-$ranks" "$ranks" --check "${sweep[@]}"
-    [ "$have_torch" = 1 ] && step "gloo-cuda-$ranks" 90 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" \
-      --ranks "$ranks" --max-bytes 64M
+    bench_cuda "chorus-cuda-64M-$ranks" "$ranks" --check "${largest[@]}"
+    if [ "$have_torch" = 1 ]; then
+      step "gloo-cuda-$ranks" 90 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" --ranks "$ranks" \
+        --max-bytes 16M
+      step "gloo-cuda-64M-$ranks" 60 env -u LD_LIBRARY_PATH python3 "$bin/torch_gloo_cuda.py" --ranks "$ranks" \
+        --min-bytes 64M --max-bytes 64M --iters 5 --rounds 3
+    fi
     bench_cuda "chorus-cuda-ring-$ranks" "$ranks" --algo ring "${sweep[@]}"
   done
+  # Staged whole, 1 KiB to 128 KiB by 2x, under two host algorithms: the
+  # first runs found 4 KiB about 8x slower than 32 KiB time-sliced.
+  bench_cuda staged-ring-4 4 --algo ring -b 1K -e 128K -f 2 --time-budget-ms 50
+  bench_cuda staged-rd-4 4 --algo recursive_doubling -b 1K -e 128K -f 2 --time-budget-ms 50
   # The two mapped variants side by side, for the one-shot threshold.
-  bench_cuda chorus-cuda-one-shot-4 4 --algo mapped_one_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
-  bench_cuda chorus-cuda-two-shot-4 4 --algo mapped_two_shot --check -b 8 -e 16M -f 4 --time-budget-ms 100
+  bench_cuda chorus-cuda-one-shot-4 4 --algo mapped_one_shot --check -b 8 -e 4M -f 4 --time-budget-ms 100
+  bench_cuda chorus-cuda-two-shot-4 4 --algo mapped_two_shot --check -b 8 -e 4M -f 4 --time-budget-ms 100
   if command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
       bench_cuda chorus-cuda-4-mps 4 --check "${sweep[@]}"
+      bench_cuda chorus-cuda-64M-4-mps 4 --check "${largest[@]}"
       bench_cuda chorus-cuda-2-mps 2 --check "${sweep[@]}"
+      bench_cuda chorus-cuda-64M-2-mps 2 --check "${largest[@]}"
       bench_cuda chorus-cuda-ring-4-mps 4 --algo ring "${sweep[@]}"
       echo quit | nvidia-cuda-mps-control || true
     else
@@ -139,11 +151,45 @@ run() {
   # Device against host buffers over tcp (staged through pinned memory).
   step tcp-host 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" -b 4M -e 64M -f 4
   step tcp-cuda 30 env CHORUS_TRANSPORT=tcp "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda -b 4M -e 64M -f 4
-  # Where the first run stalled (2 ranks, ring over cuda_ipc at 2 MiB after
-  # 3773 calls): 15 s of it, and of an allgather there.
-  bench_cuda stall-ring-2M 2 --algo ring -b 2M -e 2M --time-budget-ms 5000 --rounds 3
-  bench_cuda stall-allgather-2M 2 --op allgather -b 2M -e 2M --time-budget-ms 5000 --rounds 3
+  # The ring at 2 MiB by host chunks (the default now), where the IPC
+  # message protocol stalled; then that protocol, probed (stall_probe).
+  bench_cuda ring-2M-staged 2 --algo ring -b 2M -e 2M --time-budget-ms 5000 --rounds 2
+  stall_probe
   return "$status"
+}
+
+# CHORUS_CUDA_IPC_MESSAGES=1 (the IPC message protocol, off by default since
+# it stalled on the H100): the stalled configuration again, and once a
+# device message has been in flight for 10 s (cuda_ipc says so), every
+# thread's stack of every rank, by cuda-gdb (the machine has no gdb).
+stall_probe() {
+  echo "== stall-probe (at $((SECONDS - started)) s)"
+  if [ $((SECONDS - started + 60)) -gt "$deadline" ]; then
+    echo "   SKIPPED: past the run's budget of $deadline s"
+    return 0
+  fi
+  local log=$out/stall-probe.txt
+  CHORUS_CUDA_IPC_MESSAGES=1 CHORUS_TIMEOUT=40 timeout 50 "$bin/chorus-run" -n 2 -- "$bin/chorus-bench" --device cuda \
+    --algo ring -b 2M -e 2M --time-budget-ms 20000 --rounds 2 > "$log" 2>&1 &
+  local probe=$! waited=0
+  until grep -q "has been in flight for" "$log" 2> /dev/null || ! kill -0 "$probe" 2> /dev/null || [ $waited -ge 45 ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if grep -q "has been in flight for" "$log"; then
+    local gdb=/usr/local/cuda/bin/cuda-gdb pid
+    command -v cuda-gdb > /dev/null && gdb=cuda-gdb
+    for pid in $(pgrep -f "bin/chorus-bench --device cuda --algo ring"); do
+      echo "=== stacks of pid $pid" >> "$out/stall-stacks.txt"
+      timeout 20 "$gdb" -p "$pid" -batch -ex "thread apply all bt" >> "$out/stall-stacks.txt" 2>&1 || true
+    done
+    echo "   stalled; stacks in stall-stacks.txt ($(grep -c '^Thread' "$out/stall-stacks.txt" || true) threads)"
+  else
+    echo "   no stall in ${waited} s"
+  fi
+  kill "$probe" 2> /dev/null || true
+  wait "$probe" 2> /dev/null || true
+  tail -n 8 "$log"
 }
 
 case "$mode" in

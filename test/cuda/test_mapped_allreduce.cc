@@ -158,13 +158,17 @@ TEST_CASE("mapped allreduce: which calls run mapped, and naming it where it cann
   Ranks not_mapping = make_ranks(2, /*mapping=*/false);
   const Communicator& yes = *mapping.communicators[0];
   const Communicator& no = *not_mapping.communicators[0];
-  Call device = make_call(Collective::allreduce, 0, 2, 16, DataType::float32, ReduceOp::sum, 0, false);
+  Call device = make_call(Collective::allreduce, 0, 2, 1 << 16, DataType::float32, ReduceOp::sum, 0, false);
   device.memory = kPlayedDevice;
+  Call small = device;
+  small.count = 16;
   Call host = device;
   host.memory = Memory::host();
   Call broadcast = make_call(Collective::broadcast, 0, 2, 16, DataType::float32, ReduceOp::sum, 0, false);
   broadcast.memory = kPlayedDevice;
-  CHECK(runs_mapped(yes, device, "auto"));
+  CHECK(runs_mapped(yes, device, "auto"));  // 256 KiB
+  CHECK_FALSE(runs_mapped(yes, small, "auto"));  // staged whole
+  CHECK(runs_mapped(yes, small, kMappedTwoShot));
   CHECK(runs_mapped(yes, device, kMappedTwoShot));
   CHECK_FALSE(runs_mapped(yes, device, "ring"));  // a Plan named: the Plan
   CHECK_FALSE(runs_mapped(yes, host, "auto"));
