@@ -62,8 +62,15 @@ build() {
   local probe
   probe=$("$python" - <<'PYTHON'
 import os, sysconfig
-import torch, torch.utils.cpp_extension as extension
-includes = [path for path in extension.include_paths() if os.path.isdir(path)]
+import torch
+try:
+    import torch.utils.cpp_extension as extension
+    includes, libraries = extension.include_paths(), extension.library_paths()
+except ImportError:  # cpp_extension imports setuptools; the paths are torch's own directories
+    root = os.path.dirname(torch.__file__)
+    includes = [root + "/include", root + "/include/torch/csrc/api/include"]
+    libraries = [root + "/lib"]
+includes = [path for path in includes if os.path.isdir(path)]
 pybind11 = next((path for path in includes if os.path.isfile(path + "/pybind11/pybind11.h")), "")
 if not pybind11:
     import pybind11 as module
@@ -74,7 +81,7 @@ print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print(torch.__version__)
 print(pybind11)
 print(";".join(includes))
-print(";".join(path for path in extension.library_paths() if os.path.isdir(path)))
+print(";".join(path for path in libraries if os.path.isdir(path)))
 PYTHON
   )
   local suffix python_include abi version pybind11 includes libraries
