@@ -89,6 +89,8 @@ PYTHON
     read -r libraries; } <<< "$probe"
   [ -f "$python_include/Python.h" ] || {
     echo "gpu-torch.sh: $python has no Python.h in $python_include (install its -dev package)" >&2; exit 1; }
+  # libchorus takes std::string arguments in the new libstdc++ ABI.
+  [ "$abi" = 1 ] || { echo "gpu-torch.sh: torch $version has the old libstdc++ string ABI; libchorus the new" >&2; exit 1; }
   local library_dir torch_lib
   library_dir=$(cd "$(dirname "$libchorus")" && pwd)
   torch_lib=${libraries%%;*}
