@@ -1,5 +1,6 @@
 #include "python/torch/placement.h"
 
+#include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "base/error.h"
@@ -42,6 +43,13 @@ void place(CollectiveOptions& options, const Placement& placement) {
   // Null for torch's default stream: the legacy default stream, as chorus reads it.
   options.cuda_stream = placement.stream->native_handle();
 #endif
+}
+
+void order_current_stream_after(const Placement& placement) {
+  if (!placement.stream) return;
+  c10::Event done(c10::DeviceType::CUDA);
+  done.record(*placement.stream);
+  done.block(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(placement.device));
 }
 
 }  // namespace chorus::torch_backend

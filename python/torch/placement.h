@@ -39,4 +39,9 @@ Placement placement_of(const std::vector<at::Tensor>& tensors, const char* colle
 // The call's memory and stream in chorus's options.
 void place(CollectiveOptions& options, const Placement& placement);
 
+// For a CUDA call: the calling thread's current stream waits for the work
+// queued so far on the call's stream (a Work's copies back, when wait() is
+// called on another stream than the call was made on). Nothing for the CPU.
+void order_current_stream_after(const Placement& placement);
+
 }  // namespace chorus::torch_backend

@@ -155,8 +155,12 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
       throw TimeoutError(cat("chorus.torch ", what_, ": not finished after waiting ", timeout.count(), " ms"));
     }
   }
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  if (error_) std::rethrow_exception(error_);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (error_) std::rethrow_exception(error_);
+  }
+  // As NCCL's wait(): whatever stream the caller is on now sees the result.
+  order_current_stream_after(placement_);
   return true;
 }
 

@@ -55,6 +55,8 @@ class ChorusWork : public TorchWork {
   void synchronize() override {}
   // Blocks until finished (at most `timeout` unless it is kNoTimeout);
   // throws the collective's error, prefixed with what failed on which rank.
+  // For CUDA tensors the caller's current stream then waits for the copies
+  // back, queued on the stream the call was made on.
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 

@@ -158,7 +158,8 @@ def check_collectives(group, rank, device, label):
 
 
 def check_stream_order(group, rank, device, label):
-    """Work queued on the caller's stream after an async call runs after the result."""
+    """Work queued on the caller's stream after an async call runs after the
+    result, and work after wait() on another stream too."""
     side = torch.cuda.Stream(device=device)
     side.wait_stream(torch.cuda.current_stream(device))
     count = COUNTS[-1]
@@ -170,6 +171,17 @@ def check_stream_order(group, rank, device, label):
     work.wait()
     side.synchronize()
     check_equal(doubled, torch.full((count,), 6.0, device=device), f"work on the caller's stream after async ({label})")
+
+    # A non-contiguous tensor is copied back on the stream of the call;
+    # wait() on another stream must order that stream after the copy.
+    base = torch.full((4, count), float(rank + 1), device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        work = dist.all_reduce(base.t(), async_op=True, group=group)
+    work.wait()
+    snapshot = base.clone()  # on the default stream, no synchronize
+    check_equal(snapshot, torch.full((4, count), 3.0, device=device),
+                f"a transposed view reduced on a side stream, read on the default one after wait() ({label})")
 
 
 def check_two_devices_refused(group, rank, device, label):
