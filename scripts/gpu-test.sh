@@ -5,12 +5,15 @@
 #                                programs, libchorus and its modules, and the
 #                                Debian libraries they link into gpu-bundle/
 #                                (git-ignored)
-#   scripts/gpu-test.sh run [suite|bench|all]
+#   scripts/gpu-test.sh run [suite|bench|torch|all]
 #                                on the GPU machine, from the repository root
 #                                with gpu-bundle/ carried there: the suite
 #                                "cuda" (kernels, memory kinds, ranks sharing
-#                                the GPU, stream ordering) and the benchmarks
-#                                beside their peers, with and without MPS.
+#                                the GPU, stream ordering), the benchmarks
+#                                beside their peers, with and without MPS, and
+#                                chorus.torch on CUDA tensors (built there by
+#                                scripts/gpu-torch.sh against the machine's
+#                                torch; test/cuda/torch_cuda.py).
 #                                Results land in $OUT (or gpu-results/).
 #
 # The device tool's run: command "bash scripts/gpu-test.sh run", carry
@@ -51,7 +54,9 @@ run() {
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CHORUS_CUDA_MODULE="$PWD/$bundle/lib/libchorus_cuda.so"
-  local bin=$bundle/bin status=0 started=$SECONDS
+  local bin=$bundle/bin status=0 started=$SECONDS code
+  # chorus.torch as scripts/gpu-torch.sh lays it out (git-ignored).
+  local torch_package=gpu-torch
   # The whole run has a deadline (device time is scarce): a step that would
   # start after it is skipped and says so, so a hang early cannot eat the
   # call and leave nothing recorded.
@@ -75,10 +80,38 @@ run() {
     fi
     tail -n 25 "$out/$name.txt"
   }
+  # chorus-bench on device buffers, N processes sharing the GPU.
+  bench_cuda() {
+    local name=$1 ranks=$2
+    shift 2
+    step "$name" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda "$@"
+  }
+  # 8 B to 16 MiB by 8x, then 64 MiB (the targets' sizes).
+  local sweep=(-b 8 -e 16M -f 8 --time-budget-ms 100) largest=(-b 64M -e 64M --time-budget-ms 300)
+  # Reports a part that ran in the background and ended with `code`.
+  ended() {
+    local name=$1 code=$2
+    echo "== $name (ended by $((SECONDS - started)) s)"
+    if [ "$code" -ne 0 ]; then
+      status=1
+      echo "   FAILED (exit $code; $out/$name.txt):"
+    fi
+    tail -n 25 "$out/$name.txt"
+  }
+  # Whether the run's parts include `part`.
+  wants() { [ "$parts" = all ] || [ "$parts" = "$1" ]; }
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; uname -r
     /usr/local/cuda/bin/nvcc --version | tail -n 2; python3 -c "import torch; print('torch', torch.__version__)"; } \
     2>&1 | tee "$out/gpu.txt" || true
-  if [ "$parts" != bench ]; then
+  local torch_build=
+  if wants torch; then
+    # Compiling chorus.torch takes the CPUs, not the GPU: it runs beside the
+    # suite and has ended before any benchmark starts.
+    timeout 240 env -u LD_LIBRARY_PATH bash scripts/gpu-torch.sh build --out "$torch_package" \
+      > "$out/torch_build.txt" 2>&1 &
+    torch_build=$!
+  fi
+  if wants suite; then
     # The suite's parts need no quiet GPU: they run side by side, each to
     # its own file, and are reported in order once all have ended.
     local names=(test_cuda_host test_cuda_device conformance_cuda_ipc bench_ranks_checked) name pids=()
@@ -88,31 +121,30 @@ run() {
       "$bin/test_transport_conformance" '~[registry]' '~[large]' > "$out/conformance_cuda_ipc.txt" 2>&1 & pids+=($!)
     timeout 200 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
       > "$out/bench_ranks_checked.txt" 2>&1 & pids+=($!)
-    local index code
+    local index
     for index in "${!names[@]}"; do
       name=${names[$index]}
       code=0
       wait "${pids[$index]}" || code=$?
-      echo "== $name (ended by $((SECONDS - started)) s)"
-      if [ "$code" -ne 0 ]; then
-        status=1
-        echo "   FAILED (exit $code; $out/$name.txt):"
-      fi
-      tail -n 25 "$out/$name.txt"
+      ended "$name" "$code"
     done
   fi
-  [ "$parts" = suite ] && return "$status"
+  if [ -n "$torch_build" ]; then
+    code=0
+    wait "$torch_build" || code=$?
+    ended torch_build "$code"
+  fi
+  wants bench && bench
+  wants torch && torch_part
+  wants bench && bench_more
+  return "$status"
+}
+
+# The benchmarks, each beside its peer (run's helpers and variables).
+bench() {
   step kernel_rate 60 "$bin/test_cuda_device" '[rate]'
   local ranks have_torch=0
   env -u LD_LIBRARY_PATH python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null && have_torch=1
-  # chorus-bench on device buffers, N processes sharing the GPU.
-  bench_cuda() {
-    local name=$1 ranks=$2
-    shift 2
-    step "$name" 60 "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" --device cuda "$@"
-  }
-  # 8 B to 16 MiB by 8x, then 64 MiB (the targets' sizes).
-  local sweep=(-b 8 -e 16M -f 8 --time-budget-ms 100) largest=(-b 64M -e 64M --time-budget-ms 300)
   for ranks in 4 2; do
     # auto (the mapped allreduce over cuda_ipc), checked; then the peer,
     # PyTorch's Gloo on CUDA tensors; then chorus's Plans (ring: staged
@@ -127,6 +159,11 @@ run() {
     fi
     bench_cuda "chorus-cuda-ring-$ranks" "$ranks" --algo ring "${sweep[@]}"
   done
+}
+
+# The rest, after chorus.torch: experiments for the thresholds, MPS, tcp,
+# and the stalled protocol.
+bench_more() {
   # Staged whole, 1 KiB to 128 KiB by 2x, under two host algorithms: the
   # first runs found 4 KiB about 8x slower than 32 KiB time-sliced.
   bench_cuda staged-ring-4 4 --algo ring -b 1K -e 128K -f 2 --time-budget-ms 50
@@ -155,7 +192,18 @@ run() {
   # message protocol stalled; then that protocol, probed (stall_probe).
   bench_cuda ring-2M-staged 2 --algo ring -b 2M -e 2M --time-budget-ms 5000 --rounds 2
   stall_probe
-  return "$status"
+}
+
+# chorus.torch on the machine's torch, once run's background build of it
+# (against gpu-bundle's libchorus; its seconds are in torch_build.txt) has
+# ended: a CPU all_reduce through it under chorus-run, then CUDA tensors:
+# every collective bit-exact, DDP against gloo, timings
+# (test/cuda/torch_cuda.py). The ranks run without LD_LIBRARY_PATH, so that
+# torch keeps its own CUDA libraries; the modules find gpu-bundle/lib by
+# their RPATH.
+torch_part() {
+  step torch_smoke 60 bash scripts/gpu-torch.sh smoke --out "$torch_package" --chorus-run "$bin/chorus-run"
+  step torch_cuda 150 env -u LD_LIBRARY_PATH PYTHONPATH="$PWD/$torch_package" python3 test/cuda/torch_cuda.py
 }
 
 # CHORUS_CUDA_IPC_MESSAGES=1 (the IPC message protocol, off by default since
@@ -195,5 +243,5 @@ stall_probe() {
 case "$mode" in
   bundle) gather ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: $0 bundle | run [suite|bench|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 bundle | run [suite|bench|torch|all]" >&2; exit 2 ;;
 esac

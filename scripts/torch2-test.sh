@@ -38,18 +38,8 @@ ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite pyt
 meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 --suite python --suite torch --suite tensorflow "$@"
 
 meson install -C "$dir" --no-rebuild --quiet > "$dir/install.log"
-cat > "$dir/allreduce.py" <<'PYTHON'
-import torch, torch.distributed as dist
-import chorus.torch
-dist.init_process_group("chorus")
-tensor = torch.full((4,), float(dist.get_rank() + 1))
-dist.all_reduce(tensor)
-n = dist.get_world_size()
-assert tensor.tolist() == [n * (n + 1) / 2] * 4, tensor
-assert chorus.torch.__file__.startswith(__import__("sys").prefix), chorus.torch.__file__
-dist.destroy_process_group()
-PYTHON
-env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" "$dir/allreduce.py"
+env -i PATH=/usr/bin:/bin HOME="$HOME" "$user_venv/bin/chorus-run" -n 2 -- "$user_venv/bin/python" \
+  test/torch/allreduce_smoke.py --under "$user_venv"
 # The installed op library finds libchorus and TensorFlow's framework library by its RUNPATH.
 cat > "$dir/allreduce_tf.py" <<'PYTHON'
 import os, sys

@@ -32,6 +32,17 @@
 #define CHORUS_TORCH_STORE_HAS_CLONE 0
 #endif
 
+// CUDA tensors: the caller's current stream comes from torch's own runtime
+// as a cudaStream_t through c10::Stream::native_handle(), with no CUDA
+// header here, so the backend builds against a CPU-only torch as well. The
+// CUDA path is written against torch 2.3 and later; older torch refuses
+// CUDA tensors with an error that says so.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define CHORUS_TORCH_CUDA_TENSORS 1
+#else
+#define CHORUS_TORCH_CUDA_TENSORS 0
+#endif
+
 namespace chorus::torch_backend {
 
 #if TORCH_VERSION_MAJOR >= 2

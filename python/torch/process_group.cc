@@ -46,14 +46,19 @@ ChorusProcessGroup::~ChorusProcessGroup() {
 
 c10::intrusive_ptr<ChorusWork> ChorusProcessGroup::make_work(c10d::OpType type, const char* collective,
                                                              std::vector<at::Tensor> outputs,
+                                                             const std::vector<at::Tensor>& inputs,
                                                              int source_rank) const {
+  std::vector<at::Tensor> tensors = outputs;
+  tensors.insert(tensors.end(), inputs.begin(), inputs.end());
+  Placement placement = placement_of(tensors, collective, getRank());
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE) ++sequence_;
   return c10::make_intrusive<ChorusWork>(getRank(), type, cat(collective, " on rank ", getRank(), " of ", getSize()),
-                                         std::move(outputs), source_rank);
+                                         std::move(outputs), std::move(placement), source_rank);
 }
 
-CollectiveOptions ChorusProcessGroup::options(std::chrono::milliseconds timeout) const {
+CollectiveOptions ChorusProcessGroup::options(const Placement& placement, std::chrono::milliseconds timeout) const {
   CollectiveOptions options;
+  place(options, placement);
   // kUnsetTimeout (negative): the group's, which its Context already has.
   if (timeout.count() > 0) options.timeout = timeout;
   return options;
@@ -79,12 +84,12 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::broadcast(std::vector<at::Tens
   at::Tensor buffer = work->staging().output(tensor);
   const Elements elements = movement_elements(buffer);
   return issue(work, [&] { return broadcast_async(*context_, buffer.data_ptr(), elements.count, elements.type, root,
-                                                  options(opts.timeout)); });
+                                                  options(work->placement(), opts.timeout)); });
 }
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::barrier(const c10d::BarrierOptions& opts) {
   auto work = make_work(c10d::OpType::BARRIER, "barrier", {});
-  return issue(work, [&] { return barrier_async(*context_, options(opts.timeout)); });
+  return issue(work, [&] { return barrier_async(*context_, options(work->placement(), opts.timeout)); });
 }
 
 namespace {
@@ -112,18 +117,18 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::send(std::vector<at::Tensor>& 
   at::Tensor buffer = work->staging().input(tensor);
   const Elements elements = movement_elements(buffer);
   return issue(work, [&] { return send_async(*context_, buffer.data_ptr(), elements.count, elements.type, peer,
-                                             tag_of(tag, getRank(), "send"), options(timeout_)); });
+                                             tag_of(tag, getRank(), "send"), options(work->placement(), timeout_)); });
 }
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recv(std::vector<at::Tensor>& tensors, int source, int tag) {
   const at::Tensor& tensor = single(tensors, "recv", "", getRank());
   const int peer = root_of(source, "recv", "peer");
   expect_other(peer, getRank(), "recv");
-  auto work = make_work(c10d::OpType::RECV, "recv", {tensor}, peer);
+  auto work = make_work(c10d::OpType::RECV, "recv", {tensor}, {}, peer);
   at::Tensor buffer = work->staging().output(tensor);
   const Elements elements = movement_elements(buffer);
   return issue(work, [&] { return recv_async(*context_, buffer.data_ptr(), elements.count, elements.type, peer,
-                                             tag_of(tag, getRank(), "recv"), options(timeout_)); });
+                                             tag_of(tag, getRank(), "recv"), options(work->placement(), timeout_)); });
 }
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -136,7 +141,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::recvAnysource(std::vector<at::
   const Elements elements = movement_elements(buffer);
   return issue(work, [&] {
     return recv_any_async(*context_, buffer.data_ptr(), elements.count, elements.type,
-                          tag_of(tag, getRank(), "recv from any source"), options(timeout_));
+                          tag_of(tag, getRank(), "recv from any source"), options(work->placement(), timeout_));
   });
 }
 

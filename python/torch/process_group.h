@@ -99,9 +99,11 @@ class ChorusProcessGroup : public BackendBase {
   c10::intrusive_ptr<TorchWork> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
-  // A Work for `collective` on this rank ("allreduce on rank 1 of 3").
+  // A Work for `collective` on this rank ("allreduce on rank 1 of 3"), on
+  // the one device of its outputs and inputs (else InvalidArgument).
   c10::intrusive_ptr<ChorusWork> make_work(c10d::OpType type, const char* collective,
-                                           std::vector<at::Tensor> outputs, int source_rank = -1) const;
+                                           std::vector<at::Tensor> outputs,
+                                           const std::vector<at::Tensor>& inputs = {}, int source_rank = -1) const;
   // Issues the chorus call (`start` returns its Work) for `work` and queues
   // it for the Completer. Issuing throws only for a Context that has already
   // failed (a lost peer): the error then names the call as well as the peer.
@@ -117,8 +119,9 @@ class ChorusProcessGroup : public BackendBase {
     completer_.submit(work);
     return work;
   }
-  // The call's options: the group's timeout unless torch passed one.
-  CollectiveOptions options(std::chrono::milliseconds timeout) const;
+  // The call's options: the memory and stream of its tensors, the group's
+  // timeout unless torch passed one.
+  CollectiveOptions options(const Placement& placement, std::chrono::milliseconds timeout) const;
   // A sparse COO tensor summed over the group as gloo does it: every rank's
   // indices and values gathered, then coalesced (process_group_coalesced.cc).
   c10::intrusive_ptr<TorchWork> allreduce_sparse_tensor(const at::Tensor& tensor, const c10d::AllreduceOptions& opts);

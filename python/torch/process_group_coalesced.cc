@@ -21,8 +21,9 @@ at::ScalarType common_type(const std::vector<at::Tensor>& tensors, const char* c
   if (tensors.empty()) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": expected at least one tensor, got none"));
   }
+  expect_one_device(tensors, collective, rank);
   for (const at::Tensor& tensor : tensors) {
-    expect_cpu(tensor, collective, rank);
+    expect_dense(tensor, collective, rank);
     if (tensor.scalar_type() != tensors[0].scalar_type()) {
       throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": the tensors have types ",
                                 c10::toString(tensors[0].scalar_type()), " and ", c10::toString(tensor.scalar_type()),
@@ -53,7 +54,7 @@ void expect_pairs(const std::vector<at::Tensor>& outputs, const std::vector<at::
                               inputs.size(), " inputs, expected one each"));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    expect_cpu(outputs[i], collective, rank);
+    expect_dense(outputs[i], collective, rank);
     const at::Tensor& big = larger == Larger::output ? outputs[i] : inputs[i];
     const at::Tensor& small = larger == Larger::output ? inputs[i] : outputs[i];
     if (outputs[i].scalar_type() != inputs[i].scalar_type() || big.numel() != small.numel() * size) {
@@ -92,7 +93,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce_coalesced(std::vecto
   work->staging().after([flat, targets = tensors] { unpack(flat, 0, targets); });
   return issue(work, [&] {
     return allreduce_async(*context_, flat.data_ptr(), flat.data_ptr(), elements.count, elements.type, op,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -118,7 +119,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_coalesced(
   at::Tensor flat_output = at::empty({flat_input.numel() * getSize()}, flat_input.options());
   std::vector<at::Tensor> outputs;
   for (const std::vector<at::Tensor>& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
-  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, collective, outputs);
+  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, collective, outputs, inputs);
   work->staging().keep(flat_input);
   work->staging().keep(flat_output);
   // Rank r's block of the output is its inputs end to end, as the outputs of list r.
@@ -126,7 +127,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_coalesced(
   const Elements elements = movement_elements(flat_input);
   return issue(work, [&] {
     return allgather_async(*context_, flat_input.data_ptr(), flat_output.data_ptr(), elements.count, elements.type,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -138,7 +139,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_into_tensor_coalesce
   expect_pairs(outputs, inputs, Larger::output, collective, getSize(), getRank());
   at::Tensor flat_input = packed(inputs);
   at::Tensor flat_output = at::empty({flat_input.numel() * getSize()}, flat_input.options());
-  auto work = make_work(c10d::OpType::COALESCED, collective, outputs);
+  auto work = make_work(c10d::OpType::COALESCED, collective, outputs, inputs);
   work->staging().keep(flat_input);
   work->staging().keep(flat_output);
   // Rank r's block holds its inputs end to end; input i's piece of it is
@@ -156,7 +157,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather_into_tensor_coalesce
   const Elements elements = movement_elements(flat_input);
   return issue(work, [&] {
     return allgather_async(*context_, flat_input.data_ptr(), flat_output.data_ptr(), elements.count, elements.type,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -177,13 +178,13 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter_tensor_coalesce
   at::Tensor flat_output = at::empty({flat_input.numel() / getSize()}, flat_input.options());
   const Elements elements = reduction_elements(flat_output, collective, getRank());
   const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, collective, getRank());
-  auto work = make_work(c10d::OpType::COALESCED, collective, outputs);
+  auto work = make_work(c10d::OpType::COALESCED, collective, outputs, inputs);
   work->staging().keep(flat_input);
   work->staging().keep(flat_output);
   work->staging().after([flat_output, outputs] { unpack(flat_output, 0, outputs); });
   return issue(work, [&] {
     return reduce_scatter_async(*context_, flat_input.data_ptr(), flat_output.data_ptr(), elements.count,
-                                elements.type, op, options(opts.timeout));
+                                elements.type, op, options(work->placement(), opts.timeout));
   });
 }
 
@@ -222,7 +223,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce_sparse_tensor(const 
   const int64_t value_elements = values.numel() / std::max<int64_t>(local._nnz(), 1);
   at::Tensor counts = at::empty({getSize()}, at::kLong);
   int64_t nnz = local._nnz();
-  chorus::allgather(*context_, &nnz, counts.data_ptr(), 1, DataType::int64, options(opts.timeout));
+  chorus::allgather(*context_, &nnz, counts.data_ptr(), 1, DataType::int64, options(Placement{}, opts.timeout));
   std::vector<size_t> index_counts, value_counts;
   int64_t total = 0;
   for (int rank = 0; rank < getSize(); ++rank) {
@@ -243,7 +244,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce_sparse_tensor(const 
   at::Tensor all_values = at::empty(value_shape, values.options());
   at::Tensor my_indices = indices.t().contiguous();
   chorus::allgatherv(*context_, my_indices.data_ptr(), all_indices.data_ptr(), index_counts, DataType::int64,
-             options(opts.timeout));
+             options(Placement{}, opts.timeout));
   const Elements elements = movement_elements(values);
   const size_t element_scale = elements.count / std::max<size_t>(static_cast<size_t>(values.numel()), 1);
   if (element_scale > 1) {
@@ -258,7 +259,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce_sparse_tensor(const 
   });
   return issue(work, [&] {
     return allgatherv_async(*context_, values.data_ptr(), all_values.data_ptr(), value_counts, elements.type,
-                            options(opts.timeout));
+                            options(work->placement(), opts.timeout));
   });
 }
 

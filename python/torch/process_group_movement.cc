@@ -44,7 +44,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather(std::vector<std::vec
                               " output tensors (one per rank)"));
   }
   for (const at::Tensor& output : outputs[0]) expect_same_layout(output, input, "allgather", "an output", getRank());
-  auto work = make_work(c10d::OpType::ALLGATHER, "allgather", outputs[0]);
+  auto work = make_work(c10d::OpType::ALLGATHER, "allgather", outputs[0], {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor flat = at::empty({input.numel() * getSize()}, input.options().memory_format(at::MemoryFormat::Contiguous));
   work->staging().keep(flat);
@@ -52,20 +52,20 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allgather(std::vector<std::vec
   const Elements elements = movement_elements(in);
   return issue(work, [&] {
     return allgather_async(*context_, in.data_ptr(), flat.data_ptr(), elements.count, elements.type,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::AllgatherOptions& opts) {
-  expect_cpu(output, "all_gather_into_tensor", getRank());
-  expect_cpu(input, "all_gather_into_tensor", getRank());
+  expect_dense(output, "all_gather_into_tensor", getRank());
+  expect_dense(input, "all_gather_into_tensor", getRank());
   if (input.scalar_type() != output.scalar_type() || output.numel() != input.numel() * getSize()) {
     throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch all_gather_into_tensor: the output has ",
                               output.numel(), " elements of ", c10::toString(output.scalar_type()), ", expected ",
                               getSize(), " x the input's ", input.numel(), " of ", c10::toString(input.scalar_type())));
   }
-  auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output});
+  auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output}, {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
   // In place (the input is this rank's block of the output) chorus does
@@ -76,7 +76,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_allgather_base(at::Tensor& ou
   const Elements elements = movement_elements(in);
   return issue(work, [&] {
     return allgather_async(*context_, in.data_ptr(), out.data_ptr(), elements.count, elements.type,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -96,7 +96,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::gather(std::vector<std::vector
   if (is_root) {
     for (const at::Tensor& output : outputs[0]) expect_same_layout(output, input, "gather", "an output", getRank());
   }
-  auto work = make_work(c10d::OpType::GATHER, "gather", is_root ? outputs[0] : std::vector<at::Tensor>{});
+  auto work = make_work(c10d::OpType::GATHER, "gather", is_root ? outputs[0] : std::vector<at::Tensor>{}, {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor flat;
   if (is_root) {
@@ -107,7 +107,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::gather(std::vector<std::vector
   const Elements elements = movement_elements(in);
   return issue(work, [&] {
     return gather_async(*context_, in.data_ptr(), is_root ? flat.data_ptr() : nullptr, elements.count, elements.type,
-                        root, options(opts.timeout));
+                        root, options(work->placement(), opts.timeout));
   });
 }
 
@@ -127,7 +127,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::scatter(std::vector<at::Tensor
   if (is_root) {
     for (const at::Tensor& input : inputs[0]) expect_same_layout(input, output, "scatter", "an input", getRank());
   }
-  auto work = make_work(c10d::OpType::SCATTER, "scatter", {output});
+  auto work = make_work(c10d::OpType::SCATTER, "scatter", {output}, is_root ? inputs[0] : std::vector<at::Tensor>{});
   at::Tensor flat;
   if (is_root) {
     flat = flat_of(inputs[0]);
@@ -137,7 +137,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::scatter(std::vector<at::Tensor
   const Elements elements = movement_elements(out);
   return issue(work, [&] {
     return scatter_async(*context_, is_root ? flat.data_ptr() : nullptr, out.data_ptr(), elements.count,
-                         elements.type, root, options(opts.timeout));
+                         elements.type, root, options(work->placement(), opts.timeout));
   });
 }
 
@@ -187,8 +187,8 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall_base(at::Tensor& outp
                                                                 std::vector<int64_t>& output_split_sizes,
                                                                 std::vector<int64_t>& input_split_sizes,
                                                                 const c10d::AllToAllOptions& opts) {
-  expect_cpu(output, "alltoall_single", getRank());
-  expect_cpu(input, "alltoall_single", getRank());
+  expect_dense(output, "alltoall_single", getRank());
+  expect_dense(input, "alltoall_single", getRank());
   if (input.scalar_type() != output.scalar_type()) {
     throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch alltoall_single: input of ",
                               c10::toString(input.scalar_type()), " but output of ",
@@ -196,7 +196,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall_base(at::Tensor& outp
   }
   std::vector<size_t> send_counts = counts_of(input, input_split_sizes, getSize(), getRank(), "input");
   std::vector<size_t> recv_counts = counts_of(output, output_split_sizes, getSize(), getRank(), "output");
-  auto work = make_work(c10d::OpType::ALLTOALL_BASE, "alltoall_single", {output});
+  auto work = make_work(c10d::OpType::ALLTOALL_BASE, "alltoall_single", {output}, {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
   // chorus's alltoall is out of place only.
@@ -206,7 +206,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall_base(at::Tensor& outp
   scale_counts(recv_counts, in, elements);
   return issue(work, [&] {
     return alltoallv_async(*context_, in.data_ptr(), send_counts, out.data_ptr(), recv_counts, elements.type,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -220,8 +220,8 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall(std::vector<at::Tenso
   std::vector<size_t> send_counts;
   std::vector<size_t> recv_counts;
   for (size_t peer = 0; peer < inputs.size(); ++peer) {
-    expect_cpu(inputs[peer], "alltoall", getRank());
-    expect_cpu(outputs[peer], "alltoall", getRank());
+    expect_dense(inputs[peer], "alltoall", getRank());
+    expect_dense(outputs[peer], "alltoall", getRank());
     if (inputs[peer].scalar_type() != inputs[0].scalar_type() ||
         outputs[peer].scalar_type() != inputs[0].scalar_type()) {
       throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch alltoall: every tensor must have the dtype ",
@@ -230,7 +230,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall(std::vector<at::Tenso
     send_counts.push_back(static_cast<size_t>(inputs[peer].numel()));
     recv_counts.push_back(static_cast<size_t>(outputs[peer].numel()));
   }
-  auto work = make_work(c10d::OpType::ALLTOALL, "alltoall", outputs);
+  auto work = make_work(c10d::OpType::ALLTOALL, "alltoall", outputs, inputs);
   at::Tensor flat_in = flat_of(inputs);
   size_t received = 0;
   for (size_t count : recv_counts) received += count;
@@ -243,7 +243,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::alltoall(std::vector<at::Tenso
   scale_counts(recv_counts, flat_in, elements);
   return issue(work, [&] {
     return alltoallv_async(*context_, flat_in.data_ptr(), send_counts, flat_out.data_ptr(), recv_counts,
-                           elements.type, options(opts.timeout));
+                           elements.type, options(work->placement(), opts.timeout));
   });
 }
 

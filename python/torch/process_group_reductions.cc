@@ -20,7 +20,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce(std::vector<at::Tens
   at::Tensor buffer = work->staging().output(tensor);
   return issue(work, [&] {
     return allreduce_async(*context_, buffer.data_ptr(), buffer.data_ptr(), elements.count, elements.type, op,
-                           options(opts.timeout));
+                           options(work->placement(), opts.timeout));
   });
 }
 
@@ -35,7 +35,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce(std::vector<at::Tensor>
   at::Tensor buffer = getRank() == root ? work->staging().output(tensor) : work->staging().input(tensor);
   return issue(work, [&] {
     return reduce_async(*context_, buffer.data_ptr(), getRank() == root ? buffer.data_ptr() : nullptr, elements.count,
-                        elements.type, op, root, options(opts.timeout));
+                        elements.type, op, root, options(work->placement(), opts.timeout));
   });
 }
 
@@ -50,7 +50,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter(std::vector<at:
   for (const at::Tensor& input : inputs[0]) expect_same_layout(input, output, "reduce_scatter", "an input", getRank());
   const Elements elements = reduction_elements(output, "reduce_scatter", getRank());
   const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "reduce_scatter", getRank());
-  auto work = make_work(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output});
+  auto work = make_work(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, inputs[0]);
   // chorus wants the blocks in one buffer, in rank order.
   std::vector<at::Tensor> flat_inputs;
   for (const at::Tensor& input : inputs[0]) flat_inputs.push_back(input.reshape({-1}));
@@ -59,14 +59,14 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter(std::vector<at:
   at::Tensor buffer = work->staging().output(output);
   return issue(work, [&] {
     return reduce_scatter_async(*context_, flat.data_ptr(), buffer.data_ptr(), elements.count, elements.type, op,
-                                options(opts.timeout));
+                                options(work->placement(), opts.timeout));
   });
 }
 
 c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                        const c10d::ReduceScatterOptions& opts) {
-  expect_cpu(output, "reduce_scatter_tensor", getRank());
-  expect_cpu(input, "reduce_scatter_tensor", getRank());
+  expect_dense(output, "reduce_scatter_tensor", getRank());
+  expect_dense(input, "reduce_scatter_tensor", getRank());
   if (input.scalar_type() != output.scalar_type() || input.numel() != output.numel() * getSize()) {
     throw InvalidArgument(cat("rank ", getRank(), ": chorus.torch reduce_scatter_tensor: the input has ",
                               input.numel(), " elements of ", c10::toString(input.scalar_type()), ", expected ",
@@ -75,7 +75,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_reduce_scatter_base(at::Tenso
   }
   const Elements elements = reduction_elements(output, "reduce_scatter_tensor", getRank());
   const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "reduce_scatter_tensor", getRank());
-  auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output});
+  auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);
   // In place (the output is this rank's block of the input) chorus does
@@ -85,7 +85,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_reduce_scatter_base(at::Tenso
   if (!in_place && overlaps(in, out)) in = work->staging().input(input.clone());
   return issue(work, [&] {
     return reduce_scatter_async(*context_, in.data_ptr(), out.data_ptr(), elements.count, elements.type, op,
-                                options(opts.timeout));
+                                options(work->placement(), opts.timeout));
   });
 }
 

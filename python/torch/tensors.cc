@@ -68,32 +68,35 @@ ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* colle
   return chorus_op;
 }
 
-void expect_cpu(const at::Tensor& tensor, const char* collective, int rank) {
-  if (tensor.is_cuda()) {
-    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": chorus: CUDA tensors are not supported ",
-                              "yet (issue 28); got a tensor on ", tensor.device().str(), ", expected one on the CPU"));
-  }
-  if (!tensor.device().is_cpu()) {
-    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": expected a CPU tensor, got one on ",
-                              tensor.device().str()));
-  }
+void expect_dense(const at::Tensor& tensor, const char* collective, int rank) {
   if (tensor.is_sparse()) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": sparse tensors are not supported"));
   }
+  if (tensor.device().is_cpu()) return;
+  if (tensor.is_cuda()) {
+    if (CHORUS_TORCH_CUDA_TENSORS) return;
+    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": got a tensor on ", tensor.device().str(),
+                              ", but this chorus.torch was built against torch ", TORCH_VERSION,
+                              ", which has no c10::Stream::native_handle() to hand chorus the caller's CUDA ",
+                              "stream; expected a CPU tensor (CUDA tensors need chorus.torch built for torch 2.3 or ",
+                              "later)"));
+  }
+  throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": expected a CPU or CUDA tensor, got one on ",
+                            tensor.device().str()));
 }
 
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* collective, const char* what, int rank) {
   if (tensors.size() != 1) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": expected exactly one ", what,
-                              " tensor (one CPU tensor per call), got ", tensors.size()));
+                              " tensor (one tensor per call), got ", tensors.size()));
   }
-  expect_cpu(tensors[0], collective, rank);
+  expect_dense(tensors[0], collective, rank);
   return tensors[0];
 }
 
 void expect_same_layout(const at::Tensor& tensor, const at::Tensor& reference, const char* collective,
                         const char* what, int rank) {
-  expect_cpu(tensor, collective, rank);
+  expect_dense(tensor, collective, rank);
   if (tensor.scalar_type() != reference.scalar_type() || tensor.numel() != reference.numel()) {
     throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": ", what, " has ", tensor.numel(),
                               " elements of ", c10::toString(tensor.scalar_type()), ", expected ", reference.numel(),

@@ -1,8 +1,9 @@
 // Tensors as chorus buffers: which chorus type and op a torch dtype and
 // ReduceOp map to, and the checks every call makes before anything moves
-// (CPU only, one tensor per call, matching shapes). A failed check throws
-// chorus::InvalidArgument naming this rank and what was expected, and leaves
-// the group usable: chorus itself would finish the Context on a bad call.
+// (dense CPU or CUDA tensors, one tensor per call, matching shapes). A
+// failed check throws chorus::InvalidArgument naming this rank and what was
+// expected, and leaves the group usable: chorus itself would finish the
+// Context on a bad call.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -33,9 +34,11 @@ Elements movement_elements(const at::Tensor& tensor);
 // are errors. Checked against the type here, before the call.
 ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* collective, int rank);
 
-// CPU only until CUDA tensors come with the GPU transports (issue 28): a
-// CUDA tensor is an error, never a silent copy through host memory.
-void expect_cpu(const at::Tensor& tensor, const char* collective, int rank);
+// A dense tensor on the CPU or, with torch 2.3 or later, on a CUDA device
+// (chorus moves and reduces device memory itself, never through a silent
+// copy here). That all of a call's tensors share one device is checked
+// when its Work is made (placement.h).
+void expect_dense(const at::Tensor& tensor, const char* collective, int rank);
 // Exactly one tensor per call (torch's lists are one per device).
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* collective, const char* what, int rank);
 void expect_same_layout(const at::Tensor& tensor, const at::Tensor& reference, const char* collective,

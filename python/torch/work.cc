@@ -1,7 +1,9 @@
 #include "python/torch/work.h"
 
 #include <ATen/core/jit_type.h>
+#include <c10/core/StreamGuard.h>
 
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -10,13 +12,24 @@
 
 namespace chorus::torch_backend {
 
+namespace {
+
+c10::intrusive_ptr<c10::ivalue::Future> future_for(const Placement& placement) {
+  c10::TypePtr tensors = c10::ListType::create(c10::TensorType::get());
+  if (!placement.on_cuda()) return c10::make_intrusive<c10::ivalue::Future>(tensors);
+  return c10::make_intrusive<c10::ivalue::Future>(tensors, std::vector<c10::Device>{placement.device});
+}
+
+}  // namespace
+
 ChorusWork::ChorusWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
-                       int source_rank)
+                       Placement placement, int source_rank)
     : TorchWork(rank, type),
       what_(std::move(what)),
       source_rank_(source_rank),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      placement_(std::move(placement)),
+      future_(future_for(placement_)) {}
 
 ChorusWork::~ChorusWork() {
   // Never hand buffers back while chorus may still write them.
@@ -76,6 +89,12 @@ void ChorusWork::finish() {
     }
     finishing_ = true;
   }
+  // The copies back and the Future's events (markCompleted records them on
+  // the current stream, and whoever uses the Future waits for them) go on
+  // the call's stream: after the result, before anything the caller queues
+  // once wait() returned.
+  std::optional<c10::StreamGuard> on_call_stream;
+  if (placement_.stream) on_call_stream.emplace(*placement_.stream);
   if (!error) {
     try {
       staging_.finish();
@@ -136,8 +155,12 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
       throw TimeoutError(cat("chorus.torch ", what_, ": not finished after waiting ", timeout.count(), " ms"));
     }
   }
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  if (error_) std::rethrow_exception(error_);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (error_) std::rethrow_exception(error_);
+  }
+  // As NCCL's wait(): whatever stream the caller is on now sees the result.
+  order_current_stream_after(placement_);
   return true;
 }
 

@@ -26,6 +26,7 @@
 
 #include "chorus/work.h"
 #include "python/torch/compat.h"
+#include "python/torch/placement.h"
 #include "python/torch/tensors.h"
 
 namespace chorus::torch_backend {
@@ -33,14 +34,17 @@ namespace chorus::torch_backend {
 class ChorusWork : public TorchWork {
  public:
   // `what` ("allreduce on rank 1 of 2") prefixes every error; `outputs` are
-  // the Future's value; `source_rank` is recv's peer (-1 otherwise).
-  ChorusWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
+  // the Future's value; `placement` is where the call's tensors live (a
+  // Future of CUDA tensors names their device, or torch refuses to complete
+  // it); `source_rank` is recv's peer (-1 otherwise).
+  ChorusWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs, Placement placement,
              int source_rank = -1);
   ~ChorusWork() override;
 
   // Set before the Work is handed out (the call's buffers, its chorus Work).
   Staging& staging() { return staging_; }
   const std::string& what() const { return what_; }
+  const Placement& placement() const { return placement_; }
   void start(chorus::Work work) { chorus_work_ = std::move(work); }
 
   bool isCompleted() override;
@@ -51,17 +55,21 @@ class ChorusWork : public TorchWork {
   void synchronize() override {}
   // Blocks until finished (at most `timeout` unless it is kNoTimeout);
   // throws the collective's error, prefixed with what failed on which rank.
+  // For CUDA tensors the caller's current stream then waits for the copies
+  // back, queued on the stream the call was made on.
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Waits for chorus, runs the staging's after-steps and completes the
-  // Future. Idempotent; the Completer's thread and waiters, concurrently.
+  // Future, both on the call's stream for CUDA tensors. Idempotent; the
+  // Completer's thread and waiters, concurrently.
   void finish();
 
  private:
   const std::string what_;
   const int source_rank_;
   std::vector<at::Tensor> outputs_;
+  const Placement placement_;
   Staging staging_;
   chorus::Work chorus_work_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;

@@ -6,8 +6,9 @@
 
 Each process group (the default one and every new_group) is a chorus Context
 of its own, connected through the store torch hands the backend, with the
-group's timeout. CPU tensors only for now (CUDA tensors are an error, see
-docs/torch.md). Works with Debian's torch 1.13 and PyPI's torch 2.x.
+group's timeout. CPU tensors, and CUDA tensors with torch 2.3 or later
+(ordered on the caller's current stream: docs/torch.md). Works with Debian's
+torch 1.13 and PyPI's torch 2.x.
 
 Under torchrun, torch's env:// rendezvous (MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE) gives that store. Where CHORUS_STORE is set and MASTER_ADDR is
@@ -52,8 +53,8 @@ def _register():
         return
     # torch 2.x maps a backend to device types. chorus takes both, so that
     # init_process_group("chorus") serves a job's CPU and CUDA tensors alike
-    # (CUDA tensors are refused with an error naming the issue that brings
-    # them, never sent through another backend behind the user's back).
+    # (where this build cannot take CUDA tensors it refuses them with an
+    # error saying why, never sending them through another backend).
     if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
         dist.Backend.register_backend("chorus", _create_process_group, devices=["cpu", "cuda"])
     else:
