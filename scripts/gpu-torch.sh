@@ -28,6 +28,11 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 [ $# -gt 0 ] && shift
 python=python3
+# The distribution's compiler where there is one. On the GPU machine the g++
+# first on PATH (/opt/gcc, 13) put its own libstdc++ into the modules and
+# exported it: torch's stringstreams then freed their locale through ours
+# ("free(): invalid pointer" at import, seen on the H100).
+if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then CXX=/usr/bin/g++; fi
 libchorus=gpu-bundle/lib/libchorus.so.0
 out=gpu-torch
 jobs=$(nproc)
@@ -127,13 +132,22 @@ PYTHON
   # no --no-undefined.
   local compiler link
   read -r -a compiler <<< "${CXX:-g++}"
-  link=("${compiler[@]}" -shared -pthread "-Wl,--as-needed")
+  # Nothing of a static library the toolchain adds is exported.
+  link=("${compiler[@]}" -shared -pthread "-Wl,--as-needed" "-Wl,--exclude-libs,ALL")
   "${link[@]}" -o "$out/chorus/_chorus$suffix" "$objects"/_chorus.*.o "$libchorus" \
     -Wl,--disable-new-dtags -Wl,-rpath,"$library_dir"
   "${link[@]}" -o "$out/chorus/torch/_backend$suffix" "$objects"/_backend.*.o "$libchorus" \
     -L"$torch_lib" -lc10 -ltorch -ltorch_cpu -ltorch_python \
     -Wl,--disable-new-dtags -Wl,-rpath,"$library_dir" -Wl,-rpath,"$torch_lib"
   rm -rf "$objects"
+  local module
+  for module in "$out/chorus/_chorus$suffix" "$out/chorus/torch/_backend$suffix"; do
+    if nm -D --defined-only "$module" | grep -q '_ZNSt6locale'; then
+      echo "gpu-torch.sh: $module defines the C++ runtime's std::locale itself: ${CXX:-g++} linked its" \
+        "libstdc++ statically, and torch would free through it (set CXX to the distribution's g++)" >&2
+      exit 1
+    fi
+  done
 
   # The package as Meson lays it out in build/python/: every Python file,
   # and chorus.tensorflow's stub (no TensorFlow there).

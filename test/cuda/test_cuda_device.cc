@@ -39,7 +39,14 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   std::byte* get() const { return static_cast<std::byte*>(data); }
-  void upload(const void* host) const { check_cuda(cudaMemcpy(data, host, bytes, cudaMemcpyHostToDevice), "upload"); }
+  // cudaMemcpy from pageable memory may return before the DMA has landed,
+  // and the backend's stream does not wait for the legacy stream's work:
+  // without the synchronize its kernel can read the buffer half uploaded
+  // (seen on the H100 under load).
+  void upload(const void* host) const {
+    check_cuda(cudaMemcpy(data, host, bytes, cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaDeviceSynchronize(), "upload");
+  }
   void download(void* host) const { check_cuda(cudaMemcpy(host, data, bytes, cudaMemcpyDeviceToHost), "download"); }
   void* data = nullptr;
   size_t bytes;
