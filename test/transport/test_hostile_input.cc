@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "transport/rejection_log.h"
+
 #include "base/error.h"
 #include "fuzz/recording_owner.h"
 #include "transport/abort_report.h"
@@ -207,3 +209,27 @@ TEST_CASE("tcp: a handshake challenge with nonzero padding is refused", "[hostil
 
 }  // namespace
 }  // namespace chorus::transport
+
+TEST_CASE("rejected connections: a line per source per interval, at most 20 an interval, the rest counted",
+          "[hostile_input]") {
+  using chorus::transport::RejectionLog;
+  using namespace std::chrono_literals;
+  RejectionLog log(10s);
+  const RejectionLog::Clock::time_point start{};
+  auto at = [&](std::chrono::milliseconds offset) { return start + 1h + offset; };
+  REQUIRE(log.admit("pid 7", at(0ms)) == std::optional<std::string>(""));
+  for (int i = 0; i < 1000; ++i) CHECK_FALSE(log.admit("pid 7", at(std::chrono::milliseconds(i))));
+  const std::optional<std::string> again = log.admit("pid 7", at(10s));
+  REQUIRE(again);
+  CHECK_THAT(*again, Catch::Contains("1000 more from it since its last line"));
+  // Many sources at once: 20 lines an interval, in all.
+  int lines = 1;  // pid 7's second, in this interval
+  for (int source = 0; source < 100; ++source)
+    if (log.admit("10.0.0." + std::to_string(source), at(11s))) ++lines;
+  CHECK(lines == static_cast<int>(RejectionLog::kMaxLinesPerInterval));
+  const std::optional<std::string> next = log.admit("10.0.1.1", at(21s));
+  REQUIRE(next);
+  CHECK_THAT(*next, Catch::Contains("81 from other sources not logged"));
+  CHECK(log.unlogged() == 1000 + 81);
+}
+

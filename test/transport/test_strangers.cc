@@ -6,7 +6,11 @@
 // integration test (test/integration/hostile_peer.h) run against it too.
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "test/transport/conformance.h"
@@ -14,6 +18,10 @@
 
 namespace chorus::transport::testing {
 namespace {
+
+void send_all_ignoring_errors(int fd, const std::vector<uint64_t>& words) {
+  [[maybe_unused]] const ssize_t sent = ::send(fd, words.data(), words.size() * sizeof(uint64_t), MSG_NOSIGNAL);
+}
 
 // Every rank sends one message to every other and checks what it receives.
 void exchange_all(TestMesh& mesh, uint64_t round) {
@@ -119,6 +127,76 @@ TEST_CASE("transport: garbage, foreign, forged and replayed hellos on the listen
   exchange_all(mesh, 2);
   for (int rank = 0; rank < kRanks; ++rank) REQUIRE_FALSE(mesh.device(rank).failure());
   for (int fd : open) ::close(fd);
+}
+
+// Runs `flood` with this process's stderr going to a file; returns the
+// lines written meanwhile that contain `needle`.
+size_t stderr_lines_during(const std::function<void()>& flood, const std::string& needle) {
+  char path[] = "/tmp/chorus-strangers-log.XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  ::unlink(path);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(file, 2);
+  flood();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  char chunk[4096];
+  ::lseek(file, 0, SEEK_SET);
+  for (ssize_t n; (n = ::read(file, chunk, sizeof chunk)) > 0;) text.append(chunk, static_cast<size_t>(n));
+  ::close(file);
+  size_t lines = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++lines;
+  return lines;
+}
+
+TEST_CASE("transport: thousands of garbage connections on the listener cost a few log lines, not one each",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  // The socket listeners; rdma_cm's refusals go through the same RejectionLog.
+  if (transport != "tcp" && transport != "shm") return;
+  const StrangerHooks* hooks = stranger_hooks(transport);
+  REQUIRE(hooks);
+  DeviceOptions options;
+  options.config.secret = JobSecret("the conformance suite's job secret");
+  TestMesh mesh;
+  mesh.devices = make_devices(transport, 2, options);
+  const auto address = mesh.device(0).address();
+  const auto endpoint = hooks->listener(address, 0);
+  REQUIRE(endpoint);
+  constexpr int kStrangers = 3000;
+  int connected = 0;
+  const size_t warnings = stderr_lines_during([&] {
+    std::mt19937_64 random(7);
+    std::vector<uint64_t> words(4);
+    int last = -1;
+    for (int i = 0; i < kStrangers; ++i) {
+      const int fd = connect_stranger(*endpoint);
+      if (fd < 0) {  // the backlog is full: let the listener catch up
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      ++connected;
+      for (auto& word : words) word = random();
+      send_all_ignoring_errors(fd, words);
+      if (last >= 0) ::close(last);
+      last = fd;
+    }
+    // The listener has dropped every earlier one once it drops the last.
+    if (last >= 0) {
+      CHECK(closed_by_listener(last, std::chrono::seconds(10)));
+      ::close(last);
+    }
+  }, "dropped an incoming");
+  CHECK(connected > kStrangers / 2);
+  // Each source gets a line per 10 s: here one source, one line (a slow
+  // machine that takes over 10 s gets a second), never one per connection.
+  CHECK(warnings >= 1);
+  CHECK(warnings < 10);
+  REQUIRE_FALSE(mesh.device(0).failure());
 }
 
 }  // namespace

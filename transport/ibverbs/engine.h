@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/rejection_log.h"
 #include "transport/file_descriptor.h"
 #include "transport/ibverbs/address.h"
 #include "transport/ibverbs/connection.h"
@@ -150,6 +151,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   std::map<rdma_cm_id*, uint32_t> by_cm_id_;
   // Accepted, not yet proven: id -> when it gives up.
   std::map<uint32_t, Clock::time_point> unproven_;
+  RejectionLog rejections_;  // under the lock, as the connections (by the dialer's address)
 };
 
 }  // namespace chorus::transport::ibverbs

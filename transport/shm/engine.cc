@@ -370,6 +370,9 @@ void Engine::accept_all() {
     Fd accepted(fd);
     if (failed()) continue;  // closing it tells the dialer at once
     auto incoming = std::make_unique<Incoming>();
+    // Known from the start, so even a rejection before any hello names the
+    // process behind it (the kernel's, not the dialer's word).
+    if (!peer_credentials(fd, incoming->credentials)) incoming->credentials = Credentials{};
     // The challenge goes first: the dialer's hello proves the secret over it.
     if (int error = send_side(fd, encode_challenge(incoming->challenge))) {
       CHORUS_LOG(debug, rank(), "shm: cannot send a handshake challenge: ", errno_text(error));
@@ -480,8 +483,11 @@ std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> mess
 void Engine::reject(uint64_t id, const std::string& why) {
   auto found = handshakes_.find(id);
   if (found == handshakes_.end()) return;
-  CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", found->second->credentials.pid,
-             "): ", why);
+  const pid_t pid = found->second->credentials.pid;
+  if (std::optional<std::string> note = rejections_.admit(cat("pid ", pid)))
+    CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why, *note);
+  else
+    CHORUS_LOG(debug, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why);
   ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
   handshakes_.erase(found);
 }

@@ -40,6 +40,7 @@
 #include "transport/shm/address.h"
 #include "transport/shm/connection.h"
 #include "transport/progress_poll.h"
+#include "transport/rejection_log.h"
 #include "transport/shm/shm.h"
 #include "transport/shm/side_channel.h"
 
@@ -146,6 +147,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
 
   // The device's thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Incoming>> handshakes_;
+  RejectionLog rejections_;  // the engine thread's, like handshakes_
   uint64_t next_handshake_id_ = 0;
 };
 

@@ -352,8 +352,11 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
   // (transport/knock.h) or a port scan: neither is worth a warning.
   if (why.starts_with("closed after 0 "))
     CHORUS_LOG(debug, rank(), "tcp: a connection from ", found->second->from().to_string(), " closed before its hello");
-  else
+  else if (std::optional<std::string> note = rejections_.admit(found->second->from().host_string()))
     CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
+               " on ", listen_address_.to_string(), ": ", why, *note);
+  else
+    CHORUS_LOG(debug, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
                " on ", listen_address_.to_string(), ": ", why);
   if (found->second->tls_started()) {
     const Hello& hello = found->second->accepted();

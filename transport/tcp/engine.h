@@ -20,6 +20,7 @@
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/connection.h"
 #include "transport/progress_poll.h"
+#include "transport/rejection_log.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp.h"
 
@@ -124,6 +125,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
 
   // Progress thread only (or after it stopped).
   std::unordered_map<uint64_t, std::unique_ptr<IncomingHandshake>> handshakes_;
+  RejectionLog rejections_;  // by the dialer's address (not its port): the engine thread's
   uint64_t next_handshake_id_ = 0;
 };
 

@@ -51,19 +51,24 @@ bool SocketAddress::is_loopback() const {
   return false;
 }
 
-std::string SocketAddress::to_string() const {
+std::string SocketAddress::host_string() const {
   char text[INET6_ADDRSTRLEN] = {};
   if (family() == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, text, sizeof(text));
-    return cat(text, ":", port());
+    return text;
   }
   if (family() == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&storage_);
     inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
     std::string scope = v6->sin6_scope_id ? cat("%", v6->sin6_scope_id) : std::string();
-    return cat("[", text, scope, "]:", port());
+    return cat("[", text, scope, "]");
   }
   return "<no address>";
+}
+
+std::string SocketAddress::to_string() const {
+  if (family() != AF_INET && family() != AF_INET6) return "<no address>";
+  return cat(host_string(), ":", port());
 }
 
 

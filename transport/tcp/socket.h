@@ -31,6 +31,8 @@ class SocketAddress {
   socklen_t length() const { return length_; }
   // "10.0.0.3:41234" or "[fd00::2]:41234".
   std::string to_string() const;
+  // The address without the port ("10.0.0.2", "[fe80::1%2]").
+  std::string host_string() const;
 
  private:
   sockaddr_storage storage_{};
