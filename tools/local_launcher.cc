@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -99,6 +100,42 @@ std::string random_secret() {
   return text;
 }
 
+// The secret a launcher generated, in a file only its owner can read, for
+// the ranks' CHORUS_SECRET_FILE: a value in the environment is readable in
+// /proc/PID/environ and inherited by every process a rank starts. The file
+// and its private directory go when the launcher ends.
+class SecretFile {
+ public:
+  explicit SecretFile(const std::string& secret) {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = cat(base && *base ? base : "/tmp", "/chorus-run-XXXXXX");
+    if (!::mkdtemp(pattern.data()))
+      throw IoError(cat("chorus-run: cannot make a private directory for the job secret (", pattern, "): ",
+                        std::strerror(errno)));
+    directory_ = pattern;
+    path_ = directory_ + "/secret";
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size())) {
+      const int error = errno;
+      if (fd >= 0) ::close(fd);
+      remove();
+      throw IoError(cat("chorus-run: cannot write the job secret to ", path_, ": ", std::strerror(error)));
+    }
+    ::close(fd);
+  }
+  ~SecretFile() { remove(); }
+  SecretFile(const SecretFile&) = delete;
+  SecretFile& operator=(const SecretFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  void remove() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    if (!directory_.empty()) ::rmdir(directory_.c_str());
+  }
+  std::string directory_, path_;
+};
+
 std::string random_job_id() {
   std::random_device device;
   return cat("local-", getpid(), "-", std::hex, device());
@@ -123,13 +160,13 @@ const char* signal_name(int signal_number) {
 
 // The parent's environment without any CHORUS_* the launcher sets itself
 // (a launcher started under another launcher must not leak its rank).
-// generated_secret: CHORUS_SECRET for the ranks when the launcher made one
-// (else they inherit the launcher's CHORUS_SECRET or CHORUS_SECRET_FILE).
+// secret_file: CHORUS_SECRET_FILE for the ranks when the launcher made a
+// secret (else they inherit the launcher's CHORUS_SECRET or CHORUS_SECRET_FILE).
 // local_rank/local_size: the rank's place among the ranks of its (fake) host,
 // as CHORUS_LOCAL_RANK/SIZE and torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE, which
 // training scripts read to pick a device.
 std::vector<std::string> rank_environment(int rank, int size, const std::string& store, const std::string& job_id,
-                                          const std::string& host_id, const std::string& generated_secret,
+                                          const std::string& host_id, const std::string& secret_file,
                                           int local_rank, int local_size) {
   std::vector<std::string> variables;
   bool interface_given = false;
@@ -156,7 +193,7 @@ std::vector<std::string> rank_environment(int rank, int size, const std::string&
   // a slower path through the NIC). The caller's choice wins.
   if (!interface_given) variables.push_back("CHORUS_SOCKET_IFNAME=lo");
   if (!host_id.empty()) variables.push_back("CHORUS_HOST_ID=" + host_id);
-  if (!generated_secret.empty()) variables.push_back("CHORUS_SECRET=" + generated_secret);
+  if (!secret_file.empty()) variables.push_back("CHORUS_SECRET_FILE=" + secret_file);
   return variables;
 }
 
@@ -381,12 +418,13 @@ LaunchResult launch_local(const LaunchOptions& options) {
   }
   // Every job is authenticated: the caller's secret if it gave one, else a fresh one.
   std::unique_ptr<LaunchStore> store;
-  std::string generated_secret;
+  std::unique_ptr<SecretFile> secret_file;
   try {
     JobSecret secret = secret_from_environment();
     if (!secret.configured()) {
-      generated_secret = random_secret();
-      secret = JobSecret(generated_secret);
+      const std::string generated = random_secret();
+      secret_file = std::make_unique<SecretFile>(generated);
+      secret = JobSecret(generated);
     }
     store = std::make_unique<LaunchStore>(options.store, secret);
   } catch (const Error& error) {
@@ -414,7 +452,7 @@ LaunchResult launch_local(const LaunchOptions& options) {
     const auto [local_rank, local_size] = places[static_cast<size_t>(rank)];
     std::vector<std::string> environment =
         rank_environment(rank, options.ranks, store->url(), job_id, host_ids[static_cast<size_t>(rank)],
-                         generated_secret, local_rank, local_size);
+                         secret_file ? secret_file->path() : std::string(), local_rank, local_size);
     std::vector<char*> envp;
     for (auto& variable : environment) envp.push_back(variable.data());
     envp.push_back(nullptr);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "test/launch/child_process.h"
@@ -142,6 +143,30 @@ TEST_CASE("every rank learns its local rank and size, and TCP stays on loopback"
                       {"CHORUS_SOCKET_IFNAME=eth7"});
   CHECK(chosen.wait(std::chrono::seconds(20)) == 0);
   CHECK_THAT(chosen.output(), Catch::Contains("] interface eth7"));
+}
+
+TEST_CASE("chorus-run hands the secret it made through an owner-only file, gone when the job ends",
+          "[launch][chorus-run]") {
+  ChildProcess run(run_arguments({"-n", "2"}, shell("echo secret ${CHORUS_SECRET:-none} $CHORUS_SECRET_FILE "
+                                                    "$(stat -c %a \"$CHORUS_SECRET_FILE\") "
+                                                    "$(stat -c %a \"$(dirname \"$CHORUS_SECRET_FILE\")\")")),
+                   {});
+  CHECK(run.wait(std::chrono::seconds(20)) == 0);
+  INFO(run.output());
+  const std::string output = run.output();
+  const auto at = output.find("] secret none /");
+  REQUIRE(at != std::string::npos);
+  std::istringstream fields(output.substr(at + 14));
+  std::string path, file_mode, directory_mode;
+  fields >> path >> file_mode >> directory_mode;
+  CHECK(file_mode == "600");
+  CHECK(directory_mode == "700");
+  CHECK(::access(path.c_str(), F_OK) != 0);  // removed with the job
+  // A secret the caller gave is the ranks' as it is.
+  ChildProcess given(run_arguments({"-n", "1"}, shell("echo secret ${CHORUS_SECRET_FILE:-nofile} $CHORUS_SECRET")),
+                     {"CHORUS_SECRET=the-callers-own-secret-0123456789"});
+  CHECK(given.wait(std::chrono::seconds(20)) == 0);
+  CHECK_THAT(given.output(), Catch::Contains("] secret nofile the-callers-own-secret-0123456789"));
 }
 
 TEST_CASE("a normal job logs nothing at the default level, and a line per collective at debug",
