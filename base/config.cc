@@ -172,6 +172,11 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_TRACE_STEPS='", *text, "' must be 0 or 1"));
     config.trace_steps = *text == "1";
   }
+  if (auto text = variable("CHORUS_REQUIRE_SECRET")) {
+    if (*text != "0" && *text != "1")
+      throw InvalidArgument(cat("CHORUS_REQUIRE_SECRET='", *text, "' must be 0 or 1"));
+    config.require_secret = *text == "1";
+  }
   if (auto text = variable("CHORUS_CUDA_IPC_MESSAGES")) {
     if (*text != "0" && *text != "1")
       throw InvalidArgument(cat("CHORUS_CUDA_IPC_MESSAGES='", *text, "' must be 0 or 1"));

@@ -63,6 +63,9 @@ struct Config {
   // (one trailing newline dropped): what every connection of the job proves
   // it knows (base/job_secret.h). Not configured: the job is unauthenticated.
   JobSecret secret;
+  // CHORUS_REQUIRE_SECRET=1: connecting without a job secret (from the
+  // environment or ConnectOptions) is an error instead of an open job.
+  bool require_secret = false;
   // CHORUS_TLS_CERT, CHORUS_TLS_KEY, CHORUS_TLS_CA (all or none): TLS on
   // every TCP pair and TcpStore connection (base/tls.h), loaded and checked
   // at connect. Null: no TLS.

@@ -82,6 +82,10 @@ Config read_config(const ConnectOptions& options, int rank) {
     throw InvalidArgument(cat("rank ", rank, ": ", error.what()));
   }
   if (!options.secret.empty()) config.secret = JobSecret(options.secret);
+  if (config.require_secret && !config.secret.configured())
+    throw InvalidArgument(cat("rank ", rank, ": CHORUS_REQUIRE_SECRET=1 but this rank has no job secret: set ",
+                              "CHORUS_SECRET or CHORUS_SECRET_FILE on every rank (chorus-run makes one), or pass ",
+                              "ConnectOptions::secret"));
   return config;
 }
 

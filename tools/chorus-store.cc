@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     options.port = port;
     options.secret = chorus::secret_from_environment();
     options.tls = chorus::tls_from_environment();
+    if (!options.secret.configured() && chorus::Config::from_environment().require_secret)
+      throw chorus::InvalidArgument("CHORUS_REQUIRE_SECRET=1 but there is no CHORUS_SECRET or CHORUS_SECRET_FILE");
     if (!options.secret.configured())
       std::cerr << "chorus-store: no CHORUS_SECRET or CHORUS_SECRET_FILE: any client that reaches this port may "
                    "read and write the job's keys"

@@ -107,6 +107,8 @@ TEST_CASE("a half-set environment fails at once with InvalidArgument naming the 
       {{}, {"no launcher environment found"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_CUDA_IPC_MESSAGES=yes"},
        {"CHORUS_CUDA_IPC_MESSAGES='yes' must be 0 or 1"}},
+      {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_REQUIRE_SECRET=1"},
+       {"rank 0: CHORUS_REQUIRE_SECRET=1 but this rank has no job secret"}},
   };
   for (const Case& test_case : cases) {
     ChildProcess process({launch_rank()}, test_case.environment);
