@@ -154,10 +154,19 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   communicator_settings.measured = connected.measured;
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
-  if (!config.secret.configured() && topology->hosts() > 1 && rank == 0)
-    CHORUS_LOG(warn, rank, "this job spans ", topology->hosts(), " hosts and has no job secret: anyone who "
-               "can reach its ports could join it. Set CHORUS_SECRET or CHORUS_SECRET_FILE on every rank (README, "
-               "Security); chorus-run sets one by itself");
+  // A job without a secret is open to anyone who reaches its listeners:
+  // said once, by rank 0, when other hosts can reach them (a job that spans
+  // hosts, or one whose TCP port is on a routable address).
+  if (!config.secret.configured() && rank == 0) {
+    bool reachable = topology->hosts() > 1;
+    for (const auto& device : connected.mesh->devices()) reachable = reachable || device->listens_beyond_host();
+    if (reachable)
+      CHORUS_LOG(warn, rank, "this job has no job secret and its listeners can be reached from other hosts",
+                 topology->hosts() > 1 ? cat(" (it spans ", topology->hosts(), " hosts)") : std::string(),
+                 ": anyone who reaches them could join it or read its keys. Set CHORUS_SECRET or CHORUS_SECRET_FILE "
+                 "on every rank (README, Security; chorus-run sets one by itself), or CHORUS_SOCKET_IFNAME=lo for "
+                 "a job on one host");
+  }
   std::vector<int> everyone(static_cast<size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
   algorithms::Communicator communicator(connected.mesh, std::move(everyone), /*group=*/0, topology,

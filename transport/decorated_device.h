@@ -96,6 +96,7 @@ class DecoratedDevice : public Device {
     return inner_->register_memory(data, memory);
   }
   bool maps_peer_memory(const Memory& memory) const override { return inner_->maps_peer_memory(memory); }
+  bool listens_beyond_host() const override { return inner_->listens_beyond_host(); }
   std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory) override {
     return inner_->export_memory(data, memory);
   }

@@ -68,6 +68,12 @@ class EngineDevice final : public Device {
       return Device::knock(peer_rank, peer_address);
   }
   LinkModel link_model(int peer_rank) const override { return engine_->link_model(peer_rank); }
+  bool listens_beyond_host() const override {
+    if constexpr (requires(const Engine& engine) { engine.listens_beyond_host(); })
+      return engine_->listens_beyond_host();
+    else
+      return Device::listens_beyond_host();
+  }
   void watch_arrivals(std::shared_ptr<CompletionSignal> signal) override {
     engine_->arrivals().watch(std::move(signal));
   }

@@ -264,6 +264,11 @@ class Device {
   // are registered once, not per message.
   virtual std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory);
 
+  // Whether this device's listener can be reached from another host (a TCP
+  // port on a routable address, an RDMA device): what a job without a secret
+  // leaves open to the network. Loopback and unix sockets cannot.
+  virtual bool listens_beyond_host() const { return false; }
+
   // Peer memory mapped into this process: where a device maps its peers'
   // memory of a kind (CUDA IPC maps a peer process's device allocation), a
   // collective on that memory may read and write the peers' buffers itself

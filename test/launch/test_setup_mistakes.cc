@@ -4,6 +4,9 @@
 // message (the issue note quotes them).
 #include <catch2/catch.hpp>
 
+#include <ifaddrs.h>
+#include <net/if.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -187,3 +190,51 @@ TEST_CASE("CHORUS_TIMEOUT sets the default timeout; a malformed value is named",
   malformed.push_back("CHORUS_TIMEOUT=soon");
   require_every_rank_fails(run_ranks({malformed}), "CHORUS_TIMEOUT=soon", "CHORUS_TIMEOUT='soon' is not a number");
 }
+
+namespace {
+
+// A non-loopback interface with an IPv4 address, or "" when the machine has none.
+std::string routable_interface() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* entry = list; entry && name.empty(); entry = entry->ifa_next)
+    if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET && !(entry->ifa_flags & IFF_LOOPBACK) &&
+        (entry->ifa_flags & IFF_UP))
+      name = entry->ifa_name;
+  ::freeifaddrs(list);
+  return name;
+}
+
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("a job without a secret says once that other hosts can reach it, and stays quiet on loopback",
+          "[launch][mistakes]") {
+  const std::string interface = routable_interface();
+  if (interface.empty()) {
+    WARN("no routable interface on this machine: only the loopback half runs");
+  }
+  const std::string warning = "has no job secret and its listeners can be reached from other hosts";
+  for (const std::string& chosen : {std::string("lo"), interface}) {
+    if (chosen.empty()) continue;
+    const std::string store = tcp_store(chorus::test::free_port());
+    std::vector<std::vector<std::string>> ranks{rank_variables(0, 2, store, "open-" + chosen),
+                                                rank_variables(1, 2, store, "open-" + chosen)};
+    for (auto& variables : ranks) {
+      variables.push_back("CHORUS_TRANSPORT=tcp");
+      variables.push_back("CHORUS_SOCKET_IFNAME=" + chosen);
+    }
+    const Outcome outcome = run_ranks(ranks);
+    INFO("interface " << chosen << "; rank 0 said: " << outcome.outputs[0] << "; rank 1 said: " << outcome.outputs[1]);
+    for (int status : outcome.statuses) CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    CHECK(occurrences(outcome.outputs[0], warning) == (chosen == "lo" ? 0u : 1u));
+    CHECK(occurrences(outcome.outputs[1], warning) == 0);
+  }
+}
+

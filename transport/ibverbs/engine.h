@@ -45,6 +45,8 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  // An RDMA device: reachable over its fabric from other hosts.
+  bool listens_beyond_host() const { return true; }
 
   // Whether this host has an RDMA device behind the chosen address.
   bool available() const { return verbs_ != nullptr; }

@@ -32,6 +32,8 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  // A port on a routable address: reachable from other hosts.
+  bool listens_beyond_host() const { return !listen_address_.is_loopback(); }
 
   void start();
   // Orderly close: goodbye to every peer (or an abort if requests are still
