@@ -55,6 +55,22 @@ bool cuda_usable(bool asked) {
 
 class CudaIpcDevice;
 
+// Where `data` lies: its allocation's IPC handle, base and id, and the
+// offset into it (nothing but the length for an empty message).
+IpcDescriptor describe(IpcMemory& memory, std::span<const std::byte> data) {
+  IpcDescriptor descriptor;
+  if (!data.empty()) {
+    const cuda::IpcExport region = memory.export_region(data.data());
+    descriptor.handle = region.handle;
+    descriptor.base = reinterpret_cast<uint64_t>(region.base);
+    descriptor.buffer_id = region.buffer_id;
+    descriptor.allocation_bytes = region.allocation_bytes;
+    descriptor.offset = static_cast<uint64_t>(data.data() - region.base);
+  }
+  descriptor.length = data.size();
+  return descriptor;
+}
+
 using CudaIpcPair = KindPair<CudaIpcDevice>;
 
 // One device-memory message in flight.
@@ -181,17 +197,7 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
         memory_->copy(transfer->eager_copy.get(), data.data(), data.size(), device);
         exported = {transfer->eager_copy.get(), data.size()};
       }
-      IpcDescriptor descriptor;
-      if (!exported.empty()) {
-        const cuda::IpcExport region = memory_->export_region(exported.data());
-        descriptor.handle = region.handle;
-        descriptor.base = reinterpret_cast<uint64_t>(region.base);
-        descriptor.buffer_id = region.buffer_id;
-        descriptor.allocation_bytes = region.allocation_bytes;
-        descriptor.offset = static_cast<uint64_t>(exported.data() - region.base);
-      }
-      descriptor.length = exported.size();
-      transfer->descriptor = encode_descriptor(descriptor);
+      transfer->descriptor = encode_descriptor(describe(*memory_, exported));
     }
   } catch (...) {
     user.fail(std::current_exception());
@@ -224,15 +230,7 @@ std::vector<std::byte> CudaIpcDevice::export_memory(std::span<const std::byte> d
   if (!maps_peer_memory(memory) || data.empty())
     throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc exports non-empty CUDA memory, not ", data.size(),
                               " bytes of ", to_string(memory), " memory"));
-  const cuda::IpcExport region = memory_->export_region(data.data());
-  IpcDescriptor descriptor;
-  descriptor.handle = region.handle;
-  descriptor.base = reinterpret_cast<uint64_t>(region.base);
-  descriptor.buffer_id = region.buffer_id;
-  descriptor.allocation_bytes = region.allocation_bytes;
-  descriptor.offset = static_cast<uint64_t>(data.data() - region.base);
-  descriptor.length = data.size();
-  const auto encoded = encode_descriptor(descriptor);
+  const auto encoded = encode_descriptor(describe(*memory_, data));
   static_assert(kDescriptorBytes <= kMaxExportedMemoryBytes);
   return {encoded.begin(), encoded.end()};
 }
