@@ -102,12 +102,10 @@ class MappedCall {
         continue;
       }
       const std::byte* record = all.data() + kRecordBytes * index;
-      const transport::Device& peer_device = device_of(p);
-      inputs_[index] = const_cast<transport::Device&>(peer_device)
-                           .map_peer_memory(communicator_.mesh_rank(p), {record, in.size()}, call_.memory);
-      outputs_[index] = const_cast<transport::Device&>(peer_device)
-                            .map_peer_memory(communicator_.mesh_rank(p), {record + kDescriptionBytes, out.size()},
-                                             call_.memory);
+      transport::Device& peer_device = device_of(p);
+      const int peer = communicator_.mesh_rank(p);
+      inputs_[index] = peer_device.map_peer_memory(peer, {record, in.size()}, call_.memory);
+      outputs_[index] = peer_device.map_peer_memory(peer, {record + kDescriptionBytes, out.size()}, call_.memory);
     }
   }
 
