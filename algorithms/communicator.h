@@ -39,6 +39,10 @@ struct CommunicatorSettings {
   LinkModel remote;
   std::array<bool, 2> measured{};  // local, remote: measured at connect, not built in
   std::chrono::microseconds poll_time{200};
+  // Quiet (no progress) before a collective's first stall warning, at most
+  // half its timeout; each further warning waits for the quiet to double.
+  // Zero: no warnings (CHORUS_STALL_WARNING_S).
+  std::chrono::milliseconds stall_warning{60000};
   // CHORUS_LINK_MODEL / ConnectOptions::link_model text (base/link_model.h).
   std::string link_model;
   // Parsed CHORUS_ALGO / ConnectOptions overrides.

@@ -36,8 +36,28 @@ std::optional<Integer> integer(std::string_view text) {
 }
 
 
-// Secrets shorter than this are accepted (a test may use "s3cret") but
-// logged: an HMAC key is only as strong as it is long.
+// Two launcher variables that both hold the same count (a malformed one says nothing).
+bool equal_counts(std::string_view local_name, std::string_view global_name) {
+  const std::optional<std::string> local = variable(local_name);
+  const std::optional<std::string> global = variable(global_name);
+  if (!local || !global) return false;
+  const std::optional<long long> local_count = integer<long long>(*local);
+  return local_count && *local_count > 0 && local_count == integer<long long>(*global);
+}
+
+JobPlacement placement_from_environment() {
+  JobPlacement placement;
+  placement.store_host = variable("MASTER_ADDR").value_or("");
+  placement.one_host = equal_counts("LOCAL_WORLD_SIZE", "WORLD_SIZE") ||
+                       equal_counts("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE") ||
+                       variable("SLURM_JOB_NUM_NODES") == std::optional<std::string>("1");
+  return placement;
+}
+
+// Secrets from the environment shorter than this are refused: an HMAC key
+// is only as strong as it is long, and a typed word is guessable.
+// (ConnectOptions::secret and the API's JobSecret take any length: a program
+// that passes one chose it.)
 constexpr size_t kShortSecretBytes = 16;
 // A secret file is a key, not a document.
 constexpr size_t kMaxSecretFileBytes = 4096;
@@ -79,8 +99,9 @@ JobSecret secret_from_environment() {
   }
   if (!text) return JobSecret();
   if (text->size() < kShortSecretBytes)
-    CHORUS_LOG(warn, -1, "the job secret is only ", text->size(), " bytes long; use at least ", kShortSecretBytes,
-               " random bytes (chorus-run makes 32)");
+    throw InvalidArgument(cat(file ? "the secret in CHORUS_SECRET_FILE" : "CHORUS_SECRET", " is ", text->size(),
+                              " bytes long: a job secret must be at least ", kShortSecretBytes,
+                              " bytes, random (chorus-run makes 32; e.g. od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"));
   return JobSecret(std::move(*text));
 }
 
@@ -122,6 +143,7 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_TRANSPORT='", *text, "' names no transport (e.g. shm,tcp)"));
   }
   if (auto text = variable("CHORUS_SOCKET_IFNAME")) config.socket_interface = *text;
+  config.placement = placement_from_environment();
   if (auto text = variable("CHORUS_IB_DEVICE")) config.ib_device = *text;
   if (auto text = variable("CHORUS_HOST_ID")) config.host_id = *text;
   if (auto text = variable("CHORUS_STREAMS")) {
@@ -165,6 +187,14 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_TIMEOUT='", *text, "' is not a number of seconds (more than 0, up to a "
                                 "year; e.g. 30 or 2.5)"));
     config.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
+  }
+  if (auto text = variable("CHORUS_STALL_WARNING_S")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text->c_str(), &end);
+    if (end == text->c_str() || *end != '\0' || !(seconds >= 0) || seconds > 365.0 * 24 * 3600)
+      throw InvalidArgument(cat("CHORUS_STALL_WARNING_S='", *text, "' is not a number of seconds (0 for no ",
+                                "warnings, up to a year; e.g. 60 or 0.5)"));
+    config.stall_warning = std::chrono::milliseconds(std::llround(seconds * 1000));
   }
   if (auto text = variable("CHORUS_TRACE")) config.trace = *text;
   if (auto text = variable("CHORUS_TRACE_STEPS")) {

@@ -24,12 +24,28 @@
 
 namespace chorus {
 
+// Where a job's ranks are, as far as its launch says: what a network
+// transport binds when no interface or host is named (transport/tcp/socket.h,
+// choose_local_address). Never a reason to trust a peer, only a choice of
+// which doors to open.
+struct JobPlacement {
+  // The host the job's store is reached at: the store URL's (set by connect),
+  // else torchrun's MASTER_ADDR; empty when unknown (a file store, MPI).
+  std::string store_host;
+  // The launcher says every rank runs on this host: LOCAL_WORLD_SIZE equals
+  // WORLD_SIZE (torchrun, chorus-run), OMPI_COMM_WORLD_LOCAL_SIZE equals
+  // OMPI_COMM_WORLD_SIZE (Open MPI), or SLURM_JOB_NUM_NODES is 1.
+  bool one_host = false;
+};
+
 struct Config {
   // CHORUS_TRANSPORT: the transports to use, in the order to prefer them
   // ("shm,tcp"); empty: every transport this build has, in its default order.
   std::vector<std::string> transports;
   // CHORUS_SOCKET_IFNAME: the interface whose address network transports publish.
   std::string socket_interface;
+  // The launchers' variables above: where the job's ranks are.
+  JobPlacement placement;
   // CHORUS_IB_DEVICE: the RDMA device (and port, GID index) the ibverbs
   // transport uses, "mlx5_0[:1[:3]]"; empty: the one behind the address.
   std::string ib_device;
@@ -77,6 +93,10 @@ struct Config {
   // CHORUS_TIMEOUT: seconds (a decimal number) every collective and
   // connecting may take unless the program says otherwise. Unset: 30 s.
   std::optional<std::chrono::milliseconds> timeout;
+  // CHORUS_STALL_WARNING_S: seconds without progress before a collective
+  // warns that it is stalled, naming the ranks it waits for (at most half
+  // its timeout; again each time the quiet doubles). 0: never. Unset: 60.
+  std::optional<std::chrono::milliseconds> stall_warning;
   // CHORUS_TRACE: the Chrome trace file of this rank's collectives
   // (base/trace.h; "{rank}" or ".rank<N>" makes it per rank). Empty: none.
   std::string trace;

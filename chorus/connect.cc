@@ -92,10 +92,16 @@ Config read_config(const ConnectOptions& options, int rank) {
 // connect_to_store once the configuration is read (connect_from_env reads it with the launcher's variables).
 std::shared_ptr<Context> connect_to_store_with(std::string_view store_url, int rank, int size,
                                                const std::string& job_id, const ConnectOptions& options,
-                                               const Config& config) {
+                                               const Config& given_config) {
   // Store URL parsing and opening (tcp, file, redis) live in rendezvous/store_url.h.
-  const std::chrono::milliseconds timeout = detail::timeout_of(options, config);
-  OpenedStore opened = open_store(store_url, rank, job_id, timeout, config.secret, config.tls);
+  const std::chrono::milliseconds timeout = detail::timeout_of(options, given_config);
+  OpenedStore opened = open_store(store_url, rank, job_id, timeout, given_config.secret, given_config.tls);
+  // The store's host is where the job lives: network transports bind the
+  // address that reaches it (transport/tcp/socket.h, choose_local_address).
+  // open_store accepted the URL, so it parses.
+  Config config = given_config;
+  if (const StoreUrl parsed = parse_store_url(store_url); !parsed.host.empty())
+    config.placement.store_host = parsed.host;
   StoreBootstrap bootstrap(opened.store, rank, size, timeout);
   std::shared_ptr<Context> context;
   try {
@@ -124,6 +130,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
 
   algorithms::CommunicatorSettings communicator_settings;
   communicator_settings.poll_time = poll_time_of(options, config, rank);
+  if (config.stall_warning) communicator_settings.stall_warning = *config.stall_warning;
   communicator_settings.link_model = options.link_model.empty() ? config.link_model : options.link_model;
   communicator_settings.algorithm_overrides = algorithm_overrides(config, rank);
   // A malformed override fails here, on every rank, not in a collective.

@@ -28,9 +28,10 @@ struct ConnectOptions {
   // is served by the first that reaches it. Empty: CHORUS_TRANSPORT, else
   // every transport of this build (shared memory first, TCP last).
   std::vector<std::string> transports;
-  // Address network transports publish for this rank. Empty: the interface
-  // in CHORUS_SOCKET_IFNAME, else that of the default route, else loopback
-  // (single-host jobs only).
+  // Address network transports bind and publish for this rank. Empty: the
+  // interface in CHORUS_SOCKET_IFNAME, else where the job lives (loopback
+  // for a store on loopback or a launcher that puts every rank on this host,
+  // else the address that routes to the store; docs/security.md).
   std::string interface;   // network interface name, e.g. "eth0"
   std::string hostname;    // or an explicit address / host name to bind and publish
   // This rank's host identity: ranks with equal ids are on one host (shared

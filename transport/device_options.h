@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "base/config.h"
 #include "base/job_secret.h"
 #include "transport/positions.h"
 
@@ -35,9 +36,11 @@ struct CommonDeviceOptions {
 struct NetworkDeviceOptions : CommonDeviceOptions {
   // Bind and publish the address of this network interface (e.g. "eth0")...
   std::string interface;
-  // ...or this host name / IPv4 / IPv6 literal. With neither: the interface
-  // of the default route, else loopback.
+  // ...or this host name / IPv4 / IPv6 literal.
   std::string hostname;
+  // With neither: where the launch says the job lives (the store's host,
+  // every rank on this host), which picks the address that reaches the peers.
+  JobPlacement placement;
   // Connections per peer (Device::connect's `stream`). Published in the
   // address: a peer created with another count is refused at connect.
   int streams = 1;

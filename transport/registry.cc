@@ -44,6 +44,7 @@ void fill_network(NetworkDeviceOptions& network, const DeviceOptions& options) {
   network.interface = options.interface;
   network.hostname = options.hostname;
   if (network.interface.empty() && network.hostname.empty()) network.interface = options.config.socket_interface;
+  network.placement = options.config.placement;
   network.streams = options.streams;
 }
 

@@ -32,7 +32,7 @@ struct DeviceOptions {
   Config config;
   // Where network transports listen and what they publish: an interface
   // name, else a host name or address, else config.socket_interface, else
-  // the interface of the default route, else loopback.
+  // the address config.placement points to (tcp/socket.h, choose_local_address).
   std::string interface;
   std::string hostname;
   // Connections per peer, for transports that stripe (tcp).

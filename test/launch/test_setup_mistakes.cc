@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -193,17 +194,34 @@ TEST_CASE("CHORUS_TIMEOUT sets the default timeout; a malformed value is named",
 
 namespace {
 
-// A non-loopback interface with an IPv4 address, or "" when the machine has none.
-std::string routable_interface() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "";
+struct Interface {
   std::string name;
-  for (ifaddrs* entry = list; entry && name.empty(); entry = entry->ifa_next)
+  std::string address;  // IPv4, dotted
+};
+
+// A non-loopback interface with an IPv4 address; empty when the machine has none.
+Interface routable_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  Interface found;
+  for (ifaddrs* entry = list; entry && found.name.empty(); entry = entry->ifa_next)
     if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET && !(entry->ifa_flags & IFF_LOOPBACK) &&
-        (entry->ifa_flags & IFF_UP))
-      name = entry->ifa_name;
+        (entry->ifa_flags & IFF_UP)) {
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text, sizeof text);
+      found = {entry->ifa_name, text};
+    }
   ::freeifaddrs(list);
-  return name;
+  return found;
+}
+
+std::string routable_interface() { return routable_ipv4().name; }
+
+// Whether /proc/net/route has a default route (what the last rule of choose_local_address uses).
+bool has_default_route() {
+  ChildProcess route({"/bin/sh", "-c", "awk '$2 == \"00000000\" && $1 != \"lo\"' /proc/net/route"}, {});
+  route.wait(std::chrono::seconds(10));
+  return !route.output().empty();
 }
 
 size_t occurrences(const std::string& text, const std::string& needle) {
@@ -238,3 +256,55 @@ TEST_CASE("a job without a secret says once that other hosts can reach it, and s
   }
 }
 
+
+// Issue 29, item 1: with no interface named, the listeners open where the job
+// lives, and say so at info. The tcp transport's listener is what other hosts
+// could reach; its log line names the address it bound.
+TEST_CASE("with no interface named, every rank listens where the job lives, and says where", "[launch][mistakes]") {
+  const std::string warning = "has no job secret and its listeners can be reached from other hosts";
+  const Interface routable = routable_ipv4();
+  struct Case {
+    std::string what;
+    std::string store;
+    std::vector<std::string> extra;  // per rank
+    std::string listens_on;          // the address the log line must name
+    bool warns;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"store on 127.0.0.1", tcp_store(chorus::test::free_port()), {}, "127.0.0.1:", false});
+  cases.push_back({"store at localhost", "tcp://localhost:" + std::to_string(chorus::test::free_port()), {},
+                   "127.0.0.1:", false});
+  char directory[] = "/tmp/chorus-placement-XXXXXX";
+  REQUIRE(::mkdtemp(directory) != nullptr);
+  const std::string file_store = std::string("file://") + directory;
+  cases.push_back({"file store, the launcher says one host", file_store + "/one",
+                   {"LOCAL_WORLD_SIZE=2", "WORLD_SIZE=2"}, "127.0.0.1:", false});
+  if (!routable.name.empty()) {
+    cases.push_back({"store on " + routable.address,
+                     "tcp://" + routable.address + ":" + std::to_string(chorus::test::free_port()), {},
+                     routable.address + ":", true});
+    if (has_default_route())
+      cases.push_back({"file store, nothing says where the ranks are", file_store + "/unknown",
+                       {"LOCAL_WORLD_SIZE=1", "WORLD_SIZE=2"}, routable.address + ":", true});
+  } else {
+    WARN("no routable interface on this machine: only the loopback cases run");
+  }
+  for (const Case& job : cases) {
+    std::vector<std::vector<std::string>> ranks{rank_variables(0, 2, job.store, "placement"),
+                                                rank_variables(1, 2, job.store, "placement")};
+    for (auto& variables : ranks) {
+      variables.push_back("CHORUS_TRANSPORT=tcp");
+      variables.push_back("CHORUS_LOG=info");
+      variables.insert(variables.end(), job.extra.begin(), job.extra.end());
+    }
+    const Outcome outcome = run_ranks(ranks);
+    INFO(job.what << "; rank 0 said: " << outcome.outputs[0] << "; rank 1 said: " << outcome.outputs[1]);
+    for (int status : outcome.statuses) CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    for (const std::string& output : outcome.outputs) {
+      CHECK_THAT(output, Catch::Contains("tcp: listening on " + job.listens_on));
+      CHECK(occurrences(output, "tcp: listening on ") == 1);
+    }
+    CHECK(occurrences(outcome.outputs[0], warning) == (job.warns ? 1u : 0u));
+  }
+  std::filesystem::remove_all(directory);
+}

@@ -40,7 +40,8 @@ Engine::Engine(const IbverbsDeviceOptions& options) : EngineCore(options), optio
   link_model_ = options.link_model.value_or(fabric_link_model);
   // Without the rdma_cm device there is no RDMA here: an empty address.
   if (::access("/dev/infiniband/rdma_cm", R_OK | W_OK) != 0) return;
-  listen_address_ = choose_listen_address(options.ib_device, options.interface, options.hostname, options.rank);
+  listen_address_ = choose_listen_address(options.ib_device, options.interface, options.hostname, options.placement,
+                                          options.rank);
   channel_.reset(rdma_create_event_channel());
   if (!channel_) return;
   if (rdma_create_id(channel_.get(), &listener_, nullptr, RDMA_PS_TCP) != 0) return;

@@ -126,11 +126,14 @@ sockaddr_storage address_of_ib_device(const std::string& spec, int rank) {
 }  // namespace
 
 sockaddr_storage choose_listen_address(const std::string& ib_device, const std::string& interface,
-                                       const std::string& hostname, int rank) {
+                                       const std::string& hostname, const JobPlacement& placement, int rank) {
   if (!ib_device.empty()) return address_of_ib_device(ib_device, rank);
-  const tcp::SocketAddress chosen = tcp::choose_local_address(interface, hostname, rank);
+  // RDMA does not run over loopback: the verbs device skips those rules.
+  const tcp::ChosenAddress chosen =
+      tcp::choose_local_address(interface, hostname, placement, /*loopback_usable=*/false, rank);
+  CHORUS_LOG(info, rank, "ibverbs: listening on ", chosen.address.host_string(), ": ", chosen.reason);
   sockaddr_storage address{};
-  std::memcpy(&address, chosen.get(), chosen.length());
+  std::memcpy(&address, chosen.address.get(), chosen.address.length());
   return address;
 }
 

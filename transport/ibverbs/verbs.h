@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "base/config.h"
 #include "transport/registration.h"
 
 namespace chorus::transport::ibverbs {
@@ -73,10 +74,10 @@ bool supports_on_demand_paging(ibv_context* context);
 
 // The local address a device listens on. CHORUS_IB_DEVICE ("name[:port[:gid
 // index]]") wins: the IP address its GID carries (the first RoCE v2 IPv4 GID
-// without an index). Else the interface, else the host name, else the
-// interface of the default route (as tcp chooses). Throws InvalidArgument.
+// without an index). Else as tcp chooses (tcp/socket.h,
+// choose_local_address), loopback excepted. Throws InvalidArgument.
 sockaddr_storage choose_listen_address(const std::string& ib_device, const std::string& interface,
-                                       const std::string& hostname, int rank);
+                                       const std::string& hostname, const JobPlacement& placement, int rank);
 
 // "transport retry counter exceeded" and the like, for a work completion's status.
 std::string completion_status_text(ibv_wc_status status);

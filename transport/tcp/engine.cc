@@ -58,13 +58,15 @@ Engine::Engine(const TcpDeviceOptions& options)
   for (size_t index = 0; index < links(); ++index) by_link_[index].store(nullptr);
   peer_on_host_.reset(new std::atomic<bool>[static_cast<size_t>(options.size)]);
   for (int peer = 0; peer < options.size; ++peer) peer_on_host_[static_cast<size_t>(peer)].store(false);
-  listen_address_ = choose_local_address(options.interface, options.hostname, options.rank);
+  ChosenAddress chosen = choose_local_address(options.interface, options.hostname, options.placement,
+                                              /*loopback_usable=*/true, options.rank);
+  listen_address_ = chosen.address;
   link_model_ = options.link_model.value_or(network_link_model);
   same_host_link_model_ = options.link_model.value_or(same_host_link_model);
   listener_ = open_listener(listen_address_, options.rank);
   nonce_ = random_nonce();
   loop_.open(rank(), "tcp", listener_.get(), epoll_token(TokenKind::listener, 0), epoll_token(TokenKind::wake, 0));
-  CHORUS_LOG(debug, rank(), "tcp: listening on ", listen_address_.to_string());
+  CHORUS_LOG(info, rank(), "tcp: listening on ", listen_address_.to_string(), ": ", chosen.reason);
 }
 
 Engine::~Engine() {

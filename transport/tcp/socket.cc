@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -158,25 +159,76 @@ SocketAddress address_of_host(const std::string& host, int rank) {
 
 }  // namespace
 
-SocketAddress choose_local_address(const std::string& interface, const std::string& hostname,
-                                   int rank) {
-  if (!interface.empty()) return address_of_interface(interface, rank);
-  if (!hostname.empty()) return address_of_host(hostname, rank);
+namespace {
+
+SocketAddress loopback_address() {
+  sockaddr_in loopback{};
+  loopback.sin_family = AF_INET;
+  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return SocketAddress(reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback));
+}
+
+// Whether a store host names this host's loopback by itself. A host name
+// that merely resolves to loopback here ("node0" -> 127.0.1.1, as Debian's
+// /etc/hosts does) does not count: other hosts may resolve it to a real
+// address and dial the store there.
+bool names_loopback(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr ipv4{};
+  return inet_pton(AF_INET, host.c_str(), &ipv4) == 1 && (ntohl(ipv4.s_addr) >> 24) == 127;
+}
+
+// The local address the kernel would send to `host` from: a UDP socket
+// "connected" to it sends nothing but has its source address chosen by the
+// routing table. Nothing when the host does not resolve or is unroutable.
+std::optional<SocketAddress> address_routing_to(const std::string& host) {
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* results = nullptr;
+  if (getaddrinfo(name.c_str(), "9", &hints, &results) != 0 || !results) return std::nullopt;
+  std::optional<SocketAddress> found;
+  for (addrinfo* entry = results; entry && !found; entry = entry->ai_next) {
+    Fd probe(::socket(entry->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!probe.valid() || ::connect(probe.get(), entry->ai_addr, entry->ai_addrlen) != 0) continue;
+    SocketAddress local;
+    socklen_t length = sizeof(sockaddr_storage);
+    if (getsockname(probe.get(), local.get(), &length) != 0) continue;
+    local = SocketAddress(local.get(), length);
+    local.set_port(0);
+    found = local;
+  }
+  freeaddrinfo(results);
+  return found;
+}
+
+}  // namespace
+
+ChosenAddress choose_local_address(const std::string& interface, const std::string& hostname,
+                                   const JobPlacement& placement, bool loopback_usable, int rank) {
+  if (!interface.empty()) return {address_of_interface(interface, rank), cat("interface ", interface, " was named")};
+  if (!hostname.empty()) return {address_of_host(hostname, rank), cat("host ", hostname, " was named")};
+  const std::string& store = placement.store_host;
+  if (loopback_usable && !store.empty() && names_loopback(store))
+    return {loopback_address(), cat("the store is on this host's loopback (", store, "), so every rank is here")};
+  if (loopback_usable && placement.one_host)
+    return {loopback_address(), "the launcher says every rank is on this host"};
+  if (!store.empty()) {
+    if (std::optional<SocketAddress> routed = address_routing_to(store); routed && !routed->is_loopback())
+      return {*routed, cat("it is the address that routes to the store's host ", store)};
+  }
   for (const std::string& name : default_route_interfaces()) {
     SocketAddress address;
     std::string available;
     if (interface_address(name, address, available)) {
       address.set_port(0);
-      CHORUS_LOG(debug, rank, "tcp: using interface ", name, " of the default route");
-      return address;
+      return {address, cat("interface ", name, " carries the default route and nothing says where the job's ranks ",
+                           "are (set CHORUS_SOCKET_IFNAME to choose)")};
     }
   }
-  CHORUS_LOG(info, rank,
-             "tcp: no default route found; using loopback 127.0.0.1 (single-host jobs only)");
-  sockaddr_in loopback{};
-  loopback.sin_family = AF_INET;
-  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return SocketAddress(reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback));
+  return {loopback_address(), "no default route was found (single-host jobs only)"};
 }
 
 Fd open_listener(SocketAddress& address, int rank) {

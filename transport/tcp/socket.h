@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "base/config.h"
 #include "base/tls.h"
 #include "transport/file_descriptor.h"
 
@@ -47,12 +48,23 @@ struct AdmittedSocket {
   std::unique_ptr<TlsSession> tls;
 };
 
-// The local address to bind and publish (port 0). `rank` only labels errors.
-// interface wins over hostname (the registry fills interface from
-// CHORUS_SOCKET_IFNAME); with neither, the
-// interface of the default route, then loopback (logged at info).
-SocketAddress choose_local_address(const std::string& interface, const std::string& hostname,
-                                   int rank);
+// The local address to bind and publish (port 0), and why it was chosen.
+// An interface wins over a host name (the registry fills interface from
+// CHORUS_SOCKET_IFNAME). With neither, the listeners go where the job lives,
+// never further by accident:
+//  - loopback when the store's host is a loopback address or "localhost"
+//    (no other host can reach that store, so every rank is here), or when
+//    the launcher says every rank is on this host;
+//  - else the address this host routes the store's host through;
+//  - else (store host unknown) the default route's interface, then loopback.
+// `loopback_usable` is false for transports that cannot run over lo (verbs):
+// they skip the loopback rules. `rank` only labels errors and the log line.
+struct ChosenAddress {
+  SocketAddress address;
+  std::string reason;  // "the store is on loopback", for the info log
+};
+ChosenAddress choose_local_address(const std::string& interface, const std::string& hostname,
+                                   const JobPlacement& placement, bool loopback_usable, int rank);
 
 // A non-blocking listening socket bound to `address` with a kernel-chosen
 // port; `address` is updated to the bound address. Throws IoError.
