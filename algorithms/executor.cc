@@ -28,7 +28,6 @@ constexpr std::chrono::milliseconds kLivenessGrace{1000};
 // A collective that has not moved for half its timeout (at most this long)
 // warns, naming the ranks that have not called it; the error at the timeout
 // names them again.
-constexpr Clock::duration kLongestQuietBeforeWarning = std::chrono::seconds(60);
 constexpr std::chrono::milliseconds kStallProbeGrace{250};
 
 std::string describe_call(const Call& call) {
@@ -123,8 +122,12 @@ class PlanRun {
 
   void run() {
     const auto started = started_ ? *started_ : Clock::now();
-    // Half the time left, at most a minute: the quiet that earns a warning.
-    quiet_before_warning_ = std::min<Clock::duration>((deadline_.at() - started) / 2, kLongestQuietBeforeWarning);
+    // Half the time left, at most the setting (a minute by default): the
+    // quiet that earns the first warning. Zero: never.
+    const Clock::duration setting = communicator_.settings().stall_warning;
+    quiet_before_warning_ = setting == Clock::duration::zero()
+                                ? Clock::duration::max() / 2
+                                : std::min<Clock::duration>((deadline_.at() - started) / 2, setting);
     last_progress_ = started;
     transport::Mesh& mesh = mesh_;
     // While this thread runs the plan it reads its own sockets and rings
@@ -162,15 +165,15 @@ class PlanRun {
       if (progress_events_ != progress_seen_) {
         progress_seen_ = progress_events_;
         last_progress_ = now;
+        warnings_ = 0;
       }
-      if (!warned_ && now - last_progress_ >= quiet_before_warning_) warn_stall();
+      if (now >= next_warning()) warn_stall();
       if (poll_for_change(seen)) continue;
       mesh.end_polling();
       {
         transport::WaitingScope waiting(mesh);
-        // Wake for the warning too, if it is still to come.
-        const Clock::time_point warn_at = last_progress_ + quiet_before_warning_;
-        signal_.wait_change(seen, warned_ ? deadline_ : Deadline(std::min(deadline_.at(), warn_at)));
+        // Wake for the next warning too, if it comes before the deadline.
+        signal_.wait_change(seen, Deadline(std::min(deadline_.at(), next_warning())));
       }
       mesh.begin_polling();
     }
@@ -347,11 +350,19 @@ class PlanRun {
                            describe_arrivals(arrivals, this_collective(), kLivenessGrace)));
   }
 
-  // Once per collective, at half its timeout without progress (Horovod's
-  // stall inspector, naming ranks): a job that is about to fail says why
-  // while it can still be looked at.
+  // When the quiet since the last progress reaches quiet_before_warning_,
+  // then each time it doubles (1, 2, 4, 8 minutes by default, for a call
+  // without a timeout): Horovod's stall inspector, naming ranks, without
+  // flooding the log. A job that is about to fail says why while it can
+  // still be looked at, and one that hangs keeps saying so.
+  Clock::time_point next_warning() const {
+    if (quiet_before_warning_ >= Clock::duration::max() / 4) return Clock::time_point::max();
+    const int doublings = std::min(warnings_, 20);
+    return last_progress_ + quiet_before_warning_ * (int64_t{1} << doublings);
+  }
+
   void warn_stall() {
-    warned_ = true;
+    ++warnings_;
     const auto one_decimal = [](double seconds) {
       char text[32];
       std::snprintf(text, sizeof text, "%.1f", seconds);
@@ -393,7 +404,7 @@ class PlanRun {
   Clock::time_point last_progress_{};
   uint64_t progress_events_ = 0;  // steps finished or posted
   uint64_t progress_seen_ = 0;    // progress_events_ when last_progress_ was taken
-  bool warned_ = false;
+  int warnings_ = 0;  // since the last progress
 };
 
 // On demand (transport/mesh.h), the Pairs this Plan uses may not exist yet.

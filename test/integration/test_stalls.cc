@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,39 @@ TEST_CASE("a rank late to a collective is named in a warning at half the timeout
   CHECK(count(log, "allreduce #1 (count 1000 float32 sum) has not moved for ") == 2);
   CHECK(count(log, "rank 2 has not called allreduce #1 (rank 2 finished #0 and has called nothing since)") == 2);
   CHECK(count(log, "WARN] rank 2:") == 0);
+}
+
+// The warning repeats while the stall lasts, each time the quiet doubles
+// (CHORUS_STALL_WARNING_S sets the first quiet; 0 silences it).
+TEST_CASE("a stall warns again each time its quiet doubles, and CHORUS_STALL_WARNING_S=0 silences it", "[stall]") {
+  struct Setting {
+    const char* seconds;
+    int late_ms;
+    int timeout_ms;
+    size_t warnings_per_waiting_rank;
+  };
+  // 0.4 s: warnings at 0.4, 0.8, 1.6 and 3.2 s of quiet; the next (6.4 s) is
+  // after the late rank comes (4.5 s), so exactly four.
+  for (const Setting setting : {Setting{"0.4", 4500, 8000, 4}, Setting{"0", 1500, 3000, 0}}) {
+    ::setenv("CHORUS_STALL_WARNING_S", setting.seconds, 1);
+    const std::string log = stderr_during([&] {
+      require_all_ok(run_ranks(3, [&](Context& context) {
+        std::vector<float> data(1000, 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum);  // #0, everyone
+        CollectiveOptions timeout;
+        timeout.timeout = std::chrono::milliseconds(setting.timeout_ms);
+        if (context.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(setting.late_ms));
+        std::fill(data.begin(), data.end(), 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum, timeout);  // #1: rank 2 comes late, in time
+        for (float value : data) REQUIRE(value == 3.0f);
+      }));
+    });
+    ::unsetenv("CHORUS_STALL_WARNING_S");
+    INFO("CHORUS_STALL_WARNING_S=" << setting.seconds << ": " << log);
+    CHECK(count(log, "allreduce #1 (count 1000 float32 sum) has not moved for ") ==
+          2 * setting.warnings_per_waiting_rank);
+    CHECK(count(log, "WARN] rank 2:") == 0);
+  }
 }
 
 TEST_CASE("a collective a rank never calls fails naming that rank on every other rank", "[stall]") {
