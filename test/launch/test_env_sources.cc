@@ -109,6 +109,8 @@ TEST_CASE("a half-set environment fails at once with InvalidArgument naming the 
        {"CHORUS_CUDA_IPC_MESSAGES='yes' must be 0 or 1"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_REQUIRE_SECRET=1"},
        {"rank 0: CHORUS_REQUIRE_SECRET=1 but this rank has no job secret"}},
+      {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_SECRET=abc"},
+       {"CHORUS_SECRET is 3 bytes long", "at least 16"}},
   };
   for (const Case& test_case : cases) {
     ChildProcess process({launch_rank()}, test_case.environment);
