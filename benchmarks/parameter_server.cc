@@ -43,8 +43,10 @@ int main(int argc, char** argv) {
   CLI::App app{"chorus-parameter-server: a sharded parameter server on one-sided windows, checked bit-exactly"};
   size_t params = 1 << 20;
   size_t steps = 5;
-  app.add_option("--params", params, "Weights in all, split into one shard per rank")->capture_default_str();
-  app.add_option("--steps", steps, "Push/pull steps")->capture_default_str();
+  app.add_option("--params", params, "Weights in all, split into one shard per rank")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 32));
+  app.add_option("--steps", steps, "Push/pull steps")->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.set_version_flag("--version", chorus::version());
   CLI11_PARSE(app, argc, argv);
 

@@ -63,20 +63,21 @@ void fill_small_integers(chorus::DataType type, std::vector<std::byte>& bytes) {
 int main(int argc, char** argv) {
   CLI::App app{"chorus-reduce-bench: reduction kernel GB/s against memcpy"};
   app.set_version_flag("--version", std::string("chorus-reduce-bench ") + chorus::version());
-  std::vector<std::string> sizes_text = {"256K", "64M"};
+  std::vector<size_t> sizes = {size_t{256} << 10, size_t{64} << 20};
   std::vector<std::string> types = {"float32", "bfloat16", "float16", "float64", "int32"};
   int rounds = 5;
-  app.add_option("--sizes", sizes_text, "Operand sizes (K, M suffixes)");
-  app.add_option("--dtypes", types, "Element types to time (sum)");
+  app.add_option("--sizes", sizes, "Operand sizes (K, M, G suffixes = 2^10, 2^20, 2^30), at most 4G")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(size_t{1}, size_t{4} << 30));
+  app.add_option("--dtypes", types, "Element types to time (sum)")->check([](const std::string& name) {
+    return chorus::parse_data_type(name) ? std::string() : "unknown element type '" + name + "'";
+  });
   app.add_option("--rounds", rounds, "Timed rounds per row (best is reported)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   std::printf("# chorus-reduce-bench: sum kernels vs memcpy, best of %d rounds, GB/s of one operand\n", rounds);
   std::printf("# %12s %10s %10s %12s\n", "size(B)", "kernel", "GB/s", "vs memcpy");
-  for (const std::string& text : sizes_text) {
-    size_t bytes = std::stoull(text);
-    if (text.back() == 'K' || text.back() == 'k') bytes <<= 10;
-    if (text.back() == 'M' || text.back() == 'm') bytes <<= 20;
+  for (const size_t bytes : sizes) {
     std::vector<std::byte> accumulator(bytes), operand(bytes), copy(bytes);
     // About 0.2 s of memory traffic per round whatever the size.
     const int repeat = static_cast<int>(std::max<size_t>(1, (size_t{1} << 30) / std::max<size_t>(bytes, 1) / 5));

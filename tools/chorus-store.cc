@@ -20,7 +20,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("chorus-store ") + chorus::version());
   std::string host;
   uint16_t port = 0;
-  app.add_option("--host", host, "address to listen on (default: every address)");
+  // No default address: a store on every address by omission is an open
+  // door (docs/security.md). The caller says which doors to open.
+  app.add_option("--host", host,
+                 "address to listen on: 127.0.0.1 for ranks on this host, this host's address the ranks reach for "
+                 "a job across hosts, or 0.0.0.0 / :: for every address")
+      ->required();
   app.add_option("--port", port, "TCP port (default 0: pick a free one and print it)");
   CLI11_PARSE(app, argc, argv);
 
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
                    "read and write the job's keys"
                 << std::endl;
     chorus::TcpStoreServer server(options);
-    std::string shown = host.empty() ? "*" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     // Launchers wait for this line (std::endl flushes it) before starting ranks.
     std::cout << "chorus-store listening on " << shown << ":" << server.port() << std::endl;
     int received = 0;

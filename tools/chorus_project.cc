@@ -201,7 +201,9 @@ int main(int argc, char** argv) {
   app.add_option("--algo", algos, "all, or comma-separated algorithm names")->capture_default_str();
   app.add_option("--method", method, "automatic, simulated, symmetric or formula")->capture_default_str();
   app.add_option("--step-budget", settings.options.step_budget,
-                 "Most Plan steps one simulation may hold before falling back")->capture_default_str();
+                 "Most Plan steps one simulation may hold before falling back")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, std::numeric_limits<size_t>::max()));
   app.add_flag("--csv", settings.csv, "Rows as bytes,algorithm,seconds,busbw_gbps,method,mark");
   CLI11_PARSE(app, argc, argv);
 

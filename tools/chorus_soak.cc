@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,7 +53,9 @@ struct SoakOptions {
   double seconds = 0;
   size_t max_bytes = 4 << 20;
   uint64_t report_every = 0;
-  double timeout_seconds = 120;
+  // Unset: CHORUS_TIMEOUT, else the library's default (a tool's default
+  // never beats the job's setting).
+  std::optional<double> timeout_seconds;
   std::string kinds_text = "all";
   double split_chance = 0.02;
   int batch = 4;
@@ -500,18 +503,20 @@ int main(int argc, char** argv) {
   SoakOptions options;
   app.add_option("--seed", options.seed, "Seed of the sequence every rank derives")->capture_default_str();
   app.add_option("--count", options.count, "Collectives to run (each call counts once per group that makes it)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   app.add_option("--seconds", options.seconds, "Stop after this long even before --count (0: no time bound)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--max-bytes", options.max_bytes,
                  "Largest buffer of any call (suffixes K, M, G = 2^10, 2^20, 2^30); sizes are log-uniform up to it")
       ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(size_t{8}, std::numeric_limits<size_t>::max()));
   app.add_option("--report-every", options.report_every, "Rank 0 prints progress every this many collectives (0: never)")
       ->capture_default_str();
-  app.add_option("--timeout", options.timeout_seconds, "Seconds any call may take before it fails")
-      ->capture_default_str()
+  app.add_option("--timeout", options.timeout_seconds,
+                 "Seconds any call may take before it fails (default: CHORUS_TIMEOUT, else 30)")
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--collectives", options.kinds_text,
                  "Comma-separated subset: allreduce, broadcast, reduce, allgather, allgatherv, reduce_scatter, "
@@ -530,12 +535,20 @@ int main(int argc, char** argv) {
                  "Test the checking: every rank flips a byte of its first result from this collective on; the run "
                  "passes only if every flipped byte is reported and nothing else is wrong");
   CLI11_PARSE(app, argc, argv);
+  // Contradictions no single option's check sees: refused before connecting.
+  if (options.inject_wrong && *options.inject_wrong >= options.count) {
+    std::fprintf(stderr, "chorus-soak: --inject-wrong %llu is not below --count %llu: no result would be flipped\n",
+                 static_cast<unsigned long long>(*options.inject_wrong),
+                 static_cast<unsigned long long>(options.count));
+    return 2;
+  }
 
   std::shared_ptr<Context> context;
   try {
     parse_kinds(options.kinds_text);
     ConnectOptions connect_options;
-    connect_options.timeout = std::chrono::milliseconds(static_cast<long long>(options.timeout_seconds * 1000));
+    if (options.timeout_seconds)
+      connect_options.timeout = std::chrono::milliseconds(static_cast<long long>(*options.timeout_seconds * 1000));
     context = connect_from_env(connect_options);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "chorus-soak: %s\n", error.what());
