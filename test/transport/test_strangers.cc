@@ -4,6 +4,7 @@
 // connect and exchange messages. Each transport's listener and handshake are
 // reached through its hooks (strangers.h); the attacks of the hostile-bytes
 // integration test (test/integration/hostile_peer.h) run against it too.
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,8 @@
 
 #include "test/transport/conformance.h"
 #include "test/transport/strangers.h"
+#include "transport/shm/address.h"
+#include "transport/shm/side_channel.h"
 
 namespace chorus::transport::testing {
 namespace {
@@ -196,6 +199,52 @@ TEST_CASE("transport: thousands of garbage connections on the listener cost a fe
   // machine that takes over 10 s gets a second), never one per connection.
   CHECK(warnings >= 1);
   CHECK(warnings < 10);
+  REQUIRE_FALSE(mesh.device(0).failure());
+}
+
+// Issue 29, item 2: in a job without a secret the hello's proof shows
+// nothing, so the shm listener must tell rank 1 from any other process of
+// its user by the pid the kernel reports, before it sends a descriptor.
+TEST_CASE("transport: shm sends no descriptor to a dialer whose pid is not the one its rank published",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  if (transport != "shm") return;
+  TestMesh mesh;
+  mesh.devices = make_devices(transport, 2, DeviceOptions{});  // no secret
+  const auto address = mesh.device(0).address();
+  // Rank 1 published another process's pid; this test process dials as rank 1.
+  shm::ShmAddress published = shm::decode_address(mesh.device(1).address(), -1, 1);
+  published.pid = static_cast<uint32_t>(::getppid());
+  mesh.device(0).check_peer(1, shm::encode_address(published));
+  const auto endpoint = stranger_hooks(transport)->listener(address, 0);
+  REQUIRE(endpoint);
+  const int fd = connect_stranger(*endpoint);
+  REQUIRE(fd >= 0);
+  std::vector<std::byte> message;
+  std::vector<Fd> fds;
+  shm::SideKind kind{};
+  Challenge challenge{};
+  REQUIRE(shm::wait_readable(fd, Deadline::after(std::chrono::seconds(2))));
+  REQUIRE(shm::receive_side(fd, message, fds, 0) > 0);
+  REQUIRE(shm::check_side_message(message, kind).empty());
+  REQUIRE(shm::decode_challenge(message, challenge).empty());
+  // Rank 1's hello in every other respect: the right nonce, ranks and (empty) secret.
+  shm::Hello hello;
+  hello.listener_nonce = shm::decode_address(address, -1, 0).nonce;
+  hello.dialer_rank = 1;
+  hello.listener_rank = 0;
+  hello.dialer_challenge = fresh_challenge();
+  std::vector<std::byte> hello_message = shm::encode_hello(hello);
+  shm::sign_side_message(hello_message, JobSecret(), shm::kShmHelloPurpose, {challenge});
+  const Fd doorbell(::eventfd(0, EFD_CLOEXEC));
+  const int passed = doorbell.get();
+  REQUIRE(shm::send_side(fd, hello_message, std::span<const int>(&passed, 1)) == 0);
+  // The listener hangs up; nothing, and no descriptor, comes first.
+  REQUIRE(shm::wait_readable(fd, Deadline::after(std::chrono::seconds(3))));
+  fds.clear();
+  CHECK(shm::receive_side(fd, message, fds, 2) <= 0);
+  CHECK(fds.empty());
+  ::close(fd);
   REQUIRE_FALSE(mesh.device(0).failure());
 }
 

@@ -80,6 +80,15 @@ void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) 
     throw InvalidArgument(cat("rank ", rank(), " uses shared-memory rings of ", options_.ring_bytes,
                               " bytes but peer rank ", peer_rank, " uses ", peer.ring_bytes,
                               ": every rank must run the same chorus build"));
+  std::lock_guard<std::mutex> lock(published_mutex_);
+  if (published_pids_.empty()) published_pids_.resize(static_cast<size_t>(options_.size));
+  published_pids_[static_cast<size_t>(peer_rank)] = peer.pid;
+}
+
+std::optional<uint32_t> Engine::published_pid(int peer_rank) const {
+  std::lock_guard<std::mutex> lock(published_mutex_);
+  if (published_pids_.empty()) return std::nullopt;
+  return published_pids_[static_cast<size_t>(peer_rank)];
 }
 
 bool Engine::probe(pid_t pid, uint64_t address, uint64_t value) const {
@@ -280,7 +289,10 @@ void Engine::run() {
       break;
     }
     for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64);
-    if (!handshakes_.empty()) expire_handshakes();
+    if (!handshakes_.empty()) {
+      answer_awaiting_hellos();
+      expire_handshakes();
+    }
   }
   run_cleanup_if_needed();
   handshakes_.clear();
@@ -410,7 +422,9 @@ void Engine::on_handshake_readable(uint64_t id) {
     if (why.empty()) incoming.hello_done = true;
   } else if (why.empty()) {
     Confirm confirm;
-    why = kind == SideKind::confirm ? decode_confirm(message, confirm) : "the second message is not a confirm";
+    why = incoming.awaiting_published_pid ? "a message before this rank's ack"
+          : kind == SideKind::confirm     ? decode_confirm(message, confirm)
+                                          : "the second message is not a confirm";
     if (why.empty()) {
       ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
       const int dialer = incoming.hello.dialer_rank;
@@ -459,6 +473,24 @@ std::string Engine::on_hello(Incoming& incoming, std::span<const std::byte> mess
   if (incoming.credentials.uid != address_.uid)
     return cat("a dialer of uid ", incoming.credentials.uid, " (this rank runs as ", address_.uid, ")");
   incoming.dialer_doorbell = std::move(fds[0]);
+  if (!published_pid(hello.dialer_rank)) {
+    // The dialer saw our address before we saw its: answered once we have.
+    incoming.awaiting_published_pid = true;
+    return "";
+  }
+  return answer_hello(incoming);
+}
+
+// Nothing of this rank's (its segment, its doorbell) leaves before the
+// kernel's word on who dialled (SO_PEERCRED) matches what the claimed rank
+// published; connect() checks the same again once admitted.
+std::string Engine::answer_hello(Incoming& incoming) {
+  incoming.awaiting_published_pid = false;
+  const Hello& hello = incoming.hello;
+  const std::optional<uint32_t> expected = published_pid(hello.dialer_rank);
+  if (!expected || static_cast<uint32_t>(incoming.credentials.pid) != *expected)
+    return cat("a dialer of pid ", incoming.credentials.pid, " says it is rank ", hello.dialer_rank,
+               ", which published pid ", expected ? std::to_string(*expected) : std::string("nothing"));
   try {
     incoming.segment = Segment::create(options_.ring_bytes, rank());
   } catch (const Error& error) {
@@ -492,6 +524,15 @@ void Engine::reject(uint64_t id, const std::string& why) {
   handshakes_.erase(found);
 }
 
+void Engine::answer_awaiting_hellos() {
+  std::vector<std::pair<uint64_t, std::string>> refused;
+  for (auto& [id, incoming] : handshakes_) {
+    if (!incoming->awaiting_published_pid || !published_pid(incoming->hello.dialer_rank)) continue;
+    if (std::string why = answer_hello(*incoming); !why.empty()) refused.emplace_back(id, std::move(why));
+  }
+  for (const auto& [id, why] : refused) reject(id, why);
+}
+
 void Engine::expire_handshakes() {
   const auto now = Clock::now();
   std::vector<uint64_t> expired;
@@ -503,7 +544,12 @@ void Engine::expire_handshakes() {
 int Engine::next_timeout_ms() const {
   if (handshakes_.empty()) return -1;
   auto earliest = Clock::time_point::max();
-  for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at);
+  // A hello waiting for check_peer is looked at again every few ms (check_peer
+  // runs on the caller's thread right after the address exchange).
+  constexpr auto kPublishedPoll = std::chrono::milliseconds(2);
+  for (const auto& [id, incoming] : handshakes_)
+    earliest = std::min(earliest, incoming->awaiting_published_pid ? Clock::now() + kPublishedPoll
+                                                                    : incoming->give_up_at);
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
 }

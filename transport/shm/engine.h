@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -97,6 +98,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
     Fd dialer_doorbell;
     Segment segment;
     bool listener_pulls = false;
+    // The hello passed every check but the pid's: this rank has not yet
+    // seen what the dialer's rank published (check_peer), so nothing is
+    // sent until it has.
+    bool awaiting_published_pid = false;
   };
   struct Admitted {
     Fd side;
@@ -112,6 +117,9 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void accept_all();
   void on_handshake_readable(uint64_t id);
   std::string on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds);
+  std::string answer_hello(Incoming& incoming);
+  void answer_awaiting_hellos();
+  std::optional<uint32_t> published_pid(int peer_rank) const;
   void reject(uint64_t id, const std::string& why);
   void expire_handshakes();
   int next_timeout_ms() const;
@@ -147,6 +155,13 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
 
   // The device's thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Incoming>> handshakes_;
+  // The pid each peer published, by rank, as check_peer saw it (every rank
+  // checks every peer before anyone dials). The listener compares a dialer's
+  // pid, as the kernel reports it, with its rank's before it sends any
+  // descriptor: a process of this uid that knows no secret cannot take a
+  // rank's seat in a job that has none.
+  mutable std::mutex published_mutex_;
+  mutable std::vector<std::optional<uint32_t>> published_pids_;
   RejectionLog rejections_;  // the engine thread's, like handshakes_
   uint64_t next_handshake_id_ = 0;
 };
