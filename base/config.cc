@@ -36,6 +36,19 @@ std::optional<Integer> integer(std::string_view text) {
 }
 
 
+// A variable holding a decimal number of seconds, up to a year (deadlines
+// are steady_clock::now() + it), zero allowed or not; `range` says what is
+// accepted in the error.
+std::chrono::milliseconds seconds_variable(std::string_view name, const std::string& text, bool zero_allowed,
+                                           std::string_view range) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  const bool in_range = zero_allowed ? seconds >= 0 : seconds > 0;
+  if (end == text.c_str() || *end != '\0' || !in_range || seconds > 365.0 * 24 * 3600)
+    throw InvalidArgument(cat(name, "='", text, "' is not a number of seconds (", range, ")"));
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
 // Two launcher variables that both hold the same count (a malformed one says nothing).
 bool equal_counts(std::string_view local_name, std::string_view global_name) {
   const std::optional<std::string> local = variable(local_name);
@@ -101,7 +114,8 @@ JobSecret secret_from_environment() {
   if (text->size() < kShortSecretBytes)
     throw InvalidArgument(cat(file ? "the secret in CHORUS_SECRET_FILE" : "CHORUS_SECRET", " is ", text->size(),
                               " bytes long: a job secret must be at least ", kShortSecretBytes,
-                              " bytes, random (chorus-run makes 32; e.g. od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"));
+                              " bytes, random (chorus-run makes 32; e.g. od -An -N32 -tx1 /dev/urandom | ",
+                              "tr -d ' \\n')"));
   return JobSecret(std::move(*text));
 }
 
@@ -179,23 +193,13 @@ Config Config::from_environment() {
     config.max_unexpected_bytes = *bytes;
   }
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
-  if (auto text = variable("CHORUS_TIMEOUT")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(text->c_str(), &end);
-    // Up to a year: deadlines are steady_clock::now() + timeout.
-    if (end == text->c_str() || *end != '\0' || !(seconds > 0) || seconds > 365.0 * 24 * 3600)
-      throw InvalidArgument(cat("CHORUS_TIMEOUT='", *text, "' is not a number of seconds (more than 0, up to a "
-                                "year; e.g. 30 or 2.5)"));
-    config.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
-  }
-  if (auto text = variable("CHORUS_STALL_WARNING_S")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(text->c_str(), &end);
-    if (end == text->c_str() || *end != '\0' || !(seconds >= 0) || seconds > 365.0 * 24 * 3600)
-      throw InvalidArgument(cat("CHORUS_STALL_WARNING_S='", *text, "' is not a number of seconds (0 for no ",
-                                "warnings, up to a year; e.g. 60 or 0.5)"));
-    config.stall_warning = std::chrono::milliseconds(std::llround(seconds * 1000));
-  }
+  if (auto text = variable("CHORUS_TIMEOUT"))
+    config.timeout = std::max(std::chrono::milliseconds(1),
+                              seconds_variable("CHORUS_TIMEOUT", *text, false,
+                                               "more than 0, up to a year; e.g. 30 or 2.5"));
+  if (auto text = variable("CHORUS_STALL_WARNING_S"))
+    config.stall_warning =
+        seconds_variable("CHORUS_STALL_WARNING_S", *text, true, "0 for no warnings, up to a year; e.g. 60 or 0.5");
   if (auto text = variable("CHORUS_TRACE")) config.trace = *text;
   if (auto text = variable("CHORUS_TRACE_STEPS")) {
     if (*text != "0" && *text != "1")

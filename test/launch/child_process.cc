@@ -23,8 +23,9 @@ namespace {
 // The test itself might run under a launcher (CI inside Slurm, say); its
 // children must see only the variables each test gives them.
 bool is_launcher_variable(std::string_view entry) {
-  for (std::string_view prefix : {"CHORUS_", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                                  "MASTER_ADDR=", "MASTER_PORT=", "TORCHELASTIC_", "OMPI_", "PMI_", "PMIX_", "SLURM_"}) {
+  for (std::string_view prefix :
+       {"CHORUS_", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+        "TORCHELASTIC_", "OMPI_", "PMI_", "PMIX_", "SLURM_"}) {
     if (entry.starts_with(prefix)) return true;
   }
   return false;
