@@ -95,6 +95,13 @@ class DecoratedDevice : public Device {
   std::shared_ptr<Registration> register_memory(std::span<const std::byte> data, Memory memory) override {
     return inner_->register_memory(data, memory);
   }
+  std::unique_ptr<SharedRegion> create_shared_region(size_t bytes) override {
+    return inner_->create_shared_region(bytes);
+  }
+  std::unique_ptr<SharedRegion> open_shared_region(int peer_rank, std::span<const std::byte> description,
+                                                   size_t bytes) override {
+    return inner_->open_shared_region(peer_rank, description, bytes);
+  }
   bool maps_peer_memory(const Memory& memory) const override { return inner_->maps_peer_memory(memory); }
   bool listens_beyond_host() const override { return inner_->listens_beyond_host(); }
   std::vector<std::byte> export_memory(std::span<const std::byte> data, const Memory& memory) override {

@@ -15,7 +15,8 @@
 //   abort(reason, LogLevel, wait) or abort(reason, wait);
 // and where the transport has them (the Device's defaults otherwise):
 //   streams(), knock(peer, address), relay_instead(reason),
-//   begin_waiting(), end_waiting(), register_memory(data).
+//   begin_waiting(), end_waiting(), register_memory(data),
+//   create_shared_region(bytes), open_shared_region(peer, description, bytes).
 #pragma once
 
 #include <exception>
@@ -86,6 +87,20 @@ class EngineDevice final : public Device {
     } else {
       return Device::register_memory(data, memory);
     }
+  }
+
+  std::unique_ptr<SharedRegion> create_shared_region(size_t bytes) override {
+    if constexpr (requires(Engine& engine) { engine.create_shared_region(bytes); })
+      return engine_->create_shared_region(bytes);
+    else
+      return Device::create_shared_region(bytes);
+  }
+  std::unique_ptr<SharedRegion> open_shared_region(int peer_rank, std::span<const std::byte> description,
+                                                   size_t bytes) override {
+    if constexpr (requires(Engine& engine) { engine.open_shared_region(peer_rank, description, bytes); })
+      return engine_->open_shared_region(peer_rank, description, bytes);
+    else
+      return Device::open_shared_region(peer_rank, description, bytes);
   }
 
   void abort(std::exception_ptr reason) override { abort_engine(std::move(reason), true); }

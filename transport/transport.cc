@@ -78,6 +78,10 @@ std::byte* Device::map_peer_memory(int peer_rank, std::span<const std::byte>, co
                             to_string(memory), " memory"));
 }
 
+std::unique_ptr<SharedRegion> Device::open_shared_region(int peer_rank, std::span<const std::byte>, size_t) {
+  throw InvalidArgument(cat("rank ", rank(), ": the ", name(), " transport shares no memory with rank ", peer_rank));
+}
+
 }  // namespace chorus::transport
 
 namespace chorus::transport {

@@ -211,6 +211,24 @@ class Pair {
   }
 };
 
+// Memory that every rank of one host maps: what a collective on small
+// buffers exchanges through, one flag and its data per rank, instead of
+// messages (algorithms/board.h). One rank creates it and hands its
+// description to the others over the job's authenticated path; each of them
+// opens it. The mapping lasts as long as this object.
+class SharedRegion {
+ public:
+  virtual ~SharedRegion() = default;
+  virtual std::byte* data() const = 0;
+  virtual size_t size() const = 0;
+  // What a peer passes to its Device::open_shared_region (at most
+  // kMaxExportedMemoryBytes). Only the creator's describes anything.
+  virtual std::vector<std::byte> description() const = 0;
+  // Once every rank has opened it: nobody else can open it any more (the
+  // creator stops sharing it), and it goes away with the last mapping.
+  virtual void seal() {}
+};
+
 // One per Context per transport: listens, owns the progress engine.
 class Device {
  public:
@@ -281,6 +299,16 @@ class Device {
   // allocation and kept until the device closes. The description is checked:
   // a malformed or hostile one is an error naming the peer.
   virtual std::byte* map_peer_memory(int peer_rank, std::span<const std::byte> exported, const Memory& memory);
+
+  // A region of `bytes` shared with the peers of this host that this device
+  // serves (SharedRegion); null where the transport shares no memory.
+  // Throws IoError where it should and could not.
+  virtual std::unique_ptr<SharedRegion> create_shared_region(size_t /*bytes*/) { return nullptr; }
+  // Opens the region `peer_rank` created and described. The description is
+  // checked (a malformed or hostile one, or one naming another process than
+  // the peer's, is an error naming the peer), as is the size: `bytes`.
+  virtual std::unique_ptr<SharedRegion> open_shared_region(int peer_rank, std::span<const std::byte> description,
+                                                           size_t bytes);
 
   // Fails every pending request with `reason`, tells connected peers why
   // (best effort) and fails every later post. Synchronous: once it returns the

@@ -71,6 +71,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void end_polling();
   void begin_waiting();
   void end_waiting();
+  // Device::create_shared_region / open_shared_region (shared_region.cc).
+  std::unique_ptr<SharedRegion> create_shared_region(size_t bytes);
+  std::unique_ptr<SharedRegion> open_shared_region(int peer_rank, std::span<const std::byte> description,
+                                                   size_t bytes);
 
   // ConnectionOwner
   void abort(std::exception_ptr reason, LogLevel level) override { abort(std::move(reason), level, true); }
