@@ -18,6 +18,12 @@
 
 namespace chorus::algorithms {
 
+// How long a rank that timed out waits for its peers to answer a liveness probe.
+inline constexpr std::chrono::milliseconds kLivenessGrace{1000};
+// How long a stalled collective's warning waits for them (the error at the
+// timeout names them again, with the longer grace).
+inline constexpr std::chrono::milliseconds kStallProbeGrace{250};
+
 struct Arrivals {
   std::vector<int> silent;                   // member ranks that did not answer
   std::vector<std::string> missing;          // "rank 2 (finished #11 and has called nothing since)"

@@ -191,4 +191,21 @@ std::string describe_signature(uint64_t signature) {
   return text + memory + (root_check ? " (its root check)" : "");
 }
 
+std::string describe_call(const Call& call) {
+  if (call.collective == Collective::barrier) return cat(call.size, " ranks");
+  std::string text = call.variable() ? cat("variable counts, ", call.total_count(), " total ", to_string(call.type))
+                                     : cat("count ", call.count, " ", to_string(call.type));
+  switch (call.collective) {
+    case Collective::allreduce:
+    case Collective::reduce_scatter: return cat(text, " ", to_string(call.op));
+    case Collective::reduce: return cat(text, " ", to_string(call.op), " to root ", call.root);
+    case Collective::broadcast:
+    case Collective::scatter: return cat(text, " from root ", call.root);
+    case Collective::gather: return cat(text, " to root ", call.root);
+    case Collective::send: return cat(text, " to rank ", call.root, " tag ", call.user_tag);
+    case Collective::recv: return cat(text, " from rank ", call.root, " tag ", call.user_tag);
+    default: return text;
+  }
+}
+
 }  // namespace chorus::algorithms

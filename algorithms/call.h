@@ -112,4 +112,8 @@ uint64_t root_check_signature(const Call& call);
 // messages ("allreduce of 1000 float32 sum"); the count is only known modulo 2^32.
 std::string describe_signature(uint64_t signature);
 
+// "count 1000 float32 sum", "count 8 uint8 from root 2", "4 ranks" (a
+// barrier): what timeout and stall messages say about a call.
+std::string describe_call(const Call& call);
+
 }  // namespace chorus::algorithms

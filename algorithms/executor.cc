@@ -23,29 +23,6 @@ namespace chorus::algorithms {
 
 namespace {
 
-// How long a rank that timed out waits for its peers to answer a liveness probe.
-constexpr std::chrono::milliseconds kLivenessGrace{1000};
-// A collective that has not moved for half its timeout (at most this long)
-// warns, naming the ranks that have not called it; the error at the timeout
-// names them again.
-constexpr std::chrono::milliseconds kStallProbeGrace{250};
-
-std::string describe_call(const Call& call) {
-  if (call.collective == Collective::barrier) return cat(call.size, " ranks");
-  std::string text = call.variable() ? cat("variable counts, ", call.total_count(), " total ", to_string(call.type))
-                                     : cat("count ", call.count, " ", to_string(call.type));
-  switch (call.collective) {
-    case Collective::allreduce:
-    case Collective::reduce_scatter: return cat(text, " ", to_string(call.op));
-    case Collective::reduce: return cat(text, " ", to_string(call.op), " to root ", call.root);
-    case Collective::broadcast:
-    case Collective::scatter: return cat(text, " from root ", call.root);
-    case Collective::gather: return cat(text, " to root ", call.root);
-    case Collective::send: return cat(text, " to rank ", call.root, " tag ", call.user_tag);
-    case Collective::recv: return cat(text, " from rank ", call.root, " tag ", call.user_tag);
-    default: return text;
-  }
-}
 
 std::string describe_wait(const Step& step, size_t stripes) {
   const std::string striped = stripes > 1 ? cat(" striped over ", stripes, " streams") : std::string();
