@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "algorithms/board.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -54,7 +55,11 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   }
 }
 
-Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t group) const {
+void Communicator::enable_board() {
+  if (!board_) board_ = std::make_shared<BoardCell>();
+}
+
+Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t group, bool traced) const {
   std::vector<int> mesh_ranks;
   mesh_ranks.reserve(members.size());
   for (int member : members) {
@@ -62,7 +67,10 @@ Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t gr
       throw InvalidArgument(cat("rank ", rank_, ": member ", member, " of a subgroup is not one of ", size()));
     mesh_ranks.push_back(mesh_rank(member));
   }
-  return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, settings_);
+  if (traced) return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, settings_);
+  CommunicatorSettings untraced = settings_;
+  untraced.trace = nullptr;
+  return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, std::move(untraced));
 }
 
 void Communicator::note_started(uint32_t sequence) const {

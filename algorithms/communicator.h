@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "algorithms/backend_state.h"
+#include "algorithms/board.h"
 #include "algorithms/call.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/plan_cache.h"
@@ -47,6 +48,8 @@ struct CommunicatorSettings {
   std::string link_model;
   // Parsed CHORUS_ALGO / ConnectOptions overrides.
   std::map<Collective, std::string> algorithm_overrides;
+  // CHORUS_BOARD_BYTES (algorithms/board.h): the largest call on the board; 0: none.
+  size_t board_bytes = kDefaultBoardBytes;
   // CHORUS_TRACE's file (null: no trace) and CHORUS_TRACE_STEPS. A split
   // child writes into its parent's file, on a track of its own.
   std::shared_ptr<TraceFile> trace;
@@ -65,7 +68,8 @@ class Communicator {
   // order given; this rank among them) over the same Mesh and settings,
   // under `group`: a split whose members every rank knows already, so it
   // exchanges nothing. The caller derives `group` alike on every member.
-  Communicator subgroup(const std::vector<int>& members, uint64_t group) const;
+  // traced = false: its calls stay out of the trace (a helper group's).
+  Communicator subgroup(const std::vector<int>& members, uint64_t group, bool traced = true) const;
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -108,6 +112,11 @@ class Communicator {
   bool oversubscribed() const { return oversubscribed_; }
   // What backends (registry.h) built for this Communicator on first use.
   BackendStates& backend_states() const { return *backend_states_; }
+  // Gives this Communicator a board (algorithms/board.h), set up on its
+  // first call that fits one: for the Contexts the application holds, not
+  // for helper groups made per call. Null until then.
+  void enable_board();
+  BoardCell* board_cell() const { return board_.get(); }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
@@ -124,6 +133,7 @@ class Communicator {
   std::unique_ptr<PlanCache> plan_cache_;
   std::shared_ptr<Telemetry> telemetry_;
   std::atomic<uint64_t>* position_ = nullptr;
+  std::shared_ptr<BoardCell> board_;
   // Last, so a backend's state (NCCL's communicators) goes first.
   std::unique_ptr<BackendStates> backend_states_;
 };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/board.h"
 #include "algorithms/executor.h"
 #include "algorithms/local_steps.h"
 #include "algorithms/mapped_allreduce.h"
@@ -181,6 +182,9 @@ void run_plan(const Communicator& communicator, const Call& call, const void* in
       choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
       communicator.plan_cache().add(call, algorithm, *choice);
     }
+    // Once the call is known to run (its algorithm exists and serves it):
+    // a member waiting on the board for this number learns that it differs.
+    announce_on_board(communicator, call, sequence);
     ExecuteExtras extras;
     extras.step_timings = telemetry.tracing_steps() ? &step_timings : nullptr;
     extras.started = started;
@@ -223,6 +227,9 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   assert(call.topology && problem_of(communicator, call, input, output).empty());
+  // Small calls on host memory of the ranks of one host: flags in memory
+  // they all map (first: it is the path whose every instruction counts).
+  if (run_on_board(communicator, call, input, output, algorithm, sequence, deadline, caller_waits)) return;
   // Device memory every member maps from every other: the peers' buffers
   // are read in place (algorithms/mapped_allreduce.h).
   if (runs_mapped(communicator, call, algorithm)) {
@@ -232,6 +239,7 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
       uint32_t sequence;
       ~Finished() { communicator.note_finished(sequence); }
     } finished{communicator, sequence};
+    announce_on_board(communicator, call, sequence);
     run_mapped_allreduce(communicator, call, input, output, algorithm, sequence, deadline);
     return;
   }
@@ -249,6 +257,7 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
     // block-sized buffer (1/size of the data) and copy the result into place.
     Call out_of_place = call;
     out_of_place.in_place = false;
+    announce_on_board(communicator, call, sequence);
     MemoryBackend& backend = memory_backend(call.memory);
     const size_t bytes = output_bytes(out_of_place);
     std::shared_ptr<std::byte> block = backend.allocate(bytes);

@@ -192,6 +192,13 @@ Config Config::from_environment() {
       throw InvalidArgument(cat("CHORUS_MAX_UNEXPECTED_BYTES='", *text, "' is not a number of bytes (1 or more)"));
     config.max_unexpected_bytes = *bytes;
   }
+  if (auto text = variable("CHORUS_BOARD_BYTES")) {
+    const std::optional<size_t> bytes = integer<size_t>(*text);
+    if (!bytes || *bytes > kMaxBoardBytes)
+      throw InvalidArgument(cat("CHORUS_BOARD_BYTES='", *text, "' is not a number of bytes from 0 (no board) to ",
+                                kMaxBoardBytes));
+    config.board_bytes = *bytes;
+  }
   if (auto text = variable("CHORUS_ALGO")) config.algorithms = *text;
   if (auto text = variable("CHORUS_TIMEOUT"))
     config.timeout = std::max(std::chrono::milliseconds(1),

@@ -38,6 +38,9 @@ struct JobPlacement {
   bool one_host = false;
 };
 
+// The most CHORUS_BOARD_BYTES may be: each member holds two slots of it.
+inline constexpr size_t kMaxBoardBytes = size_t{1} << 20;
+
 struct Config {
   // CHORUS_TRANSPORT: the transports to use, in the order to prefer them
   // ("shm,tcp"); empty: every transport this build has, in its default order.
@@ -90,6 +93,10 @@ struct Config {
   // receive was posted that a rank buffers per peer connection; a peer past
   // it fails the job with an error naming it. Default 1 GiB.
   size_t max_unexpected_bytes = size_t{1} << 30;
+  // CHORUS_BOARD_BYTES: the largest collective on host memory that the ranks
+  // of one host exchange through flags in memory they all map instead of
+  // messages (algorithms/board.h). 0: never. Unset: the library's default.
+  std::optional<size_t> board_bytes;
   // CHORUS_TIMEOUT: seconds (a decimal number) every collective and
   // connecting may take unless the program says otherwise. Unset: 30 s.
   std::optional<std::chrono::milliseconds> timeout;

@@ -131,6 +131,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   algorithms::CommunicatorSettings communicator_settings;
   communicator_settings.poll_time = poll_time_of(options, config, rank);
   if (config.stall_warning) communicator_settings.stall_warning = *config.stall_warning;
+  if (config.board_bytes) communicator_settings.board_bytes = *config.board_bytes;
   communicator_settings.link_model = options.link_model.empty() ? config.link_model : options.link_model;
   communicator_settings.algorithm_overrides = algorithm_overrides(config, rank);
   // A malformed override fails here, on every rank, not in a collective.

@@ -25,7 +25,10 @@ namespace chorus::detail {
 
 struct ContextState {
   ContextState(algorithms::Communicator communicator, std::chrono::milliseconds timeout)
-      : communicator(std::move(communicator)), timeout(timeout) {}
+      : communicator(std::move(communicator)), timeout(timeout) {
+    // The application's Contexts (not the helper groups of one call) get a board.
+    this->communicator.enable_board();
+  }
 
   // Numbers collectives in issue order; equal on every rank for the same call.
   uint32_t next_sequence() { return sequence++; }
@@ -39,6 +42,12 @@ struct ContextState {
     return mixed * 0xBF58476D1CE4E5B9ull | 1;
   }
   WorkQueue& work_queue();
+  // Whether no async collective is queued or running: true before the
+  // queue exists (a job that never calls one never starts its thread).
+  bool queue_idle() const {
+    const WorkQueue* queue = work_queue_ready_.load(std::memory_order_acquire);
+    return !queue || queue->idle();
+  }
 
   // Members are destroyed bottom up: the work queue (finishing queued
   // collectives) first, the objects kept alive (rank 0's embedded store
@@ -64,6 +73,7 @@ struct ContextState {
   std::optional<Origin> origin;
   std::once_flag work_queue_once;
   std::unique_ptr<WorkQueue> work_queue_;
+  std::atomic<const WorkQueue*> work_queue_ready_{nullptr};
 };
 
 struct ContextAccess {

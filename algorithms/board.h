@@ -1,0 +1,85 @@
+// The board: small collectives of the ranks of one host through memory they
+// all map, instead of messages.
+//
+// A message costs a send and a receive on each side: the Plan, the
+// executor, tag matching, a ring frame, a completion (thousands of
+// instructions), where the hardware needs one cache line to travel. So a
+// Communicator whose members all share one host, and whose transport shares
+// memory with each of them (Device::create_shared_region), gets a board on
+// its first small call: a region in which every member owns two slots, each
+// one cache line of header (a stamp, the call's signature) followed by the
+// data. An 8-byte allreduce writes one line (its data, then its stamp) and
+// polls one line per peer, reducing the peers' data straight from their
+// slots, in member order, so every member computes bit-identical results.
+//
+// Why two slots are enough: a member writes slot n % 2 in board call n only
+// after every peer finished call n - 2 (so read what it wrote there). In an
+// allreduce or a barrier that is free: having seen a peer arrive in call
+// n - 1 means it finished n - 2. A broadcast's root waits for nobody, so it
+// reads the peers' `finished` words when it must.
+//
+// What a board never gives up against messages: a peer that called
+// something else is a MismatchError naming it (each slot carries the call's
+// signature, and every call a member makes while the board exists, board
+// or not, is announced in its line), a dead or aborted peer ends the wait
+// with the Mesh's failure, a peer that never comes is the timeout naming the
+// ranks that have not called the collective, and a long wait warns
+// (CHORUS_STALL_WARNING_S) as the executor does.
+//
+// Setting up is part of a Context's first collective, whatever it is, which
+// every member reaches alike (even one whose first call differs from the
+// others', which is then reported as any mismatch): helper messages on a
+// derived group, between ring neighbours only (connections on demand open
+// no other pair); member 0 creates the region and broadcasts its
+// description, the others open it, and all agree whether everyone did. Any
+// "no" leaves the Context on messages for good, on every member alike.
+// Only Contexts of 2 to 64 members on one host have one. Not at connect:
+// a collective there would let a rank that is done and fails its first call
+// fail a slower one inside connect (the store's exchanges cannot).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "algorithms/call.h"
+#include "base/deadline.h"
+
+namespace chorus::algorithms {
+
+class Communicator;
+class Board;
+
+// A Communicator's board: not set up, set up, or known not to work. Only the
+// Contexts the application holds have one (helper groups made per call do not).
+class BoardCell {
+ public:
+  BoardCell();
+  ~BoardCell();
+  BoardCell(const BoardCell&) = delete;
+  BoardCell& operator=(const BoardCell&) = delete;
+
+  enum class State : uint8_t { untried, ready, unusable };
+  State state = State::untried;
+  std::unique_ptr<Board> board;
+};
+
+// The default of CHORUS_BOARD_BYTES: the largest call the board takes
+// (benchmarks/README.md, "The board").
+inline constexpr size_t kDefaultBoardBytes = 4096;
+
+// Runs `call` on the Communicator's board and returns true where it fits
+// one (see above); false: nothing happened, the call goes to messages.
+// `algorithm` "auto" only: an algorithm the caller or CHORUS_ALGO names is
+// honoured. Errors as any collective's (the Mesh aborted first); counted and
+// traced as run_collective's (caller_waits: as the caller's waiting time too).
+bool run_on_board(const Communicator& communicator, const Call& call, const void* input, void* output,
+                  const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits);
+
+// Tells the board (if the Communicator has one) that this member is in
+// collective `sequence` of `call`, which runs on messages: a member waiting
+// on the board for the same number then fails with MismatchError at once.
+void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence);
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,310 @@
+// The collectives on a board (algorithms/board.h, board_exchange.h).
+#include "algorithms/board_exchange.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "algorithms/arrivals.h"
+#include "algorithms/communicator.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/reduce.h"
+
+namespace chorus::algorithms {
+namespace {
+
+constexpr size_t kCacheLine = 64;
+// How long a waiter spins before it yields its core, and yields before it
+// sleeps between looks. A rank with a core of its own answers within the
+// spin; one that waits for a peer's computation stops burning a core.
+constexpr Clock::duration kSpinFor = std::chrono::microseconds(50);
+constexpr Clock::duration kYieldFor = std::chrono::milliseconds(10);
+constexpr long kSleepNanoseconds = 50'000;
+// Looks between the slow checks (failure, mismatch, clock) while spinning.
+constexpr uint32_t kLooksPerCheck = 64;
+
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+std::string one_decimal(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", seconds);
+  return text;
+}
+
+}  // namespace
+
+struct Board::Wait {
+  const Communicator& communicator;
+  const Call& call;
+  uint32_t sequence;
+  uint64_t call_number;  // on this board
+  uint64_t stamp;
+  uint64_t signature;
+  Deadline deadline;
+  // When this call first waited: what its timeout message counts from.
+  mutable std::optional<Clock::time_point> waiting_since;
+
+  std::string this_collective() const { return cat(to_string(call.collective), " #", sequence); }
+};
+
+size_t Board::region_bytes(int members, size_t capacity) {
+  const size_t slot = round_up(sizeof(SlotHeader) + capacity, kCacheLine);
+  return static_cast<size_t>(members) * (sizeof(MemberLine) + 2 * slot);
+}
+
+Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity)
+    : region_(std::move(region)),
+      base_(region_ ? region_->data() : nullptr),
+      rank_(rank),
+      size_(size),
+      capacity_(capacity),
+      slot_stride_(round_up(sizeof(SlotHeader) + capacity, kCacheLine)),
+      member_stride_(sizeof(MemberLine) + 2 * slot_stride_),
+      known_finished_(static_cast<size_t>(size), 0) {
+  static_assert(sizeof(MemberLine) == kCacheLine && sizeof(SlotHeader) == 32);
+  static_assert(std::atomic<uint64_t>::is_always_lock_free);
+  if (!region_ || region_->size() < region_bytes(size, capacity) ||
+      reinterpret_cast<uintptr_t>(region_->data()) % kCacheLine != 0)
+    throw InvalidArgument(cat("rank ", rank, ": a board's region must hold ", region_bytes(size, capacity),
+                              " bytes on a cache-line boundary"));
+}
+
+Board::~Board() = default;
+
+void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_board) {
+  MemberLine& mine = line(rank_);
+  mine.announced_signature.store(signature, std::memory_order_relaxed);
+  mine.announced_root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  mine.announced.store(uint64_t{sequence} << 2 | (on_board ? 2 : 0) | 1, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- the collectives
+
+void Board::allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                      uint32_t sequence, Deadline deadline) {
+  const uint64_t number = ++calls_;
+  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  const size_t bytes = call.bytes();
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, number);
+  std::memcpy(data_of(mine), input, bytes);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(0, std::memory_order_relaxed);
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+  // In member order on every member, whatever order they arrive in, so all
+  // of them compute the same bits.
+  for (int member = 0; member < size_; ++member) {
+    SlotHeader& theirs = slot(member, number);
+    if (member != rank_) await_slot(wait, member);
+    if (member == 0)
+      std::memcpy(output, data_of(theirs), bytes);
+    else
+      reduce_unchecked(call.type, call.op, output, data_of(theirs), call.count);
+  }
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+// Every member also shows its slot's stamp and waits for its left
+// neighbour's: a member that names another root (or another call) is then
+// found by its right neighbour in this very call, as the root check finds
+// it on messages, instead of leaving its buffer unwritten.
+void Board::broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
+                      Deadline deadline) {
+  const uint64_t number = ++calls_;
+  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  announce(sequence, wait.signature, call.root, /*on_board=*/true);
+  const size_t bytes = call.bytes();
+  // Every member writes its slot (the root its data, all their stamps), so
+  // every member first waits until its peers are done with what it wrote
+  // there two calls ago.
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, number);
+  if (rank_ == call.root) std::memcpy(data_of(mine), data, bytes);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(static_cast<uint64_t>(call.root), std::memory_order_relaxed);
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+  if (rank_ != call.root) {
+    await_slot(wait, call.root);
+    std::memcpy(data, data_of(slot(call.root, number)), bytes);
+  }
+  const int left = (rank_ + size_ - 1) % size_;
+  if (left != call.root || rank_ == call.root) await_slot(wait, left);
+  finish(number);
+}
+
+void Board::barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline) {
+  const uint64_t number = ++calls_;
+  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, number);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(0, std::memory_order_relaxed);
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+  for (int member = 0; member < size_; ++member)
+    if (member != rank_) await_slot(wait, member);
+  least_known_finished_ = number - 1;
+  finish(number);
+}
+
+// ---------------------------------------------------------------- waiting
+
+void Board::await_slot(const Wait& wait, int member) {
+  SlotHeader& theirs = slot(member, wait.call_number);
+  const auto arrived = [&] { return theirs.stamp.load(std::memory_order_acquire) == wait.stamp; };
+  if (!arrived()) wait_until(wait, member, /*for_slot=*/true, arrived);
+  const uint64_t signature = theirs.signature.load(std::memory_order_relaxed);
+  if (signature != wait.signature) mismatch(wait, member, signature, theirs.root.load(std::memory_order_relaxed));
+  // Arriving in call n, it finished n - 1.
+  uint64_t& known = known_finished_[static_cast<size_t>(member)];
+  known = std::max(known, wait.call_number - 1);
+}
+
+void Board::make_room(const Wait& wait) {
+  if (wait.call_number <= 2 || least_known_finished_ + 2 >= wait.call_number) return;
+  const uint64_t needed = wait.call_number - 2;
+  for (int member = 0; member < size_; ++member) {
+    uint64_t& known = known_finished_[static_cast<size_t>(member)];
+    if (member == rank_ || known >= needed) continue;
+    const MemberLine& theirs = line(member);
+    const auto finished = [&] { return theirs.finished.load(std::memory_order_acquire) >= needed; };
+    if (!finished()) wait_until(wait, member, /*for_slot=*/false, finished);
+    known = needed;
+  }
+  least_known_finished_ = needed;
+}
+
+template <class Arrived>
+void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& arrived) const {
+  transport::Mesh& mesh = wait.communicator.mesh();
+  const Clock::time_point started = Clock::now();
+  if (!wait.waiting_since) wait.waiting_since = started;
+  // As the executor: half the time left, at most the setting, then each
+  // time the quiet doubles.
+  const Clock::duration setting = wait.communicator.settings().stall_warning;
+  const Clock::duration quiet = setting == Clock::duration::zero()
+                                    ? Clock::duration::max() / 4
+                                    : std::min<Clock::duration>((wait.deadline.at() - started) / 2, setting);
+  int warnings = 0;
+  bool spinning = !wait.communicator.oversubscribed();
+  bool sleeping = false;
+  for (uint32_t looks = 1;; ++looks) {
+    if (arrived()) return;
+    if (spinning) {
+      cpu_relax();
+      if (looks % kLooksPerCheck != 0) continue;
+    } else if (!sleeping) {
+      ::sched_yield();
+    } else {
+      const timespec pause{0, kSleepNanoseconds};
+      ::nanosleep(&pause, nullptr);
+    }
+    // What arrived before a failure still counts: a peer that is done with
+    // this call may fail its next one while this member is still reading.
+    if (mesh.failed()) {
+      if (arrived()) return;
+      fail(wait, mesh.explain_loss(mesh.failure()));
+    }
+    check_mismatch(wait, member, for_slot);
+    const Clock::time_point now = Clock::now();
+    if (now >= wait.deadline.at()) {
+      if (arrived()) return;
+      time_out(wait, member);
+    }
+    if (warnings < 20 && now - started >= quiet * (int64_t{1} << warnings)) {
+      warn_stall(wait, member, started);
+      ++warnings;
+    }
+    spinning = spinning && now - started < kSpinFor;
+    sleeping = now - started >= kYieldFor;
+  }
+}
+
+void Board::check_mismatch(const Wait& wait, int member, bool for_slot) const {
+  const MemberLine& theirs = line(member);
+  // The signature belongs to the announcement only if the announcement is
+  // the same after reading it (the member writes the signature first).
+  const uint64_t announced = theirs.announced.load(std::memory_order_acquire);
+  const uint64_t signature = theirs.announced_signature.load(std::memory_order_relaxed);
+  const uint64_t root = theirs.announced_root.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (announced == 0 || theirs.announced.load(std::memory_order_relaxed) != announced) return;
+  const auto their_sequence = static_cast<uint32_t>(announced >> 2);
+  const auto ahead = static_cast<int32_t>(their_sequence - wait.sequence);
+  if (ahead == 0 && signature != wait.signature) mismatch(wait, member, signature, root);
+  if (ahead == 0 && (announced & 2) == 0)
+    fail(wait, std::make_exception_ptr(MismatchError(
+                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", member, " runs it on messages where this rank runs it on the "
+                       "shared-memory board: did the ranks ask for different algorithms?"))));
+  // Past this collective without writing the slot this rank waits for. Its
+  // announcement was written after that slot would have been, so a last
+  // look at the slot tells a late sight from a peer that skipped it.
+  if (ahead > 0 && for_slot) {
+    if (slot(member, wait.call_number).stamp.load(std::memory_order_acquire) == wait.stamp) return;
+    fail(wait, std::make_exception_ptr(MismatchError(
+                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", member, " went on to collective #", their_sequence,
+                       " without taking part in #", wait.sequence, " as this rank did (on the shared-memory board)"))));
+  }
+}
+
+void Board::mismatch(const Wait& wait, int member, uint64_t their_signature,
+                     std::optional<uint64_t> their_root) const {
+  // The same call but for its root: in the root check's words (root_check.h).
+  Call with_their_root = wait.call;
+  with_their_root.root = their_root ? static_cast<int>(*their_root) : wait.call.root;
+  if (their_root && call_signature(with_their_root) == their_signature && *their_root != uint64_t(wait.call.root))
+    fail(wait, std::make_exception_ptr(MismatchError(cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ",
+                                                         member, " names root ", *their_root,
+                                                         " but this rank names root ", wait.call.root))));
+  fail(wait, std::make_exception_ptr(MismatchError(
+                 cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ", member, " called ",
+                     describe_signature(their_signature), " where this rank called ",
+                     describe_signature(wait.signature), " (on the shared-memory board)"))));
+}
+
+void Board::fail(const Wait& wait, std::exception_ptr error) const {
+  // As the executor: the Mesh is aborted first, so every other member
+  // learns of it instead of waiting for this one.
+  wait.communicator.mesh().abort(error);
+  std::rethrow_exception(error);
+}
+
+void Board::time_out(const Wait& wait, int member) const {
+  const Clock::time_point since = wait.waiting_since.value_or(Clock::now());
+  const auto elapsed = std::chrono::round<std::chrono::milliseconds>(wait.deadline.at() - since).count();
+  const Arrivals arrivals = take_arrivals(wait.communicator, wait.sequence, kLivenessGrace);
+  fail(wait, std::make_exception_ptr(TimeoutError(
+                 cat("rank ", rank_, ": timed out after ", elapsed, " ms in ", wait.this_collective(), " (",
+                     describe_call(wait.call), "): waiting for peer rank ", member, " on the shared-memory board",
+                     describe_arrivals(arrivals, wait.this_collective(), kLivenessGrace)))));
+}
+
+void Board::warn_stall(const Wait& wait, int member, Clock::time_point since) const {
+  const double quiet = std::chrono::duration<double>(Clock::now() - since).count();
+  const double left = std::chrono::duration<double>(wait.deadline.remaining()).count();
+  const Arrivals arrivals = take_arrivals(wait.communicator, wait.sequence, kStallProbeGrace);
+  CHORUS_LOG(warn, rank_, "rank ", rank_, ": ", wait.this_collective(), " (", describe_call(wait.call),
+             ") has not moved for ", one_decimal(quiet), " s (",
+             left < 1e7 ? cat("it times out in ", one_decimal(left), " s") : std::string("it has no timeout"),
+             "): waiting for peer rank ", member, " on the shared-memory board",
+             describe_arrivals(arrivals, wait.this_collective(), kStallProbeGrace));
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,357 @@
+// The board (algorithms/board.h), with ranks as threads of this process:
+// small collectives of the ranks of one host through flags in shared memory.
+// Results are checked bit-exactly against what the ranks put in; the trace
+// says which calls ran on the board; and everything that goes wrong on it
+// (another call, another root, another algorithm, a rank that never comes
+// or dies) fails every rank with an error naming the peer, well within the
+// timeout.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chorus/chorus.h"
+#include "test/integration/rank_threads.h"
+
+using namespace chorus;
+using namespace std::chrono_literals;
+using chorus::testing::require_all_ok;
+using chorus::testing::run_ranks;
+
+namespace {
+
+// CHORUS_BOARD_BYTES for the scope (connect reads it).
+class BoardBytes {
+ public:
+  explicit BoardBytes(const char* value) { ::setenv("CHORUS_BOARD_BYTES", value, 1); }
+  ~BoardBytes() { ::unsetenv("CHORUS_BOARD_BYTES"); }
+};
+
+std::filesystem::path fresh_directory(const std::string& name) {
+  auto directory = std::filesystem::temp_directory_path() / ("chorus-board-" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  return directory;
+}
+
+// How many spans of each collective ran with each algorithm, over every
+// rank's trace file in `directory` ("allreduce/board" -> 12).
+std::map<std::string, int> algorithms_traced(const std::filesystem::path& directory) {
+  std::map<std::string, int> counts;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string json = text.str();
+    while (!json.empty() && std::isspace(static_cast<unsigned char>(json.back()))) json.pop_back();
+    if (json.empty() || json.back() != ']') json += "\n]";
+    for (const nlohmann::json& event : nlohmann::json::parse(json)) {
+      if (event.at("ph") != "X" || event.at("cat") != "collective") continue;
+      ++counts[event.at("name").get<std::string>() + "/" + event.at("args").at("algorithm").get<std::string>()];
+    }
+  }
+  return counts;
+}
+
+// What each rank's error says, and its class ("" where it had none).
+struct Verdicts {
+  std::vector<std::string> classes;
+  std::vector<std::string> texts;
+};
+
+Verdicts verdicts_of(const std::vector<chorus::testing::RankOutcome>& outcomes) {
+  Verdicts verdicts;
+  for (const auto& outcome : outcomes) {
+    std::string error_class, text;
+    if (outcome.error) {
+      try {
+        std::rethrow_exception(outcome.error);
+      } catch (const MismatchError& error) {
+        error_class = "MismatchError", text = error.what();
+      } catch (const TimeoutError& error) {
+        error_class = "TimeoutError", text = error.what();
+      } catch (const Error& error) {
+        error_class = "Error", text = error.what();
+      }
+    }
+    verdicts.classes.push_back(error_class);
+    verdicts.texts.push_back(text);
+  }
+  return verdicts;
+}
+
+// Fills `data` with rank r's contribution to check number `round`: small
+// integers, so every sum, product or average is exact in any order.
+template <class T>
+void fill(std::vector<T>& data, int rank, int round) {
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<T>((rank + 1) * ((i + static_cast<size_t>(round)) % 5 + 1));
+}
+
+}  // namespace
+
+TEST_CASE("small allreduce, broadcast and barrier run on the board, bit-exact, at 2 to 5 ranks", "[board]") {
+  for (int size : {2, 3, 4, 5}) {
+    CAPTURE(size);
+    const auto directory = fresh_directory("exact-" + std::to_string(size));
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          const int rank = context.rank();
+          for (int round = 0; round < 6; ++round) {
+            for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{100}, size_t{512}}) {
+              // float32 sum out of place, int32 max in place, float64 avg (512 of
+              // them: 4 KiB, the default limit).
+              std::vector<float> input(count), output(count);
+              fill(input, rank, round);
+              allreduce(context, input.data(), output.data(), count, DataType::float32, ReduceOp::sum);
+              for (size_t i = 0; i < count; ++i) {
+                const float expected = static_cast<float>(size * (size + 1) / 2 * ((i + round) % 5 + 1));
+                if (output[i] != expected) ++wrong;
+              }
+              std::vector<int32_t> maxima(count);
+              fill(maxima, rank, round);
+              allreduce(context, std::span(maxima), ReduceOp::max);
+              for (size_t i = 0; i < count; ++i)
+                if (maxima[i] != static_cast<int32_t>(size * ((i + round) % 5 + 1))) ++wrong;
+              std::vector<double> averages(count);
+              fill(averages, rank, round);
+              allreduce(context, std::span(averages), ReduceOp::avg);
+              for (size_t i = 0; i < count; ++i)
+                if (averages[i] != (size + 1) / 2.0 * static_cast<double>((i + round) % 5 + 1)) ++wrong;
+              // Every rank the root in turn.
+              const int root = (round + static_cast<int>(count)) % size;
+              std::vector<uint8_t> bytes(count, static_cast<uint8_t>(rank == root ? round + 1 : 0));
+              broadcast(context, std::span(bytes), root);
+              for (uint8_t byte : bytes)
+                if (byte != round + 1) ++wrong;
+              barrier(context);
+            }
+          }
+        },
+        20s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    const std::map<std::string, int> counts = algorithms_traced(directory);
+    // 6 rounds x 5 sizes, each rank: 3 allreduces, 1 broadcast, 1 barrier.
+    CHECK(counts.at("allreduce/board") == size * 6 * 5 * 3);
+    CHECK(counts.at("broadcast/board") == size * 6 * 5);
+    CHECK(counts.at("barrier/board") == size * 6 * 5);
+    CHECK(counts.size() == 3);
+  }
+}
+
+TEST_CASE("calls past CHORUS_BOARD_BYTES, or with an algorithm named, run on messages; 0 turns the board off",
+          "[board]") {
+  for (const char* setting : {"64", "0"}) {
+    CAPTURE(setting);
+    BoardBytes board_bytes(setting);
+    const auto directory = fresh_directory(std::string("limit-") + setting);
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        3,
+        [&](Context& context) {
+          for (size_t count : {size_t{16}, size_t{17}}) {  // 64 bytes fit, 68 do not
+            std::vector<float> data(count, static_cast<float>(context.rank() + 1));
+            allreduce(context, std::span(data), ReduceOp::sum);
+            for (float value : data)
+              if (value != 6.0f) ++wrong;
+          }
+          std::vector<float> data(4, 1.0f);
+          CollectiveOptions ring;
+          ring.algorithm = "ring";
+          allreduce(context, std::span(data), ReduceOp::sum, ring);
+          for (float value : data)
+            if (value != 3.0f) ++wrong;
+        },
+        20s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    std::map<std::string, int> counts = algorithms_traced(directory);
+    CHECK(counts["allreduce/board"] == (std::string(setting) == "0" ? 0 : 3));
+    CHECK(counts["allreduce/ring"] == 3);
+  }
+}
+
+TEST_CASE("thousands of board calls of changing kinds, sizes and roots never read a slot being rewritten",
+          "[board]") {
+  // The broadcast's root writes without waiting for anyone: a slot is
+  // reused two calls later only after every peer is done with it.
+  constexpr int kRanks = 4;
+  std::atomic<int> wrong{0};
+  require_all_ok(run_ranks(kRanks, [&](Context& context) {
+    const int rank = context.rank();
+    for (int round = 0; round < 3000; ++round) {
+      const size_t count = static_cast<size_t>(1 + round % 61);
+      switch (round % 3) {
+        case 0: {
+          std::vector<int64_t> data(count);
+          fill(data, rank, round);
+          allreduce(context, std::span(data), ReduceOp::sum);
+          for (size_t i = 0; i < count; ++i)
+            if (data[i] != kRanks * (kRanks + 1) / 2 * static_cast<int64_t>((i + round) % 5 + 1)) ++wrong;
+          break;
+        }
+        default: {
+          const int root = (round / 3) % kRanks;
+          std::vector<int32_t> data(count, rank == root ? round : -1);
+          broadcast(context, std::span(data), root);
+          for (int32_t value : data)
+            if (value != round) ++wrong;
+        }
+      }
+    }
+  }));
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a split Context has a board of its own, interleaved with its parent's", "[board]") {
+  std::atomic<int> wrong{0};
+  require_all_ok(run_ranks(4, [&](Context& world) {
+    std::shared_ptr<Context> half = world.split(world.rank() % 2, world.rank());
+    for (int round = 0; round < 50; ++round) {
+      std::vector<int32_t> all{world.rank() + round}, mine{world.rank() + round};
+      allreduce(world, std::span(all), ReduceOp::sum);
+      allreduce(*half, std::span(mine), ReduceOp::sum);
+      if (all[0] != 6 + 4 * round) ++wrong;
+      if (mine[0] != (world.rank() % 2 == 0 ? 2 : 4) + 2 * round) ++wrong;
+    }
+  }));
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("ranks that call different board collectives fail with MismatchError naming the peer", "[board]") {
+  const auto started = std::chrono::steady_clock::now();
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      3,
+      [&](Context& context) {
+        barrier(context);  // the board is set up
+        std::vector<float> data(context.rank() == 1 ? 3 : 2, 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum);
+      },
+      20s));
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
+    CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+  }
+  // Who saw it first hand names the peer and both calls.
+  bool first_hand = false;
+  for (const std::string& text : verdicts.texts)
+    first_hand = first_hand || (text.find("allreduce of 3 float32 sum") != std::string::npos &&
+                                text.find("allreduce of 2 float32 sum") != std::string::npos &&
+                                text.find("peer rank") != std::string::npos);
+  CHECK(first_hand);
+}
+
+TEST_CASE("on the board, a rank naming another root is found in the call itself", "[board]") {
+  for (int size : {2, 3, 4}) {
+    CAPTURE(size);
+    std::vector<int> failed_in(static_cast<size_t>(size), 0);
+    const Verdicts verdicts = verdicts_of(run_ranks(
+        size,
+        [&](Context& context) {
+          barrier(context);
+          failed_in[static_cast<size_t>(context.rank())] = 1;
+          std::vector<int32_t> data(4, context.rank());
+          broadcast(context, std::span(data), context.rank() == size - 1 ? 1 % size : 0);
+          failed_in[static_cast<size_t>(context.rank())] = 2;
+          barrier(context);
+          failed_in[static_cast<size_t>(context.rank())] = 0;
+        },
+        20s));
+    for (int rank = 0; rank < size; ++rank) {
+      INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
+      CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+      CHECK(failed_in[static_cast<size_t>(rank)] >= 1);
+    }
+    // The last rank's right neighbour (rank 0) sees it first hand, in the call.
+    CHECK(failed_in[0] == 1);
+    CHECK(verdicts.texts[0].find("broadcast #1: peer rank " + std::to_string(size - 1) + " names root 1 but this "
+                                 "rank names root 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("a rank that runs the call on messages while the others use the board is a mismatch, not a hang",
+          "[board]") {
+  const auto started = std::chrono::steady_clock::now();
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      3,
+      [&](Context& context) {
+        barrier(context);
+        std::vector<float> data(2, 1.0f);
+        CollectiveOptions options;
+        if (context.rank() == 2) options.algorithm = "recursive_doubling";
+        allreduce(context, std::span(data), ReduceOp::sum, options);
+      },
+      20s));
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  bool named = false;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
+    INFO("rank " << rank << ": " << text);
+    CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+    named = named || text.find("peer rank 2 runs it on messages") != std::string::npos;
+  }
+  CHECK(named);
+}
+
+TEST_CASE("a rank that never calls a board collective is named in the others' timeout", "[board]") {
+  std::atomic<bool> done{false};
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      3,
+      [&](Context& context) {
+        barrier(context);
+        if (context.rank() == 1) {
+          while (!done) std::this_thread::sleep_for(10ms);
+          return;
+        }
+        std::vector<float> data(2, 1.0f);
+        try {
+          allreduce(context, std::span(data), ReduceOp::sum);
+        } catch (...) {
+          done = true;
+          throw;
+        }
+      },
+      1500ms));
+  for (int rank : {0, 2}) {
+    const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
+    INFO("rank " << rank << ": " << text);
+    CHECK(verdicts.classes[static_cast<size_t>(rank)] == "TimeoutError");
+    CHECK(text.find("allreduce #1") != std::string::npos);
+    CHECK(text.find("rank 1 has not called allreduce #1") != std::string::npos);
+  }
+}
+
+TEST_CASE("a rank that fails before a board call ends the others' wait at once, naming it", "[board]") {
+  const auto started = std::chrono::steady_clock::now();
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      3,
+      [&](Context& context) {
+        barrier(context);
+        if (context.rank() == 2) context.abort("rank 2 gives up");
+        std::vector<float> data(2, 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum);
+      },
+      20s));
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  for (int rank : {0, 1}) {
+    const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
+    INFO("rank " << rank << ": " << text);
+    CHECK_FALSE(verdicts.classes[static_cast<size_t>(rank)].empty());
+    CHECK(text.find("rank 2") != std::string::npos);
+  }
+}
