@@ -16,7 +16,10 @@ namespace chorus {
 namespace detail {
 
 WorkQueue& ContextState::work_queue() {
-  std::call_once(work_queue_once, [this] { work_queue_ = std::make_unique<WorkQueue>(); });
+  std::call_once(work_queue_once, [this] {
+    work_queue_ = std::make_unique<WorkQueue>();
+    work_queue_ready_.store(work_queue_.get(), std::memory_order_release);
+  });
   return *work_queue_;
 }
 

@@ -55,7 +55,7 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
   if (!async || backend) {
     // The caller waits for the whole call: the queue of earlier async calls
     // (timed only when there is one) and the run (timed by the run itself).
-    if (!state.work_queue().idle()) {
+    if (!state.queue_idle()) {
       const auto drain_started = std::chrono::steady_clock::now();
       state.work_queue().drain();
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
