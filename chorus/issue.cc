@@ -18,8 +18,10 @@ namespace chorus::detail {
 using algorithms::Call;
 
 namespace {
+// From when the call first waits (base/deadline.h): microseconds after
+// issue for a call that waits, and no read of the clock for one that never does.
 Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
-  return Deadline::after(operation_timeout(context, options));
+  return Deadline::after_first_use(operation_timeout(context, options));
 }
 }  // namespace
 
