@@ -63,6 +63,7 @@ class BoardCell {
   enum class State : uint8_t { untried, ready, unusable };
   State state = State::untried;
   std::unique_ptr<Board> board;
+  uint64_t calls = 0;  // run on the board so far
 };
 
 // The default of CHORUS_BOARD_BYTES: the largest call the board takes
