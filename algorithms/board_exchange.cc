@@ -21,11 +21,14 @@ namespace {
 
 constexpr size_t kCacheLine = 64;
 // How long a waiter spins before it yields its core, and yields before it
-// sleeps between looks. A rank with a core of its own answers within the
-// spin; one that waits for a peer's computation stops burning a core.
+// sleeps between looks, each nap twice the last up to the longest. A rank
+// with a core of its own answers within the spin; one that waits for a
+// peer's computation (milliseconds, seconds) gives the core back to it and
+// to the host's other work, and is late by at most the longest nap.
 constexpr Clock::duration kSpinFor = std::chrono::microseconds(50);
-constexpr Clock::duration kYieldFor = std::chrono::milliseconds(10);
-constexpr long kSleepNanoseconds = 50'000;
+constexpr Clock::duration kYieldFor = std::chrono::milliseconds(1);
+constexpr long kFirstNapNanoseconds = 20'000;
+constexpr long kLongestNapNanoseconds = 500'000;
 // Looks between the slow checks (failure, mismatch, clock) while spinning.
 constexpr uint32_t kLooksPerCheck = 64;
 
@@ -203,6 +206,7 @@ void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& ar
   int warnings = 0;
   bool spinning = !wait.communicator.oversubscribed();
   bool sleeping = false;
+  long nap = kFirstNapNanoseconds;
   for (uint32_t looks = 1;; ++looks) {
     if (arrived()) return;
     if (spinning) {
@@ -211,8 +215,9 @@ void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& ar
     } else if (!sleeping) {
       ::sched_yield();
     } else {
-      const timespec pause{0, kSleepNanoseconds};
+      const timespec pause{0, nap};
       ::nanosleep(&pause, nullptr);
+      nap = std::min(2 * nap, kLongestNapNanoseconds);
     }
     // What arrived before a failure still counts: a peer that is done with
     // this call may fail its next one while this member is still reading.
