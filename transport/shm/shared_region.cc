@@ -12,7 +12,7 @@
 // every rank has opened it, seal() closes the creator's descriptor.
 //
 // Ranks of one process (the tests run ranks as threads) share one mapping:
-// ThreadSanitizer knows memory by address, and would see two mappings of one
+// ThreadSanitizer knows memory by address, and would see two region_mappings of one
 // memfd as unrelated memory.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -35,51 +35,51 @@ namespace chorus::transport::shm {
 namespace {
 
 constexpr uint32_t kRegionMagic = 0x52534843;  // "CHSR"
-constexpr size_t kHeaderBytes = 64;            // the nonce, then the data on the next cache line
-constexpr size_t kDescriptionBytes = 4 + 4 + 4 + 8 + 16;
+constexpr size_t kRegionHeaderBytes = 64;            // the nonce, then the data on the next cache line
+constexpr size_t kRegionDescriptionBytes = 4 + 4 + 4 + 8 + 16;
 constexpr size_t kMaxRegionBytes = size_t{1} << 30;
 
-using Nonce = std::array<uint64_t, 2>;
+using RegionNonce = std::array<uint64_t, 2>;
 
-struct Mapping {
+struct RegionMapping {
   std::byte* base = nullptr;
   size_t bytes = 0;
-  ~Mapping() {
+  ~RegionMapping() {
     if (base) ::munmap(base, bytes);
   }
 };
 
-// This process's mappings by nonce, for ranks of one process (see above).
-std::mutex mappings_mutex;
-std::map<Nonce, std::weak_ptr<Mapping>> mappings;
+// This process's region_mappings by nonce, for ranks of one process (see above).
+std::mutex region_mappings_mutex;
+std::map<RegionNonce, std::weak_ptr<RegionMapping>> region_mappings;
 
-std::shared_ptr<Mapping> map_fd(int fd, size_t bytes, const Nonce& nonce) {
-  auto mapping = std::make_shared<Mapping>();
+std::shared_ptr<RegionMapping> map_region_fd(int fd, size_t bytes, const RegionNonce& nonce) {
+  auto mapping = std::make_shared<RegionMapping>();
   void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (address == MAP_FAILED) return nullptr;
   mapping->base = static_cast<std::byte*>(address);
   mapping->bytes = bytes;
-  std::lock_guard lock(mappings_mutex);
-  std::erase_if(mappings, [](const auto& entry) { return entry.second.expired(); });
-  mappings[nonce] = mapping;
+  std::lock_guard lock(region_mappings_mutex);
+  std::erase_if(region_mappings, [](const auto& entry) { return entry.second.expired(); });
+  region_mappings[nonce] = mapping;
   return mapping;
 }
 
-std::shared_ptr<Mapping> mapping_of_this_process(const Nonce& nonce) {
-  std::lock_guard lock(mappings_mutex);
-  auto found = mappings.find(nonce);
-  return found == mappings.end() ? nullptr : found->second.lock();
+std::shared_ptr<RegionMapping> region_mapping_of_this_process(const RegionNonce& nonce) {
+  std::lock_guard lock(region_mappings_mutex);
+  auto found = region_mappings.find(nonce);
+  return found == region_mappings.end() ? nullptr : found->second.lock();
 }
 
 class MemfdRegion final : public SharedRegion {
  public:
-  MemfdRegion(std::shared_ptr<Mapping> mapping, size_t bytes, Fd fd, uint32_t pid, const Nonce& nonce)
+  MemfdRegion(std::shared_ptr<RegionMapping> mapping, size_t bytes, Fd fd, uint32_t pid, const RegionNonce& nonce)
       : mapping_(std::move(mapping)), bytes_(bytes), fd_(std::move(fd)), pid_(pid), nonce_(nonce) {}
 
-  std::byte* data() const override { return mapping_->base + kHeaderBytes; }
+  std::byte* data() const override { return mapping_->base + kRegionHeaderBytes; }
   size_t size() const override { return bytes_; }
   std::vector<std::byte> description() const override {
-    std::vector<std::byte> out(kDescriptionBytes);
+    std::vector<std::byte> out(kRegionDescriptionBytes);
     store_le(out.data(), kRegionMagic, 4);
     store_le(out.data() + 4, pid_, 4);
     store_le(out.data() + 8, static_cast<uint32_t>(fd_.get()), 4);
@@ -91,14 +91,14 @@ class MemfdRegion final : public SharedRegion {
   void seal() override { fd_.reset(); }
 
  private:
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<RegionMapping> mapping_;
   size_t bytes_;
   Fd fd_;  // the creator's, until seal()
   uint32_t pid_;
-  Nonce nonce_;
+  RegionNonce nonce_;
 };
 
-bool nonce_matches(const Mapping& mapping, const Nonce& nonce) {
+bool region_nonce_matches(const RegionMapping& mapping, const RegionNonce& nonce) {
   return load_le(mapping.base, 8) == nonce[0] && load_le(mapping.base + 8, 8) == nonce[1];
 }
 
@@ -109,10 +109,10 @@ std::unique_ptr<SharedRegion> Engine::create_shared_region(size_t bytes) {
     throw InvalidArgument(cat("rank ", rank(), ": a shared region of ", bytes, " bytes (1 B to 1 GiB)"));
   Fd fd(::memfd_create("chorus-region", MFD_CLOEXEC));
   if (fd.get() < 0) throw IoError(cat("rank ", rank(), ": memfd_create: ", errno_text(errno)));
-  if (::ftruncate(fd.get(), static_cast<off_t>(kHeaderBytes + bytes)) != 0)
+  if (::ftruncate(fd.get(), static_cast<off_t>(kRegionHeaderBytes + bytes)) != 0)
     throw IoError(cat("rank ", rank(), ": sizing a shared region of ", bytes, " bytes: ", errno_text(errno)));
-  const Nonce nonce{random_nonce(), random_nonce()};
-  std::shared_ptr<Mapping> mapping = map_fd(fd.get(), kHeaderBytes + bytes, nonce);
+  const RegionNonce nonce{random_nonce(), random_nonce()};
+  std::shared_ptr<RegionMapping> mapping = map_region_fd(fd.get(), kRegionHeaderBytes + bytes, nonce);
   if (!mapping) throw IoError(cat("rank ", rank(), ": mapping a shared region: ", errno_text(errno)));
   store_le(mapping->base, nonce[0], 8);
   store_le(mapping->base + 8, nonce[1], 8);
@@ -125,31 +125,31 @@ std::unique_ptr<SharedRegion> Engine::open_shared_region(int peer_rank, std::spa
   const auto refuse = [&](const std::string& why) {
     return IoError(cat("rank ", rank(), ": the shared region rank ", peer_rank, " described: ", why));
   };
-  if (description.size() != kDescriptionBytes || load_le(description.data(), 4) != kRegionMagic)
+  if (description.size() != kRegionDescriptionBytes || load_le(description.data(), 4) != kRegionMagic)
     throw refuse(cat("a description of ", description.size(), " bytes that is not a shm region's"));
   const auto pid = static_cast<uint32_t>(load_le(description.data() + 4, 4));
   const auto fd_number = static_cast<uint32_t>(load_le(description.data() + 8, 4));
   const size_t described_bytes = load_le(description.data() + 12, 8);
-  const Nonce nonce{load_le(description.data() + 20, 8), load_le(description.data() + 28, 8)};
+  const RegionNonce nonce{load_le(description.data() + 20, 8), load_le(description.data() + 28, 8)};
   if (described_bytes != bytes) throw refuse(cat(described_bytes, " bytes where ", bytes, " were expected"));
   const std::optional<uint32_t> published = published_pid(peer_rank);
   if (!published || *published != pid)
     throw refuse(cat("made by pid ", pid, ", but rank ", peer_rank, " published ",
                      published ? cat("pid ", *published) : std::string("no pid")));
-  std::shared_ptr<Mapping> mapping;
+  std::shared_ptr<RegionMapping> mapping;
   if (pid == static_cast<uint32_t>(::getpid())) {
-    mapping = mapping_of_this_process(nonce);
+    mapping = region_mapping_of_this_process(nonce);
     if (!mapping) throw refuse("no region of this process has that nonce");
   } else {
     Fd fd(::open(cat("/proc/", pid, "/fd/", fd_number).c_str(), O_RDWR | O_CLOEXEC));
     if (fd.get() < 0) throw refuse(cat("opening /proc/", pid, "/fd/", fd_number, ": ", errno_text(errno)));
     struct stat status {};
-    if (::fstat(fd.get(), &status) != 0 || static_cast<size_t>(status.st_size) != kHeaderBytes + bytes)
-      throw refuse(cat("the file is not ", kHeaderBytes + bytes, " bytes long"));
-    mapping = map_fd(fd.get(), kHeaderBytes + bytes, nonce);
+    if (::fstat(fd.get(), &status) != 0 || static_cast<size_t>(status.st_size) != kRegionHeaderBytes + bytes)
+      throw refuse(cat("the file is not ", kRegionHeaderBytes + bytes, " bytes long"));
+    mapping = map_region_fd(fd.get(), kRegionHeaderBytes + bytes, nonce);
     if (!mapping) throw refuse(cat("mapping it: ", errno_text(errno)));
   }
-  if (!nonce_matches(*mapping, nonce)) throw refuse("its first line does not hold the nonce it was described with");
+  if (!region_nonce_matches(*mapping, nonce)) throw refuse("its first line does not hold the nonce it was described with");
   return std::make_unique<MemfdRegion>(std::move(mapping), bytes, Fd(), pid, nonce);
 }
 
