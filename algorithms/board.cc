@@ -42,6 +42,8 @@ bool fits(const Communicator& communicator, const Call& call, const std::string&
   switch (call.collective) {
     case Collective::allreduce:
     case Collective::broadcast: return call.count > 0 && call.bytes() <= limit;
+    // Each rank's block in its own slot (fixed counts only).
+    case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= limit;
     case Collective::barrier: return true;
     default: return false;
   }
@@ -195,6 +197,7 @@ bool run_on_board(const Communicator& communicator, const Call& call, const void
     switch (call.collective) {
       case Collective::allreduce: board.allreduce(communicator, call, input, output, sequence, deadline); break;
       case Collective::broadcast: board.broadcast(communicator, call, output, sequence, deadline); break;
+      case Collective::allgather: board.allgather(communicator, call, input, output, sequence, deadline); break;
       default: board.barrier(communicator, call, sequence, deadline); break;
     }
   } catch (...) {
@@ -206,8 +209,9 @@ bool run_on_board(const Communicator& communicator, const Call& call, const void
                                 static_cast<int64_t>(weight)
                           : std::chrono::nanoseconds(0);
   const bool root = call.collective == Collective::broadcast && call.rank == call.root;
-  const uint64_t sent = call.collective == Collective::allreduce || root ? call.bytes() : 0;
-  const uint64_t received = call.collective == Collective::allreduce ? call.bytes() * (call.size - 1)
+  const bool everyone = call.collective == Collective::allreduce || call.collective == Collective::allgather;
+  const uint64_t sent = everyone || root ? call.bytes() : 0;
+  const uint64_t received = everyone ? call.bytes() * (call.size - 1)
                             : call.collective == Collective::broadcast && !root ? call.bytes()
                                                                                 : 0;
   telemetry.count_collective(!error, error ? 0 : sent, error ? 0 : received, took);

@@ -5,17 +5,18 @@
 // executor, tag matching, a ring frame, a completion (thousands of
 // instructions), where the hardware needs one cache line to travel. So a
 // Communicator whose members all share one host, and whose transport shares
-// memory with each of them (Device::create_shared_region), gets a board on
-// its first small call: a region in which every member owns two slots, each
-// one cache line of header (a stamp, the call's signature) followed by the
+// memory with each of them (Device::create_shared_region), gets a board in
+// its first collective: a region in which every member owns two slots, each
+// a 32-byte header (a stamp, the call's signature, its root) followed by the
 // data. An 8-byte allreduce writes one line (its data, then its stamp) and
 // polls one line per peer, reducing the peers' data straight from their
 // slots, in member order, so every member computes bit-identical results.
+// Allreduce, broadcast, allgather (fixed counts) and barrier run on it.
 //
 // Why two slots are enough: a member writes slot n % 2 in board call n only
 // after every peer finished call n - 2 (so read what it wrote there). In an
-// allreduce or a barrier that is free: having seen a peer arrive in call
-// n - 1 means it finished n - 2. A broadcast's root waits for nobody, so it
+// allreduce, allgather or barrier that is free: having seen a peer arrive in
+// call n - 1 means it finished n - 2. A broadcast's root waits for nobody, so it
 // reads the peers' `finished` words when it must.
 //
 // What a board never gives up against messages: a peer that called

@@ -165,6 +165,31 @@ void Board::barrier(const Communicator& communicator, const Call& call, uint32_t
   finish(number);
 }
 
+void Board::allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
+                      uint32_t sequence, Deadline deadline) {
+  const uint64_t number = ++calls_;
+  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  const size_t bytes = call.bytes();
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, number);
+  std::memcpy(data_of(mine), input, bytes);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(0, std::memory_order_relaxed);
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+  auto* blocks = static_cast<std::byte*>(output);
+  for (int member = 0; member < size_; ++member) {
+    std::byte* block = blocks + static_cast<size_t>(member) * bytes;
+    if (member == rank_) {
+      if (block != input) std::memcpy(block, input, bytes);
+      continue;
+    }
+    await_slot(wait, member);
+    std::memcpy(block, data_of(slot(member, number)), bytes);
+  }
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
 // ---------------------------------------------------------------- waiting
 
 void Board::await_slot(const Wait& wait, int member) {

@@ -34,6 +34,10 @@ class Board {
   void broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                  Deadline deadline);
   void barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
+  // `call.count` elements per rank; output holds every rank's block in rank
+  // order (in place: input is this rank's block of it).
+  void allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
+                 uint32_t sequence, Deadline deadline);
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
 

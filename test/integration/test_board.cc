@@ -103,7 +103,8 @@ void fill(std::vector<T>& data, int rank, int round) {
 
 }  // namespace
 
-TEST_CASE("small allreduce, broadcast and barrier run on the board, bit-exact, at 2 to 5 ranks", "[board]") {
+TEST_CASE("small allreduce, broadcast, allgather and barrier run on the board, bit-exact, at 2 to 5 ranks",
+          "[board]") {
   for (int size : {2, 3, 4, 5}) {
     CAPTURE(size);
     const auto directory = fresh_directory("exact-" + std::to_string(size));
@@ -139,6 +140,19 @@ TEST_CASE("small allreduce, broadcast and barrier run on the board, bit-exact, a
               broadcast(context, std::span(bytes), root);
               for (uint8_t byte : bytes)
                 if (byte != round + 1) ++wrong;
+              // Each rank's block, in place and not.
+              std::vector<int32_t> mine(count), everyone(count * static_cast<size_t>(size));
+              fill(mine, rank, round);
+              allgather(context, std::span<const int32_t>(mine), std::span(everyone));
+              std::vector<int32_t> in_place(count * static_cast<size_t>(size));
+              std::copy(mine.begin(), mine.end(), in_place.begin() + static_cast<std::ptrdiff_t>(rank * count));
+              allgather(context, std::span(in_place));
+              for (int r = 0; r < size; ++r)
+                for (size_t i = 0; i < count; ++i) {
+                  const auto expected = static_cast<int32_t>((r + 1) * ((i + round) % 5 + 1));
+                  const size_t at = static_cast<size_t>(r) * count + i;
+                  if (everyone[at] != expected || in_place[at] != expected) ++wrong;
+                }
               barrier(context);
             }
           }
@@ -146,11 +160,12 @@ TEST_CASE("small allreduce, broadcast and barrier run on the board, bit-exact, a
         20s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
     CHECK(wrong == 0);
     const std::map<std::string, int> counts = algorithms_traced(directory);
-    // 6 rounds x 5 sizes, each rank: 3 allreduces, 1 broadcast, 1 barrier.
+    // 6 rounds x 5 sizes, each rank: 3 allreduces, 1 broadcast, 2 allgathers, 1 barrier.
     CHECK(counts.at("allreduce/board") == size * 6 * 5 * 3);
     CHECK(counts.at("broadcast/board") == size * 6 * 5);
+    CHECK(counts.at("allgather/board") == size * 6 * 5 * 2);
     CHECK(counts.at("barrier/board") == size * 6 * 5);
-    CHECK(counts.size() == 3);
+    CHECK(counts.size() == 4);
   }
 }
 
