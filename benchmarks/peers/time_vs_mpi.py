@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Allreduce time, chorus against Open MPI's default (shared memory), side by side.
+"""Collective time, chorus against Open MPI's default (shared memory), side by side.
 
 Runs chorus-bench (default transports) and mpi-bench (mpirun's default: ob1 +
 vader on one host) alternately, --rounds times each, on the same sizes, and
@@ -8,6 +8,7 @@ chorus / Open MPI (< 1: chorus faster). Alternating, and taking the best of
 the rounds, is what keeps a shared, noisy machine's drift out of the ratio.
 
     benchmarks/peers/time_vs_mpi.py --ranks 4 -b 8 -e 64M -f 4 --rounds 2
+    benchmarks/peers/time_vs_mpi.py --op broadcast --ranks 4 -b 8 -e 64K   # or allgather (sizes: the whole output)
     CHORUS_BOARD_BYTES=0 benchmarks/peers/time_vs_mpi.py ...   # chorus without its board
 
 Needs build/benchmarks/chorus-bench (or --chorus-bench) and build-peers/mpi-bench
@@ -49,6 +50,7 @@ def size_text(size):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", default="allreduce", choices=["allreduce", "broadcast", "allgather"])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("-b", default="8")
     parser.add_argument("-e", default="64M")
@@ -60,15 +62,15 @@ def main():
     if args.ranks < 2 or args.rounds < 1:
         parser.error("--ranks must be at least 2 and --rounds at least 1")
     sizes = ["-b", args.b, "-e", args.e, "-f", args.f]
-    chorus = [args.chorus_bench, "--ranks", str(args.ranks), *sizes, "--rounds", "3"]
-    mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks), args.mpi_bench, *sizes,
-           "--rounds", "3"]
+    chorus = [args.chorus_bench, "--ranks", str(args.ranks), "--op", args.op, *sizes, "--rounds", "3"]
+    mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks), args.mpi_bench, "--op", args.op,
+           *sizes, "--rounds", "3"]
     best = {"chorus": {}, "mpi": {}}
     for _ in range(args.rounds):
         for name, command in (("chorus", chorus), ("mpi", mpi)):
             for size, time in run(command, os.environ.copy()).items():
                 best[name][size] = min(time, best[name].get(size, float("inf")))
-    print(f"allreduce float32 sum, {args.ranks} ranks, best of {args.rounds} alternating runs "
+    print(f"{args.op} float32{' sum' if args.op == 'allreduce' else ''}, {args.ranks} ranks, best of {args.rounds} alternating runs "
           f"(each the median of 3 rounds); CHORUS_BOARD_BYTES={os.environ.get('CHORUS_BOARD_BYTES', 'default')}")
     print()
     print("| size | chorus (µs) | Open MPI shm (µs) | chorus / Open MPI |")
