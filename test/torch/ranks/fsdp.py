@@ -7,6 +7,7 @@ full parameters at the end, as ddp.py does, for test_torch_ddp.py to compare
 with gloo's run."""
 
 import hashlib
+import os
 import sys
 
 import torch
@@ -45,3 +46,10 @@ for parameter in model.parameters():
 print(f"params {digest.hexdigest()}", flush=True)
 dist.destroy_process_group()
 print(f"fsdp OK {check.count}", flush=True)
+if backend == "gloo":
+    # The reference run, done: torch 2.x's gloo sometimes aborts in the
+    # interpreter's exit after FSDP ("terminate called without an active
+    # exception", 1 run in 6 here; no chorus collective runs in it), so
+    # it leaves without finalizing. chorus's run exits normally: that is tested.
+    sys.stdout.flush()
+    os._exit(0)
