@@ -97,17 +97,28 @@ void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_bo
 
 // ---------------------------------------------------------------- the collectives
 
+Board::Wait Board::next_call(const Communicator& communicator, const Call& call, uint32_t sequence,
+                             Deadline deadline) {
+  const uint64_t number = ++calls_;
+  return Wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+}
+
+void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) {
+  // Peers may still read what this member wrote here two calls ago.
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, wait.call_number);
+  if (bytes > 0) std::memcpy(data_of(mine), data, bytes);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+}
+
 void Board::allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                       uint32_t sequence, Deadline deadline) {
-  const uint64_t number = ++calls_;
-  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
   const size_t bytes = call.bytes();
-  make_room(wait);
-  SlotHeader& mine = slot(rank_, number);
-  std::memcpy(data_of(mine), input, bytes);
-  mine.signature.store(wait.signature, std::memory_order_relaxed);
-  mine.root.store(0, std::memory_order_relaxed);
-  mine.stamp.store(wait.stamp, std::memory_order_release);
+  publish(wait, input, bytes, 0);
   // In member order on every member, whatever order they arrive in, so all
   // of them compute the same bits.
   for (int member = 0; member < size_; ++member) {
@@ -129,19 +140,12 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
 // it on messages, instead of leaving its buffer unwritten.
 void Board::broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                       Deadline deadline) {
-  const uint64_t number = ++calls_;
-  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
   announce(sequence, wait.signature, call.root, /*on_board=*/true);
   const size_t bytes = call.bytes();
-  // Every member writes its slot (the root its data, all their stamps), so
-  // every member first waits until its peers are done with what it wrote
-  // there two calls ago.
-  make_room(wait);
-  SlotHeader& mine = slot(rank_, number);
-  if (rank_ == call.root) std::memcpy(data_of(mine), data, bytes);
-  mine.signature.store(wait.signature, std::memory_order_relaxed);
-  mine.root.store(static_cast<uint64_t>(call.root), std::memory_order_relaxed);
-  mine.stamp.store(wait.stamp, std::memory_order_release);
+  // Every member writes its slot: the root its data, all of them their stamps.
+  publish(wait, data, rank_ == call.root ? bytes : 0, call.root);
   if (rank_ != call.root) {
     await_slot(wait, call.root);
     std::memcpy(data, data_of(slot(call.root, number)), bytes);
@@ -152,30 +156,20 @@ void Board::broadcast(const Communicator& communicator, const Call& call, void* 
 }
 
 void Board::barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline) {
-  const uint64_t number = ++calls_;
-  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
-  make_room(wait);
-  SlotHeader& mine = slot(rank_, number);
-  mine.signature.store(wait.signature, std::memory_order_relaxed);
-  mine.root.store(0, std::memory_order_relaxed);
-  mine.stamp.store(wait.stamp, std::memory_order_release);
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  publish(wait, nullptr, 0, 0);
   for (int member = 0; member < size_; ++member)
     if (member != rank_) await_slot(wait, member);
-  least_known_finished_ = number - 1;
-  finish(number);
+  least_known_finished_ = wait.call_number - 1;
+  finish(wait.call_number);
 }
 
 void Board::allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
                       uint32_t sequence, Deadline deadline) {
-  const uint64_t number = ++calls_;
-  const Wait wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
   const size_t bytes = call.bytes();
-  make_room(wait);
-  SlotHeader& mine = slot(rank_, number);
-  std::memcpy(data_of(mine), input, bytes);
-  mine.signature.store(wait.signature, std::memory_order_relaxed);
-  mine.root.store(0, std::memory_order_relaxed);
-  mine.stamp.store(wait.stamp, std::memory_order_release);
+  publish(wait, input, bytes, 0);
   auto* blocks = static_cast<std::byte*>(output);
   for (int member = 0; member < size_; ++member) {
     std::byte* block = blocks + static_cast<size_t>(member) * bytes;

@@ -69,6 +69,11 @@ class Board {
   static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
   static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
 
+  // The next board call's context (its number, stamp and signature).
+  Wait next_call(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
+  // Writes this member's slot of the Wait's call: `bytes` of `data`, then
+  // the header, the stamp last (release), once the peers are done with it.
+  void publish(const Wait& wait, const void* data, size_t bytes, int root);
   // Waits until `member`'s slot of `call` holds `stamp` and checks its signature.
   void await_slot(const Wait& wait, int member);
   // Waits until every peer finished board call `call` - 2 (so read what
