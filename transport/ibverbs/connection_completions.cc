@@ -70,6 +70,10 @@ bool Connection::on_completion_locked(const ibv_wc& completion,
         found->second.request->complete();
         large_recvs_.erase(found);
         repost_receive_locked(value);
+        // A write's receive is owed back like any other: when only writes
+        // arrive, nothing else would return the window, and the sender
+        // stalls with its last credits reserved.
+        maybe_return_credits_locked();
         break;
       }
       const std::byte* buffer = slots_.get() + size_t{value} * kSlotBytes;
