@@ -53,14 +53,15 @@ Plan recursive_halving_reduce_scatter_plan(const Call& call, const PlanTuning& t
 
   // Slice of block b in every piece (the last slices may be shorter or empty).
   std::vector<size_t> slice(static_cast<size_t>(size));
-  size_t lane_bytes = 0, largest_slice = 0;
+  size_t lane_bytes = 0, piece_bytes = 0;
   for (int b = 0; b < size; ++b) {
     slice[b] = ceil_div(call.block_count(b), pieces);
     if (b != rank) lane_bytes += slice[b] * element_bytes;
-    largest_slice = std::max(largest_slice, slice[b] * element_bytes);
+    piece_bytes += slice[b] * element_bytes;
   }
   const size_t lanes = std::min<size_t>(2, pieces);
-  ReceiveSlots receive_slots(lanes * lane_bytes, std::min(segment_bytes, largest_slice), tuning.scratch_segments);
+  // The same on every rank: it bounds the messages that a round packs its segments into.
+  ReceiveSlots receive_slots(lanes * lane_bytes, std::min(segment_bytes, piece_bytes), tuning.scratch_segments);
   if (size > 1) plan.scratch_bytes = lanes * lane_bytes + receive_slots.bytes();
   MessageSlots slots(size);
   std::vector<StepId> lane_free(lanes, no_step);
@@ -87,6 +88,8 @@ Plan recursive_halving_reduce_scatter_plan(const Call& call, const PlanTuning& t
     }
     SegmentedReduction segments(plan, call, slots, receive_slots, std::move(pieces_of_blocks), fold.power(),
                                 lane_free[lane]);
+    // A piece of several takes a slice of every block: no two blocks' slices follow each other.
+    segments.set_packing(pieces == 1);
     fold_in(segments, fold);
     if (!fold.folded_out()) reduce_scatter_by_halving(segments, fold);
     fold_out(segments, fold, folded_first, folded_last);

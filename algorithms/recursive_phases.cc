@@ -1,8 +1,10 @@
 // Rounds of the recursive reduction algorithms.
 //
-// Within a round every segment is handled in index order on both sides, and
+// Within a round the segments are handled in index order on both sides, and
 // one round talks to one peer, so the sender's and the receiver's queues for
-// that pair list the same messages in the same order.
+// that pair list the same messages in the same order. A round moves its
+// segments in as few messages as the receive slots allow (send_run and the
+// others), which both sides cut alike.
 #include "algorithms/recursive_phases.h"
 
 #include <algorithm>
@@ -11,17 +13,17 @@ namespace chorus::algorithms {
 
 void fold_in(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
   if (fold.folded_out())
-    for (size_t s = 0; s < segments.size(); ++s) segments.send(s, fold.partner());
+    segments.send_run(0, segments.size(), fold.partner());
   else if (fold.takes_partner())
-    for (size_t s = 0; s < segments.size(); ++s) segments.accumulate(s, fold.partner());
+    segments.accumulate_run(0, segments.size(), fold.partner());
 }
 
 void exchange_all(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
   const int me = fold.new_rank();
   for (int distance = 1; distance < fold.power(); distance *= 2) {
     const int peer = fold.rank_of(me ^ distance);
-    for (size_t s = 0; s < segments.size(); ++s) segments.send(s, peer);
-    for (size_t s = 0; s < segments.size(); ++s) segments.accumulate(s, peer);
+    segments.send_run(0, segments.size(), peer);
+    segments.accumulate_run(0, segments.size(), peer);
   }
 }
 
@@ -34,8 +36,8 @@ void reduce_scatter_by_halving(SegmentedReduction& segments, const PowerOfTwoFol
     const bool keep_upper = (me & distance) != 0;
     const int give_first = keep_upper ? first : middle, give_last = keep_upper ? middle : last;
     const int keep_first = keep_upper ? middle : first, keep_last = keep_upper ? last : middle;
-    segments.for_groups(give_first, give_last, [&](size_t s) { segments.send(s, peer); });
-    segments.for_groups(keep_first, keep_last, [&](size_t s) { segments.accumulate(s, peer); });
+    segments.send_groups(give_first, give_last, peer);
+    segments.accumulate_groups(keep_first, keep_last, peer);
     first = keep_first;
     last = keep_last;
   }
@@ -49,8 +51,8 @@ void allgather_by_doubling(SegmentedReduction& segments, const PowerOfTwoFold& f
     const bool partner_below = (me & distance) != 0;
     const int other_first = partner_below ? first - distance : last;
     const int other_last = other_first + distance;
-    segments.for_groups(first, last, [&](size_t s) { segments.send(s, peer); });
-    segments.for_groups(other_first, other_last, [&](size_t s) { segments.overwrite(s, peer); });
+    segments.send_groups(first, last, peer);
+    segments.overwrite_groups(other_first, other_last, peer);
     first = std::min(first, other_first);
     last = std::max(last, other_last);
   }
@@ -62,20 +64,20 @@ void gather_to_first(SegmentedReduction& segments, const PowerOfTwoFold& fold) {
   for (int distance = 1; distance < fold.power(); distance *= 2) {
     if (me & distance) {
       const int peer = fold.rank_of(me - distance);
-      segments.for_groups(me, last, [&](size_t s) { segments.send(s, peer); });
+      segments.send_groups(me, last, peer);
       return;
     }
     const int peer = fold.rank_of(me + distance);
-    segments.for_groups(last, last + distance, [&](size_t s) { segments.overwrite(s, peer); });
+    segments.overwrite_groups(last, last + distance, peer);
     last += distance;
   }
 }
 
 void fold_out(SegmentedReduction& segments, const PowerOfTwoFold& fold, size_t first_segment, size_t last_segment) {
   if (fold.takes_partner())
-    for (size_t s = first_segment; s < last_segment; ++s) segments.send(s, fold.partner());
+    segments.send_run(first_segment, last_segment, fold.partner());
   else if (fold.folded_out())
-    for (size_t s = first_segment; s < last_segment; ++s) segments.overwrite(s, fold.partner());
+    segments.overwrite_run(first_segment, last_segment, fold.partner());
 }
 
 size_t halving_group_elements(size_t count, int groups, int group) {

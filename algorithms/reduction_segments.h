@@ -43,6 +43,7 @@ class ReceiveSlots {
  public:
   ReceiveSlots(size_t scratch_offset, size_t slot_bytes, size_t slots);
   size_t bytes() const { return slot_bytes_ * released_by_.size(); }
+  size_t slot_bytes() const { return slot_bytes_; }
 
   struct Lease {
     Region region;
@@ -102,6 +103,27 @@ class SegmentedReduction {
     for (size_t s = group_begin(first); s < group_begin(last); ++s) action(s);
   }
 
+  // The same three for segments [first, last) in as few messages as fit a
+  // receive slot. Consecutive segments are packed greedily by length, which
+  // every rank computes alike (segment lengths do not depend on the rank), so
+  // a round that moves many groups smaller than a segment sends one message,
+  // not one per group: at 1,024 ranks, 10 messages per halving instead of 1,023.
+  void send_run(size_t first, size_t last, int peer);
+  void accumulate_run(size_t first, size_t last, int peer);
+  void overwrite_run(size_t first, size_t last, int peer);
+  // Packing needs every message's values contiguous on the sender (they are
+  // where groups follow each other in every buffer); off, each segment is
+  // its own message. Must be the same on every rank.
+  void set_packing(bool packing) { packing_ = packing; }
+  // Of groups [first, last).
+  void send_groups(int first, int last, int peer) { send_run(group_begin(first), group_begin(last), peer); }
+  void accumulate_groups(int first, int last, int peer) {
+    accumulate_run(group_begin(first), group_begin(last), peer);
+  }
+  void overwrite_groups(int first, int last, int peer) {
+    overwrite_run(group_begin(first), group_begin(last), peer);
+  }
+
   // A step after which no step of this object touches any accumulator.
   StepId finished();
 
@@ -113,6 +135,19 @@ class SegmentedReduction {
     std::vector<StepId> readers;  // sends of the accumulator since last_writer
   };
   StepId readers_done(State& state);
+  // Where the segment's value is now.
+  Region current(size_t segment) const;
+  // Calls message(first, last, bytes) for each message of the run.
+  template <class Message>
+  void for_messages(size_t first, size_t last, Message&& message) const;
+  // What a write into the segment's accumulator waits for (its last writer,
+  // the sends still reading it, and the first-write gate); forgets the readers.
+  void add_write_dependencies(size_t segment, std::vector<StepId>& after);
+  // One message of several segments (a single segment goes through send(),
+  // accumulate() and overwrite()).
+  void send_message(size_t first, size_t last, int peer);
+  void accumulate_message(size_t first, size_t last, size_t bytes, int peer);
+  void overwrite_message(size_t first, size_t last, size_t bytes, int peer);
 
   Plan& plan_;
   const Call& call_;
@@ -122,6 +157,7 @@ class SegmentedReduction {
   std::vector<State> states_;
   std::vector<size_t> group_begin_;
   StepId accumulator_free_;
+  bool packing_ = true;
 };
 
 }  // namespace chorus::algorithms

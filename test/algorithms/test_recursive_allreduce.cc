@@ -125,6 +125,24 @@ TEST_CASE("halving-doubling sends the bandwidth-optimal amount on powers of two"
     }
 }
 
+TEST_CASE("halving-doubling sends one message per round when its groups are smaller than a segment") {
+  // 64 KiB over up to 1,024 ranks: 64-byte groups, which went one message each.
+  for (int size : {64, 1000, 1024})
+    for (int rank : {0, 1, size - 1}) {
+      const Call call =
+          make_call(Collective::allreduce, rank, size, 16384, DataType::float32, ReduceOp::sum, 0, false);
+      const PowerOfTwoFold fold(rank, size);
+      size_t expected = fold.folded_out() ? 1 : 2 * static_cast<size_t>(log2_of_power(fold.power()));
+      if (fold.takes_partner()) ++expected;
+      const Plan plan = halving_doubling_allreduce.build(call, default_tuning);
+      size_t sends = 0;
+      for (const Step& step : plan.steps())
+        if (step.kind == StepKind::send) ++sends;
+      INFO(size << " ranks, rank " << rank);
+      REQUIRE(sends == expected);
+    }
+}
+
 TEST_CASE("recursive allreduces keep scratch bounded for a 3 GiB buffer") {
   const size_t count = (size_t{3} << 30) / 4;
   for (const Candidate& algorithm : candidates)

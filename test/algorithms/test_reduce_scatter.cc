@@ -117,6 +117,20 @@ TEST_CASE("reduce_scatter of 100003 elements per rank runs in pieces and segment
                            PlanTuning{4096, 4});
 }
 
+TEST_CASE("recursive-halving reduce_scatter sends one message per round for blocks smaller than a segment") {
+  for (int size : {64, 1024})
+    for (int rank : {0, size - 1}) {
+      Call call = reduce_scatter_call(size, 16, DataType::float32, ReduceOp::sum);
+      call.rank = rank;
+      const Plan plan = recursive_halving_reduce_scatter.build(call, default_tuning);
+      size_t sends = 0;
+      for (const Step& step : plan.steps())
+        if (step.kind == StepKind::send) ++sends;
+      INFO(size << " ranks, rank " << rank);
+      REQUIRE(sends == static_cast<size_t>(log2_of_power(size)));
+    }
+}
+
 TEST_CASE("reduce_scatter scratch stays bounded for 3 GiB of blocks") {
   const size_t count = (size_t{3} << 30) / 4 / 6;
   for (const ReduceScatterCandidate& algorithm : reduce_scatter_candidates)
