@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -170,7 +171,10 @@ TEST_CASE("transport: thousands of garbage connections on the listener cost a fe
   const auto address = mesh.device(0).address();
   const auto endpoint = hooks->listener(address, 0);
   REQUIRE(endpoint);
-  constexpr int kStrangers = 3000;
+  // CHORUS_TEST_STRANGERS raises it for a measurement (issue 29's target is
+  // 10,000 connections, < 50 lines per rank); 3,000 keep CI short.
+  const char* strangers_env = std::getenv("CHORUS_TEST_STRANGERS");
+  const int kStrangers = strangers_env ? std::max(1, std::atoi(strangers_env)) : 3000;
   int connected = 0;
   const size_t warnings = stderr_lines_during([&] {
     std::mt19937_64 random(7);
@@ -197,6 +201,8 @@ TEST_CASE("transport: thousands of garbage connections on the listener cost a fe
   CHECK(connected > kStrangers / 2);
   // Each source gets a line per 10 s: here one source, one line (a slow
   // machine that takes over 10 s gets a second), never one per connection.
+  std::printf("%s: %d garbage connections (%d accepted), %zu log lines\n", transport.c_str(), kStrangers, connected,
+              warnings);
   CHECK(warnings >= 1);
   CHECK(warnings < 10);
   REQUIRE_FALSE(mesh.device(0).failure());
