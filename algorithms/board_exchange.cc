@@ -14,6 +14,7 @@
 #include "algorithms/communicator.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/peer_order.h"
 #include "base/reduce.h"
 
 namespace chorus::algorithms {
@@ -92,6 +93,7 @@ void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_bo
   MemberLine& mine = line(rank_);
   mine.announced_signature.store(signature, std::memory_order_relaxed);
   mine.announced_root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  before_peers_hear();
   mine.announced.store(uint64_t{sequence} << 2 | (on_board ? 2 : 0) | 1, std::memory_order_release);
 }
 
@@ -110,6 +112,7 @@ void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) 
   if (bytes > 0) std::memcpy(data_of(mine), data, bytes);
   mine.signature.store(wait.signature, std::memory_order_relaxed);
   mine.root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  before_peers_hear();
   mine.stamp.store(wait.stamp, std::memory_order_release);
 }
 
@@ -190,6 +193,7 @@ void Board::await_slot(const Wait& wait, int member) {
   SlotHeader& theirs = slot(member, wait.call_number);
   const auto arrived = [&] { return theirs.stamp.load(std::memory_order_acquire) == wait.stamp; };
   if (!arrived()) wait_until(wait, member, /*for_slot=*/true, arrived);
+  after_peer_heard();
   const uint64_t signature = theirs.signature.load(std::memory_order_relaxed);
   if (signature != wait.signature) mismatch(wait, member, signature, theirs.root.load(std::memory_order_relaxed));
   // Arriving in call n, it finished n - 1.
@@ -206,6 +210,7 @@ void Board::make_room(const Wait& wait) {
     const MemberLine& theirs = line(member);
     const auto finished = [&] { return theirs.finished.load(std::memory_order_acquire) >= needed; };
     if (!finished()) wait_until(wait, member, /*for_slot=*/false, finished);
+    after_peer_heard();
     known = needed;
   }
   least_known_finished_ = needed;

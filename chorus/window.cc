@@ -131,8 +131,33 @@ void WindowState::serve() {
     uint64_t ack = 0;
     transport::Request request;
   };
-  std::deque<Origin> origins;
   transport::CompletionSignal service_signal;
+  std::deque<Origin> origins;
+  // However this returns or throws, no transport thread may still hold one
+  // of the origins' requests once they are gone. A failed request means the
+  // Context is failing, and its engines fail the others one by one: the
+  // Mesh's abort waits for them all (and starts the abort where an early
+  // exit found none).
+  struct Settle {
+    WindowState& state;
+    std::deque<Origin>& origins;
+    ~Settle() {
+      std::exception_ptr reason;
+      bool pending = false;
+      for (const Origin& origin : origins) {
+        if (origin.request.state() == transport::Request::State::failed && !reason) reason = origin.request.error();
+        pending = pending || origin.request.state() == transport::Request::State::pending;
+      }
+      if (!pending) return;
+      if (!reason)
+        reason = std::make_exception_ptr(Aborted(cat("rank ", state.context.rank(), ": window service stopped")));
+      try {
+        state.communicator.mesh().abort(reason);
+      } catch (...) {
+        // Nothing more to do from a destructor; the abort itself does not throw.
+      }
+    }
+  } settle{*this, origins};
   auto post_header = [&](Origin& origin) {
     origin.stage = Origin::Stage::header;
     communicator.pair(origin.rank).post_recv(origin.request, tag_of(group, request_tag), origin.header);

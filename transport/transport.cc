@@ -49,6 +49,7 @@ void ArrivalNotifier::notify() {
 }
 
 void Request::complete() {
+  after_peer_heard();
   signal_->notify([this] { state_.store(State::done, std::memory_order_release); });
 }
 

@@ -38,6 +38,7 @@
 #include "base/deadline.h"
 #include "base/link_model.h"
 #include "base/memory.h"
+#include "base/peer_order.h"
 #include "transport/knock.h"
 #include "transport/registration.h"
 
@@ -120,7 +121,11 @@ class Request {
   CompletionSignal* signal() const { return signal_; }
 
   // Transport side.
-  void mark_pending() { error_ = nullptr; state_.store(State::pending, std::memory_order_release); }
+  void mark_pending() {
+    before_peers_hear();
+    error_ = nullptr;
+    state_.store(State::pending, std::memory_order_release);
+  }
   void complete();
   void fail(std::exception_ptr error);
 
