@@ -65,8 +65,7 @@ struct Config {
   std::string link_model;
   // CHORUS_MEASURE_LINKS: 1 measures each level's links at connect for
   // algorithm selection (transport/link_probe.h), 0 keeps the transports'
-  // built-in models. Unset: measure with the full mesh, not on demand
-  // (chorus/connect.h, ConnectOptions::measure_links, says why).
+  // built-in models. Unset: measure (ConnectOptions::measure_links).
   std::optional<bool> measure_links;
   // CHORUS_ALGO: per-collective algorithm overrides, parsed by the algorithm layer.
   std::string algorithms;

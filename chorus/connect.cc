@@ -69,7 +69,7 @@ transport::MeshSettings mesh_settings(const ConnectOptions& options, const Confi
   settings.on_demand = connections == Connections::on_demand ||
                        (connections == Connections::automatic && size > kFullMeshMaxRanks);
   settings.measure_links =
-      size > 1 && options.measure_links.value_or(config.measure_links.value_or(!settings.on_demand));
+      size > 1 && options.measure_links.value_or(config.measure_links.value_or(true));
   return settings;
 }
 

@@ -58,12 +58,8 @@ struct ConnectOptions {
   // Whether connect measures alpha and beta within and between hosts on a
   // few pairs of ranks (a few ms; transport/link_probe.h) for algorithm
   // selection; link_model then overrides parts of what was measured. Every
-  // rank must agree. Unset: CHORUS_MEASURE_LINKS, else yes with the full
-  // mesh and no on demand: there the measured models change which pairs a
-  // job's first collectives connect, which made an open race frequent (an
-  // abort racing a peer's handshake can leave a rank two hops away with a
-  // bare "connection closed" instead of the aborting rank's words;
-  // docs/link_models.md).
+  // rank must agree. Unset: CHORUS_MEASURE_LINKS, else yes, with the full
+  // mesh and on demand alike (docs/link_models.md).
   std::optional<bool> measure_links;
   // The job secret every connection proves (the store's and every
   // transport's; README "Security"). Empty: CHORUS_SECRET, else the file

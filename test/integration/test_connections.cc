@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "test/integration/rank_threads.h"
@@ -206,8 +208,11 @@ TEST_CASE("on demand: measuring links connects only the probed pairs; link_to re
   // Ranks 0,1 on "host a", 2,3 on "host b" (all TCP): pairs 0-1 and 2-3
   // probe within a host, 0-2 between hosts.
   const std::vector<std::vector<int>> probed = {{1, 2}, {0}, {0, 3}, {2}};
-  for (const bool measure : {true, false}) {
-    INFO("measure_links " << measure);
+  // Unset: measured, on demand as with the full mesh (unless the environment says otherwise).
+  const bool by_default = Config::from_environment().measure_links.value_or(true);
+  for (const std::optional<bool> asked : {std::optional<bool>(true), std::optional<bool>(false), std::optional<bool>()}) {
+    const bool measure = asked.value_or(by_default);
+    INFO("measure_links " << (asked ? (*asked ? "true" : "false") : "unset"));
     require_all_ok(run_ranks(
         4,
         [&](Context& context) {
@@ -226,11 +231,11 @@ TEST_CASE("on demand: measuring links connects only the probed pairs; link_to re
                  cat("rank ", rank, ": local beta ", local.beta_seconds_per_byte));
           check_allreduce(context, 5000, "auto");
         },
-        20s, [measure](int rank, ConnectOptions& options) {
+        20s, [asked](int rank, ConnectOptions& options) {
           options.connections = Connections::on_demand;
           options.transports = {"tcp"};
           options.host_id = rank < 2 ? "link-probe-host-a" : "link-probe-host-b";
-          options.measure_links = measure;
+          options.measure_links = asked;
           options.link_model = "remote:gbps=0.5";
         }));
   }

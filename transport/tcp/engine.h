@@ -81,6 +81,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   int next_timeout_ms() const;
   void run_cleanup_if_needed();
   void cleanup();
+  static void tell_admitted_dialer(AdmittedSocket& admitted, std::span<const std::byte> frame);
   void wake();
   // Progress thread, on EPOLLIN: while callers poll, turns EPOLLIN off for
   // the connection and leaves its bytes to them. Returns whether it did.

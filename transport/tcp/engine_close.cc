@@ -5,6 +5,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,6 +86,15 @@ void Engine::run_cleanup_if_needed() {
   changed_.notify_all();
 }
 
+void Engine::tell_admitted_dialer(AdmittedSocket& admitted, std::span<const std::byte> frame) {
+  if (frame.empty() || !admitted.fd.valid()) return;
+  if (admitted.tls) {
+    if (admitted.tls->write(frame.data(), frame.size()) > 0) admitted.tls->flush();
+    return;
+  }
+  [[maybe_unused]] const ssize_t sent = ::send(admitted.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 void Engine::cleanup() {
   std::vector<Connection*> connections;
   std::exception_ptr error;
@@ -94,7 +104,13 @@ void Engine::cleanup() {
     for (auto& connection : connections_) connections.push_back(connection.get());
     error = failure_;
     frame = abort_frame_;
-    admitted_.clear();  // their dialers see the connection close
+    // A dialer whose handshake this rank admitted but never took up already
+    // holds a connection and reads frames on it: it reads the abort (after
+    // the handshake's reply, at a frame boundary) before the close, as a
+    // taken-up connection's peer does, instead of a bare end of stream.
+    // One small non-blocking write each; a full socket keeps the bare close.
+    for (auto& [dialer, admitted] : admitted_) tell_admitted_dialer(admitted, frame);
+    admitted_.clear();
   }
   auto give_up = Clock::now() + kAbortFrameBudget;
   for (Connection* connection : connections) {
