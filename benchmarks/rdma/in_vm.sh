@@ -30,10 +30,15 @@ bench() {  # bench TRANSPORT ARGS...: 2 ranks of chorus-bench across the pair
 for round in 1 2; do
   echo "== round $round"
   echo "-- ib_write_bw, 4 MiB"; perftest ib_write_bw -s 4194304 -n 100 -F
+  # Both directions at once, as every 2-rank allreduce moves its data.
+  echo "-- ib_write_bw -b (bidirectional), 4 MiB"; perftest ib_write_bw -b -s 4194304 -n 100 -F
+  echo "-- registration (pin + unpin) cost on rxe0"; "$build/benchmarks/chorus-registration-cost" rxe0
   echo "-- ib_send_bw, 4 MiB"; perftest ib_send_bw -s 4194304 -n 100 -F
   echo "-- ib_send_lat, 8 B"; perftest ib_send_lat -s 8 -n 1000 -F
   echo "-- chorus ibverbs: broadcast (one transfer) 8 B .. 4 MiB"; bench ibverbs --op broadcast -b 8 -e 4M -f 8
   echo "-- chorus ibverbs: allreduce 16 MiB"; bench ibverbs --op allreduce -b 16M -e 16M
+  # A rooted call also checks its root with its neighbours; allreduce has no root.
+  echo "-- chorus ibverbs: allreduce 8 B .. 512 B"; bench ibverbs --op allreduce -b 8 -e 512 -f 8
   echo "-- chorus tcp: broadcast 8 B .. 4 MiB"; bench tcp --op broadcast -b 8 -e 4M -f 8
   echo "-- chorus tcp: allreduce 16 MiB"; bench tcp --op allreduce -b 16M -e 16M
   if [ -n "$gloo" ]; then
