@@ -138,6 +138,19 @@ void StoreBootstrap::join() {
       fail_job(cat("rank ", rank_, " joined this store and job id twice from one process (", me,
                    "): a process that connects again needs a job id (or store prefix) of its own"));
     }
+    // Every seat taken: the job can run without this process, which is one
+    // too many (a launcher that started more processes than the job has
+    // ranks, or a rank restarted while the first still runs). It leaves
+    // alone and writes no failure into the store: a running job is not
+    // for a stray process to stop, and the ranks read that failure again
+    // whenever they use the store (a split, a shrink).
+    std::vector<std::string> seats;
+    for (int rank = 0; rank < size_; ++rank) seats.push_back(cat("join/who/", rank));
+    if (ranks_missing(*store_, seats).empty())
+      throw InvalidArgument(cat("rank ", rank_, " of this job is already ", first, ", and every rank of the job has "
+                                "joined: this process (", me, ") is one too many and leaves; the job goes on "
+                                "without it (did the launcher start more processes than CHORUS_SIZE, or restart a "
+                                "rank whose first process still runs?)"));
     fail_job(cat("rank ", rank_, " was given to two processes: ", first, " and ", me,
                  " (each process of a job needs its own rank: check the launcher's rank variable, CHORUS_RANK or "
                  "RANK, and that two jobs do not share a store and job id)"));

@@ -308,3 +308,32 @@ TEST_CASE("with no interface named, every rank listens where the job lives, and 
   }
   std::filesystem::remove_all(directory);
 }
+
+TEST_CASE("a process started for a rank of a job that has every rank fails alone; the job goes on",
+          "[launch][mistakes]") {
+  const std::string store = tcp_store(chorus::test::free_port());
+  std::vector<std::unique_ptr<ChildProcess>> job;
+  for (int rank : {0, 1}) {
+    std::vector<std::string> environment = rank_variables(rank, 2, store, "one-too-many");
+    environment.push_back("CHORUS_TEST_LINGER_MS=2500");
+    job.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{launch_rank()}, environment));
+  }
+  for (auto& rank : job) REQUIRE(rank->wait_for_output("joined", 1, std::chrono::seconds(30)));
+  // Rank 1 again, while the job runs: the launcher started one process too many.
+  const Outcome late = run_ranks({rank_variables(1, 2, store, "one-too-many")});
+  INFO("the late process said: " << late.outputs[0]);
+  CHECK(WIFEXITED(late.statuses[0]));
+  CHECK(WEXITSTATUS(late.statuses[0]) == 1);
+  CHECK_THAT(late.outputs[0], Catch::Contains("rank 1 of this job is already pid " + std::to_string(job[1]->pid())));
+  CHECK_THAT(late.outputs[0], Catch::Contains("is one too many and leaves; the job goes on without it"));
+  CHECK(late.seconds < 2.0);
+  // The job it could not join finishes its second checked allreduce as if it had never come.
+  for (size_t rank = 0; rank < job.size(); ++rank) {
+    const int status = job[rank]->wait(std::chrono::seconds(60));
+    INFO("rank " << rank << " said: " << job[rank]->output());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK_THAT(job[rank]->output(), Catch::Contains("allreduce ok"));
+  }
+  WARN("one process too many failed alone within " << late.seconds << " s: " << late.outputs[0]);
+}
