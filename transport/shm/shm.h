@@ -26,7 +26,12 @@ struct ShmDeviceOptions : CommonDeviceOptions {
   size_t ring_bytes = size_t{1} << 20;
   // Messages of at least this many bytes are copied by the receiver out of
   // the sender's memory, where it may (CHORUS_SHM_SINGLE_COPY=0: never).
-  size_t pull_threshold = size_t{64} << 10;
+  // The ring's size: a message that fits the ring goes through it. Measured
+  // (benchmarks/README.md, "The shared-memory pull threshold"): below a MiB
+  // the ring's two pipelined copies beat one process_vm_readv, which pins
+  // the sender's pages and waits for a handshake; at 64 KiB a 4-rank ring
+  // allreduce of 1-4 MiB took twice as long.
+  size_t pull_threshold = size_t{1} << 20;
   bool single_copy = true;
   // Unset: the built-in estimate for memory on one host.
   std::optional<LinkModel> link_model;
