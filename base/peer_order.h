@@ -9,9 +9,11 @@
 // The process is one synchronisation object to it here: whatever a thread
 // did before it spoke to a peer (posted a request, published on the board)
 // happens before whatever a thread does after it hears from one (a request
-// completed, a peer's board slot seen). That hides no race inside the
-// process's own bookkeeping, which is ordered by its locks and atomics
-// before these points as well; it only adds the order a peer supplies.
+// completed, a peer's board slot seen). The cost to the checker: a race
+// between work before some post and work after some completion on another
+// thread is no longer reported, though those two need not be related. The
+// transports' own state is still checked, since their locks and atomics
+// order it apart from these points.
 // Compiled to nothing outside ThreadSanitizer builds.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>

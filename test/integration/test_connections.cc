@@ -210,7 +210,8 @@ TEST_CASE("on demand: measuring links connects only the probed pairs; link_to re
   const std::vector<std::vector<int>> probed = {{1, 2}, {0}, {0, 3}, {2}};
   // Unset: measured, on demand as with the full mesh (unless the environment says otherwise).
   const bool by_default = Config::from_environment().measure_links.value_or(true);
-  for (const std::optional<bool> asked : {std::optional<bool>(true), std::optional<bool>(false), std::optional<bool>()}) {
+  const std::optional<bool> settings[] = {true, false, std::nullopt};
+  for (const std::optional<bool> asked : settings) {
     const bool measure = asked.value_or(by_default);
     INFO("measure_links " << (asked ? (*asked ? "true" : "false") : "unset"));
     require_all_ok(run_ranks(

@@ -92,7 +92,8 @@ void Engine::tell_admitted_dialer(AdmittedSocket& admitted, std::span<const std:
     if (admitted.tls->write(frame.data(), frame.size()) > 0) admitted.tls->flush();
     return;
   }
-  [[maybe_unused]] const ssize_t sent = ::send(admitted.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  [[maybe_unused]] const ssize_t sent =
+      ::send(admitted.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void Engine::cleanup() {
