@@ -197,6 +197,9 @@ fi
 
 since "$script_wall" "$script_cpu" "total"
 if [ "$failures" -ne 0 ]; then
+  # The failed tests again, by name, at the end where CI's tail shows them.
+  shopt -s nullglob
+  python3 scripts/failed-tests.py build-asan/meson-logs/sanitizers-*.json build-tsan/meson-logs/sanitizers-*.json
   echo "sanitizers.sh: $failures steps failed" >&2
   exit 1
 fi

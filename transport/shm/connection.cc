@@ -49,13 +49,16 @@ Connection::Connection(ConnectionOwner& owner, ConnectionSetup setup)
       segment_(std::move(setup.segment)),
       peer_pulls_(setup.peer_pulls),
       we_pull_(setup.we_pull),
-      pull_threshold_(setup.pull_threshold) {
+      pull_threshold_(setup.pull_threshold),
+      eager_window_(setup.eager_window) {
   // Direction 0 carries the listener's messages, 1 the dialer's.
   const int outgoing = setup.listener ? 0 : 1;
   const int incoming = 1 - outgoing;
   out_ = RingWriter(segment_.control(outgoing), segment_.ring(outgoing), segment_.ring_bytes());
   in_ = RingReader(segment_.control(incoming), segment_.ring(incoming), segment_.ring_bytes());
   offered_slots_ = segment_.pull_slots(outgoing);
+  peer_claimed_ = &segment_.control(outgoing)->eager_bytes_claimed;
+  we_claimed_ = &segment_.control(incoming)->eager_bytes_claimed;
   peer_slots_ = segment_.pull_slots(incoming);
   for (uint32_t slot = kPullSlots; slot > 0; --slot) free_slots_.push_back(slot - 1);
   // Both processes hold the memory mapped: the descriptor has done its job.
@@ -78,8 +81,7 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
     if (peer_gone_.load(std::memory_order_acquire)) {
       error = closed_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)));
     } else {
-      // An eager send (point to point) must not wait for the receive a pull waits for.
-      const bool pull = peer_pulls_ && !tag.eager && data.size() >= pull_threshold_;
+      const bool pull = pull_locked(tag, data.size());
       send_queue_.push_back({&request, tag, data, 0, false, pull});
       outgoing_waiting_.fetch_add(1, std::memory_order_relaxed);
       doorbell = flush_locked();
@@ -91,6 +93,20 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
   if (!error) return;
   owner_.abort(error, LogLevel::debug);
   request.fail(owner_.failure());
+}
+
+bool Connection::pull_locked(const Tag& tag, size_t bytes) {
+  // An eager send (point to point) must not wait for the receive a pull waits for.
+  if (!peer_pulls_ || tag.eager) {
+    eager_bytes_sent_ += bytes;
+    return false;
+  }
+  if (bytes >= pull_threshold_) return true;
+  const uint64_t claimed = peer_claimed_->load(std::memory_order_acquire);
+  const uint64_t unclaimed = claimed >= eager_bytes_sent_ ? 0 : eager_bytes_sent_ - claimed;
+  if (unclaimed + bytes > eager_window_) return true;
+  eager_bytes_sent_ += bytes;
+  return false;
 }
 
 bool Connection::flush_locked() {
@@ -199,9 +215,11 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
         pull_queued = true;
       } else if (!arrived->complete) {
         arrived->claimant = receive;
+        claimed_eager(arrived->bytes);
         return true;
       } else {
         if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
+        claimed_eager(arrived->bytes);
         matching_.remove(*arrived);
         request.complete();
         return true;
@@ -291,6 +309,7 @@ void Connection::on_message(const RingReader::Record& record) {
     } else if (match.kind == PostedMatch::Kind::taken) {
       incoming_request_ = match.receive.request;
       incoming_target_ = match.receive.buffer.data();
+      claimed_eager(header.total);
     } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(header.total, limit)) {
       return fail_later(
           unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, header.total, matching_.buffered_bytes(), limit));

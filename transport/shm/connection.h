@@ -13,6 +13,11 @@
 //   sender's buffer into its own (one copy) and answers with a `pulled`
 //   record, which completes the send. Pull slots (segment.h) keep a sender
 //   that gives up from handing out memory it no longer owns.
+// - The eager window: the receiver counts the eager bytes its posted
+//   receives took (RingControl::eager_bytes_claimed). A sender whose eager
+//   bytes sent exceed that by more than eager_window pulls its next
+//   messages whatever their size, so a sender running ahead waits for its
+//   receiver instead of piling its messages into the receiver's memory.
 //
 // Threads: any thread posts (posting is thread-safe); whoever progresses (a
 // waiting caller, or the device's thread while callers sleep) moves bytes.
@@ -71,6 +76,7 @@ struct ConnectionSetup {
   bool peer_pulls = false;   // the peer can copy out of this process's memory
   bool we_pull = false;      // this process can copy out of the peer's
   size_t pull_threshold = 0;
+  size_t eager_window = 0;   // ShmDeviceOptions::eager_window_bytes
 };
 
 class Connection {
@@ -156,6 +162,7 @@ class Connection {
   };
 
   // Sending (send_mutex_ held).
+  bool pull_locked(const Tag& tag, size_t bytes);
   bool flush_locked();
   bool write_outgoing_locked(Outgoing& message);
   void ring_peer_doorbell();
@@ -167,6 +174,8 @@ class Connection {
   void on_pulled(const RingReader::Record& record);
   void land(std::span<const std::byte> bytes);
   void finish_incoming();
+  // A posted receive took an eager message of `bytes` (mutex_ held).
+  void claimed_eager(size_t bytes) { we_claimed_->fetch_add(bytes, std::memory_order_release); }
   // Pulls (puller_ held).
   bool run_pulls();
   std::exception_ptr finish_pull(Pull& pull);
@@ -188,6 +197,7 @@ class Connection {
   const bool peer_pulls_;
   const bool we_pull_;
   const size_t pull_threshold_;
+  const size_t eager_window_;
 
   // Sending.
   std::mutex send_mutex_;
@@ -200,6 +210,8 @@ class Connection {
   std::atomic<size_t> outgoing_waiting_{0};  // send_queue_ + pulled_notes_, for lock-free idle checks
   uint64_t next_generation_ = 1;
   bool write_broken_ = false;
+  uint64_t eager_bytes_sent_ = 0;                  // to this peer, ever
+  const std::atomic<uint64_t>* peer_claimed_ = nullptr;  // ...of which its receives took (the peer writes it)
 
   // Receiving bookkeeping.
   std::mutex mutex_;
@@ -213,6 +225,7 @@ class Connection {
   std::atomic<bool> peer_gone_{false};  // peer_said_goodbye_, for post_send without mutex_
   bool we_said_goodbye_ = false;
   std::atomic<size_t> receives_waiting_{0};
+  std::atomic<uint64_t>* we_claimed_ = nullptr;  // eager bytes from the peer our receives took (mutex_)
 
   // The receive state machine: only the holder of consumer_.
   std::mutex consumer_;

@@ -45,8 +45,14 @@ struct alignas(kCacheLine) RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};  // consumer: bytes released
   alignas(kCacheLine) std::atomic<uint32_t> consumer_wants_doorbell{0};
   alignas(kCacheLine) std::atomic<uint32_t> producer_wants_doorbell{0};
+  // Consumer: bytes of this ring's eager messages that a posted receive has
+  // taken (counted as it takes them), so the producer can tell how much of
+  // what it sent waits unclaimed at the consumer (Connection's eager window).
+  // Only ever a hint: a hostile peer can make this side pull, never read
+  // or write out of bounds.
+  alignas(kCacheLine) std::atomic<uint64_t> eager_bytes_claimed{0};
 };
-static_assert(sizeof(RingControl) == 4 * kCacheLine);
+static_assert(sizeof(RingControl) == 5 * kCacheLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 enum class RecordKind : uint32_t {

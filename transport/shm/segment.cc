@@ -20,7 +20,7 @@ namespace chorus::transport::shm {
 namespace {
 
 constexpr uint32_t kSegmentMagic = 0x47534843;  // "CHSG"
-constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kSegmentVersion = 2;  // 2: RingControl::eager_bytes_claimed
 constexpr size_t kPage = 4096;
 
 struct SegmentHeader {

@@ -32,6 +32,16 @@ struct ShmDeviceOptions : CommonDeviceOptions {
   // the sender's pages and waits for a handshake; at 64 KiB a 4-rank ring
   // allreduce of 1-4 MiB took twice as long.
   size_t pull_threshold = size_t{1} << 20;
+  // Eager bytes a sender lets wait unclaimed at a receiver (sent, but no
+  // receive posted for them yet) before its further messages, of any size,
+  // go as pulls, which wait for their receive. Without it a sender running
+  // ahead of its receiver's posted receives fills the receiver's memory, up
+  // to CHORUS_MAX_UNEXPECTED_BYTES and the error that limit raises (a 3 GiB
+  // allreduce under ASan did). Only where pulls are possible; at most half
+  // of max_unexpected_bytes. Measured (benchmarks/README.md, "The eager
+  // window"): a 2-rank 64 MiB allreduce took 10-15% longer with 8-16 MiB,
+  // no longer with 32 MiB than without any window.
+  size_t eager_window_bytes = size_t{32} << 20;
   bool single_copy = true;
   // Unset: the built-in estimate for memory on one host.
   std::optional<LinkModel> link_model;
