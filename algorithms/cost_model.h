@@ -6,11 +6,24 @@
 // shares). Algorithms that ignore the topology see one "flat" link, the
 // slowest one their messages cross: the remote one as soon as the job spans
 // hosts. Topology-aware (hierarchical) algorithms cost each phase at its level.
+//
+// A message costs more than its link's latency: the executor posts it,
+// matches it, completes it and moves to the next step (step_seconds). The
+// link probe measures a bare 8-byte exchange, so from_levels adds the
+// executor's part to every level's alpha; every formula then counts it once
+// per message. Without it `auto` took halving-doubling (4 messages) where
+// recursive doubling (2) was 10-35% faster at 4-32 KiB on shared memory
+// (benchmarks/README.md, "The executor's step in the cost model").
 #pragma once
 
 #include "base/link_model.h"
 
 namespace chorus::algorithms {
+
+// Fitted on the 2-core VM: 4-rank recursive doubling, halving-doubling and
+// ring allreduce of 4-32 KiB take 2.5-3 us per message more than the probe's
+// alpha (shared memory and TCP alike).
+inline constexpr double kExecutorStepSeconds = 2e-6;
 
 struct CostModel {
   double alpha_seconds = 50e-6;
@@ -20,14 +33,23 @@ struct CostModel {
   double gamma_seconds_per_byte = 0.2e-9;
   LinkModel local{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1e-9};
   LinkModel remote{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1e-9};
+  // Already in every alpha above when built by from_levels: what of it is the executor's.
+  double step_seconds = 0;
 
   // Every link alike (one host, or tests).
-  static CostModel from_link(const LinkModel& link) { return from_levels(link, link, false); }
-  static CostModel from_levels(const LinkModel& local, const LinkModel& remote, bool spans_hosts) {
+  static CostModel from_link(const LinkModel& link, double step_seconds = kExecutorStepSeconds) {
+    return from_levels(link, link, false, step_seconds);
+  }
+  // The links as measured (or configured); each alpha gains step_seconds.
+  static CostModel from_levels(const LinkModel& local, const LinkModel& remote, bool spans_hosts,
+                               double step_seconds = kExecutorStepSeconds) {
     CostModel model;
+    model.step_seconds = step_seconds;
     model.local = local;
     model.remote = remote;
-    const LinkModel& flat = spans_hosts ? remote : local;
+    model.local.alpha_seconds += step_seconds;
+    model.remote.alpha_seconds += step_seconds;
+    const LinkModel& flat = spans_hosts ? model.remote : model.local;
     model.alpha_seconds = flat.alpha_seconds;
     model.beta_seconds_per_byte = flat.beta_seconds_per_byte;
     return model;

@@ -28,9 +28,17 @@ double halving_doubling_allreduce_cost(const Call& call, const CostModel& model)
   const PowerOfTwoFold fold(0, call.size);
   const double bytes = static_cast<double>(call.bytes());
   const double power = fold.power();
-  const double cost = 2 * log2_of_power(fold.power()) * model.alpha_seconds +
-                      2 * (power - 1) / power * bytes * model.beta_seconds_per_byte +
-                      (power - 1) / power * bytes * model.gamma_seconds_per_byte;
+  const int rounds = log2_of_power(fold.power());
+  // Reductions overlap the wire as in the ring: a halving round's data
+  // arrives in pieces (a group, at most a segment), and each is reduced
+  // while the next one arrives, so a round exposes one piece's reduction,
+  // not its (power - 1) / power share of the buffer.
+  const double piece = std::min(bytes / power, static_cast<double>(PlanTuning{}.segment_bytes));
+  double exposed_reduction = 0;
+  for (int round = 0; round < rounds; ++round)
+    exposed_reduction += std::min(bytes / static_cast<double>(size_t{2} << round), piece);
+  const double cost = 2 * rounds * model.alpha_seconds + 2 * (power - 1) / power * bytes * model.beta_seconds_per_byte +
+                      exposed_reduction * model.gamma_seconds_per_byte;
   return cost + allreduce_fold_cost(fold, bytes, model);
 }
 

@@ -189,12 +189,15 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
     return connected.measured[level] ? "measured" : "built in";
   };
   if (log_enabled(LogLevel::debug) || (rank == 0 && log_enabled(LogLevel::info))) {
+    // The links' own alpha; the cost model adds the executor's step to it.
     const std::string models =
-        cat("link models: local ", model.local.alpha_seconds * 1e6, " us, ", 1e-9 / model.local.beta_seconds_per_byte,
-            " GB/s (", origin(0), "); remote ", model.remote.alpha_seconds * 1e6, " us, ",
+        cat("link models: local ", (model.local.alpha_seconds - model.step_seconds) * 1e6, " us, ",
+            1e-9 / model.local.beta_seconds_per_byte, " GB/s (", origin(0), "); remote ",
+            (model.remote.alpha_seconds - model.step_seconds) * 1e6, " us, ",
             1e-9 / model.remote.beta_seconds_per_byte, " GB/s (", origin(1), ")",
             override_text.empty() ? "" : cat(", then CHORUS_LINK_MODEL / ConnectOptions::link_model '", override_text,
-                                             "'"));
+                                             "'"),
+            "; the executor adds ", model.step_seconds * 1e6, " us per message");
     if (rank == 0)
       CHORUS_LOG(info, rank, models);
     else

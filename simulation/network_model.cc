@@ -40,7 +40,7 @@ std::shared_ptr<const Topology> NetworkModel::topology() const {
 }
 
 CostModel NetworkModel::cost_model() const {
-  CostModel model = CostModel::from_levels(local, remote, hosts > 1);
+  CostModel model = CostModel::from_levels(local, remote, hosts > 1, step_seconds);
   model.gamma_seconds_per_byte = gamma_seconds_per_byte;
   return model;
 }

@@ -32,6 +32,9 @@ struct NetworkModel {
   LinkModel remote{.alpha_seconds = 5e-6, .beta_seconds_per_byte = 1.0 / 12.5e9};
   double gamma_seconds_per_byte = 1.0 / 10e9;
   double oversubscription = 1.0;
+  // What cost_model() adds to each alpha for the executor (algorithms/
+  // cost_model.h); the simulator's own timings leave it out.
+  double step_seconds = kExecutorStepSeconds;
 
   int ranks() const { return hosts * ranks_per_host; }
   int host_of(int rank) const { return rank / ranks_per_host; }

@@ -186,12 +186,15 @@ int main(int argc, char** argv) {
   std::string method = "automatic";
   double gamma_gbps = 1e-9 / settings.network.gamma_seconds_per_byte;
   double oversubscription = 1;
+  double step_us = algorithms::kExecutorStepSeconds * 1e6;
   app.add_option("--hosts", hosts, "Hosts in the model network")->required();
   app.add_option("--ranks-per-host", ranks_per_host, "Ranks on each host")->capture_default_str();
   app.add_option("--local", local_text, "Link between ranks of one host: alpha_us=..,gbps=.. (GB/s) (default: alpha_us=2,gbps=20)");
   app.add_option("--remote", remote_text,
                  "Each host's uplink and downlink, shared by its ranks: alpha_us=..,gbps=.. (default: alpha_us=5,gbps=12.5)");
   app.add_option("--gamma-gbps", gamma_gbps, "Reduction speed of one rank, GB/s")->capture_default_str();
+  app.add_option("--step-us", step_us, "The executor's own work per message on top of a link's alpha, us (what "
+                                       "auto assumes: algorithms/cost_model.h)")->capture_default_str();
   app.add_option("--oversubscription", oversubscription,
                  "The core carries hosts x uplink / this (1: full bisection)")->capture_default_str();
   app.add_option("--op", op, "Collective: allreduce, broadcast, reduce, reduce_scatter, allgather, gather, scatter, "
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
     if (!(gamma_gbps > 0) || gamma_gbps > 1e12) throw InvalidArgument("--gamma-gbps must be a positive number");
     network.gamma_seconds_per_byte = 1e-9 / gamma_gbps;
     network.oversubscription = oversubscription;
+    if (!(step_us >= 0) || step_us > 1e9) throw InvalidArgument("--step-us must be a non-negative number");
+    network.step_seconds = step_us * 1e-6;
     network.validate();
     settings.collective = parse_collective(op);
     settings.sizes = parse_sizes(sizes_text);

@@ -160,10 +160,17 @@ TEST_CASE("recursive allreduce costs follow their formulas") {
   model.gamma_seconds_per_byte = 1e-10;
   Call call = make_call(Collective::allreduce, 0, 8, 1000, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(recursive_doubling_allreduce.cost_seconds(call, model) == Approx(3 * (1e-5 + 4000 * 1.1e-9)));
-  REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) == Approx(6e-5 + 1.75 * 4000e-9 + 0.875 * 4000e-10));
+  // Each halving round exposes the reduction of one piece (a group of
+  // 4000 / 8 bytes here), the rest overlaps the wire: 3 x 500 bytes.
+  REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) == Approx(6e-5 + 1.75 * 4000e-9 + 1500e-10));
   call.size = 6;  // folds 2 ranks into 4
   REQUIRE(recursive_doubling_allreduce.cost_seconds(call, model) ==
           Approx(2 * (1e-5 + 4000 * 1.1e-9) + 2 * (1e-5 + 4000e-9) + 4000e-10));
+  // 64 MiB on 4 ranks: pieces are segments (512 KiB), one per round exposed.
+  Call large = make_call(Collective::allreduce, 0, 4, size_t{16} << 20, DataType::float32, ReduceOp::sum, 0, true);
+  const double bytes = 64.0 * 1024 * 1024;
+  REQUIRE(halving_doubling_allreduce.cost_seconds(large, model) ==
+          Approx(4e-5 + 1.5 * bytes * 1e-9 + 2 * 512.0 * 1024 * 1e-10));
   call.size = 1;
   REQUIRE(halving_doubling_allreduce.cost_seconds(call, model) == 0.0);
   // Small messages favour recursive doubling, large ones halving-doubling.
