@@ -319,6 +319,10 @@ void Board::time_out(const Wait& wait, int member) const {
   const Clock::time_point since = wait.waiting_since.value_or(Clock::now());
   const auto elapsed = std::chrono::round<std::chrono::milliseconds>(wait.deadline.at() - since).count();
   const Arrivals arrivals = take_arrivals(wait.communicator, wait.sequence, kLivenessGrace);
+  // A peer that timed out first may have aborted the job while this rank
+  // was asking around: a rank it aborted answers no more probes, and would
+  // read here as frozen. Its report came first and saw them answer.
+  if (std::exception_ptr first = wait.communicator.mesh().failure()) std::rethrow_exception(first);
   fail(wait, std::make_exception_ptr(TimeoutError(
                  cat("rank ", rank_, ": timed out after ", elapsed, " ms in ", wait.this_collective(), " (",
                      describe_call(wait.call), "): waiting for peer rank ", member, " on the shared-memory board",

@@ -322,6 +322,8 @@ class PlanRun {
     const auto elapsed = std::chrono::round<std::chrono::milliseconds>(deadline_.at() - started).count();
     const std::string waiting = describe_oldest_wait();
     const Arrivals arrivals = take_arrivals(communicator_, sequence_, kLivenessGrace);
+    // A peer that timed out first may have aborted the job meanwhile (as on the board, board_exchange.cc).
+    if (std::exception_ptr first = communicator_.mesh().failure()) std::rethrow_exception(first);
     throw TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ",
                            this_collective(), " (", describe_call(call_), "): waiting for ", waiting,
                            describe_arrivals(arrivals, this_collective(), kLivenessGrace)));

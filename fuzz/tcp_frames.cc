@@ -1,4 +1,4 @@
-// The TCP transport's receive path: frame headers, data/abort/goodbye
+// The TCP transport's receive path: frame headers, data/abort/goodbye/probe/eager-window
 // dispatch, matching against posted receives and the unexpected-message
 // queue (transport/tcp/connection*.cc), fed through a real socket.
 //
@@ -121,7 +121,7 @@ class Script {
     const uint8_t mutate = in.u8();
     if (mutate & 1) header.magic = in.u32();
     if (mutate & 2) header.version = in.u16();
-    header.kind = static_cast<FrameKind>((mutate & 4) ? in.u16() : 1 + in.u8() % 3);
+    header.kind = static_cast<FrameKind>((mutate & 4) ? in.u16() : 1 + in.u8() % 9);  // every kind frame.h knows
     const Tag tag = script_tag(in.u8() % kScriptTags, false);
     header.tag_value = (mutate & 8) ? in.u64() : tag.value;
     header.tag_signature = (mutate & 16) ? in.u64() : tag.signature;

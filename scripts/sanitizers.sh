@@ -126,7 +126,7 @@ if [ "$which" != tsan ]; then
   # mode is left out (the transport conformance suites run every transport
   # here; docs/sanitizers.md).
   asan_variants=(threads-tcp threads-on-demand roots-tcp roots-on-demand processes-tcp processes-on-demand
-    split-on-demand collectives-tcp collectives-on-demand collectives-3hosts-interleaved soak-tcp soak-2hosts)
+    split-on-demand collectives-tcp collectives-on-demand collectives-3hosts-interleaved soak-tcp soak-2hosts huge-buffer-tcp)
   asan_tests=$(meson test -C build-asan --no-rebuild --list --no-suite mpi --no-suite algorithms --no-suite python \
     --no-suite rdma --no-suite cuda 2>/dev/null | sed 's#.* / ##' | grep -vxF -f <(printf '%s\n' "${asan_variants[@]}"))
   # shellcheck disable=SC2086

@@ -63,6 +63,15 @@ struct Arrival {
   bool claimed() const { return claimant.request != nullptr; }
 };
 
+// The eager window (docs/shm.md, "The eager window"): the eager bytes a
+// sender lets wait unclaimed at its receiver before its further messages
+// wait for their receive instead (shm: a pull; tcp: an announcement the
+// receiver clears). Never more than half of what the receiver may buffer.
+inline constexpr size_t kDefaultEagerWindowBytes = size_t{32} << 20;
+inline size_t eager_window(size_t configured, size_t max_unexpected_bytes) {
+  return std::min(configured, max_unexpected_bytes / 2);
+}
+
 template <class Record>
 class TagMatching {
  public:

@@ -127,7 +127,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   setup.peer_pid = static_cast<pid_t>(peer.pid);
   setup.pull_threshold = options_.pull_threshold;
   // Never more than half what a receiver buffers before it fails.
-  setup.eager_window = std::min(options_.eager_window_bytes, options_.max_unexpected_bytes / 2);
+  setup.eager_window = eager_window(options_.eager_window_bytes, options_.max_unexpected_bytes);
   if (rank() < peer_rank) {
     // The higher rank dials; this rank's thread already ran the handshake.
     std::unique_lock<std::mutex> lock(mutex_);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "transport/device_options.h"
+#include "transport/tag_matching.h"
 #include "transport/transport.h"
 
 namespace chorus::transport::shm {
@@ -41,7 +42,7 @@ struct ShmDeviceOptions : CommonDeviceOptions {
   // of max_unexpected_bytes. Measured (benchmarks/README.md, "The eager
   // window"): a 2-rank 64 MiB allreduce took 10-15% longer with 8-16 MiB,
   // no longer with 32 MiB than without any window.
-  size_t eager_window_bytes = size_t{32} << 20;
+  size_t eager_window_bytes = kDefaultEagerWindowBytes;
   bool single_copy = true;
   // Unset: the built-in estimate for memory on one host.
   std::optional<LinkModel> link_model;

@@ -30,6 +30,7 @@ Connection::Connection(ConnectionOwner& owner, int peer_rank, int stream, Socket
                       stream > 0 ? cat(", stream ", stream) : std::string(), ")")),
       fd_(std::move(socket.fd)),
       tls_(std::move(socket.tls)),
+      eager_window_(eager_window(kDefaultEagerWindowBytes, owner.max_unexpected_bytes())),
       staging_(kStagingBytes) {}
 
 // ---------------------------------------------------------------- sending
@@ -46,7 +47,11 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
     }
     if (peer_said_goodbye_) {
       error = closed_context_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)).c_str());
+    } else if (!tag.eager && over_eager_window_locked(data.size())) {
+      queue_announcement_locked(request, tag, data);
+      queued = true;
     } else {
+      eager_bytes_sent_ += data.size();
       OutgoingFrame& frame = send_queue_.emplace_back();
       frame.request = &request;
       frame.header = encode_header({.kind = FrameKind::data,
@@ -72,6 +77,31 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
   owner_.abort(error, owner_.shutting_down() ? LogLevel::debug : LogLevel::warn);
   // A queued request was failed by the abort; one that never entered the queue is ours to fail.
   if (!queued) request.fail(owner_.failure());
+}
+
+bool Connection::over_eager_window_locked(size_t bytes) const {
+  const uint64_t claimed = peer_claimed_.load(std::memory_order_acquire);
+  const uint64_t unclaimed = claimed >= eager_bytes_sent_ ? 0 : eager_bytes_sent_ - claimed;
+  return unclaimed + bytes > eager_window_;
+}
+
+void Connection::queue_announcement_locked(Request& request, Tag tag, std::span<const std::byte> data) {
+  const uint64_t number = next_announcement_++;
+  announced_.emplace(number, Announced{&request, tag, data});
+  OutgoingFrame& frame = send_queue_.emplace_back();
+  frame.header = encode_header({.kind = FrameKind::announce,
+                                .tag_value = tag.value,
+                                .tag_signature = tag.signature,
+                                .payload_bytes = kAnnouncementBytes,
+                                .tag_group = tag.group});
+  frame.owned_payload.resize(kAnnouncementBytes);
+  store_le(frame.owned_payload.data(), data.size(), 8);
+  store_le(frame.owned_payload.data() + 8, number, 8);
+  frame.payload = frame.owned_payload;
+  frame.tag = tag;
+  if (send_queue_.size() > 1 || write_broken_) return;  // goes out behind what is queued
+  if (flush_locked() == 0) update_write_interest_locked();
+  // A write error is the reader's to report: it sees the end of the stream.
 }
 
 int Connection::flush_locked() {

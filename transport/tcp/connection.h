@@ -10,12 +10,29 @@
 // happen without `mutex_`. A reader never aborts the device while it holds
 // `reader_` (abort's cleanup takes it): it records the error and reports it
 // after letting go.
+//
+// The eager window. Every message goes eagerly (a data frame) and a
+// receiver keeps what arrives before its receive is posted, up to
+// CHORUS_MAX_UNEXPECTED_BYTES. A sender running ahead of its receiver's
+// posted receives (a 3 GiB allreduce between 2 ranks did) would fill that
+// and fail the job, so the receiver reports the eager bytes its receives
+// took (`claimed` frames, every quarter window), and a sender whose eager
+// bytes sent exceed the last report by more than the window (transport/
+// tag_matching.h) announces its next messages instead: an `announce` frame
+// with the tag and length, held by the receiver at no more than
+// kAnnouncementCharge against the limit; once a receive takes it, the
+// receiver sends `clear`, and the sender then sends the message as
+// `announced_data`, which lands straight in the posted buffer. Point-to-
+// point sends (Tag::eager) never wait. docs/failures.md has the limit.
 #pragma once
 
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
+#include <map>
+#include <set>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -142,8 +159,24 @@ class Connection {
   struct UnexpectedMessage : Arrival {
     UnexpectedBytes payload;  // grows with the bytes that really arrive, up to `bytes`
     bool complete = false;
+    bool announced = false;     // only its announcement arrived: a receive clears it
+    uint64_t announcement = 0;  // ...its number
   };
-  enum class Sink { user_buffer, unexpected, abort_text };
+  // What an announcement costs against max_unexpected_bytes: a peer cannot
+  // make this rank keep announcements without limit either.
+  static constexpr size_t kAnnouncementCharge = 1024;
+  // A message this rank announced, waiting for the peer's clear.
+  struct Announced {
+    Request* request = nullptr;
+    Tag tag;
+    std::span<const std::byte> data;
+  };
+  // An announcement this rank cleared, waiting for its data.
+  struct Cleared {
+    Request* request = nullptr;
+    std::span<std::byte> buffer;
+  };
+  enum class Sink { user_buffer, unexpected, abort_text, announcement };
 
   // Writes queued frames until done or the socket is full; 0 or an errno. Holds mutex_.
   int flush_locked();
@@ -175,6 +208,19 @@ class Connection {
   void begin_data_payload();
   void finish_payload();
   void on_goodbye();
+  // The eager window (the header comment). Sending side, mutex_ held:
+  bool over_eager_window_locked(size_t bytes) const;
+  void queue_announcement_locked(Request& request, Tag tag, std::span<const std::byte> data);
+  // Receiving side: an announcement arrived; the peer cleared one of ours;
+  // the data of one we cleared begins; the peer's claimed total.
+  void on_announcement();
+  void on_clear();
+  void begin_announced_data();
+  void on_claimed();
+  // mutex_ held: a posted receive takes announcement `number` (tells the
+  // peer to send it), or `bytes` of an eager message (counted for the peer).
+  void clear_locked(uint64_t number, const PostedReceive& receive);
+  void claimed_eager_locked(size_t bytes);
   // Queues a frame without payload (probes and their answers: the probe's
   // number, the group it asks about, the answer's position). Holds mutex_.
   void queue_control_locked(FrameKind kind, uint64_t tag_value, uint64_t group = 0, uint64_t signature = 0);
@@ -203,6 +249,16 @@ class Connection {
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
   bool peer_said_goodbye_ = false;
   bool we_said_goodbye_ = false;
+  // The eager window's books (mutex_), and what the peer last said it took.
+  const size_t eager_window_;
+  uint64_t eager_bytes_sent_ = 0;
+  uint64_t next_announcement_ = 1;
+  std::map<uint64_t, Announced> announced_;
+  std::map<uint64_t, Cleared> cleared_;
+  std::set<uint64_t> open_announcements_;  // the peer's, kept or cleared, their data not yet begun
+  uint64_t claimed_bytes_ = 0;
+  uint64_t claimed_reported_ = 0;
+  std::atomic<uint64_t> peer_claimed_{0};
 
   // Receive state machine: only the holder of reader_ (taken before mutex_).
   std::mutex reader_;
@@ -224,6 +280,7 @@ class Connection {
   Request* receiving_request_ = nullptr;          // posted receive being filled in place
   UnexpectedMessage* receiving_unexpected_ = nullptr;
   std::vector<std::byte> abort_text_;
+  std::array<std::byte, kAnnouncementBytes> announcement_{};
   std::vector<std::byte> staging_;
 };
 

@@ -44,6 +44,10 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
       if (frame.request) doomed.push_back(frame.request);
     send_queue_.clear();
     for (Request* receive : matching_.forget_all()) doomed.push_back(receive);
+    for (const auto& [number, message] : announced_) doomed.push_back(message.request);
+    for (const auto& [number, receive] : cleared_) doomed.push_back(receive.request);
+    announced_.clear();
+    cleared_.clear();
     if (receiving_request_) doomed.push_back(std::exchange(receiving_request_, nullptr));
     receiving_unexpected_ = nullptr;
   }

@@ -53,12 +53,20 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
       const PostedReceive receive{&request, tag, data};
       if (!receive.expects(arrived->tag, arrived->bytes)) {
         error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
+      } else if (arrived->announced) {
+        const uint64_t number = arrived->announcement;
+        matching_.remove(*arrived);
+        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+        clear_locked(number, receive);
+        return true;
       } else if (!arrived->complete) {
         arrived->claimant = receive;
         receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+        claimed_eager_locked(arrived->bytes);
         return true;
       } else {
         if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
+        claimed_eager_locked(arrived->bytes);
         matching_.remove(*arrived);
         request.complete();
         return true;
@@ -237,6 +245,22 @@ void Connection::on_header() {
                              owner_.position_in(frame_.tag_group));
       return;
     }
+    case FrameKind::announce:
+      if (frame_.payload_bytes != kAnnouncementBytes)
+        return corrupt(cat("an announcement of ", frame_.payload_bytes, " bytes"));
+      sink_ = Sink::announcement;
+      payload_target_ = announcement_.data();
+      payload_remaining_ = kAnnouncementBytes;
+      in_payload_ = true;
+      return;
+    case FrameKind::clear:
+      if (frame_.payload_bytes != 0) return corrupt(cat("a go-ahead with ", frame_.payload_bytes, " payload bytes"));
+      return on_clear();
+    case FrameKind::announced_data:
+      return begin_announced_data();
+    case FrameKind::claimed:
+      if (frame_.payload_bytes != 0) return corrupt(cat("a claimed count with ", frame_.payload_bytes, " payload bytes"));
+      return on_claimed();
     case FrameKind::probe_answer: {
       if (frame_.payload_bytes != 0)
         return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
@@ -263,6 +287,7 @@ void Connection::begin_data_payload() {
     } else if (match.kind == PostedMatch::Kind::taken) {
       receiving_request_ = match.receive.request;
       payload_target_ = match.receive.buffer.data();
+      claimed_eager_locked(frame_.payload_bytes);
     } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(frame_.payload_bytes, limit)) {
       error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, frame_.payload_bytes,
                                      matching_.buffered_bytes(), limit);
@@ -308,11 +333,124 @@ void Connection::finish_payload() {
       receive.request->complete();
       return;
     }
+    case Sink::announcement:
+      return on_announcement();
     case Sink::abort_text: {
       std::string_view text(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
       auto error = adopt_abort(frame_.tag_value, frame_.tag_signature, text, owner_.rank(), peer_rank_);
       return abort_after_read(error, LogLevel::warn);
     }
+  }
+}
+
+// ---------------------------------------------------------------- the eager window
+
+void Connection::on_announcement() {
+  const uint64_t bytes = load_le(announcement_.data(), 8);
+  const uint64_t number = load_le(announcement_.data() + 8, 8);
+  const Tag tag = frame_tag();
+  std::exception_ptr error;
+  bool kept = false;
+  bool twice = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    if (!open_announcements_.insert(number).second) {
+      twice = true;
+    } else {
+      const auto match = matching_.match_posted(tag, bytes);
+      if (match.kind == PostedMatch::Kind::mismatched) {
+        error = owner_.mismatch_error(peer_rank_, tag, bytes, match.receive);
+      } else if (match.kind == PostedMatch::Kind::taken) {
+        clear_locked(number, match.receive);
+        return;
+      } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(kAnnouncementCharge, limit)) {
+        error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, kAnnouncementCharge,
+                                       matching_.buffered_bytes(), limit);
+      } else {
+        UnexpectedMessage& arrival = matching_.add(tag, bytes, kAnnouncementCharge);
+        arrival.complete = true;
+        arrival.announced = true;
+        arrival.announcement = number;
+        kept = true;
+      }
+    }
+  }
+  if (kept) {
+    owner_.arrivals().notify();
+    return;
+  }
+  if (twice) return corrupt(cat("announcement ", number, " twice"));
+  if (error) abort_after_read(error, LogLevel::warn);
+}
+
+void Connection::clear_locked(uint64_t number, const PostedReceive& receive) {
+  cleared_.insert_or_assign(number, Cleared{receive.request, receive.buffer});
+  if (!failed_ && !we_said_goodbye_ && fd_.valid()) queue_control_locked(FrameKind::clear, number);
+}
+
+void Connection::claimed_eager_locked(size_t bytes) {
+  claimed_bytes_ += bytes;
+  // Reported every quarter window: the peer's view lags by at most that.
+  if (claimed_bytes_ - claimed_reported_ < std::max<size_t>(eager_window_ / 4, 1)) return;
+  claimed_reported_ = claimed_bytes_;
+  if (!failed_ && !we_said_goodbye_ && fd_.valid()) queue_control_locked(FrameKind::claimed, claimed_bytes_);
+}
+
+void Connection::on_clear() {
+  const uint64_t number = frame_.tag_value;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    auto found = announced_.find(number);
+    if (found != announced_.end()) {
+      const Announced message = found->second;
+      announced_.erase(found);
+      OutgoingFrame& frame = send_queue_.emplace_back();
+      frame.request = message.request;
+      frame.header = encode_header({.kind = FrameKind::announced_data,
+                                    .tag_value = number,
+                                    .tag_signature = message.tag.signature,
+                                    .payload_bytes = message.data.size(),
+                                    .tag_group = message.tag.group});
+      frame.payload = message.data;
+      frame.tag = message.tag;
+      if (send_queue_.size() == 1 && !write_broken_ && flush_locked() == 0) update_write_interest_locked();
+      return;
+    }
+  }
+  corrupt(cat("a go-ahead for message ", number, ", which this rank never announced or sent already"));
+}
+
+void Connection::begin_announced_data() {
+  const uint64_t number = frame_.tag_value;
+  std::optional<Cleared> cleared;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;
+    auto found = cleared_.find(number);
+    if (found != cleared_.end() && found->second.buffer.size() == frame_.payload_bytes) {
+      cleared = found->second;
+      cleared_.erase(found);
+      open_announcements_.erase(number);
+      receiving_request_ = cleared->request;
+      payload_target_ = cleared->buffer.data();
+    }
+  }
+  if (!cleared)
+    return corrupt(cat("the ", frame_.payload_bytes, " bytes of announced message ", number,
+                       ", which this rank did not ask for at that length"));
+  in_payload_ = true;
+  payload_remaining_ = frame_.payload_bytes;
+  sink_ = Sink::user_buffer;
+  if (payload_remaining_ == 0) finish_payload();
+}
+
+void Connection::on_claimed() {
+  // Only ever grows; a smaller figure (a hostile peer's) changes nothing.
+  uint64_t known = peer_claimed_.load(std::memory_order_relaxed);
+  while (frame_.tag_value > known &&
+         !peer_claimed_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
   }
 }
 
@@ -375,6 +513,7 @@ size_t Connection::pending_requests_locked() const {
   size_t pending = receiving_request_ ? 1 : 0;
   for (const OutgoingFrame& frame : send_queue_)
     if (frame.request) ++pending;
+  pending += announced_.size() + cleared_.size();
   pending += matching_.waiting_receives();
   return pending;
 }

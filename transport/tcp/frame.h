@@ -14,7 +14,8 @@ namespace chorus::transport::tcp {
 inline constexpr uint32_t kFrameMagic = 0x46524843;  // "CHRF" on the wire
 // 2: the header carries the tag's group (the Context a message belongs to).
 // 3: the handshake proves the job secret (handshake.h).
-inline constexpr uint16_t kWireVersion = 3;
+// 4: the eager window's frames (announce, clear, announced_data, claimed).
+inline constexpr uint16_t kWireVersion = 4;
 
 enum class FrameKind : uint16_t {
   data = 1,     // a tagged user message; payload = the message
@@ -24,7 +25,15 @@ enum class FrameKind : uint16_t {
                 // Context group it asks about; no payload
   probe_answer = 5,  // the receiving side's progress answers: tag_value and tag_group echoed,
                      // tag_signature = its position in that group (transport/positions.h)
+  // The eager window (connection.h): a message the sender holds until the
+  // receiver asks for it. tag = the message's; payload = kAnnouncementBytes:
+  // its length and the sender's number for it, little-endian.
+  announce = 6,
+  clear = 7,           // the receiver's go-ahead: tag_value = the announcement's number; no payload
+  announced_data = 8,  // the message, after its clear: tag_value = the announcement's number
+  claimed = 9,         // tag_value = eager payload bytes this side's receives took from the peer, in total
 };
+inline constexpr size_t kAnnouncementBytes = 16;
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;
@@ -65,7 +74,8 @@ inline FrameHeader decode_header(const std::byte* in) {
 
 inline bool is_known_kind(FrameKind kind) {
   return kind == FrameKind::data || kind == FrameKind::abort || kind == FrameKind::goodbye ||
-         kind == FrameKind::probe || kind == FrameKind::probe_answer;
+         kind == FrameKind::probe || kind == FrameKind::probe_answer || kind == FrameKind::announce ||
+         kind == FrameKind::clear || kind == FrameKind::announced_data || kind == FrameKind::claimed;
 }
 
 
