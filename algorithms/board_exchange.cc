@@ -91,8 +91,17 @@ Board::~Board() = default;
 
 void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_board) {
   MemberLine& mine = line(rank_);
-  mine.announced_signature.store(signature, std::memory_order_relaxed);
-  mine.announced_root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  // A seqlock: the announcement reads 0 ("nothing known") while the
+  // signature and root change, and a reader keeps what it read only if the
+  // announcement is the same before and after (check_mismatch). Without the
+  // 0, a reader could pair the previous announcement with this call's
+  // signature, and report the peer's next call as a mismatch with this one
+  // (ThreadSanitizer's timing did: broadcast #525 against #526's signature).
+  // The release stores order the 0 before the new fields for any reader
+  // that sees them.
+  mine.announced.store(0, std::memory_order_relaxed);
+  mine.announced_signature.store(signature, std::memory_order_release);
+  mine.announced_root.store(static_cast<uint64_t>(root), std::memory_order_release);
   before_peers_hear();
   mine.announced.store(uint64_t{sequence} << 2 | (on_board ? 2 : 0) | 1, std::memory_order_release);
 }
