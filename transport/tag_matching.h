@@ -71,6 +71,13 @@ inline constexpr size_t kDefaultEagerWindowBytes = size_t{32} << 20;
 inline size_t eager_window(size_t configured, size_t max_unexpected_bytes) {
   return std::min(configured, max_unexpected_bytes / 2);
 }
+// Whether `bytes` more sent eagerly would pass `window`, given the eager
+// bytes sent so far and what the receiver last said its receives took
+// (its word, so a figure above what was sent counts as all taken).
+inline bool past_eager_window(uint64_t sent, uint64_t claimed, size_t bytes, size_t window) {
+  const uint64_t unclaimed = claimed >= sent ? 0 : sent - claimed;
+  return unclaimed + bytes > window;
+}
 
 template <class Record>
 class TagMatching {

@@ -102,9 +102,8 @@ bool Connection::pull_locked(const Tag& tag, size_t bytes) {
     return false;
   }
   if (bytes >= pull_threshold_) return true;
-  const uint64_t claimed = peer_claimed_->load(std::memory_order_acquire);
-  const uint64_t unclaimed = claimed >= eager_bytes_sent_ ? 0 : eager_bytes_sent_ - claimed;
-  if (unclaimed + bytes > eager_window_) return true;
+  if (past_eager_window(eager_bytes_sent_, peer_claimed_->load(std::memory_order_acquire), bytes, eager_window_))
+    return true;
   eager_bytes_sent_ += bytes;
   return false;
 }

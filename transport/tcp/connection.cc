@@ -80,9 +80,7 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
 }
 
 bool Connection::over_eager_window_locked(size_t bytes) const {
-  const uint64_t claimed = peer_claimed_.load(std::memory_order_acquire);
-  const uint64_t unclaimed = claimed >= eager_bytes_sent_ ? 0 : eager_bytes_sent_ - claimed;
-  return unclaimed + bytes > eager_window_;
+  return past_eager_window(eager_bytes_sent_, peer_claimed_.load(std::memory_order_acquire), bytes, eager_window_);
 }
 
 void Connection::queue_announcement_locked(Request& request, Tag tag, std::span<const std::byte> data) {
