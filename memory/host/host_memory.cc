@@ -3,24 +3,51 @@
 
 #include <cstring>
 
+#include "base/long_lived_memory.h"
 #include "base/reduce.h"
 
 namespace chorus {
 namespace {
+
+// One thread's scratch: long-lived memory (base/long_lived_memory.h), so a
+// transport that pins memory may keep it pinned from call to call. It is
+// retired before it is freed, when it grows and when the thread exits.
+class ThreadScratch {
+ public:
+  ThreadScratch() = default;
+  ThreadScratch(const ThreadScratch&) = delete;
+  ThreadScratch& operator=(const ThreadScratch&) = delete;
+  ~ThreadScratch() { release(); }
+
+  std::byte* at_least(size_t bytes) {
+    if (bytes > capacity_) {
+      release();
+      buffer_.reset(new std::byte[bytes]);
+      capacity_ = bytes;
+      long_lived_memory::announce({buffer_.get(), capacity_});
+    }
+    return buffer_.get();
+  }
+
+ private:
+  void release() {
+    if (!buffer_) return;
+    long_lived_memory::retire({buffer_.get(), capacity_});
+    buffer_.reset();
+    capacity_ = 0;
+  }
+
+  std::unique_ptr<std::byte[]> buffer_;
+  size_t capacity_ = 0;
+};
 
 class HostMemoryBackend final : public MemoryBackend {
  public:
   Memory memory() const override { return Memory::host(); }
 
   std::byte* thread_scratch(size_t bytes) override {
-    thread_local std::unique_ptr<std::byte[]> buffer;
-    thread_local size_t capacity = 0;
-    if (bytes > capacity) {
-      buffer.reset();
-      buffer.reset(new std::byte[bytes]);
-      capacity = bytes;
-    }
-    return buffer.get();
+    thread_local ThreadScratch scratch;
+    return scratch.at_least(bytes);
   }
 
   std::shared_ptr<std::byte> allocate(size_t bytes) override {

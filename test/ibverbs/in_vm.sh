@@ -24,6 +24,9 @@ CHORUS_TEST_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 "$build/test/integratio
 section "strangers at the rdma_cm listener; a peer with another job secret"
 "$build/test/ibverbs/test_ibverbs_strangers"
 
+section "which memory is pinned once (chorus's scratch) and which per message (a caller's buffer)"
+"$build/test/ibverbs/test_ibverbs_registration"
+
 section "a 2.3 GB message (past 2 GiB: 31-bit lengths) over ibverbs"
 CHORUS_TEST_LARGE_BYTES=2300000000 "$conformance" "[large]"
 unset CHORUS_TEST_TRANSPORT CHORUS_TEST_ADDRESS

@@ -105,9 +105,15 @@ Engine::Engine(const IbverbsDeviceOptions& options) : EngineCore(options), optio
   CHORUS_LOG(debug, rank(), "ibverbs: listening on ", published_.to_string(), ", max message ", max_message_bytes_,
              " bytes, path MTU ", 128 << port.active_mtu, " bytes, on-demand paging ",
              registrar_->on_demand() ? "yes" : "no");
+  // Last, once nothing here can throw: a destructor that never runs could not remove it.
+  if (!registrar_->on_demand()) {
+    long_lived_memory::add_listener(this);
+    listens_for_retirement_ = true;
+  }
 }
 
 Engine::~Engine() {
+  if (listens_for_retirement_) long_lived_memory::remove_listener(this);
   shutdown();
   std::lock_guard<std::mutex> lock(mutex_);
   connections_.clear();  // queue pairs and ids first, then what they use
@@ -157,16 +163,27 @@ void Engine::wake() {
 // ---------------------------------------------------------------- registration
 
 std::shared_ptr<MemoryRegion> Engine::region_for(const std::byte* data, size_t bytes) {
-  // Registered by the caller (register_memory), or cached where the device
-  // pages on demand and so follows the memory wherever it is remapped.
-  if (auto cached = registrar_->on_demand() ? cache_->acquire(data, bytes, Memory::host())
-                                            : cache_->find(data, bytes, Memory::host()))
-    return std::static_pointer_cast<MemoryRegion>(cached);
-  // Pinned memory the caller never registered: for this message only. A
-  // cached pin would outlive a free() and a new buffer at the same address
-  // would receive into the old pages.
+  // Cached where the device pages on demand, and so follows the memory
+  // wherever it is remapped.
+  if (registrar_->on_demand())
+    return std::static_pointer_cast<MemoryRegion>(cache_->acquire(data, bytes, Memory::host()));
+  // Registered by the caller (register_memory), or chorus's own long-lived
+  // memory pinned by an earlier message.
+  if (auto cached = cache_->find(data, bytes, Memory::host())) return std::static_pointer_cast<MemoryRegion>(cached);
+  // chorus's own long-lived memory (the executor's scratch): pinned whole,
+  // once, and kept until chorus retires it (retiring(), before it is freed).
+  std::shared_ptr<Registration> whole;
+  if (long_lived_memory::with_range_containing(data, bytes, [&](MemoryRange range) {
+        whole = cache_->acquire(range.start, range.bytes, Memory::host());
+      }))
+    return std::static_pointer_cast<MemoryRegion>(whole);
+  // The caller's memory that the caller never registered: for this message
+  // only. A cached pin would outlive a free() and a new buffer at the same
+  // address would receive into the old pages.
   return register_owned(data, bytes);
 }
+
+void Engine::retiring(MemoryRange range) { cache_->invalidate(range.start, range.bytes); }
 
 std::shared_ptr<MemoryRegion> Engine::register_owned(const std::byte* data, size_t bytes) {
   return std::static_pointer_cast<MemoryRegion>(registrar_->register_range(data, bytes, Memory::host()));

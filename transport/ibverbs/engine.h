@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/long_lived_memory.h"
 #include "transport/rejection_log.h"
 #include "transport/file_descriptor.h"
 #include "transport/ibverbs/address.h"
@@ -39,7 +40,9 @@ namespace chorus::transport::ibverbs {
 // stranger can make a rank hold.
 inline constexpr size_t kMaxUnproven = 16;
 
-class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shared_from_this<Engine> {
+class Engine final : public EngineCore<ConnectionOwner>,
+                     public LongLivedMemoryListener,
+                     public std::enable_shared_from_this<Engine> {
  public:
   explicit Engine(const IbverbsDeviceOptions& options);
   ~Engine();
@@ -80,6 +83,9 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void fail_locked(std::exception_ptr reason) override;
   std::shared_ptr<MemoryRegion> region_for(const std::byte* data, size_t bytes) override;
   std::shared_ptr<MemoryRegion> register_owned(const std::byte* data, size_t bytes) override;
+
+  // LongLivedMemoryListener: drops the pin of chorus's own memory before it is freed.
+  void retiring(MemoryRange range) override;
 
  private:
   // What the progress thread keeps of an rdma_cm event (acked at once, so
@@ -126,6 +132,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   CompletionQueue cq_;
   std::unique_ptr<Registrar> registrar_;
   std::unique_ptr<RegistrationCache> cache_;
+  bool listens_for_retirement_ = false;  // registered with long_lived_memory
   size_t max_message_bytes_ = 0;
   uint32_t max_send_wr_ = kSendDepth;
   uint8_t max_read_atoms_ = 0;

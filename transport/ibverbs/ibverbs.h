@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,5 +41,10 @@ std::unique_ptr<Device> create_device(const IbverbsDeviceOptions& options);
 
 // Whether both ranks published a usable verbs address.
 bool can_connect(std::span<const std::byte> a, std::span<const std::byte> b);
+
+// How many memory regions this process's verbs devices have registered
+// (ibv_reg_mr calls that succeeded): what tests and benchmarks read to see
+// which buffers are pinned once and which once per message.
+uint64_t memory_regions_registered();
 
 }  // namespace chorus::transport::ibverbs

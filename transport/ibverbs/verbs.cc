@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -13,9 +14,21 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/file_descriptor.h"
+#include "transport/ibverbs/ibverbs.h"
 #include "transport/tcp/socket.h"
 
 namespace chorus::transport::ibverbs {
+
+namespace {
+
+std::atomic<uint64_t>& regions_registered() {
+  static std::atomic<uint64_t> count{0};
+  return count;
+}
+
+}  // namespace
+
+uint64_t memory_regions_registered() { return regions_registered().load(std::memory_order_relaxed); }
 
 std::shared_ptr<Registration> Registrar::register_range(const std::byte* address, size_t bytes, Memory memory) {
   if (memory.kind != MemoryKind::host)
@@ -29,6 +42,7 @@ std::shared_ptr<Registration> Registrar::register_range(const std::byte* address
   int access = kAccess;
   if (on_demand_) access |= IBV_ACCESS_ON_DEMAND;
   ibv_mr* mr = ibv_reg_mr(pd_, start, length, access);
+  if (mr) regions_registered().fetch_add(1, std::memory_order_relaxed);
   if (!mr)
     throw IoError(cat("rank ", rank_, ": cannot register ", length, " bytes of memory with the RDMA device: ",
                       errno_text(errno),
