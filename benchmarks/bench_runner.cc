@@ -105,12 +105,14 @@ Row Runner::prepare(size_t bytes, const std::string& algorithm) {
   size_device_buffers();
   if (settings_.check) {
     fill_input(operation, settings_.type, settings_.op, rank, size, root, input_.data(), count);
+    // In place, the output starts as the input.
+    if (settings_.in_place) std::copy_n(input_.begin(), count * element, output_.begin());
     const bool device = settings_.memory.kind == MemoryKind::cuda;
     cuda::Runtime* runtime = device ? &cuda::cuda_runtime() : nullptr;
     if (device) {
       runtime->copy_to_device(device_input_.get(), input_.data(), input_.size(), settings_.memory.device);
       // What a collective leaves alone must not pass for a result.
-      std::fill(output_.begin(), output_.end(), std::byte{0xA5});
+      if (!settings_.in_place) std::fill(output_.begin(), output_.end(), std::byte{0xA5});
       runtime->copy_to_device(device_output_.get(), output_.data(), output_.size(), settings_.memory.device);
     }
     run_once(count, algorithm);
@@ -171,7 +173,9 @@ void Runner::run_once(size_t count, const std::string& algorithm) {
   std::byte* in = input();
   std::byte* out = output();
   switch (settings_.operation) {
-    case Operation::allreduce: allreduce(context_, in, out, count, type, settings_.op, options); break;
+    case Operation::allreduce:
+      allreduce(context_, settings_.in_place ? out : in, out, count, type, settings_.op, options);
+      break;
     case Operation::broadcast: broadcast(context_, in, count, type, root, options); break;
     case Operation::reduce:
       reduce(context_, in, is_root ? out : nullptr, count, type, settings_.op, root, options);

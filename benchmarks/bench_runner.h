@@ -28,6 +28,9 @@ struct BenchSettings {
   // a shared machine hits every algorithm alike and their ratio is fair.
   int rounds = 3;
   bool check = false;
+  // allreduce only: the output is the input (as torch.distributed's
+  // allreduce calls it), which some algorithms run through scratch.
+  bool in_place = false;
   // Where the buffers live: host memory, or CUDA device memory (--device).
   Memory memory = Memory::host();
 };

@@ -138,6 +138,7 @@ int run_rank(const BenchOptions& options) {
                  {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
                  {"step_factor", options.step_factor}, {"iters", settings.iters}, {"warmup", settings.warmup},
                  {"time_budget_ms", settings.budget_ms}, {"rounds", settings.rounds}, {"check", settings.check},
+                 {"in_place", settings.in_place},
                  {"timeout_ms", context->timeout().count()}, {"streams", options.streams},
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
@@ -156,13 +157,13 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s, median "
+    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s%s, median "
                 "of %d rounds\n",
                 options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
                 describe_links(*context).c_str(), to_string(settings.memory).c_str(), algorithm.c_str(),
                 options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", settings.check ? ", checked" : "",
-                settings.rounds);
+                settings.in_place ? ", in place" : "", settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -278,6 +279,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app.add_flag("--check", options.settings.check, "Verify every result bit-exactly and count wrong elements");
+  app.add_flag("--in-place", options.settings.in_place,
+               "allreduce only: the output buffer is the input, as torch.distributed calls it");
   app.add_option("--json", options.json_file,
                  "Also write the rows as JSON to this file, with the version, hosts, time and settings of the run");
   app.add_option("--timeout-ms", options.timeout_ms,
@@ -311,6 +314,10 @@ int main(int argc, char** argv) {
   if (options.min_bytes > options.max_bytes) {
     std::fprintf(stderr, "chorus-bench: --min-bytes %zu is larger than --max-bytes %zu: no size to measure\n",
                  options.min_bytes, options.max_bytes);
+    return 2;
+  }
+  if (options.settings.in_place && options.operation != "allreduce") {
+    std::fprintf(stderr, "chorus-bench: --in-place is for --op allreduce, not %s\n", options.operation.c_str());
     return 2;
   }
   if (options.settings.root < 0) {

@@ -237,6 +237,7 @@ TEST_CASE("every tool refuses bad and contradictory arguments at once", "[launch
       {"CHORUS_BENCH", {"--time-budget-ms", "0"}, "--time-budget-ms: Value 0 not in range"},
       {"CHORUS_BENCH", {"--timeout-ms", "0"}, "--timeout-ms: Value 0 not in range"},
       {"CHORUS_BENCH", {"--root", "-1"}, "--root -1 is not a rank"},
+      {"CHORUS_BENCH", {"--op", "broadcast", "--in-place"}, "--in-place is for --op allreduce, not broadcast"},
       {"CHORUS_BENCH", {"--ranks", "-2"}, "--ranks: Value -2 not in range"},
       {"CHORUS_BENCH", {"--rounds", "0"}, "--rounds: Value 0 not in range"},
       {"CHORUS_BENCH", {"--step-factor", "1"}, "--step-factor: Value 1 not in range"},
@@ -345,6 +346,16 @@ TEST_CASE("chorus-run -n 4 chorus-bench --check and chorus-bench --ranks both ve
   INFO(forked.output());
   CHECK(status == 0);
   CHECK_THAT(forked.output(), Catch::Contains("# OK: 0 wrong elements in total"));
+
+  // In place, the ring lands its segments in scratch: every algorithm, checked.
+  ChildProcess in_place({bench, "--ranks", "3", "--op", "allreduce", "--in-place", "--algo", "all", "--check",
+                         "-b", "8", "-e", "1M", "-f", "32", "--iters", "3", "--rounds", "1"},
+                        {});
+  status = in_place.wait(std::chrono::seconds(120));
+  INFO(in_place.output());
+  CHECK(status == 0);
+  CHECK_THAT(in_place.output(), Catch::Contains("float32 sum, checked, in place"));
+  CHECK_THAT(in_place.output(), Catch::Contains("# OK: 0 wrong elements in total"));
 }
 
 TEST_CASE("chorus-run --fake-hosts: shared memory within a fake host, TCP across", "[launch][chorus-run]") {
