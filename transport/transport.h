@@ -350,15 +350,17 @@ class Device {
   // Meanwhile the transport's own thread leaves reading to the caller instead
   // of being woken for every arriving message: on a host with more ranks than
   // cores those wake-ups cost more than the messages (docs/latency.md).
-  // end_polling() hands reading back, so call it before sleeping. Nested and
-  // concurrent scopes are counted.
+  // end_polling() hands reading back, possibly a little later (tcp keeps
+  // its sockets parked for a millisecond, for the next collective); a
+  // caller about to sleep brackets the sleep with begin_waiting(), which
+  // hands it back at once. Nested and concurrent scopes are counted.
   virtual void begin_polling() {}
   virtual void end_polling() {}
   // Bracket a stretch in which the calling thread sleeps until one of this
   // device's requests completes, polling nothing: the device must then make
-  // progress on its own thread. Transports whose thread always reads (tcp)
-  // ignore it; shm asks its peers for doorbells only while someone waits, so
-  // back-to-back collectives that poll pay no wake-up system calls.
+  // progress on its own thread. tcp takes back the sockets polling callers
+  // left parked; shm asks its peers for doorbells only while someone waits,
+  // so back-to-back collectives that poll pay no wake-up system calls.
   virtual void begin_waiting() {}
   virtual void end_waiting() {}
 

@@ -10,6 +10,7 @@ the rounds, is what keeps a shared, noisy machine's drift out of the ratio.
     benchmarks/peers/time_vs_mpi.py --ranks 4 -b 8 -e 64M -f 4 --rounds 2
     benchmarks/peers/time_vs_mpi.py --op broadcast --ranks 4 -b 8 -e 64K   # or allgather (sizes: the whole output)
     CHORUS_BOARD_BYTES=0 benchmarks/peers/time_vs_mpi.py ...   # chorus without its board
+    CHORUS_TRANSPORT=tcp OMPI_MCA_btl=self,tcp benchmarks/peers/time_vs_mpi.py ...   # both over TCP
 
 Needs build/benchmarks/chorus-bench (or --chorus-bench) and build-peers/mpi-bench
 (benchmarks/peers/build.sh).
@@ -71,9 +72,12 @@ def main():
             for size, time in run(command, os.environ.copy()).items():
                 best[name][size] = min(time, best[name].get(size, float("inf")))
     print(f"{args.op} float32{' sum' if args.op == 'allreduce' else ''}, {args.ranks} ranks, best of {args.rounds} alternating runs "
-          f"(each the median of 3 rounds); CHORUS_BOARD_BYTES={os.environ.get('CHORUS_BOARD_BYTES', 'default')}")
+          f"(each the median of 3 rounds); CHORUS_BOARD_BYTES={os.environ.get('CHORUS_BOARD_BYTES', 'default')}, "
+          f"CHORUS_TRANSPORT={os.environ.get('CHORUS_TRANSPORT', 'default')}, "
+          f"OMPI_MCA_btl={os.environ.get('OMPI_MCA_btl', 'default')}")
     print()
-    print("| size | chorus (µs) | Open MPI shm (µs) | chorus / Open MPI |")
+    mpi_path = "shm" if "OMPI_MCA_btl" not in os.environ else os.environ["OMPI_MCA_btl"]
+    print(f"| size | chorus (µs) | Open MPI {mpi_path} (µs) | chorus / Open MPI |")
     print("|---:|---:|---:|---:|")
     worst = 0.0
     for size in sorted(best["chorus"]):

@@ -33,6 +33,40 @@ void check_exchange(TestMesh& mesh, int from, int to, size_t bytes) {
   REQUIRE(incoming.holds(11));
 }
 
+// A polling caller leaves its sockets parked for the next collective
+// (docs/latency.md, "Parked between calls"); the progress thread must take
+// them back by itself, or bytes that arrive between collectives (a probe, an
+// abort, a message nobody polls for) would wait for the next caller.
+TEST_CASE("tcp: sockets a polling caller left parked are read by the progress thread again", "[tcp]") {
+  TestMesh mesh = make_mesh("tcp", 2, Waiting::by_test);
+  Requests requests;
+  for (const auto pause : {0ms, 20ms}) {
+    INFO("the message leaves " << pause.count() << " ms after the scope ends");
+    const Buffer outgoing = pattern(21, 4096);
+    ReceiveBuffer incoming(outgoing.size());
+    // One exchange polled for under a scope parks rank 1's socket.
+    {
+      PollingScope<Device> polling(mesh.device(1));
+      const Buffer first = pattern(20, 64);
+      ReceiveBuffer arrived(first.size());
+      Request& polled = requests.add();
+      mesh.pair(1, 0).post_recv(polled, {3, 3}, arrived.data());
+      mesh.pair(0, 1).post_send(requests.add(), {3, 3}, first);
+      REQUIRE(poll_until_finished(mesh.device(1), polled));
+      CHECK(arrived.holds(20));
+    }
+    std::this_thread::sleep_for(pause);
+    Request& recv = requests.add();
+    mesh.pair(1, 0).post_recv(recv, {3, 4}, incoming.data());
+    mesh.pair(0, 1).post_send(requests.add(), {3, 4}, outgoing);
+    // No caller polls or waits in a scope: only the progress thread reads.
+    const auto start = Clock::now();
+    recv.wait(Deadline::after(5s), "test: the message to a parked socket");
+    CHECK(seconds_since(start) < 0.5);
+    CHECK(incoming.holds(21));
+  }
+}
+
 TEST_CASE("tcp: IPv6 loopback", "[tcp]") {
   TestMesh mesh = make_mesh("tcp", 3, Waiting::asleep, tcp_options("::1"));
   check_exchange(mesh, 0, 2, 100000);

@@ -53,6 +53,9 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   bool progress();
   void begin_polling();
   void end_polling();
+  // A caller is about to sleep until a request completes: the progress
+  // thread must read again now, not when the parked connections linger out.
+  void begin_waiting();
 
   // ConnectionOwner
   // Synchronous: once it returns, the progress thread touches no user buffer
@@ -87,6 +90,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   // the connection and leaves its bytes to them. Returns whether it did.
   bool park_if_polled(Connection& connection);
   void park_locked(Connection& connection);
+  void unpark_all_locked();
+  // Progress thread: takes the parked connections back once no caller has
+  // polled for kParkLinger.
+  void unpark_if_idle();
   void update_epoll_locked(Connection& connection);
   AdmittedSocket wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline);
   // Index of (peer, stream) in by_link_; also the epoll token's value.
@@ -123,6 +130,10 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   std::mutex polling_mutex_;
   int polling_callers_ = 0;
   std::vector<Connection*> parked_;
+  Clock::time_point polling_ended_{};  // when the last caller left
+  // While set, the progress thread wakes every kParkLinger to see whether
+  // the parked connections are idle; under polling_mutex_, read without it.
+  std::atomic<bool> lingering_{false};
   // By link(peer, stream); read by the progress thread without the mutex.
   std::unique_ptr<std::atomic<Connection*>[]> by_link_;
 
