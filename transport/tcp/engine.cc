@@ -448,6 +448,15 @@ void Engine::end_polling() {
   std::lock_guard<std::mutex> lock(polling_mutex_);
   if (--polling_callers_ > 0) return;
   polling_ended_ = Clock::now();
+  // Only stream 0 lingers: the others, parked on their first bytes of a
+  // striped message, would make every progress() of the next small
+  // collectives read them too (docs/streams.md). Unparking those costs
+  // system calls only after large messages.
+  std::erase_if(parked_, [&](Connection* connection) {
+    if (connection->stream() == 0) return false;
+    unpark_locked(*connection);
+    return true;
+  });
   if (parked_.empty() || lingering_.load(std::memory_order_relaxed)) return;
   // The thread may sleep in epoll_wait without a timeout: it must start ticking.
   lingering_.store(true, std::memory_order_release);
@@ -466,14 +475,16 @@ void Engine::unpark_if_idle() {
 }
 
 void Engine::unpark_all_locked() {
-  // Level-triggered: bytes that arrived meanwhile wake the progress thread at once.
-  for (Connection* connection : parked_) {
-    connection->epoll_interest().parked = false;
-    connection->set_parked(false);
-    update_epoll_locked(*connection);
-  }
+  for (Connection* connection : parked_) unpark_locked(*connection);
   parked_.clear();
   lingering_.store(false, std::memory_order_release);
+}
+
+void Engine::unpark_locked(Connection& connection) {
+  // Level-triggered: bytes that arrived meanwhile wake the progress thread at once.
+  connection.epoll_interest().parked = false;
+  connection.set_parked(false);
+  update_epoll_locked(connection);
 }
 
 void Engine::stop_watching(Connection& connection) {

@@ -91,6 +91,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   bool park_if_polled(Connection& connection);
   void park_locked(Connection& connection);
   void unpark_all_locked();
+  void unpark_locked(Connection& connection);  // leaves parked_ to the caller
   // Progress thread: takes the parked connections back once no caller has
   // polled for kParkLinger.
   void unpark_if_idle();
