@@ -308,7 +308,9 @@ class Script {
       RecordHeader padding;
       padding.kind = RecordKind::padding;
       padding.sequence = sequence_++;
-      std::memcpy(in_ring_ + offset, &padding, sizeof(padding));
+      // A hostile move_head may leave the head unaligned, with less than a
+      // header's room before the ring's end: never write past the ring.
+      std::memcpy(in_ring_ + offset, &padding, std::min(sizeof(padding), kRingBytes - offset));
       head_ += kRingBytes - offset;
       offset = 0;
     }
