@@ -1,15 +1,17 @@
-// Host memory that chorus allocates itself and keeps from call to call (the
-// executor's scratch), as opposed to the caller's buffers.
+// Host memory that stays allocated from call to call and whose owner says
+// so before freeing it: chorus's own (the executor's scratch), and a
+// caller's buffers registered with chorus::register_buffer
+// (chorus/registered_buffer.h).
 //
 // Why a transport cares: verbs without on-demand paging must pin a buffer
 // before the NIC may touch it, and pinning costs microseconds to
-// milliseconds. It may not keep a pin of a caller's buffer across messages:
-// nothing tells chorus when the caller frees it, and a pin that outlives a
-// free() hands the NIC the old pages when a new buffer appears at the same
-// address, which is a silent wrong answer. Memory on this list is different:
-// chorus frees it, and retire() runs every listener (a transport dropping
-// its pin) before it does. So a transport may pin such a range once and keep
-// the pin until it is retired. Internal (not installed).
+// milliseconds. It may not keep a pin of an unregistered caller's buffer
+// across messages: nothing tells chorus when the caller frees it, and a pin
+// that outlives a free() hands the NIC the old pages when a new buffer
+// appears at the same address, which is a silent wrong answer. Memory on
+// this list is different: retire() runs every listener (a transport dropping
+// its pin) before its owner frees it. So a transport may pin such a range
+// once and keep the pin until it is retired. Internal (not installed).
 #pragma once
 
 #include <cstddef>
@@ -37,9 +39,14 @@ class LongLivedMemoryListener {
 
 namespace long_lived_memory {
 
-// `range` is allocated and will be retired before it is freed.
+// `range` is allocated and will be retired before it is freed. The same
+// range announced again counts once more (two registrations of one buffer);
+// a range that overlaps another without being it throws InvalidArgument,
+// naming both: a lookup by address must find one range, whole.
 void announce(MemoryRange range);
-// Runs every listener's retiring(range), then forgets it. Call before freeing.
+// Takes back one announcement of `range`; the last one runs every listener's
+// retiring(range), then forgets it. Call before freeing. A range that was
+// never announced is ignored.
 void retire(MemoryRange range);
 
 // Runs `use` with the announced range that holds [address, address + bytes),

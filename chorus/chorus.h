@@ -9,6 +9,7 @@
 #include "chorus/connect.h"
 #include "chorus/context.h"
 #include "chorus/features.h"
+#include "chorus/registered_buffer.h"
 #include "chorus/shrink.h"
 #include "chorus/window.h"
 #include "chorus/work.h"

@@ -43,7 +43,7 @@ extern "C" {
  * serves a program built against a header of the same major version and a
  * minor version no newer than its own: CHORUS_C_API_COMPATIBLE(chorus_version()). */
 #define CHORUS_C_API_VERSION_MAJOR 1
-#define CHORUS_C_API_VERSION_MINOR 1
+#define CHORUS_C_API_VERSION_MINOR 2
 #define CHORUS_C_API_VERSION_PATCH 0
 #define CHORUS_MAKE_VERSION(major, minor, patch) \
   ((((uint32_t)(major)) << 16) | (((uint32_t)(minor)) << 8) | ((uint32_t)(patch)))
@@ -315,6 +315,21 @@ chorus_status chorus_work_free(chorus_work* work);
 /* Never blocks: the sender's rank of a finished chorus_recv_any_async; -1
  * while it runs, after it failed, and for every other work. */
 chorus_status chorus_work_source(chorus_work* work, int* source);
+
+/* ---- registered buffers (since 1.2) -----------------------------------------
+ * A host buffer the caller reuses call after call, registered so that verbs
+ * devices without on-demand paging pin it once, on its first message, and
+ * keep the pin, instead of pinning and unpinning it for every message
+ * (chorus/registered_buffer.h has the whole contract). Per process, for
+ * every context. The memory must stay allocated until the registration is
+ * freed, and no collective may be using it then. The same buffer may be
+ * registered again (each handle counts); a range overlapping a registered
+ * one without being it is CHORUS_INVALID_ARGUMENT. */
+typedef struct chorus_registered_buffer chorus_registered_buffer;
+
+chorus_status chorus_register_buffer(const void* data, size_t bytes, chorus_registered_buffer** registration);
+/* Unpins the buffer on every device before it returns; null is fine. */
+chorus_status chorus_registered_buffer_free(chorus_registered_buffer* registration);
 
 /* ---- collectives ----------------------------------------------------------
  * Every rank of the context calls the same collective with the same count,

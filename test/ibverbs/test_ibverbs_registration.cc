@@ -1,8 +1,9 @@
 // Which memory the verbs transport pins once and which once per message
 // (inside rxe-run only: test/ibverbs/in_vm.sh; Soft-RoCE has no on-demand
 // paging, which is the case these rules are for). chorus's own long-lived
-// memory (the executor's scratch, base/long_lived_memory.h) is pinned whole
-// on first use and kept; a caller's buffer is pinned for each message; and a
+// memory (the executor's scratch, base/long_lived_memory.h) and a caller's
+// buffer registered with chorus::register_buffer are pinned whole on first
+// use and kept; any other caller's buffer is pinned for each message; and a
 // retired range's pin is gone before its memory is, so a new mapping at the
 // same address sends and receives its own bytes, not the old pages'.
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <cstring>
 
 #include "base/long_lived_memory.h"
+#include "chorus/registered_buffer.h"
 #include "memory/host/host_memory.h"
 #include "test/transport/conformance.h"
 #include "transport/ibverbs/ibverbs.h"
@@ -60,7 +62,8 @@ std::byte* map_pages(std::byte* at, size_t bytes) {
 
 }  // namespace
 
-TEST_CASE("ibverbs: the executor's scratch is pinned once; a caller's buffer once per message", "[ibverbs]") {
+TEST_CASE("ibverbs: the executor's scratch and registered buffers are pinned once; other buffers once per message",
+          "[ibverbs]") {
   TestMesh mesh = make_mesh("ibverbs", 2);
   Exchange exchange(mesh);
 
@@ -89,6 +92,23 @@ TEST_CASE("ibverbs: the executor's scratch is pinned once; a caller's buffer onc
     CHECK(exchange.registrations() == 2);
   }
 
+  SECTION("a caller's registered buffers: one pin per device, then none; unpinned with the handle") {
+    Buffer from = pattern(5, kMessageBytes);
+    Buffer into(kMessageBytes);
+    {
+      const RegisteredBuffer sending = register_buffer(from.data(), from.size());
+      const RegisteredBuffer receiving = register_buffer(into.data(), into.size());
+      for (int message = 0; message < 6; ++message) CHECK(exchange.send(from, into.bytes()));
+      CHECK(exchange.registrations() == 2);
+    }
+    // Deregistered: back to a pin per message on each side.
+    exchange.restart_count();
+    CHECK(exchange.send(from, into.bytes()));
+    CHECK(exchange.registrations() == 2);
+    CHECK(exchange.send(from, into.bytes()));
+    CHECK(exchange.registrations() == 4);
+  }
+
   SECTION("a caller's buffer: pinned for each message") {
     Buffer from = pattern(3, kMessageBytes);
     Buffer into(kMessageBytes);
@@ -98,14 +118,13 @@ TEST_CASE("ibverbs: the executor's scratch is pinned once; a caller's buffer onc
   }
 }
 
-TEST_CASE("ibverbs: a retired range's pin goes before its memory; new pages at the address move their own bytes",
+TEST_CASE("ibverbs: a deregistered buffer's pin goes before its memory; new pages at the address move their own bytes",
           "[ibverbs]") {
   TestMesh mesh = make_mesh("ibverbs", 2);
   Exchange exchange(mesh);
   constexpr size_t kBytes = 4 * kMessageBytes;
   std::byte* pages = map_pages(nullptr, kBytes);
-  const MemoryRange range{pages, kBytes};
-  long_lived_memory::announce(range);
+  RegisteredBuffer registration = register_buffer(pages, kBytes);
   fill_pattern({pages, kMessageBytes}, 31);
   CHECK(exchange.send({pages, kMessageBytes}, {pages + 2 * kMessageBytes, kMessageBytes}));
   CHECK(exchange.registrations() == 2);
@@ -113,17 +132,17 @@ TEST_CASE("ibverbs: a retired range's pin goes before its memory; new pages at t
   // Freed and mapped again at the same address: new pages. A pin kept past
   // the retirement would still point the NIC at the old ones: the receiver
   // would see the old bytes, and what arrived would land where nobody looks.
-  long_lived_memory::retire(range);
+  registration.reset();
   REQUIRE(::munmap(pages, kBytes) == 0);
   REQUIRE(map_pages(pages, kBytes) == pages);
-  long_lived_memory::announce(range);
+  registration = register_buffer(pages, kBytes);
   fill_pattern({pages, kMessageBytes}, 32);
   std::memset(pages + 2 * kMessageBytes, 0, kMessageBytes);
   CHECK(exchange.send({pages, kMessageBytes}, {pages + 2 * kMessageBytes, kMessageBytes}));
   CHECK(first_mismatch({pages + 2 * kMessageBytes, kMessageBytes}, 32) == kMessageBytes);
   CHECK(exchange.registrations() == 4);
 
-  long_lived_memory::retire(range);
+  registration.reset();
   REQUIRE(::munmap(pages, kBytes) == 0);
 }
 
