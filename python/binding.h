@@ -154,5 +154,7 @@ void def_blocking_and_async(py::class_<PyContext>& context, const char* name,
 void bind_reductions(py::module_& module, py::class_<PyContext>& context);
 void bind_movement(py::module_& module, py::class_<PyContext>& context);
 void bind_grouped(py::class_<PyContext>& context);
+// chorus.register_buffer and chorus.RegisteredBuffer (registration.cc).
+void bind_registration(py::module_& module);
 
 }  // namespace chorus::python

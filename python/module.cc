@@ -55,4 +55,5 @@ PYBIND11_MODULE(_chorus, module) {
   chorus::python::bind_reductions(module, context);
   chorus::python::bind_movement(module, context);
   chorus::python::bind_grouped(context);
+  chorus::python::bind_registration(module);
 }

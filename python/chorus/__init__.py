@@ -16,18 +16,18 @@ no bfloat16: store it as uint16 and pass dtype=chorus.bfloat16.
 from ._chorus import (  # noqa: F401  (re-exported)
     AVG, BAND, BOR, BXOR, MAX, MIN, NO_COLOR, PROD, SUM,
     Aborted, Context, DataType, Error, InvalidArgument, IoError, MismatchError, PeerLostError, ReduceOp,
-    TimeoutError, Work,
-    bfloat16, connect_from_env, connect_to_store, float16, float32, float64, int8, int32, int64, uint8,
-    uint32, uint64,
+    RegisteredBuffer, TimeoutError, Work,
+    bfloat16, connect_from_env, connect_to_store, float16, float32, float64, int8, int32, int64,
+    register_buffer, uint8, uint32, uint64,
 )
 from ._callbacks import add_done_callback as _add_done_callback
 
 __all__ = [
     "AVG", "BAND", "BOR", "BXOR", "MAX", "MIN", "NO_COLOR", "PROD", "SUM",
     "Aborted", "Context", "DataType", "Error", "InvalidArgument", "IoError", "MismatchError", "PeerLostError",
-    "ReduceOp", "TimeoutError", "Work",
+    "ReduceOp", "RegisteredBuffer", "TimeoutError", "Work",
     "bfloat16", "connect_from_env", "connect_to_store", "float16", "float32", "float64", "init", "int8", "int32",
-    "int64", "uint8", "uint32", "uint64",
+    "int64", "register_buffer", "uint8", "uint32", "uint64",
 ]
 
 

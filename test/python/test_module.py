@@ -84,3 +84,32 @@ def test_joining_twice_from_one_process_says_so(tmp_path):
         pass
     with pytest.raises(chorus.Error, match=r"rank 0 joined this store and job id twice from one process \(pid "):
         chorus.connect_to_store(f"file://{tmp_path}", 0, 1, "again", timeout=10)
+
+
+def test_register_buffer(solo):
+    data = np.arange(1024, dtype=np.int32)
+    with chorus.register_buffer(data) as registration:
+        assert registration.registered and registration.nbytes == data.nbytes
+        assert repr(registration) == f"<chorus.RegisteredBuffer {data.nbytes} bytes>"
+        # Held while registered: numpy will not move an array something else references.
+        with pytest.raises(ValueError):
+            data.resize(4096)
+        again = chorus.register_buffer(data)  # the same buffer twice is counted
+        with pytest.raises(chorus.InvalidArgument, match="overlaps"):
+            chorus.register_buffer(data[8:16])
+        again.close()
+        assert solo.allreduce(data) is data and np.array_equal(data, np.arange(1024, dtype=np.int32))
+    assert not registration.registered and repr(registration) == "<chorus.RegisteredBuffer closed>"
+    registration.close()  # twice is harmless
+    data.resize(4096, refcheck=False)  # no longer exported
+    with chorus.register_buffer(data[8:16]):  # nor registered: a part of it may be now
+        pass
+    raw = bytearray(64)
+    with chorus.register_buffer(raw):
+        with pytest.raises(BufferError):  # a bytearray refuses to resize while exported
+            raw.extend(b"more")
+    raw.extend(b"more")
+    with pytest.raises(chorus.InvalidArgument, match="0 bytes"):
+        chorus.register_buffer(bytearray())
+    with pytest.raises(ValueError, match="contiguous"):
+        chorus.register_buffer(np.zeros((4, 4), np.float32)[:, 1])
