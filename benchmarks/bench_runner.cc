@@ -100,8 +100,18 @@ Row Runner::prepare(size_t bytes, const std::string& algorithm) {
     return row;
   }
   // Never shrunk, so a sweep allocates (and page-faults) once per new maximum.
-  input_.resize(std::max(input_.size(), input_elements(operation, rank, size, root, count) * element));
-  output_.resize(std::max(output_.size(), output_elements(operation, rank, size, root, count) * element));
+  const size_t input_bytes = std::max(input_.size(), input_elements(operation, rank, size, root, count) * element);
+  const size_t output_bytes = std::max(output_.size(), output_elements(operation, rank, size, root, count) * element);
+  if (input_bytes != input_.size()) input_registration_.reset();
+  if (output_bytes != output_.size()) output_registration_.reset();
+  input_.resize(input_bytes);
+  output_.resize(output_bytes);
+  if (settings_.register_buffers) {
+    if (!input_registration_.registered() && !input_.empty())
+      input_registration_ = register_buffer(input_.data(), input_.size());
+    if (!output_registration_.registered() && !output_.empty())
+      output_registration_ = register_buffer(output_.data(), output_.size());
+  }
   size_device_buffers();
   if (settings_.check) {
     fill_input(operation, settings_.type, settings_.op, rank, size, root, input_.data(), count);

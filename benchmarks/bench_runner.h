@@ -12,6 +12,7 @@
 #include "algorithms/call.h"
 #include "benchmarks/check_data.h"
 #include "chorus/context.h"
+#include "chorus/registered_buffer.h"
 
 namespace chorus::bench {
 
@@ -31,6 +32,9 @@ struct BenchSettings {
   // allreduce only: the output is the input (as torch.distributed's
   // allreduce calls it), which some algorithms run through scratch.
   bool in_place = false;
+  // Host buffers registered with chorus::register_buffer (--register), so
+  // verbs pins them once instead of once per message.
+  bool register_buffers = false;
   // Where the buffers live: host memory, or CUDA device memory (--device).
   Memory memory = Memory::host();
 };
@@ -86,6 +90,9 @@ class Runner {
   // copied to and from device buffers of the same sizes.
   std::vector<std::byte> input_;
   std::vector<std::byte> output_;
+  // Reset before the vectors grow: a registration must end before its memory is freed.
+  RegisteredBuffer input_registration_;
+  RegisteredBuffer output_registration_;
   std::shared_ptr<std::byte> device_input_;
   std::shared_ptr<std::byte> device_output_;
   size_t device_input_bytes_ = 0;

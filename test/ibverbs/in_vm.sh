@@ -24,7 +24,7 @@ CHORUS_TEST_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 "$build/test/integratio
 section "strangers at the rdma_cm listener; a peer with another job secret"
 "$build/test/ibverbs/test_ibverbs_strangers"
 
-section "which memory is pinned once (chorus's scratch) and which per message (a caller's buffer)"
+section "which memory is pinned once (chorus's scratch, a registered buffer) and which per message (any other buffer)"
 "$build/test/ibverbs/test_ibverbs_registration"
 
 section "a 2.3 GB message (past 2 GiB: 31-bit lengths) over ibverbs"
@@ -72,4 +72,11 @@ for ranks in 2 3; do
   grep -q "ibverbs serves" /tmp/bench.log || { cat /tmp/bench.log; echo "ibverbs did not serve the ranks"; exit 1; }
   cat /tmp/bench.log | grep -v "INFO"
 done
+# The caller's buffers registered (chorus::register_buffer) and reduced in
+# place: pinned once, still right call after call.
+CHORUS_TRANSPORT=ibverbs CHORUS_SOCKET_IFNAME=veth0 "$build/tools/chorus-run" -n 2 -- \
+  /tmp/alternate.sh "$build/benchmarks/chorus-bench" --check --register --in-place -b 8 -e 16M -f 16 --iters 2 \
+  --warmup 1 --rounds 1 > /tmp/bench.log 2>&1 || { cat /tmp/bench.log; exit 1; }
+grep -q ", registered" /tmp/bench.log || { cat /tmp/bench.log; echo "chorus-bench did not register"; exit 1; }
+grep -v "INFO" /tmp/bench.log
 echo; echo "rdma tests: passed"
