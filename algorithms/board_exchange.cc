@@ -326,7 +326,10 @@ void Board::fail(const Wait& wait, std::exception_ptr error) const {
 
 void Board::time_out(const Wait& wait, int member) const {
   const Clock::time_point since = wait.waiting_since.value_or(Clock::now());
-  const auto elapsed = std::chrono::round<std::chrono::milliseconds>(wait.deadline.at() - since).count();
+  // The call's timeout where the deadline knows it (executor.cc says why).
+  const auto elapsed = wait.deadline.timeout().count() > 0
+                           ? wait.deadline.timeout().count()
+                           : std::chrono::round<std::chrono::milliseconds>(wait.deadline.at() - since).count();
   const Arrivals arrivals = take_arrivals(wait.communicator, wait.sequence, kLivenessGrace);
   // A peer that timed out first may have aborted the job while this rank
   // was asking around: a rank it aborted answers no more probes, and would

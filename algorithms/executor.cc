@@ -318,8 +318,12 @@ class PlanRun {
   // trickle) does not answer either.
   [[noreturn]] void throw_timeout(Clock::time_point started) {
     // The timeout the call had, not the moment this thread noticed it (a
-    // wake-up a millisecond late would print 2001 ms for a 2 s timeout).
-    const auto elapsed = std::chrono::round<std::chrono::milliseconds>(deadline_.at() - started).count();
+    // wake-up a millisecond late would print 2001 ms for a 2 s timeout), nor
+    // the time since this executor started (1999 ms, when it started a
+    // moment after the deadline was set).
+    const auto elapsed = deadline_.timeout().count() > 0
+                             ? deadline_.timeout().count()
+                             : std::chrono::round<std::chrono::milliseconds>(deadline_.at() - started).count();
     const std::string waiting = describe_oldest_wait();
     const Arrivals arrivals = take_arrivals(communicator_, sequence_, kLivenessGrace);
     // A peer that timed out first may have aborted the job meanwhile (as on the board, board_exchange.cc).

@@ -9,7 +9,11 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
-  static Deadline after(std::chrono::milliseconds timeout) { return Deadline(Clock::now() + timeout); }
+  static Deadline after(std::chrono::milliseconds timeout) {
+    Deadline deadline(Clock::now() + timeout);
+    deadline.timeout_ = timeout;
+    return deadline;
+  }
   // `timeout` after the first time anyone asks (at, expired, remaining), not
   // after now: a collective that never has to wait (the board's small calls,
   // algorithms/board.h) reads no clock for it, which is a tenth of its cost.
@@ -32,6 +36,11 @@ class Deadline {
     return at_;
   }
   bool expired() const { return Clock::now() >= at(); }
+  // The timeout it was made with (after, after_first_use), for messages: a
+  // call that began waiting a moment after its deadline was set would
+  // otherwise report 1999 ms for a 2 s timeout. Zero for never() and a
+  // deadline made from a time point.
+  std::chrono::milliseconds timeout() const { return timeout_; }
   std::chrono::milliseconds remaining() const {
     const Clock::time_point end = at();
     auto now = Clock::now();
