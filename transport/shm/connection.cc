@@ -111,6 +111,7 @@ bool Connection::pull_locked(const Tag& tag, size_t bytes) {
 bool Connection::flush_locked() {
   if (write_broken_) return false;
   bool doorbell = false;
+  size_t budget = segment_.ring_bytes();
   // Confirmations first: the peer's sends wait on them. Never inside an
   // eager message, whose records must stay together.
   while (!pulled_notes_.empty() && (send_queue_.empty() || !send_queue_.front().started)) {
@@ -146,7 +147,7 @@ bool Connection::flush_locked() {
       doorbell |= out_.publish();
       continue;
     }
-    const bool finished = write_outgoing_locked(message);
+    const bool finished = write_outgoing_locked(message, budget);
     doorbell |= out_.publish();
     if (!finished) break;
     Request* done = message.request;
@@ -157,9 +158,11 @@ bool Connection::flush_locked() {
   return doorbell;
 }
 
-bool Connection::write_outgoing_locked(Outgoing& message) {
+bool Connection::write_outgoing_locked(Outgoing& message, size_t& budget) {
   const size_t total = message.data.size();
   while (!message.started || message.written < total) {
+    // An abort waiting for this lock, or the budget spent: the rest later.
+    if (message.started && (budget == 0 || owner_.failed())) return false;
     const size_t chunk = std::min(out_.max_payload(), total - message.written);
     RecordHeader header;
     header.group = message.tag.group;
@@ -170,6 +173,7 @@ bool Connection::write_outgoing_locked(Outgoing& message) {
     if (!out_.try_write(kind, header, message.data.subspan(message.written, chunk))) return false;
     message.started = true;
     message.written += chunk;
+    budget -= std::min(budget, chunk);
     // Each record is published at once, so the receiver copies one record
     // out while this side copies the next one in.
     if (message.written < total && out_.publish()) ring_peer_doorbell();

@@ -163,8 +163,13 @@ class Connection {
 
   // Sending (send_mutex_ held).
   bool pull_locked(const Tag& tag, size_t bytes);
+  // One call writes at most one ring's worth of payload (then the lock is
+  // let go and the device's thread goes on), so neither post_send nor a
+  // flush in progress holds send_mutex_ for a whole large message while a
+  // fast receiver keeps the ring empty: abort() takes that lock, and a
+  // post_send must return before the message is through.
   bool flush_locked();
-  bool write_outgoing_locked(Outgoing& message);
+  bool write_outgoing_locked(Outgoing& message, size_t& budget);
   void ring_peer_doorbell();
   // Receiving: takes consumer_ (or, without wait_for_lock, gives up when another thread holds it).
   bool consume(bool wait_for_lock = false);
