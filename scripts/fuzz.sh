@@ -10,6 +10,8 @@
 #   build-fuzz/fuzz/fuzz_<harness> build-fuzz/fuzz-runs/<harness>/crash-...
 #
 #   scripts/fuzz.sh [seconds-per-harness] [harness...]
+#   scripts/fuzz.sh --build-only [harness...]     builds, runs nothing (.ci/run
+#                                                 builds ahead while other tests run)
 #
 # New inputs a run finds go to build-fuzz/fuzz-runs/<harness>/corpus, not
 # into the repository's seed corpus.
@@ -17,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 if [ $# -gt 0 ]; then shift; fi
+build_only=false
+if [ "$seconds" = --build-only ]; then build_only=true; fi
 
 all_harnesses=(tcp_frames shm_channel shm_side_messages published_address abort_report
   tcp_store_request tcp_store_server tcp_store_client redis_reply store_url launch_env handshake ipc_descriptor)
@@ -31,6 +35,10 @@ fi
 targets=()
 for harness in "${harnesses[@]}"; do targets+=("fuzz/fuzz_$harness"); done
 ninja -C build-fuzz -j"${FUZZ_JOBS:-2}" "${targets[@]}"
+if $build_only; then
+  echo "fuzz.sh: built ${#harnesses[@]} harnesses; none run (--build-only)"
+  exit 0
+fi
 
 symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 if [ -x "$symbolizer" ]; then export ASAN_SYMBOLIZER_PATH="$symbolizer" UBSAN_SYMBOLIZER_PATH="$symbolizer"; fi
