@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import chorus
 
-from . import _job
+from . import _adasum, _job
 from ._compression import Compression
 from ._library import ops as _native_ops
 
@@ -22,7 +22,7 @@ class _AdasumConstant:
         return "Adasum"
 
 
-# Named so that a Horovod script referring to it imports; using it raises.
+# Horovod's op=Adasum (allreduce, DistributedGradientTape, keras.DistributedOptimizer): _adasum.py.
 Adasum = _AdasumConstant()
 
 
@@ -56,10 +56,10 @@ def _op_name(op, call):
     if name is not None:
         return name
     if op is Adasum:
-        raise NotImplementedError(f"chorus.tensorflow.{call}: Adasum is not in chorus.tensorflow "
-                                  "(chorus.torch.hvd has it); use Average or Sum")
-    raise ValueError(f"chorus.tensorflow.{call}: op must be Average, Sum, Min, Max, Product or a chorus.ReduceOp, "
-                     f"not {op!r}")
+        raise ValueError(f"chorus.tensorflow.{call}: Adasum is an allreduce op; {call} takes Average, Sum, Min, "
+                         "Max, Product or a chorus.ReduceOp")
+    raise ValueError(f"chorus.tensorflow.{call}: op must be Average, Sum, Min, Max, Product, Adasum (allreduce) or "
+                     f"a chorus.ReduceOp, not {op!r}")
 
 
 def handle_average_backwards_compatibility(op, average):
@@ -91,6 +91,11 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
         if op == Average:
             values = values / tf.cast(_job.size(), values.dtype)
         return tf.IndexedSlices(values, allgather(tensor.indices), dense_shape=tensor.dense_shape)
+    if op is Adasum:
+        tensor = tf.convert_to_tensor(tensor)
+        _adasum.check_adasum(tensor.dtype, "allreduce")
+        compressed, ctx = compression.compress(_scaled(tensor, prescale_factor))
+        return _scaled(compression.decompress(_adasum.adasum(compressed, name=name), ctx), postscale_factor)
     op_name = _op_name(op, "allreduce")
     if compression is Compression.none and prescale_factor == 1.0 and postscale_factor == 1.0:
         # The common call, without the wrapping's few microseconds.

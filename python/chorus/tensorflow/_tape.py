@@ -3,8 +3,9 @@ what it computed, Average by default, as Horovod's."""
 
 import tensorflow as tf
 
+from ._adasum import check_adasum
 from ._compression import Compression
-from ._ops import Average, Sum, _check_process_set, allreduce, global_process_set
+from ._ops import Adasum, Average, Sum, _check_process_set, allreduce, global_process_set
 from . import _job
 
 
@@ -41,8 +42,10 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compres
     the ranks (op, Average by default). Grouping (num_groups, groups) is
     accepted and has no effect: each gradient is its own allreduce."""
     _check_process_set(process_set, "DistributedGradientTape")
-    if op is not Average and op is not Sum:
-        raise ValueError(f"chorus.tensorflow.DistributedGradientTape: op must be Average or Sum, not {op!r}")
+    if op is not Average and op is not Sum and op is not Adasum:
+        raise ValueError(f"chorus.tensorflow.DistributedGradientTape: op must be Average, Sum or Adasum, not {op!r}")
+    if op is Adasum:
+        check_adasum(None, "DistributedGradientTape")
     # A subclass of the tape's own class carrying its state: still an
     # instance of tf.GradientTape (and of whatever the tape was).
     base = type(gradtape)

@@ -1,5 +1,5 @@
 """Every collective of chorus.tensorflow, for every dtype and op, bit-exact against numpy on small
-integers: eagerly, inside a tf.function, their gradients, and (at 2 ranks) a Keras model.fit. Then
+integers: eagerly, inside a tf.function, their gradients, op=Adasum, and (at 2 ranks) a Keras model.fit. Then
 mismatched shapes. One job per world size: TensorFlow's import is the expensive part."""
 
 import numpy as np
@@ -159,6 +159,69 @@ def check_gradients():
     check.equal(step(), np.full(2, total, np.float32), "DistributedGradientTape in a tf.function")
 
 
+def raises_value_error(call, phrase):
+    """True when call() raises ValueError with phrase in its message."""
+    try:
+        call()
+    except ValueError as error:
+        return phrase in str(error)
+    return False
+
+
+def adasum_tree(vectors):
+    """Adasum as the formula reads, in float64: a(1 - a·b/2|a|²) + b(1 - a·b/2|b|²), pairs, then pairs of pairs."""
+    def combine(a, b):
+        dot = float(np.dot(a, b))
+        a_norm, b_norm = float(np.dot(a, a)), float(np.dot(b, b))
+        a_coefficient = 1.0 - dot / a_norm * 0.5 if a_norm > 0 else 1.0
+        b_coefficient = 1.0 - dot / b_norm * 0.5 if b_norm > 0 else 1.0
+        return a * a_coefficient + b * b_coefficient
+    level = [np.asarray(v, np.float64) for v in vectors]
+    while len(level) > 1:
+        level = [combine(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def check_adasum():
+    """op=Adasum: orthogonal vectors add, equal ones stay, others as the formula computes (every dot product
+    of small integers, so one bit pattern); in tf.function and through DistributedGradientTape; a power of
+    two ranks only."""
+    if size & (size - 1):
+        check.true(raises_value_error(lambda: hvd.allreduce(tf.ones([2]), op=hvd.Adasum), "power-of-two"),
+                   "Adasum at a world that is not a power of two: ValueError")
+        check.true(raises_value_error(lambda: hvd.DistributedGradientTape(tf.GradientTape(), op=hvd.Adasum),
+                                      "power-of-two"), "DistributedGradientTape(op=Adasum) likewise")
+        return
+    one_hot = np.array([float(rank == i) for i in range(size)], np.float32)
+    for dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        check.equal(hvd.allreduce(tf.cast(one_hot, dtype), op=hvd.Adasum), tf.ones([size], dtype),
+                    f"Adasum of orthogonal vectors: their sum ({dtype.name})")
+    check.equal(hvd.allreduce(tf.constant([[3.0, -1.5]]), op=hvd.Adasum), np.array([[3.0, -1.5]], np.float32),
+                "Adasum of equal vectors: the vector, in its shape")
+    everyone = {1: [[3.0, 4.0, 0.0]], 2: [[3.0, 4.0, 0.0], [1.0, 2.0, 2.0]],
+                4: [[3.0, 4.0, 0.0], [4.0, -3.0, 0.0], [1.0, 2.0, 2.0], [1.0, 2.0, 2.0]]}[size]
+    expected = adasum_tree(everyone)
+    check.true(not np.array_equal(expected, np.sum(everyone, axis=0)) or size == 1,
+               "Adasum differs from the sum here (the test can tell)")
+    mine = tf.reshape(tf.constant(everyone[rank], tf.float64), [3, 1])
+    check.equal(hvd.allreduce(mine, op=hvd.Adasum), expected.reshape(3, 1), "Adasum of general vectors")
+    with_zero = [[0.0, 0.0]] + [[1.0, 2.0]] * (size - 1)  # a zero vector: its coefficient stays 1, no 0/0
+    check.equal(hvd.allreduce(tf.constant(with_zero[rank], tf.float64), op=hvd.Adasum), adasum_tree(with_zero),
+                "Adasum with a zero vector")
+    check.equal(tf.function(lambda t: hvd.allreduce(t, op=hvd.Adasum))(tf.constant(one_hot)), np.ones(size, np.float32),
+                "Adasum in a tf.function")
+    # Each rank's gradient is (rank + 1) * [1, 1]: parallel vectors, whose Adasum is their average.
+    variable = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(variable * float(rank + 1))
+    got = hvd.DistributedGradientTape(tape, op=hvd.Adasum).gradient(loss, [variable])[0]
+    check.equal(got, np.full(2, (size + 1) / 2, np.float32), "DistributedGradientTape(op=Adasum): parallel average")
+    check.true(raises_value_error(lambda: hvd.allreduce(tf.ones([2], tf.int32), op=hvd.Adasum), "floating-point"),
+               "Adasum of integers: ValueError")
+    check.true(raises_value_error(lambda: hvd.reducescatter(tf.ones([size]), op=hvd.Adasum), "allreduce op"),
+               "reducescatter(op=Adasum): ValueError")
+
+
 def check_pooled_outputs():
     """Outputs of 1 MiB and more come from a pool of kept blocks: a block goes back only when its
     tensor dies. Results of earlier calls, still held, must keep their values while later calls of
@@ -189,6 +252,7 @@ check_reductions()
 check_movement()
 check_graph()
 check_gradients()
+check_adasum()
 check_pooled_outputs()
 if size == 2:
     import keras_fit

@@ -7,8 +7,9 @@ a subclass of the optimizer's own class, made from its config, that
 overrides apply alone."""
 
 from .. import _tape
+from .._adasum import check_adasum
 from .._compression import Compression
-from .._ops import Average, _check_process_set, global_process_set
+from .._ops import Adasum, Average, _check_process_set, global_process_set
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="", compression=Compression.none,
@@ -21,6 +22,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     if backward_passes_per_step != 1:
         raise ValueError("chorus.tensorflow.keras.DistributedOptimizer: backward_passes_per_step other than 1 "
                          "(local gradient aggregation) is not supported")
+    if op is Adasum:
+        check_adasum(None, "keras.DistributedOptimizer")
     if not hasattr(optimizer, "apply"):
         raise ValueError("chorus.tensorflow.keras.DistributedOptimizer: expected a Keras 3 optimizer (with apply), "
                          f"got {type(optimizer).__name__}")
