@@ -111,7 +111,7 @@ bool Connection::pull_locked(const Tag& tag, size_t bytes) {
 bool Connection::flush_locked() {
   if (write_broken_) return false;
   bool doorbell = false;
-  size_t budget = segment_.ring_bytes();
+  size_t budget = kFlushBudgetRings * segment_.ring_bytes();
   // Confirmations first: the peer's sends wait on them. Never inside an
   // eager message, whose records must stay together.
   while (!pulled_notes_.empty() && (send_queue_.empty() || !send_queue_.front().started)) {

@@ -163,11 +163,15 @@ class Connection {
 
   // Sending (send_mutex_ held).
   bool pull_locked(const Tag& tag, size_t bytes);
-  // One call writes at most one ring's worth of payload (then the lock is
-  // let go and the device's thread goes on), so neither post_send nor a
-  // flush in progress holds send_mutex_ for a whole large message while a
-  // fast receiver keeps the ring empty: abort() takes that lock, and a
-  // post_send must return before the message is through.
+  // One call writes at most kFlushBudgetRings rings' worth of payload, then
+  // lets the lock go and leaves the rest to the device's thread: a
+  // post_send of a large message returns before it is through even when a
+  // fast receiver keeps the ring empty. A flush also stops at the next
+  // record once the device has failed, so abort(), which takes send_mutex_,
+  // never waits for a whole message. (One ring's worth measured 5-13%
+  // slower at 8 MiB, 4 ranks on 2 cores: more of each call's sends went to
+  // the device's thread.)
+  static constexpr size_t kFlushBudgetRings = 16;
   bool flush_locked();
   bool write_outgoing_locked(Outgoing& message, size_t& budget);
   void ring_peer_doorbell();
