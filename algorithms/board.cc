@@ -40,7 +40,9 @@ bool fits(const Communicator& communicator, const Call& call, const std::string&
   const auto& overrides = communicator.settings().algorithm_overrides;
   if (!overrides.empty() && overrides.contains(call.collective)) return false;
   switch (call.collective) {
-    case Collective::allreduce:
+    // Larger ones in pieces (board_exchange.h): measured faster than the
+    // messages at every size and rank count (benchmarks/README.md).
+    case Collective::allreduce: return call.count > 0;
     case Collective::broadcast: return call.count > 0 && call.bytes() <= limit;
     // Each rank's block in its own slot (fixed counts only).
     case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= limit;
@@ -87,7 +89,8 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
       everyone, child_group(communicator.group(), sequence, kBoardColor + 1), /*traced=*/false);
   const int rank = communicator.rank();
   const size_t capacity = communicator.settings().board_bytes;
-  const size_t bytes = Board::region_bytes(communicator.size(), capacity);
+  const size_t slot_bytes = Board::slot_bytes(communicator.size(), capacity);
+  const size_t bytes = Board::region_bytes(communicator.size(), slot_bytes);
   transport::Device* device = one_device(communicator);
   std::string why_not = device ? std::string() : "its peers are served by different transports";
 
@@ -141,7 +144,7 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   region->seal();
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
              " bytes through shared memory");
-  return std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity);
+  return std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity, slot_bytes);
 }
 
 void trace_board_call(const Communicator& communicator, const Call& call, uint32_t sequence, double start_us,

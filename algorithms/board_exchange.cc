@@ -21,6 +21,7 @@ namespace chorus::algorithms {
 namespace {
 
 constexpr size_t kCacheLine = 64;
+constexpr size_t kPageBytes = 4096;
 // How long a waiter spins before it yields its core, and yields before it
 // sleeps between looks, each nap twice the last up to the longest. A rank
 // with a core of its own answers within the spin; one that waits for a
@@ -65,25 +66,36 @@ struct Board::Wait {
   std::string this_collective() const { return cat(to_string(call.collective), " #", sequence); }
 };
 
-size_t Board::region_bytes(int members, size_t capacity) {
-  const size_t slot = round_up(sizeof(SlotHeader) + capacity, kCacheLine);
+size_t Board::slot_bytes(int members, size_t capacity) {
+  const size_t share = kPiecesRegionBytes / (2 * static_cast<size_t>(std::max(members, 1)));
+  const size_t piece = std::min(kLargestPieceBytes, share / kPageBytes * kPageBytes);
+  return std::max(capacity, piece);
+}
+
+size_t Board::region_bytes(int members, size_t slot_bytes) {
+  const size_t slot = round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine);
   return static_cast<size_t>(members) * (sizeof(MemberLine) + 2 * slot);
 }
 
-Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity)
+Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity,
+             size_t slot_bytes)
     : region_(std::move(region)),
       base_(region_ ? region_->data() : nullptr),
       rank_(rank),
       size_(size),
       capacity_(capacity),
-      slot_stride_(round_up(sizeof(SlotHeader) + capacity, kCacheLine)),
+      slot_bytes_(slot_bytes),
+      slot_stride_(round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine)),
       member_stride_(sizeof(MemberLine) + 2 * slot_stride_),
       known_finished_(static_cast<size_t>(size), 0) {
   static_assert(sizeof(MemberLine) == kCacheLine && sizeof(SlotHeader) == 32);
   static_assert(std::atomic<uint64_t>::is_always_lock_free);
-  if (!region_ || region_->size() < region_bytes(size, capacity) ||
+  if (slot_bytes < capacity || slot_bytes % kCacheLine != 0)
+    throw InvalidArgument(cat("rank ", rank, ": a board's slots of ", slot_bytes, " bytes must be whole cache ",
+                              "lines and hold its one-shot calls of ", capacity, " bytes"));
+  if (!region_ || region_->size() < region_bytes(size, slot_bytes) ||
       reinterpret_cast<uintptr_t>(region_->data()) % kCacheLine != 0)
-    throw InvalidArgument(cat("rank ", rank, ": a board's region must hold ", region_bytes(size, capacity),
+    throw InvalidArgument(cat("rank ", rank, ": a board's region must hold ", region_bytes(size, slot_bytes),
                               " bytes on a cache-line boundary"));
 }
 
@@ -127,6 +139,17 @@ void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) 
 
 void Board::allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                       uint32_t sequence, Deadline deadline) {
+  const size_t element = call.element_bytes();
+  if (call.bytes() > capacity_) {
+    const size_t per_piece = slot_bytes_ / element;
+    const auto* from = static_cast<const std::byte*>(input);
+    auto* to = static_cast<std::byte*>(output);
+    for (size_t first = 0; first < call.count; first += per_piece) {
+      const size_t count = std::min(per_piece, call.count - first);
+      allreduce_piece(communicator, call, from + first * element, to + first * element, count, sequence, deadline);
+    }
+    return;
+  }
   const Wait wait = next_call(communicator, call, sequence, deadline);
   const uint64_t number = wait.call_number;
   const size_t bytes = call.bytes();
@@ -142,6 +165,51 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
       reduce_unchecked(call.type, call.op, output, data_of(theirs), call.count);
   }
   if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+// A piece: every member copies its input into its slot; member m reduces
+// chunk m of every slot, in member order, into chunk m of its own slot
+// (which only it reads) and stamps `reduced`; then every member copies each
+// chunk from the slot of the member that reduced it. One member computes
+// each chunk, so all have the same bits. A member writes its slot again
+// two board calls later, after every peer finished this one (make_room), so
+// nobody reads it then.
+void Board::allreduce_piece(const Communicator& communicator, const Call& call, const std::byte* input,
+                            std::byte* output, size_t count, uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t element = call.element_bytes();
+  publish(wait, input, count * element, 0);
+  // Chunks on cache-line boundaries, so no two members write one line.
+  const size_t align = std::max<size_t>(1, kCacheLine / element);
+  const size_t per_member = round_up((count + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_), align);
+  const auto chunk_first = [&](int member) { return std::min(count, per_member * static_cast<size_t>(member)); };
+  const auto chunk_count = [&](int member) { return std::min(count, chunk_first(member) + per_member) - chunk_first(member); };
+  const size_t own_offset = chunk_first(rank_) * element;
+  const size_t own_count = chunk_count(rank_);
+  std::byte* own = data_of(slot(rank_, number)) + own_offset;
+  for (int member = 0; member < size_; ++member) {
+    if (member == rank_) continue;
+    await_slot(wait, member);
+    if (own_count > 0) reduce_unchecked(call.type, call.op, own, data_of(slot(member, number)) + own_offset, own_count);
+  }
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, own, own_count, static_cast<size_t>(size_));
+  SlotHeader& mine = slot(rank_, number);
+  mine.reduced.store(wait.stamp, std::memory_order_release);
+  // Starting after this member's own chunk, so the members read different slots.
+  for (int step = 0; step < size_; ++step) {
+    const int member = (rank_ + step) % size_;
+    SlotHeader& theirs = slot(member, number);
+    if (member != rank_) {
+      const auto reduced = [&] { return theirs.reduced.load(std::memory_order_acquire) == wait.stamp; };
+      if (!reduced()) wait_until(wait, member, /*for_slot=*/true, reduced);
+      after_peer_heard();
+    }
+    const size_t offset = chunk_first(member) * element;
+    std::memcpy(output + offset, data_of(theirs) + offset, chunk_count(member) * element);
+  }
   least_known_finished_ = number - 1;  // every peer arrived in this call
   finish(number);
 }

@@ -17,17 +17,29 @@ namespace chorus::algorithms {
 
 class Communicator;
 
+// Slot room for the pieces of large allreduces (Board::slot_bytes): what
+// the whole region may spend on them, and the most one piece holds.
+inline constexpr size_t kPiecesRegionBytes = size_t{8} << 20;
+inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
+
 class Board {
  public:
-  // The region's size for `members` members whose slots hold `capacity` bytes.
-  static size_t region_bytes(int members, size_t capacity);
+  // The data bytes of each slot for `members` members whose one-shot calls
+  // take up to `capacity` bytes: room for the pieces of a larger allreduce
+  // too, as much as kPiecesRegionBytes gives each slot (at most
+  // kLargestPieceBytes), never less than `capacity`.
+  static size_t slot_bytes(int members, size_t capacity);
+  // The region's size for `members` members whose slots hold `slot_bytes` bytes.
+  static size_t region_bytes(int members, size_t slot_bytes);
 
-  // `region` holds region_bytes(size, capacity) bytes that every member maps.
-  Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity);
+  // `region` holds region_bytes(size, slot_bytes) bytes that every member
+  // maps; calls of up to `capacity` bytes run in one shot.
+  Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity, size_t slot_bytes);
   ~Board();
 
   size_t capacity() const { return capacity_; }
-  // The collectives, for a call of at most capacity() bytes on host memory.
+  // The collectives, for a call of at most capacity() bytes on host memory
+  // (allreduce: any size; larger ones run in pieces, see below).
   // A failure aborts the Communicator's Mesh before it is thrown.
   void allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                  uint32_t sequence, Deadline deadline);
@@ -54,7 +66,9 @@ class Board {
     std::atomic<uint64_t> stamp;  // (board call << 32) | sequence; 0: empty
     std::atomic<uint64_t> signature;
     std::atomic<uint64_t> root;  // the whole root (the signature keeps its low byte)
-    uint64_t unused;
+    // In a piece of a large allreduce: the stamp once this member's chunk
+    // of the slot holds the chunk's result.
+    std::atomic<uint64_t> reduced;
   };
   // Who is waited for, for what, in which call: the slow path's context.
   struct Wait;
@@ -69,6 +83,10 @@ class Board {
   static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
   static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
 
+  // One board call of a large allreduce: `count` elements from `input`
+  // into `output`, reduced chunk by chunk (see allreduce).
+  void allreduce_piece(const Communicator& communicator, const Call& call, const std::byte* input,
+                       std::byte* output, size_t count, uint32_t sequence, Deadline deadline);
   // The next board call's context (its number, stamp and signature).
   Wait next_call(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
   // Writes this member's slot of the Wait's call: `bytes` of `data`, then
@@ -100,6 +118,7 @@ class Board {
   int rank_;
   int size_;
   size_t capacity_;
+  size_t slot_bytes_;
   size_t slot_stride_;
   size_t member_stride_;
   uint64_t calls_ = 0;

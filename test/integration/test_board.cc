@@ -169,11 +169,13 @@ TEST_CASE("small allreduce, broadcast, allgather and barrier run on the board, b
   }
 }
 
-TEST_CASE("calls past CHORUS_BOARD_BYTES, or with an algorithm named, run on messages; 0 turns the board off",
+TEST_CASE("broadcasts past CHORUS_BOARD_BYTES, or calls with an algorithm named, run on messages; allreduces past "
+          "it run on the board in pieces; 0 turns the board off",
           "[board]") {
   for (const char* setting : {"64", "0"}) {
     CAPTURE(setting);
     BoardBytes board_bytes(setting);
+    const bool off = std::string(setting) == "0";
     const auto directory = fresh_directory(std::string("limit-") + setting);
     std::atomic<int> wrong{0};
     require_all_ok(run_ranks(
@@ -184,6 +186,10 @@ TEST_CASE("calls past CHORUS_BOARD_BYTES, or with an algorithm named, run on mes
             allreduce(context, std::span(data), ReduceOp::sum);
             for (float value : data)
               if (value != 6.0f) ++wrong;
+            std::vector<float> sent(count, static_cast<float>(context.rank() == 1 ? 5 : 0));
+            broadcast(context, std::span(sent), 1);
+            for (float value : sent)
+              if (value != 5.0f) ++wrong;
           }
           std::vector<float> data(4, 1.0f);
           CollectiveOptions ring;
@@ -195,8 +201,55 @@ TEST_CASE("calls past CHORUS_BOARD_BYTES, or with an algorithm named, run on mes
         20s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
     CHECK(wrong == 0);
     std::map<std::string, int> counts = algorithms_traced(directory);
-    CHECK(counts["allreduce/board"] == (std::string(setting) == "0" ? 0 : 3));
+    CHECK(counts["allreduce/board"] == (off ? 0 : 6));
+    CHECK(counts["broadcast/board"] == (off ? 0 : 3));
     CHECK(counts["allreduce/ring"] == 3);
+  }
+}
+
+TEST_CASE("allreduces larger than a slot run on the board in pieces, bit-exact, at 2 to 5 ranks", "[board]") {
+  // A slot holds 1 MiB at up to 4 members and 816 KiB at 5 (board_exchange.h):
+  // these counts take one piece, two, and five or six, and the last piece's
+  // chunks are uneven or empty.
+  for (int size : {2, 3, 5}) {
+    CAPTURE(size);
+    const auto directory = fresh_directory("pieces-" + std::to_string(size));
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          const int rank = context.rank();
+          const double ranks_sum = size * (size + 1) / 2.0;
+          for (size_t count : {size_t{1025}, size_t{262147}, size_t{600001}}) {
+            for (int round = 0; round < 2; ++round) {
+              std::vector<float> input(count), output(count);
+              fill(input, rank, round);
+              allreduce(context, input.data(), output.data(), count, DataType::float32, ReduceOp::sum);
+              for (size_t i = 0; i < count; ++i)
+                if (output[i] != static_cast<float>(ranks_sum * static_cast<double>((i + round) % 5 + 1))) ++wrong;
+              std::vector<int32_t> maxima(count);
+              fill(maxima, rank, round);
+              allreduce(context, std::span(maxima), ReduceOp::max);
+              for (size_t i = 0; i < count; ++i)
+                if (maxima[i] != static_cast<int32_t>(size * ((i + round) % 5 + 1))) ++wrong;
+              std::vector<double> averages(count);
+              fill(averages, rank, round);
+              allreduce(context, std::span(averages), ReduceOp::avg);
+              for (size_t i = 0; i < count; ++i)
+                if (averages[i] != (size + 1) / 2.0 * static_cast<double>((i + round) % 5 + 1)) ++wrong;
+              std::vector<uint8_t> bytes(count);
+              for (size_t i = 0; i < count; ++i) bytes[i] = static_cast<uint8_t>(rank + i % 7);
+              allreduce(context, std::span(bytes), ReduceOp::sum);
+              for (size_t i = 0; i < count; ++i)
+                if (bytes[i] != static_cast<uint8_t>(size * (size - 1) / 2 + size * static_cast<int>(i % 7))) ++wrong;
+            }
+          }
+        },
+        60s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    const std::map<std::string, int> counts = algorithms_traced(directory);
+    CHECK(counts.at("allreduce/board") == size * 3 * 2 * 4);
+    CHECK(counts.size() == 1);
   }
 }
 
@@ -268,6 +321,28 @@ TEST_CASE("ranks that call different board collectives fail with MismatchError n
     first_hand = first_hand || (text.find("allreduce of 3 float32 sum") != std::string::npos &&
                                 text.find("allreduce of 2 float32 sum") != std::string::npos &&
                                 text.find("peer rank") != std::string::npos);
+  CHECK(first_hand);
+}
+
+TEST_CASE("ranks whose large allreduces differ in count fail in the first piece with MismatchError", "[board]") {
+  const auto started = std::chrono::steady_clock::now();
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      3,
+      [&](Context& context) {
+        barrier(context);
+        std::vector<float> data(context.rank() == 1 ? 300001 : 300000, 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum);
+      },
+      20s));
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  bool first_hand = false;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
+    INFO("rank " << rank << ": " << text);
+    CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+    first_hand = first_hand || (text.find("allreduce of 300001 float32 sum") != std::string::npos &&
+                                text.find("allreduce of 300000 float32 sum") != std::string::npos);
+  }
   CHECK(first_hand);
 }
 
@@ -359,21 +434,25 @@ TEST_CASE("a rank that never calls a board collective is named in the others' ti
 }
 
 TEST_CASE("a rank that fails before a board call ends the others' wait at once, naming it", "[board]") {
-  const auto started = std::chrono::steady_clock::now();
-  const Verdicts verdicts = verdicts_of(run_ranks(
-      3,
-      [&](Context& context) {
-        barrier(context);
-        if (context.rank() == 2) context.abort("rank 2 gives up");
-        std::vector<float> data(2, 1.0f);
-        allreduce(context, std::span(data), ReduceOp::sum);
-      },
-      20s));
-  CHECK(std::chrono::steady_clock::now() - started < 5s);
-  for (int rank : {0, 1}) {
-    const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
-    INFO("rank " << rank << ": " << text);
-    CHECK_FALSE(verdicts.classes[static_cast<size_t>(rank)].empty());
-    CHECK(text.find("rank 2") != std::string::npos);
+  // One shot, and a large allreduce the others are in the pieces of.
+  for (size_t count : {size_t{2}, size_t{600000}}) {
+    CAPTURE(count);
+    const auto started = std::chrono::steady_clock::now();
+    const Verdicts verdicts = verdicts_of(run_ranks(
+        3,
+        [&](Context& context) {
+          barrier(context);
+          if (context.rank() == 2) context.abort("rank 2 gives up");
+          std::vector<float> data(count, 1.0f);
+          allreduce(context, std::span(data), ReduceOp::sum);
+        },
+        20s));
+    CHECK(std::chrono::steady_clock::now() - started < 5s);
+    for (int rank : {0, 1}) {
+      const std::string& text = verdicts.texts[static_cast<size_t>(rank)];
+      INFO("rank " << rank << ": " << text);
+      CHECK_FALSE(verdicts.classes[static_cast<size_t>(rank)].empty());
+      CHECK(text.find("rank 2") != std::string::npos);
+    }
   }
 }
