@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <utility>
 #include <vector>
 
 #include "algorithms/board_exchange.h"
@@ -147,6 +148,25 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   return std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity, slot_bytes);
 }
 
+// What a board call counts as sent and received: the bytes peers read out
+// of this member's slot, and those it reads out of theirs. Summed over the
+// members, sent equals received, as on messages.
+std::pair<uint64_t, uint64_t> bytes_moved(const Call& call, size_t one_shot_bytes) {
+  const uint64_t bytes = call.bytes();
+  const auto peers = static_cast<uint64_t>(call.size - 1);
+  switch (call.collective) {
+    case Collective::allreduce: {
+      // In pieces: each member's chunk of every slot in, every chunk out.
+      const uint64_t moved = bytes <= one_shot_bytes ? bytes * peers : 2 * bytes * peers / (peers + 1);
+      return {moved, moved};
+    }
+    case Collective::allgather: return {bytes * peers, bytes * peers};
+    case Collective::broadcast: return call.rank == call.root ? std::pair{bytes * peers, uint64_t{0}}
+                                                              : std::pair{uint64_t{0}, bytes};
+    default: return {0, 0};
+  }
+}
+
 void trace_board_call(const Communicator& communicator, const Call& call, uint32_t sequence, double start_us,
                       const std::exception_ptr& error) {
   const Telemetry& telemetry = communicator.telemetry();
@@ -192,7 +212,8 @@ bool run_on_board(const Communicator& communicator, const Call& call, const void
   // clock is about 20 ns): the statistics' time comes from every 64th call,
   // weighed as the 64 it stands for.
   const uint64_t number = cell->calls++;
-  const bool timed = number % kTimedEvery == 0 || telemetry.tracing();
+  const bool logged = log_enabled(LogLevel::debug);
+  const bool timed = number % kTimedEvery == 0 || telemetry.tracing() || logged;
   const Clock::time_point started = timed ? Clock::now() : Clock::time_point{};
   communicator.note_started(sequence);
   std::exception_ptr error;
@@ -207,18 +228,19 @@ bool run_on_board(const Communicator& communicator, const Call& call, const void
     error = std::current_exception();
   }
   communicator.note_finished(sequence);
-  const uint64_t weight = number == 0 || telemetry.tracing() ? 1 : kTimedEvery;
-  const auto took = timed ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started) *
-                                static_cast<int64_t>(weight)
-                          : std::chrono::nanoseconds(0);
-  const bool root = call.collective == Collective::broadcast && call.rank == call.root;
-  const bool everyone = call.collective == Collective::allreduce || call.collective == Collective::allgather;
-  const uint64_t sent = everyone || root ? call.bytes() : 0;
-  const uint64_t received = everyone ? call.bytes() * (call.size - 1)
-                            : call.collective == Collective::broadcast && !root ? call.bytes()
-                                                                                : 0;
+  // Every call timed (tracing, logging): each weighs itself.
+  const uint64_t weight = number == 0 || telemetry.tracing() || logged ? 1 : kTimedEvery;
+  const auto call_took = timed ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started)
+                               : std::chrono::nanoseconds(0);
+  const auto took = call_took * static_cast<int64_t>(weight);
+  const auto [sent, received] = bytes_moved(call, board.capacity());
   telemetry.count_collective(!error, error ? 0 : sent, error ? 0 : received, took);
   if (caller_waits) telemetry.count_waiting(took);
+  // As run_collective's line for a call on messages.
+  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (", call.count, " ",
+             to_string(call.type), "): board", call.bytes() > board.capacity() ? " in pieces" : "", ", ",
+             std::chrono::duration_cast<std::chrono::microseconds>(call_took).count(), " us",
+             error ? ", failed" : "");
   if (telemetry.tracing()) trace_board_call(communicator, call, sequence, start_us, error);
   if (error) std::rethrow_exception(error);
   return true;
