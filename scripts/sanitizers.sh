@@ -182,6 +182,9 @@ if [ "$which" != asan ]; then
   if meson test -C build-tsan --no-rebuild --list device-transports > /dev/null 2>&1; then
     tsan_tests+=$'\n'device-transports
   fi
+  # The board's lock-free exchange (every allreduce of one host runs on it),
+  # ranks as threads: 12 s.
+  tsan_tests+=$'\n'board
   # shellcheck disable=SC2086
   build build-tsan $tsan_tests streams executor
   since "$mark_wall" "$mark_cpu" "tsan build"
