@@ -101,6 +101,31 @@ void fill(std::vector<T>& data, int rank, int round) {
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<T>((rank + 1) * ((i + static_cast<size_t>(round)) % 5 + 1));
 }
 
+// Three allreduces of `count` elements on rank `rank`'s contributions to
+// check number `round` (float32 sum out of place, int32 max in place,
+// float64 average), checked bit-exactly: the number of wrong elements.
+int wrong_allreduces(Context& context, size_t count, int round) {
+  const int rank = context.rank();
+  const int size = context.size();
+  int wrong = 0;
+  std::vector<float> input(count), output(count);
+  fill(input, rank, round);
+  allreduce(context, input.data(), output.data(), count, DataType::float32, ReduceOp::sum);
+  for (size_t i = 0; i < count; ++i)
+    if (output[i] != static_cast<float>(size * (size + 1) / 2 * static_cast<int>((i + round) % 5 + 1))) ++wrong;
+  std::vector<int32_t> maxima(count);
+  fill(maxima, rank, round);
+  allreduce(context, std::span(maxima), ReduceOp::max);
+  for (size_t i = 0; i < count; ++i)
+    if (maxima[i] != static_cast<int32_t>(size * ((i + round) % 5 + 1))) ++wrong;
+  std::vector<double> averages(count);
+  fill(averages, rank, round);
+  allreduce(context, std::span(averages), ReduceOp::avg);
+  for (size_t i = 0; i < count; ++i)
+    if (averages[i] != (size + 1) / 2.0 * static_cast<double>((i + round) % 5 + 1)) ++wrong;
+  return wrong;
+}
+
 }  // namespace
 
 TEST_CASE("small allreduce, broadcast, allgather and barrier run on the board, bit-exact, at 2 to 5 ranks",
@@ -117,23 +142,7 @@ TEST_CASE("small allreduce, broadcast, allgather and barrier run on the board, b
             for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{100}, size_t{512}}) {
               // float32 sum out of place, int32 max in place, float64 avg (512 of
               // them: 4 KiB, the default limit).
-              std::vector<float> input(count), output(count);
-              fill(input, rank, round);
-              allreduce(context, input.data(), output.data(), count, DataType::float32, ReduceOp::sum);
-              for (size_t i = 0; i < count; ++i) {
-                const float expected = static_cast<float>(size * (size + 1) / 2 * ((i + round) % 5 + 1));
-                if (output[i] != expected) ++wrong;
-              }
-              std::vector<int32_t> maxima(count);
-              fill(maxima, rank, round);
-              allreduce(context, std::span(maxima), ReduceOp::max);
-              for (size_t i = 0; i < count; ++i)
-                if (maxima[i] != static_cast<int32_t>(size * ((i + round) % 5 + 1))) ++wrong;
-              std::vector<double> averages(count);
-              fill(averages, rank, round);
-              allreduce(context, std::span(averages), ReduceOp::avg);
-              for (size_t i = 0; i < count; ++i)
-                if (averages[i] != (size + 1) / 2.0 * static_cast<double>((i + round) % 5 + 1)) ++wrong;
+              wrong += wrong_allreduces(context, count, round);
               // Every rank the root in turn.
               const int root = (round + static_cast<int>(count)) % size;
               std::vector<uint8_t> bytes(count, static_cast<uint8_t>(rank == root ? round + 1 : 0));
@@ -219,24 +228,9 @@ TEST_CASE("allreduces larger than a slot run on the board in pieces, bit-exact, 
         size,
         [&](Context& context) {
           const int rank = context.rank();
-          const double ranks_sum = size * (size + 1) / 2.0;
           for (size_t count : {size_t{1025}, size_t{262147}, size_t{600001}}) {
             for (int round = 0; round < 2; ++round) {
-              std::vector<float> input(count), output(count);
-              fill(input, rank, round);
-              allreduce(context, input.data(), output.data(), count, DataType::float32, ReduceOp::sum);
-              for (size_t i = 0; i < count; ++i)
-                if (output[i] != static_cast<float>(ranks_sum * static_cast<double>((i + round) % 5 + 1))) ++wrong;
-              std::vector<int32_t> maxima(count);
-              fill(maxima, rank, round);
-              allreduce(context, std::span(maxima), ReduceOp::max);
-              for (size_t i = 0; i < count; ++i)
-                if (maxima[i] != static_cast<int32_t>(size * ((i + round) % 5 + 1))) ++wrong;
-              std::vector<double> averages(count);
-              fill(averages, rank, round);
-              allreduce(context, std::span(averages), ReduceOp::avg);
-              for (size_t i = 0; i < count; ++i)
-                if (averages[i] != (size + 1) / 2.0 * static_cast<double>((i + round) % 5 + 1)) ++wrong;
+              wrong += wrong_allreduces(context, count, round);
               std::vector<uint8_t> bytes(count);
               for (size_t i = 0; i < count; ++i) bytes[i] = static_cast<uint8_t>(rank + i % 7);
               allreduce(context, std::span(bytes), ReduceOp::sum);
