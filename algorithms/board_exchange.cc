@@ -170,8 +170,9 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
 }
 
 // A piece: every member copies its input into its slot; member m reduces
-// chunk m of every slot, in member order, into chunk m of its own slot
-// (which only it reads) and stamps `reduced`; then every member copies each
+// chunk m of every slot (its own first, then the others in member order)
+// into chunk m of its own slot, which only it reads, and stamps `reduced`;
+// then every member copies each
 // chunk from the slot of the member that reduced it. One member computes
 // each chunk, so all have the same bits. A member writes its slot again
 // two board calls later, after every peer finished this one (make_room), so
@@ -186,19 +187,23 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
   const size_t align = std::max<size_t>(1, kCacheLine / element);
   const size_t per_member = round_up((count + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_), align);
   const auto chunk_first = [&](int member) { return std::min(count, per_member * static_cast<size_t>(member)); };
-  const auto chunk_count = [&](int member) { return std::min(count, chunk_first(member) + per_member) - chunk_first(member); };
+  const auto chunk_count = [&](int member) {
+    return std::min(count, chunk_first(member) + per_member) - chunk_first(member);
+  };
   const size_t own_offset = chunk_first(rank_) * element;
   const size_t own_count = chunk_count(rank_);
   std::byte* own = data_of(slot(rank_, number)) + own_offset;
   for (int member = 0; member < size_; ++member) {
     if (member == rank_) continue;
     await_slot(wait, member);
-    if (own_count > 0) reduce_unchecked(call.type, call.op, own, data_of(slot(member, number)) + own_offset, own_count);
+    if (own_count > 0)
+      reduce_unchecked(call.type, call.op, own, data_of(slot(member, number)) + own_offset, own_count);
   }
   if (call.op == ReduceOp::avg) average_unchecked(call.type, own, own_count, static_cast<size_t>(size_));
   SlotHeader& mine = slot(rank_, number);
   mine.reduced.store(wait.stamp, std::memory_order_release);
-  // Starting after this member's own chunk, so the members read different slots.
+  // Each member starts with its own chunk and goes on with the next
+  // members', so at any moment they read different slots.
   for (int step = 0; step < size_; ++step) {
     const int member = (rank_ + step) % size_;
     SlotHeader& theirs = slot(member, number);
