@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/aligned_chunks.h"
 #include "algorithms/arrivals.h"
 #include "algorithms/communicator.h"
 #include "base/error.h"
@@ -184,14 +185,9 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
   const size_t element = call.element_bytes();
   publish(wait, input, count * element, 0);
   // Chunks on cache-line boundaries, so no two members write one line.
-  const size_t align = std::max<size_t>(1, kCacheLine / element);
-  const size_t per_member = round_up((count + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_), align);
-  const auto chunk_first = [&](int member) { return std::min(count, per_member * static_cast<size_t>(member)); };
-  const auto chunk_count = [&](int member) {
-    return std::min(count, chunk_first(member) + per_member) - chunk_first(member);
-  };
-  const size_t own_offset = chunk_first(rank_) * element;
-  const size_t own_count = chunk_count(rank_);
+  const auto chunk = [&](int member) { return aligned_chunk(member, size_, count, element, kCacheLine); };
+  const size_t own_offset = chunk(rank_).first * element;
+  const size_t own_count = chunk(rank_).count;
   std::byte* own = data_of(slot(rank_, number)) + own_offset;
   for (int member = 0; member < size_; ++member) {
     if (member == rank_) continue;
@@ -212,8 +208,9 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
       if (!reduced()) wait_until(wait, member, /*for_slot=*/true, reduced);
       after_peer_heard();
     }
-    const size_t offset = chunk_first(member) * element;
-    std::memcpy(output + offset, data_of(theirs) + offset, chunk_count(member) * element);
+    const ElementRange theirs_chunk = chunk(member);
+    const size_t offset = theirs_chunk.first * element;
+    std::memcpy(output + offset, data_of(theirs) + offset, theirs_chunk.count * element);
   }
   least_known_finished_ = number - 1;  // every peer arrived in this call
   finish(number);

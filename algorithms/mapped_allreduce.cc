@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/aligned_chunks.h"
 #include "algorithms/run.h"
 #include "algorithms/staging.h"
 #include "base/error.h"
@@ -28,18 +29,11 @@ constexpr size_t kRecordBytes = 2 * kDescriptionBytes;
 // packs when the buffers are aligned (cudaMalloc's are).
 constexpr size_t kChunkAlignmentBytes = 256;
 
-struct Range {
-  size_t first = 0;  // element
-  size_t count = 0;
-};
+using Range = ElementRange;
 
 // Rank p's chunk of `count` elements of `element_bytes`.
 Range chunk_of(int p, int ranks, size_t count, size_t element_bytes) {
-  const size_t align = std::max<size_t>(1, kChunkAlignmentBytes / element_bytes);
-  const size_t per_rank = (count + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
-  const size_t chunk = (per_rank + align - 1) / align * align;
-  const size_t first = std::min(count, chunk * static_cast<size_t>(p));
-  return {first, std::min(count, first + chunk) - first};
+  return aligned_chunk(p, ranks, count, element_bytes, kChunkAlignmentBytes);
 }
 
 class MappedCall {
