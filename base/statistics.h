@@ -16,7 +16,10 @@ struct ContextStatistics {
   uint64_t failed_collectives = 0;  // of those, how many failed
   uint64_t messages_sent = 0;       // point-to-point sends completed
   uint64_t messages_received = 0;   // point-to-point receives completed
-  uint64_t bytes_sent = 0;          // by this rank, over every transport (collectives and messages)
+  // By this rank, over every transport (collectives and messages); a call
+  // on the shared-memory board counts the bytes its peers read out of this
+  // rank's slot as sent, those it reads out of theirs as received.
+  uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   // Inside collectives: from the start of each run to its end.
   std::chrono::nanoseconds time_in_collectives{0};
