@@ -1,7 +1,8 @@
-"""What Horovod scripts ask of the build (hvd.mpi_built(), ...), answered for chorus.
+"""What Horovod scripts ask of the build (hvd.mpi_built(), ...), answered for
+chorus, by chorus.torch.hvd and chorus.tensorflow alike.
 
 chorus is neither Horovod's MPI nor its Gloo controller, has no NCCL, CCL,
-DDL or ROCm, and chorus.torch.hvd takes CPU tensors only: each answer is
+DDL or ROCm, and its Horovod APIs take CPU tensors only: each answer is
 False (nccl_built, an NCCL version in Horovod, is 0), so scripts keep off
 the code paths of those libraries (GPU-only branches, MPI-only tests)."""
 
@@ -16,7 +17,7 @@ def mpi_enabled():
 
 def mpi_threads_supported():
     # As Horovod answers when MPI is not enabled.
-    raise ValueError("chorus.torch.hvd.mpi_threads_supported: chorus does not run over MPI")
+    raise ValueError("mpi_threads_supported: chorus does not run over MPI")
 
 
 def gloo_built():
@@ -40,7 +41,7 @@ def ccl_built():
 
 
 def cuda_built():
-    return False  # chorus.torch.hvd is tested on CPU tensors only (docs/torch.md)
+    return False  # the Horovod APIs are tested on CPU tensors only (docs/torch.md, docs/tensorflow.md)
 
 
 def rocm_built():

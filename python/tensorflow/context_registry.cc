@@ -1,58 +1,32 @@
 #include "python/tensorflow/context_registry.h"
 
 #include <map>
+#include <mutex>
+#include <string>
 #include <utility>
+
+#include "base/types.h"
+#include "tensorflow/core/framework/types.h"
 
 namespace chorus::tensorflow_ops {
 
-SerialWorker::SerialWorker() : thread_([this] { loop(); }) {}
+namespace tf = ::tensorflow;
 
-SerialWorker::~SerialWorker() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
+namespace {
+
+negotiation::Negotiator::Options negotiation_options() {
+  negotiation::Negotiator::Options options;
+  options.type_name = [](int32_t type) { return tf::DataTypeString(static_cast<tf::DataType>(type)); };
+  options.op_name = [](uint8_t op) {
+    return op < reduce_op_count ? std::string(to_string(static_cast<ReduceOp>(op))) : "op #" + std::to_string(op);
+  };
+  return options;
 }
 
-void SerialWorker::post(std::function<void()> job) {
-  {
-    std::lock_guard lock(mutex_);
-    jobs_.push_back(std::move(job));
-  }
-  wake_.notify_one();
-}
+}  // namespace
 
-bool SerialWorker::run_here_if_idle(const std::function<void()>& job) {
-  {
-    std::lock_guard lock(mutex_);
-    if (running_ || !jobs_.empty() || stopping_) return false;
-    running_ = true;
-  }
-  job();
-  {
-    std::lock_guard lock(mutex_);
-    running_ = false;
-  }
-  wake_.notify_one();
-  return true;
-}
-
-void SerialWorker::loop() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [this] { return !running_ && (stopping_ || !jobs_.empty()); });
-    if (jobs_.empty()) return;  // stopping, and nothing left to run
-    std::function<void()> job = std::move(jobs_.front());
-    jobs_.pop_front();
-    running_ = true;
-    lock.unlock();
-    job();
-    lock.lock();
-    running_ = false;
-  }
-}
+SharedContext::SharedContext(std::shared_ptr<Context> shared)
+    : context(std::move(shared)), negotiator(context, negotiation_options()) {}
 
 namespace {
 
@@ -93,6 +67,21 @@ int64_t chorus_tensorflow_adopt_context(const void* shared_context) {
   return handle;
 }
 
+bool chorus_tensorflow_rebind_context(int64_t handle, const void* shared_context) {
+  auto context = *static_cast<const std::shared_ptr<chorus::Context>*>(shared_context);
+  auto shared = std::make_shared<SharedContext>(std::move(context));
+  std::shared_ptr<SharedContext> replaced;
+  {
+    auto& all = chorus::tensorflow_ops::registry();
+    std::lock_guard lock(all.mutex);
+    const auto found = all.contexts.find(handle);
+    if (found == all.contexts.end()) return false;
+    replaced = std::exchange(found->second, std::move(shared));
+  }
+  // Outside the lock: the last reference stops the old Negotiator.
+  return true;
+}
+
 void chorus_tensorflow_release_context(int64_t handle) {
   std::shared_ptr<SharedContext> released;
   {
@@ -103,5 +92,5 @@ void chorus_tensorflow_release_context(int64_t handle) {
     released = std::move(found->second);
     all.contexts.erase(found);
   }
-  // Outside the lock: the last reference joins the worker.
+  // Outside the lock: the last reference stops the Negotiator and joins its thread.
 }

@@ -1,5 +1,5 @@
-// The Contexts the op library's kernels run on, and the thread each one's
-// collectives run on.
+// The Contexts the op library's kernels run on, each with the Negotiator
+// that matches their calls across the ranks.
 //
 // How a kernel finds the Python side's chorus.Context: chorus.tensorflow
 // asks the Context for a capsule holding a copy of its std::shared_ptr
@@ -13,50 +13,21 @@
 // so the shared_ptr copied across is the same type on both sides.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "chorus/context.h"
+#include "python/negotiation/negotiator.h"
 
 namespace chorus::tensorflow_ops {
 
-// Runs jobs one after another on its own thread, in the order posted: the
-// order TensorFlow issued the ops, which is the order chorus needs on every
-// rank. TensorFlow's inter-op threads only post.
-class SerialWorker {
- public:
-  SerialWorker();
-  // Finishes the jobs already posted, then joins.
-  ~SerialWorker();
-  SerialWorker(const SerialWorker&) = delete;
-  SerialWorker& operator=(const SerialWorker&) = delete;
-  void post(std::function<void()> job);
-  // Runs `job` on the calling thread instead, when no job is queued or
-  // running (a job posted meanwhile waits for it, so the order holds);
-  // false, with nothing run, otherwise. For small messages: the hand-off to
-  // the worker and back costs more than the collective itself.
-  bool run_here_if_idle(const std::function<void()>& job);
-
- private:
-  void loop();
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool running_ = false;  // a job runs, on the worker or on a caller's thread
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
+// A Context and the Negotiator that matches the ops' calls on it across
+// the ranks (python/negotiation/negotiator.h), with TensorFlow's names for
+// types and chorus's for reduction ops in its messages.
 struct SharedContext {
-  explicit SharedContext(std::shared_ptr<Context> shared) : context(std::move(shared)) {}
+  explicit SharedContext(std::shared_ptr<Context> shared);
   std::shared_ptr<Context> context;
-  SerialWorker worker;
+  negotiation::Negotiator negotiator;
 };
 
 // The Context registered under `handle`, or null once released (or never adopted).
@@ -68,6 +39,14 @@ std::shared_ptr<SharedContext> find_context(int64_t handle);
 // std::shared_ptr<chorus::Context> (the capsule's content), which is copied.
 extern "C" {
 __attribute__((visibility("default"))) int64_t chorus_tensorflow_adopt_context(const void* shared_context);
-// Forgets the handle; its worker finishes what was posted first.
+// Puts the Context `shared_context` points at under `handle` in place of
+// the one there (an elastic job's survivors after a shrink), so that ops
+// made for the handle, in functions already traced too, run on it. The
+// old Context's Negotiator stops as chorus_tensorflow_release_context's
+// does. Returns false for a handle that is not open.
+__attribute__((visibility("default"))) bool chorus_tensorflow_rebind_context(int64_t handle,
+                                                                             const void* shared_context);
+// Forgets the handle; once no op holds it, its Negotiator finishes the cycle
+// in progress and fails what still waits (Aborted).
 __attribute__((visibility("default"))) void chorus_tensorflow_release_context(int64_t handle);
 }

@@ -1,6 +1,5 @@
 #include "python/tensorflow/kernel_support.h"
 
-#include <functional>
 #include <utility>
 
 #include "base/error.h"
@@ -8,11 +7,10 @@
 
 namespace chorus::tensorflow_ops {
 
-std::optional<DataType> chorus_type_of(tf::DataType type) {
+std::optional<DataType> reducible_type_of(tf::DataType type) {
   switch (type) {
     case tf::DT_INT8: return DataType::int8;
     case tf::DT_UINT8: return DataType::uint8;
-    case tf::DT_BOOL: return DataType::uint8;
     case tf::DT_INT32: return DataType::int32;
     case tf::DT_UINT32: return DataType::uint32;
     case tf::DT_INT64: return DataType::int64;
@@ -25,11 +23,11 @@ std::optional<DataType> chorus_type_of(tf::DataType type) {
   }
 }
 
-absl::Status status_of_current_exception(const std::string& op) {
+absl::Status status_of(std::exception_ptr failure, const std::string& op) {
   try {
-    throw;
-  } catch (const KernelFailure& failure) {
-    return failure.status();
+    std::rethrow_exception(std::move(failure));
+  } catch (const KernelFailure& kernel_failure) {
+    return kernel_failure.status();
   } catch (const IoError& error) {
     // PeerLostError among them: the peer's rank is in the message.
     return absl::UnavailableError(op + ": " + error.what());
@@ -38,7 +36,7 @@ absl::Status status_of_current_exception(const std::string& op) {
   } catch (const InvalidArgument& error) {
     return absl::InvalidArgumentError(op + ": " + error.what());
   } catch (const MismatchError& error) {
-    return absl::InvalidArgumentError(op + ": " + error.what());
+    return absl::FailedPreconditionError(op + ": " + error.what());
   } catch (const Aborted& error) {
     return absl::AbortedError(op + ": " + error.what());
   } catch (const std::exception& error) {
@@ -52,20 +50,29 @@ void check(const absl::Status& status) {
   if (!status.ok()) throw KernelFailure(status);
 }
 
-void fail_everywhere(Context& chorus, const std::string& message) {
-  chorus.abort(message);
-  throw KernelFailure(absl::InvalidArgumentError(message));
-}
-
 size_t row_elements(const tf::TensorShape& shape) {
   size_t elements = 1;
   for (int axis = 1; axis < shape.dims(); ++axis) elements *= static_cast<size_t>(shape.dim_size(axis));
   return elements;
 }
 
+negotiation::TensorDescription description_of(const tf::Tensor& tensor) {
+  negotiation::TensorDescription description;
+  description.type = static_cast<int32_t>(tensor.dtype());
+  for (int axis = 0; axis < tensor.dims(); ++axis) description.dims.push_back(tensor.dim_size(axis));
+  return description;
+}
 
 CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* construction) : AsyncOpKernel(construction) {
   OP_REQUIRES_OK(construction, construction->GetAttr("context", &handle_));
+  OP_REQUIRES_OK(construction, construction->GetAttr("tensor_name", &tensor_name_));
+  bool by_name = false;
+  OP_REQUIRES_OK(construction, construction->GetAttr("match_by_name", &by_name));
+  matching_ = by_name ? negotiation::Matching::by_name : negotiation::Matching::in_order;
+}
+
+std::string CollectiveKernel::refusal(const Context& chorus, const std::string& reason) const {
+  return "rank " + std::to_string(chorus.rank()) + ": " + what() + ": " + reason;
 }
 
 void CollectiveKernel::ComputeAsync(tf::OpKernelContext* context, DoneCallback done) {
@@ -75,26 +82,22 @@ void CollectiveKernel::ComputeAsync(tf::OpKernelContext* context, DoneCallback d
                                                   " is not open (chorus.tensorflow.shutdown() ran, or init() "
                                                   "did not); call chorus.tensorflow.init() first"),
                     done);
-  const tf::DataType tensor_type = context->input(0).dtype();
-  const std::optional<DataType> type = chorus_type_of(tensor_type);
-  OP_REQUIRES_ASYNC(context, type.has_value(),
-                    absl::InvalidArgumentError(what() + ": chorus does not move " + tf::DataTypeString(tensor_type)),
-                    done);
-  // The job holds the Context, not the SharedContext: the worker must
-  // never drop the last reference to itself.
-  std::function<void()> job = [this, context, done = std::move(done), chorus = shared->context, type = *type] {
-    try {
-      collective(*chorus, context, type);
-    } catch (...) {
-      context->SetStatus(status_of_current_exception(what()));
-    }
+  negotiation::Call call;
+  negotiation::Description& description = call.description;
+  description.matching = matching_;
+  // chorus.tensorflow names every call (_ops.py's matching()): the name the
+  // caller gave, or one numbering the collectives of its graph or function.
+  description.name = tensor_name_;
+  describe(*shared->context, context, description);
+  for (int input = 0; input < context->num_inputs(); ++input) call.bytes += context->input(input).TotalBytes();
+  call.run = [this, context](Context& chorus, std::span<const negotiation::Description* const> everyone) {
+    collective(chorus, context, everyone);
+  };
+  call.done = [this, context, done = std::move(done)](std::exception_ptr failure) {
+    if (failure) context->SetStatus(status_of(std::move(failure), what()));
     done();
   };
-  // A small message runs on TensorFlow's thread when the worker is idle:
-  // it blocks that thread only for a latency-sized call (the eager caller
-  // waits for it anyway), and saves two thread hand-offs per op.
-  if (context->input(0).TotalBytes() <= kRunHereMaxBytes && shared->worker.run_here_if_idle(job)) return;
-  shared->worker.post(std::move(job));
+  shared->negotiator.submit(std::move(call));
 }
 
 }  // namespace chorus::tensorflow_ops

@@ -1,29 +1,34 @@
-// What every chorus kernel shares: the TensorFlow dtype as a chorus
-// DataType, chorus's errors as TensorFlow Statuses, and CollectiveKernel,
-// the AsyncOpKernel whose collective runs on its Context's worker thread.
+// What every chorus kernel shares: TensorFlow's types in chorus's terms,
+// chorus's errors as TensorFlow Statuses, and CollectiveKernel, the
+// AsyncOpKernel whose call is matched with the other ranks' by the
+// Context's Negotiator (python/negotiation/negotiator.h) before it runs.
 #pragma once
 
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "base/types.h"
 #include "chorus/context.h"
+#include "python/negotiation/description.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace chorus::tensorflow_ops {
 
 namespace tf = ::tensorflow;
 
-// chorus's type for `type`; bool moves as uint8 (the ops that reduce do not take it).
-std::optional<DataType> chorus_type_of(tf::DataType type);
-// The Status for the exception being handled: chorus's error classes map to
-// Unavailable (a lost peer), DeadlineExceeded, InvalidArgument (a bad or
-// mismatched call), Aborted and Internal, chorus's message (naming the rank
-// and cause) kept after "<op>: ".
-absl::Status status_of_current_exception(const std::string& op);
+// chorus's type for reducing `type`; nullopt for the types chorus does not
+// reduce (the ops that only move data move any type as bytes).
+std::optional<DataType> reducible_type_of(tf::DataType type);
+// The Status for a failure: chorus's error classes map to Unavailable (a
+// lost peer), DeadlineExceeded (a timeout, a call ranks never all made),
+// FailedPrecondition (ranks whose calls disagree, as Horovod reports it),
+// InvalidArgument (a bad call), Aborted and Internal, with chorus's message
+// (naming the rank and the cause) after "<op>: ".
+absl::Status status_of(std::exception_ptr failure, const std::string& op);
 
 // A Status that is not ok, thrown from a kernel's collective.
 class KernelFailure : public std::exception {
@@ -35,36 +40,42 @@ class KernelFailure : public std::exception {
  private:
   absl::Status status_;
 };
-// A bad call found on this rank only: aborts the Context with `message`, so
-// that the other ranks' calls fail naming it instead of waiting for this
-// rank, and throws InvalidArgument here (as chorus does with the calls it
-// rejects).
-[[noreturn]] void fail_everywhere(Context& chorus, const std::string& message);
 // Throws KernelFailure unless `status` is ok.
 void check(const absl::Status& status);
 // The elements of a tensor's first-axis row (1 for a vector or scalar).
 size_t row_elements(const tf::TensorShape& shape);
-
-// Ops whose first input is at most this run on the calling thread when
-// their Context's worker is idle (SerialWorker::run_here_if_idle).
-inline constexpr size_t kRunHereMaxBytes = size_t{64} << 10;
+// A tensor as the negotiation describes it: its type and dimensions.
+negotiation::TensorDescription description_of(const tf::Tensor& tensor);
 
 class CollectiveKernel : public tf::AsyncOpKernel {
  public:
   explicit CollectiveKernel(tf::OpKernelConstruction* construction);
-  // Posts collective() to the worker of the op's Context and returns (or
-  // runs it here: kRunHereMaxBytes).
+  // Describes the call and submits it to the Context's Negotiator, which
+  // runs collective() once every rank's matching call agrees (here, when
+  // the call is small and nothing else is in flight; otherwise on the
+  // Negotiator's thread) and then calls `done`.
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) final;
 
  protected:
-  // Runs on the worker thread (or the caller's): allocates outputs and makes the chorus
-  // calls; fails by throwing (chorus's errors or KernelFailure).
-  virtual void collective(Context& chorus, tf::OpKernelContext* context, DataType type) = 0;
+  // This rank's description of the call: kind, tensors, op, root, scale
+  // factors; a refusal (with its reason) where the arguments are bad on
+  // this rank. Name and matching are filled in by ComputeAsync.
+  virtual void describe(const Context& chorus, tf::OpKernelContext* context,
+                        negotiation::Description& description) = 0;
+  // Runs once every rank agreed: allocates the outputs and makes the chorus
+  // calls. `everyone` holds every rank's description, in rank order.
+  // Fails by throwing (chorus's errors or KernelFailure).
+  virtual void collective(Context& chorus, tf::OpKernelContext* context,
+                          std::span<const negotiation::Description* const> everyone) = 0;
   // The name errors carry ("chorus allreduce").
   virtual std::string what() const = 0;
+  // "rank 3: chorus allreduce: " and `reason`: how a refusal reads.
+  std::string refusal(const Context& chorus, const std::string& reason) const;
 
  private:
   int64_t handle_ = 0;
+  std::string tensor_name_;
+  negotiation::Matching matching_ = negotiation::Matching::in_order;
 };
 
 }  // namespace chorus::tensorflow_ops

@@ -1,17 +1,32 @@
-// The kernels that move without reducing: broadcast, allgather with
-// per-rank first dimensions, alltoall with or without splits. The ones whose
-// output shape depends on the other ranks first exchange shapes, so that a
-// mismatch is found, and named, on every rank.
+// The kernels that move without reducing: broadcast, allgather (one tensor
+// or a group) with per-rank first dimensions, alltoall with or without
+// splits. They move any type as bytes. Every rank's shapes and splits
+// arrive with the negotiation (its descriptions), so an allgather or an
+// alltoall needs no exchange of its own before the data moves.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "chorus/collectives.h"
 #include "python/tensorflow/kernel_support.h"
 #include "python/tensorflow/output_pool.h"
 
 namespace chorus::tensorflow_ops {
 namespace {
+
+size_t element_bytes(const tf::Tensor& tensor) { return static_cast<size_t>(tf::DataTypeSize(tensor.dtype())); }
+
+// Bytes of one first-axis row of a tensor described as `dims`.
+size_t row_bytes(const std::vector<int64_t>& dims, size_t element) {
+  size_t bytes = element;
+  for (size_t axis = 1; axis < dims.size(); ++axis) bytes *= static_cast<size_t>(dims[axis]);
+  return bytes;
+}
+
+std::string which_tensor(bool grouped, int index) {
+  return grouped ? " as tensor " + std::to_string(index) : std::string();
+}
 
 class BroadcastKernel : public CollectiveKernel {
  public:
@@ -21,90 +36,117 @@ class BroadcastKernel : public CollectiveKernel {
 
  protected:
   std::string what() const override { return "chorus broadcast"; }
-  void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
+  void describe(const Context& chorus, tf::OpKernelContext* context,
+                negotiation::Description& description) override {
+    description.kind = negotiation::Kind::broadcast;
+    description.root = static_cast<int32_t>(root_);
+    description.tensors.push_back(description_of(context->input(0)));
+    if (root_ < 0 || root_ >= chorus.size()) {
+      description.refusal = refusal(chorus, "root rank " + std::to_string(root_) + " is not a rank of this job of " +
+                                                std::to_string(chorus.size()));
+    }
+  }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const>) override {
     const tf::Tensor& input = context->input(0);
     tf::Tensor* output = nullptr;
     check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
     if (chorus.rank() == root_ && output->data() != input.data()) {
       std::memcpy(output->data(), input.data(), input.TotalBytes());
     }
-    broadcast(chorus, output->data(), static_cast<size_t>(input.NumElements()), type, root_);
+    broadcast(chorus, output->data(), input.TotalBytes(), DataType::uint8, static_cast<int>(root_));
   }
 
  private:
-  int root_ = 0;
+  int64_t root_ = 0;
 };
 
-// What a rank tells the others before an allgather: its dtype, rank and dims.
-constexpr size_t kMostDims = 32;
-constexpr size_t kDescriptionSize = 2 + kMostDims;
-
-std::vector<int64_t> describe(const tf::Tensor& tensor) {
-  std::vector<int64_t> description(kDescriptionSize, 0);
-  description[0] = tensor.dtype();
-  description[1] = tensor.dims();
-  for (int axis = 0; axis < tensor.dims(); ++axis) description[2 + static_cast<size_t>(axis)] = tensor.dim_size(axis);
-  return description;
-}
-
-std::string described(const int64_t* description) {
-  std::string text = tf::DataTypeString(static_cast<tf::DataType>(description[0])) + " tensor of shape [";
-  for (int64_t axis = 0; axis < description[1]; ++axis) {
-    if (axis > 0) text += ", ";
-    text += std::to_string(description[2 + axis]);
-  }
-  return text + "]";
-}
-
-// Equal but for the first dimension.
-bool gatherable(const int64_t* one, const int64_t* other) {
-  return one[0] == other[0] && one[1] == other[1] && std::equal(one + 3, one + kDescriptionSize, other + 3);
-}
-
+// Allgather of one tensor or a group: one allgatherv of every rank's
+// tensors packed end to end (a single tensor lands in its output directly).
 class AllgatherKernel : public CollectiveKernel {
  public:
-  using CollectiveKernel::CollectiveKernel;
+  AllgatherKernel(tf::OpKernelConstruction* construction, bool grouped)
+      : CollectiveKernel(construction), grouped_(grouped) {}
 
  protected:
-  std::string what() const override { return "chorus allgather"; }
-  void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
-    const tf::Tensor& input = context->input(0);
-    const std::string rank = "rank " + std::to_string(chorus.rank());
-    if (input.dims() < 1 || static_cast<size_t>(input.dims()) > kMostDims) {
-      fail_everywhere(chorus, what() + ": " + rank + " passed a tensor of " + std::to_string(input.dims()) +
-                                  " dimensions; it takes 1 to " + std::to_string(kMostDims));
-    }
-    const size_t size = static_cast<size_t>(chorus.size());
-    const std::vector<int64_t> mine = describe(input);
-    std::vector<int64_t> everyone(size * kDescriptionSize);
-    allgather(chorus, mine.data(), everyone.data(), kDescriptionSize, DataType::int64);
-    // Every rank compares everyone with rank 0, so all of them fail alike.
-    for (size_t peer = 1; peer < size; ++peer) {
-      const int64_t* theirs = everyone.data() + peer * kDescriptionSize;
-      if (!gatherable(everyone.data(), theirs)) {
-        throw KernelFailure(absl::InvalidArgumentError(
-            what() + " (on " + rank + "): rank " + std::to_string(peer) + " passed a " + described(theirs) +
-            " and rank 0 a " + described(everyone.data()) + "; ranks may differ in the first dimension only"));
+  std::string what() const override { return grouped_ ? "chorus grouped_allgather" : "chorus allgather"; }
+  void describe(const Context& chorus, tf::OpKernelContext* context,
+                negotiation::Description& description) override {
+    description.kind = grouped_ ? negotiation::Kind::grouped_allgather : negotiation::Kind::allgather;
+    for (int index = 0; index < context->num_inputs(); ++index) {
+      description.tensors.push_back(description_of(context->input(index)));
+      if (context->input(index).dims() < 1) {
+        description.refusal = refusal(chorus, "passed a scalar" + which_tensor(grouped_, index) +
+                                                  "; allgather concatenates the ranks' tensors on their first "
+                                                  "dimension");
       }
     }
-    const size_t row = row_elements(input.shape());
-    std::vector<size_t> counts(size);
-    int64_t rows = 0;
-    for (size_t peer = 0; peer < size; ++peer) {
-      const int64_t peer_rows = everyone[peer * kDescriptionSize + 2];
-      counts[peer] = static_cast<size_t>(peer_rows) * row;
-      rows += peer_rows;
-    }
-    tf::TensorShape shape = input.shape();
-    shape.set_dim(0, rows);
-    tf::Tensor* output = nullptr;
-    check(allocate_pooled_output(context, 0, shape, &output));
-    allgatherv(chorus, input.data(), output->data(), counts, type);
   }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const> everyone) override {
+    const size_t size = everyone.size();
+    const auto members = static_cast<size_t>(context->num_inputs());
+    const size_t element = element_bytes(context->input(0));
+    // bytes[r][i]: rank r's member i; counts[r]: all of rank r's.
+    std::vector<std::vector<size_t>> bytes(size, std::vector<size_t>(members));
+    std::vector<size_t> counts(size, 0);
+    for (size_t rank = 0; rank < size; ++rank) {
+      for (size_t index = 0; index < members; ++index) {
+        const std::vector<int64_t>& dims = everyone[rank]->tensors[index].dims;
+        bytes[rank][index] = static_cast<size_t>(dims[0]) * row_bytes(dims, element);
+        counts[rank] += bytes[rank][index];
+      }
+    }
+    std::vector<tf::Tensor*> outputs(members);
+    for (size_t index = 0; index < members; ++index) {
+      const tf::Tensor& input = context->input(static_cast<int>(index));
+      int64_t rows = 0;
+      for (size_t rank = 0; rank < size; ++rank) rows += everyone[rank]->tensors[index].dims[0];
+      tf::TensorShape shape = input.shape();
+      shape.set_dim(0, rows);
+      check(allocate_pooled_output(context, static_cast<int>(index), shape, &outputs[index]));
+    }
+    if (members == 1) {
+      allgatherv(chorus, context->input(0).data(), outputs[0]->data(), counts, DataType::uint8);
+      return;
+    }
+    size_t total = 0;
+    for (size_t count : counts) total += count;
+    std::vector<std::byte> mine, gathered(total);
+    for (size_t index = 0; index < members; ++index) {
+      const tf::Tensor& input = context->input(static_cast<int>(index));
+      const auto* begin = static_cast<const std::byte*>(input.data());
+      mine.insert(mine.end(), begin, begin + input.TotalBytes());
+    }
+    allgatherv(chorus, mine.data(), gathered.data(), counts, DataType::uint8);
+    // Member i's output: rank 0's member i, rank 1's, ...
+    std::vector<size_t> filled(members, 0);
+    size_t at = 0;
+    for (size_t rank = 0; rank < size; ++rank) {
+      for (size_t index = 0; index < members; ++index) {
+        const size_t count = bytes[rank][index];
+        if (count > 0) {
+          std::memcpy(static_cast<std::byte*>(outputs[index]->data()) + filled[index], gathered.data() + at, count);
+        }
+        filled[index] += count;
+        at += count;
+      }
+    }
+  }
+
+ private:
+  bool grouped_;
 };
 
-// Per peer before an alltoall: the rows going to it, the elements of a row, the dtype.
-constexpr size_t kExchangeSize = 3;
+class SingleAllgatherKernel : public AllgatherKernel {
+ public:
+  explicit SingleAllgatherKernel(tf::OpKernelConstruction* construction) : AllgatherKernel(construction, false) {}
+};
+
+class GroupedAllgatherKernel : public AllgatherKernel {
+ public:
+  explicit GroupedAllgatherKernel(tf::OpKernelConstruction* construction) : AllgatherKernel(construction, true) {}
+};
 
 class AlltoallKernel : public CollectiveKernel {
  public:
@@ -112,63 +154,29 @@ class AlltoallKernel : public CollectiveKernel {
 
  protected:
   std::string what() const override { return "chorus alltoall"; }
-  void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
+  // The rows for each rank go with the description: `given`, or with none
+  // given the first dimension split evenly.
+  void describe(const Context& chorus, tf::OpKernelContext* context,
+                negotiation::Description& description) override {
+    description.kind = negotiation::Kind::alltoall;
     const tf::Tensor& input = context->input(0);
-    const std::string rank = "rank " + std::to_string(chorus.rank());
-    const std::vector<int64_t> splits = splits_of(chorus, input, context->input(1), rank);
-    const size_t size = static_cast<size_t>(chorus.size());
-    const auto row = static_cast<int64_t>(row_elements(input.shape()));
-    std::vector<int64_t> told(size * kExchangeSize);
-    for (size_t peer = 0; peer < size; ++peer) {
-      told[peer * kExchangeSize] = splits[peer];
-      told[peer * kExchangeSize + 1] = row;
-      told[peer * kExchangeSize + 2] = input.dtype();
-    }
-    std::vector<int64_t> heard(size * kExchangeSize);
-    alltoall(chorus, told.data(), heard.data(), kExchangeSize, DataType::int64);
-    std::vector<size_t> send_counts(size), receive_counts(size);
-    int64_t rows = 0;
-    for (size_t peer = 0; peer < size; ++peer) {
-      const int64_t* from = heard.data() + peer * kExchangeSize;
-      // A mismatch is seen from both of its ends, so every rank involved fails.
-      if (from[1] != row || from[2] != input.dtype()) {
-        throw KernelFailure(absl::InvalidArgumentError(
-            what() + ": rank " + std::to_string(peer) + " sends " +
-            tf::DataTypeString(static_cast<tf::DataType>(from[2])) + " rows of " + std::to_string(from[1]) +
-            " elements but " + rank + " " + tf::DataTypeString(input.dtype()) + " rows of " + std::to_string(row) +
-            " elements; ranks may differ in the first dimension only"));
-      }
-      send_counts[peer] = static_cast<size_t>(splits[peer] * row);
-      receive_counts[peer] = static_cast<size_t>(from[0] * row);
-      rows += from[0];
-    }
-    tf::TensorShape shape = input.shape();
-    shape.set_dim(0, rows);
-    tf::Tensor* output = nullptr;
-    check(allocate_pooled_output(context, 0, shape, &output));
-    tf::Tensor* received_splits = nullptr;
-    check(context->allocate_output(1, tf::TensorShape({static_cast<int64_t>(size)}), &received_splits));
-    auto received = received_splits->vec<int32_t>();
-    for (size_t peer = 0; peer < size; ++peer) {
-      received(static_cast<int64_t>(peer)) = static_cast<int32_t>(heard[peer * kExchangeSize]);
-    }
-    alltoallv(chorus, input.data(), send_counts, output->data(), receive_counts, type);
-  }
-
- private:
-  // The rows for each peer: `given`, or with none given the first dimension split evenly.
-  std::vector<int64_t> splits_of(Context& chorus, const tf::Tensor& input, const tf::Tensor& given,
-                                 const std::string& rank) const {
+    const tf::Tensor& given = context->input(1);
+    description.tensors.push_back(description_of(input));
     const auto size = static_cast<int64_t>(chorus.size());
-    if (input.dims() < 1) fail_everywhere(chorus, what() + ": " + rank + " passed a scalar; it needs rows to send");
+    if (input.dims() < 1) {
+      description.refusal = refusal(chorus, "passed a scalar; alltoall sends rows of its first dimension");
+      return;
+    }
     const int64_t rows = input.dim_size(0);
     if (given.NumElements() == 0) {
       if (rows % size != 0) {
-        fail_everywhere(chorus, what() + ": " + rank + " passed " + std::to_string(rows) +
-                                    " rows, which do not split evenly among " + std::to_string(size) +
-                                    " ranks; pass splits");
+        description.refusal = refusal(chorus, "passed " + std::to_string(rows) +
+                                                  " rows, which do not split evenly among " + std::to_string(size) +
+                                                  " ranks; pass splits");
+        return;
       }
-      return std::vector<int64_t>(static_cast<size_t>(size), rows / size);
+      description.counts.assign(static_cast<size_t>(size), rows / size);
+      return;
     }
     const auto values = given.flat<int32_t>();
     int64_t total = 0;
@@ -178,19 +186,51 @@ class AlltoallKernel : public CollectiveKernel {
       negative = negative || values(peer) < 0;
     }
     if (given.dims() != 1 || values.size() != size || total != rows || negative) {
-      fail_everywhere(chorus, what() + ": " + rank + " passed splits of shape " + given.shape().DebugString() +
-                                  " summing to " + std::to_string(total) + "; expected " + std::to_string(size) +
-                                  " non-negative entries, one per rank, summing to its " + std::to_string(rows) +
-                                  " rows");
+      description.refusal = refusal(chorus, "passed splits of shape " + given.shape().DebugString() +
+                                                " summing to " + std::to_string(total) + "; expected " +
+                                                std::to_string(size) + " non-negative entries, one per rank, " +
+                                                "summing to its " + std::to_string(rows) + " rows");
+      return;
     }
-    return std::vector<int64_t>(values.data(), values.data() + size);
+    description.counts.assign(values.data(), values.data() + size);
+  }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const> everyone) override {
+    const tf::Tensor& input = context->input(0);
+    const size_t size = everyone.size();
+    const auto me = static_cast<size_t>(chorus.rank());
+    const size_t row = row_bytes(everyone[me]->tensors[0].dims, element_bytes(input));
+    std::vector<size_t> send_counts(size), receive_counts(size);
+    int64_t rows = 0;
+    tf::Tensor* received_splits = nullptr;
+    check(context->allocate_output(1, tf::TensorShape({static_cast<int64_t>(size)}), &received_splits));
+    auto received = received_splits->vec<int32_t>();
+    for (size_t peer = 0; peer < size; ++peer) {
+      const std::vector<int64_t>& theirs = everyone[peer]->counts;
+      if (theirs.size() != size || theirs[me] < 0) {
+        throw MismatchError("rank " + std::to_string(me) + ": chorus alltoall: rank " + std::to_string(peer) +
+                            " announced " + std::to_string(theirs.size()) + " splits for " + std::to_string(size) +
+                            " ranks");
+      }
+      const int64_t from_peer = theirs[me];
+      send_counts[peer] = static_cast<size_t>(everyone[me]->counts[peer]) * row;
+      receive_counts[peer] = static_cast<size_t>(from_peer) * row;
+      received(static_cast<int64_t>(peer)) = static_cast<int32_t>(from_peer);
+      rows += from_peer;
+    }
+    tf::TensorShape shape = input.shape();
+    shape.set_dim(0, rows);
+    tf::Tensor* output = nullptr;
+    check(allocate_pooled_output(context, 0, shape, &output));
+    alltoallv(chorus, input.data(), send_counts, output->data(), receive_counts, DataType::uint8);
   }
 };
 
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("ChorusBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
-REGISTER_KERNEL_BUILDER(Name("ChorusAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
+REGISTER_KERNEL_BUILDER(Name("ChorusAllgather").Device(tf::DEVICE_CPU), SingleAllgatherKernel);
+REGISTER_KERNEL_BUILDER(Name("ChorusGroupedAllgather").Device(tf::DEVICE_CPU), GroupedAllgatherKernel);
 REGISTER_KERNEL_BUILDER(Name("ChorusAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);
 
 }  // namespace chorus::tensorflow_ops

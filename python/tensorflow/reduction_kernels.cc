@@ -1,14 +1,22 @@
-// The kernels that reduce: allreduce (any chorus ReduceOp, avg being
-// Horovod's Average) and reducescatter over the first dimension.
+// The kernels that reduce: allreduce and reducescatter over the first
+// dimension, one tensor or a group of them as one collective. Any chorus
+// ReduceOp; 'avg' is Horovod's Average, and the prescale and postscale
+// factors are applied as Horovod applies them (scaling.h).
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "chorus/collectives.h"
 #include "python/tensorflow/kernel_support.h"
 #include "python/tensorflow/output_pool.h"
+#include "python/tensorflow/scaling.h"
 
 namespace chorus::tensorflow_ops {
 namespace {
+
+// Horovod's split of a reducescatter's first dimension: rows / size each,
+// one more on the first rows % size ranks.
+size_t rows_of_rank(size_t rows, size_t size, size_t rank) { return rows / size + (rank < rows % size ? 1 : 0); }
 
 class ReducingKernel : public CollectiveKernel {
  public:
@@ -17,10 +25,43 @@ class ReducingKernel : public CollectiveKernel {
     OP_REQUIRES_OK(construction, construction->GetAttr("reduce_op", &name));
     // The op's attribute admits chorus's names only.
     op_ = parse_reduce_op(name).value_or(ReduceOp::sum);
+    OP_REQUIRES_OK(construction, construction->GetAttr("prescale_factor", &prescale_));
+    OP_REQUIRES_OK(construction, construction->GetAttr("postscale_factor", &postscale_));
   }
 
  protected:
+  // The tensors of every input, and this kernel's op and factors.
+  void describe_reduction(tf::OpKernelContext* context, negotiation::Description& description) const {
+    description.op = static_cast<uint8_t>(op_);
+    description.prescale = prescale_;
+    description.postscale = postscale_;
+    for (int input = 0; input < context->num_inputs(); ++input) {
+      description.tensors.push_back(description_of(context->input(input)));
+    }
+  }
+  // What chorus reduces with: Average is a sum, divided in the postscale.
+  ReduceOp chorus_op() const { return op_ == ReduceOp::avg ? ReduceOp::sum : op_; }
+  double prescale() const { return prescale_; }
+  double postscale(const Context& chorus) const {
+    return op_ == ReduceOp::avg ? static_cast<double>(postscale_) / chorus.size() : postscale_;
+  }
+  static DataType type_of(const tf::Tensor& tensor) {
+    // The op's attribute admits reducible types only.
+    return reducible_type_of(tensor.dtype()).value_or(DataType::uint8);
+  }
+  // `count` elements of `input` into `output`, scaled by the prescale factor.
+  void prescaled(DataType type, const void* input, void* output, size_t count) const {
+    if (prescale() != 1.0) {
+      scale(type, input, output, count, prescale());
+    } else if (output != input) {
+      std::memcpy(output, input, count * element_size(type));
+    }
+  }
+
+ private:
   ReduceOp op_ = ReduceOp::sum;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
 };
 
 class AllreduceKernel : public ReducingKernel {
@@ -29,44 +70,173 @@ class AllreduceKernel : public ReducingKernel {
 
  protected:
   std::string what() const override { return "chorus allreduce"; }
-  void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
+  void describe(const Context&, tf::OpKernelContext* context, negotiation::Description& description) override {
+    description.kind = negotiation::Kind::allreduce;
+    describe_reduction(context, description);
+  }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const>) override {
     const tf::Tensor& input = context->input(0);
+    const DataType type = type_of(input);
+    const auto count = static_cast<size_t>(input.NumElements());
     tf::Tensor* output = nullptr;
     // In place when TensorFlow lets the input go.
     check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
-    allreduce(chorus, input.data(), output->data(), static_cast<size_t>(input.NumElements()), type, op_);
+    const void* source = input.data();
+    if (prescale() != 1.0) {
+      prescaled(type, input.data(), output->data(), count);
+      source = output->data();
+    }
+    allreduce(chorus, source, output->data(), count, type, chorus_op());
+    if (const double factor = postscale(chorus); factor != 1.0) {
+      scale(type, output->data(), output->data(), count, factor);
+    }
   }
 };
 
-class ReducescatterKernel : public ReducingKernel {
+class GroupedAllreduceKernel : public ReducingKernel {
  public:
   using ReducingKernel::ReducingKernel;
 
  protected:
-  std::string what() const override { return "chorus reducescatter"; }
-  void collective(Context& chorus, tf::OpKernelContext* context, DataType type) override {
-    const tf::Tensor& input = context->input(0);
-    if (input.dims() < 1) {
-      fail_everywhere(chorus, what() + ": rank " + std::to_string(chorus.rank()) +
-                                  " passed a scalar; the tensor needs a first dimension to scatter");
-    }
-    const size_t size = static_cast<size_t>(chorus.size());
-    const size_t rows = static_cast<size_t>(input.dim_size(0));
-    const size_t row = row_elements(input.shape());
-    const auto rows_of = [&](size_t rank) { return rows / size + (rank < rows % size ? 1 : 0); };
-    std::vector<size_t> counts(size);
-    for (size_t rank = 0; rank < size; ++rank) counts[rank] = rows_of(rank) * row;
-    tf::TensorShape shape = input.shape();
-    shape.set_dim(0, static_cast<int64_t>(rows_of(static_cast<size_t>(chorus.rank()))));
-    tf::Tensor* output = nullptr;
-    check(allocate_pooled_output(context, 0, shape, &output));
-    reduce_scatter_v(chorus, input.data(), output->data(), counts, type, op_);
+  std::string what() const override { return "chorus grouped_allreduce"; }
+  void describe(const Context&, tf::OpKernelContext* context, negotiation::Description& description) override {
+    description.kind = negotiation::Kind::grouped_allreduce;
+    describe_reduction(context, description);
   }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const>) override {
+    const DataType type = type_of(context->input(0));
+    std::vector<GroupMember> members;
+    for (int index = 0; index < context->num_inputs(); ++index) {
+      const tf::Tensor& input = context->input(index);
+      tf::Tensor* output = nullptr;
+      check(forward_or_allocate_pooled(context, index, index, input.shape(), &output));
+      const auto count = static_cast<size_t>(input.NumElements());
+      const void* source = input.data();
+      if (prescale() != 1.0) {
+        prescaled(type, input.data(), output->data(), count);
+        source = output->data();
+      }
+      members.push_back({source, output->data(), count});
+    }
+    grouped_allreduce(chorus, members, type, chorus_op());
+    if (const double factor = postscale(chorus); factor != 1.0) {
+      for (const GroupMember& member : members) scale(type, member.output, member.output, member.count, factor);
+    }
+  }
+};
+
+// Reducescatter of one tensor or a group, as one reduce_scatter_v: the
+// members' blocks for rank r are packed next to each other, so rank r's
+// share of the packed buffer is its block of every member.
+class ReducescatterKernel : public ReducingKernel {
+ public:
+  ReducescatterKernel(tf::OpKernelConstruction* construction, bool grouped)
+      : ReducingKernel(construction), grouped_(grouped) {}
+
+ protected:
+  std::string what() const override { return grouped_ ? "chorus grouped_reducescatter" : "chorus reducescatter"; }
+  void describe(const Context& chorus, tf::OpKernelContext* context,
+                negotiation::Description& description) override {
+    description.kind = grouped_ ? negotiation::Kind::grouped_reducescatter : negotiation::Kind::reducescatter;
+    describe_reduction(context, description);
+    for (int index = 0; index < context->num_inputs(); ++index) {
+      if (context->input(index).dims() < 1) {
+        description.refusal = refusal(chorus, "passed a scalar" + (grouped_ ? " as tensor " + std::to_string(index)
+                                                                              : std::string()) +
+                                                  "; reducescatter splits the first dimension among the ranks");
+      }
+    }
+  }
+  void collective(Context& chorus, tf::OpKernelContext* context,
+                  std::span<const negotiation::Description* const>) override {
+    const size_t size = static_cast<size_t>(chorus.size());
+    const auto me = static_cast<size_t>(chorus.rank());
+    const DataType type = type_of(context->input(0));
+    const size_t element = element_size(type);
+    const auto members = static_cast<size_t>(context->num_inputs());
+    // counts[r]: rank r's share of the packed buffer, in elements.
+    std::vector<size_t> counts(size, 0);
+    size_t total = 0;
+    for (size_t index = 0; index < members; ++index) {
+      const tf::Tensor& input = context->input(static_cast<int>(index));
+      const auto rows = static_cast<size_t>(input.dim_size(0));
+      for (size_t rank = 0; rank < size; ++rank) counts[rank] += rows_of_rank(rows, size, rank) * row_elements(input.shape());
+      total += static_cast<size_t>(input.NumElements());
+    }
+    const double factor = postscale(chorus);
+    if (members == 1 && prescale() == 1.0 && factor == 1.0) {
+      // One tensor, unscaled: its rows are already packed in rank order.
+      const tf::Tensor& input = context->input(0);
+      tf::TensorShape shape = input.shape();
+      shape.set_dim(0, static_cast<int64_t>(rows_of_rank(static_cast<size_t>(input.dim_size(0)), size, me)));
+      tf::Tensor* output = nullptr;
+      check(allocate_pooled_output(context, 0, shape, &output));
+      reduce_scatter_v(chorus, input.data(), output->data(), counts, type, chorus_op());
+      return;
+    }
+    tf::Tensor packed;
+    check(context->allocate_temp(context->input(0).dtype(), tf::TensorShape({static_cast<int64_t>(total)}), &packed));
+    auto* bytes = static_cast<std::byte*>(packed.data());
+    // Rank r's blocks of every member, then rank r + 1's, ...
+    size_t at = 0;
+    for (size_t rank = 0; rank < size; ++rank) {
+      for (size_t index = 0; index < members; ++index) {
+        const tf::Tensor& input = context->input(static_cast<int>(index));
+        const auto rows = static_cast<size_t>(input.dim_size(0));
+        const size_t row = row_elements(input.shape());
+        size_t first_row = 0;
+        for (size_t before = 0; before < rank; ++before) first_row += rows_of_rank(rows, size, before);
+        const size_t count = rows_of_rank(rows, size, rank) * row;
+        prescaled(type, static_cast<const std::byte*>(input.data()) + first_row * row * element,
+                  bytes + at * element, count);
+        at += count;
+      }
+    }
+    tf::Tensor mine;
+    check(context->allocate_temp(context->input(0).dtype(), tf::TensorShape({static_cast<int64_t>(counts[me])}),
+                                 &mine));
+    reduce_scatter_v(chorus, packed.data(), mine.data(), counts, type, chorus_op());
+    size_t offset = 0;
+    for (size_t index = 0; index < members; ++index) {
+      const tf::Tensor& input = context->input(static_cast<int>(index));
+      tf::TensorShape shape = input.shape();
+      shape.set_dim(0, static_cast<int64_t>(rows_of_rank(static_cast<size_t>(input.dim_size(0)), size, me)));
+      tf::Tensor* output = nullptr;
+      check(allocate_pooled_output(context, static_cast<int>(index), shape, &output));
+      const auto count = static_cast<size_t>(shape.num_elements());
+      const std::byte* from = static_cast<const std::byte*>(mine.data()) + offset * element;
+      if (factor != 1.0) {
+        scale(type, from, output->data(), count, factor);
+      } else if (count > 0) {
+        std::memcpy(output->data(), from, count * element);
+      }
+      offset += count;
+    }
+  }
+
+ private:
+  bool grouped_;
+};
+
+class SingleReducescatterKernel : public ReducescatterKernel {
+ public:
+  explicit SingleReducescatterKernel(tf::OpKernelConstruction* construction)
+      : ReducescatterKernel(construction, false) {}
+};
+
+class GroupedReducescatterKernel : public ReducescatterKernel {
+ public:
+  explicit GroupedReducescatterKernel(tf::OpKernelConstruction* construction)
+      : ReducescatterKernel(construction, true) {}
 };
 
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("ChorusAllreduce").Device(tf::DEVICE_CPU), AllreduceKernel);
-REGISTER_KERNEL_BUILDER(Name("ChorusReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
+REGISTER_KERNEL_BUILDER(Name("ChorusGroupedAllreduce").Device(tf::DEVICE_CPU), GroupedAllreduceKernel);
+REGISTER_KERNEL_BUILDER(Name("ChorusReducescatter").Device(tf::DEVICE_CPU), SingleReducescatterKernel);
+REGISTER_KERNEL_BUILDER(Name("ChorusGroupedReducescatter").Device(tf::DEVICE_CPU), GroupedReducescatterKernel);
 
 }  // namespace chorus::tensorflow_ops

@@ -1,5 +1,6 @@
 """chorus.tensorflow as real multi-process jobs: every op and dtype bit-exact, in tf.function, gradients,
-Keras fit against one process, mismatched shapes (ranks/collectives.py), and a killed rank."""
+Keras fit against one process, mismatched calls (ranks/collectives.py); the three wrong answers it once
+gave (ranks/wrong_answers.py); and a killed rank."""
 
 import pytest
 
@@ -11,6 +12,13 @@ def test_collectives_gradients_keras_and_mismatches(run_job, ranks):
     status, output = run_job("collectives.py", ranks)
     assert status == 0, output
     assert len(oks(output, "collectives")) == ranks, output
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_horovod_scaling_sparse_refusals_and_graph_order(run_job, ranks):
+    status, output = run_job("wrong_answers.py", ranks)
+    assert status == 0, output
+    assert len(oks(output, "wrong answers")) == ranks, output
 
 
 def test_a_killed_rank_is_named_by_the_others(run_job):

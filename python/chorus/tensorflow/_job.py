@@ -45,6 +45,18 @@ def shutdown():
 atexit.register(shutdown)
 
 
+def shrink():
+    """The job shrunk to the ranks still alive (chorus.Context.shrink), for elastic training: the ops keep
+    their handle, rebound to the survivors' Context; the failed one is closed if init() made it."""
+    from . import _library
+    old = context()
+    survivors = old.shrink()
+    _library.rebind(_state["handle"], survivors)
+    if _state["owned"]:
+        old.close()
+    _state.update(context=survivors, owned=True)
+
+
 def is_initialized():
     return _state["context"] is not None
 

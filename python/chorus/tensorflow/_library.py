@@ -20,6 +20,8 @@ ops = tf.load_op_library(_PATH)
 _native = ctypes.CDLL(_PATH)
 _native.chorus_tensorflow_adopt_context.argtypes = [ctypes.c_void_p]
 _native.chorus_tensorflow_adopt_context.restype = ctypes.c_int64
+_native.chorus_tensorflow_rebind_context.argtypes = [ctypes.c_int64, ctypes.c_void_p]
+_native.chorus_tensorflow_rebind_context.restype = ctypes.c_bool
 _native.chorus_tensorflow_release_context.argtypes = [ctypes.c_int64]
 _native.chorus_tensorflow_release_context.restype = None
 
@@ -32,6 +34,13 @@ def adopt(context):
     """A handle under which the kernels run on `context` (a chorus.Context) until release(handle)."""
     capsule = context._shared_context()
     return _native.chorus_tensorflow_adopt_context(_capsule_pointer(capsule, b"chorus.Context"))
+
+
+def rebind(handle, context):
+    """The ops of `handle` run on `context` (a chorus.Context) from now on."""
+    capsule = context._shared_context()
+    if not _native.chorus_tensorflow_rebind_context(handle, _capsule_pointer(capsule, b"chorus.Context")):
+        raise ValueError(f"chorus.tensorflow: context handle {handle} is not open")
 
 
 def release(handle):

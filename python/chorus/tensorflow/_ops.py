@@ -1,13 +1,17 @@
-"""The collectives with Horovod's TensorFlow signatures and defaults (horovod.tensorflow's
-allreduce, allgather, broadcast, reducescatter, alltoall), on the op library's kernels."""
+"""What every collective of chorus.tensorflow shares: Horovod's reduction
+constants, its global process set, the op library's name for an op, and
+the attributes that tell the kernels how to match a call with the other
+ranks' (python/negotiation/negotiator.h)."""
+
+import itertools
+import weakref
 
 import tensorflow as tf
+from tensorflow.python.framework import func_graph
 
 import chorus
 
-from . import _adasum, _job
-from ._compression import Compression
-from ._library import ops as _native_ops
+from . import _job
 
 # Horovod's reduction constants; the values are chorus's ReduceOps.
 Average = chorus.AVG
@@ -29,11 +33,16 @@ Adasum = _AdasumConstant()
 class _GlobalProcessSet:
     """Horovod's global_process_set: every rank. The only process set chorus.tensorflow has."""
 
+    process_set_id = 0
+
     def size(self):
         return _job.size()
 
     def rank(self):
         return _job.rank()
+
+    def included(self):
+        return _job.is_initialized()
 
     def __repr__(self):
         return "global_process_set"
@@ -42,7 +51,7 @@ class _GlobalProcessSet:
 global_process_set = _GlobalProcessSet()
 
 
-def _check_process_set(process_set, call):
+def check_process_set(process_set, call):
     if process_set is not global_process_set:
         raise ValueError(f"chorus.tensorflow.{call}: only global_process_set is supported, not {process_set!r}")
 
@@ -50,7 +59,7 @@ def _check_process_set(process_set, call):
 _OP_NAMES = {op: op.name.lower() for op in chorus.ReduceOp.__members__.values()}
 
 
-def _op_name(op, call):
+def op_name(op, call):
     """The op library's name for a Horovod or chorus reduction constant."""
     name = _OP_NAMES.get(op)
     if name is not None:
@@ -73,66 +82,55 @@ def handle_average_backwards_compatibility(op, average):
     return Average
 
 
-def _scaled(tensor, factor):
-    return tensor if factor == 1.0 else tensor * tf.cast(factor, tensor.dtype)
+def in_program_order():
+    """True where every rank runs its ops in program order: eagerly, and in a
+    tf.function (whose automatic control dependencies chain stateful ops).
+    False in a TensorFlow 1 graph, whose independent ops run in any order."""
+    if tf.executing_eagerly():
+        return True
+    return bool(getattr(tf.compat.v1.get_default_graph(), "_add_control_dependencies", False))
 
 
-def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, name=None, process_set=global_process_set,
-              ignore_name_scope=False):
-    """The tensor reduced over every rank, Average unless op says otherwise.
-    tf.IndexedSlices are allgathered (values and indices), as Horovod does."""
-    _check_process_set(process_set, "allreduce")
-    op = handle_average_backwards_compatibility(op, average)
-    if isinstance(tensor, tf.IndexedSlices):
-        if op not in (Average, Sum):
-            raise ValueError("chorus.tensorflow.allreduce: tf.IndexedSlices reduce with Sum or Average only")
-        values = allgather(tensor.values)
-        if op == Average:
-            values = values / tf.cast(_job.size(), values.dtype)
-        return tf.IndexedSlices(values, allgather(tensor.indices), dense_shape=tensor.dense_shape)
-    if op is Adasum:
-        tensor = tf.convert_to_tensor(tensor)
-        _adasum.check_adasum(tensor.dtype, "allreduce")
-        compressed, ctx = compression.compress(_scaled(tensor, prescale_factor))
-        return _scaled(compression.decompress(_adasum.adasum(compressed, name=name), ctx), postscale_factor)
-    op_name = _op_name(op, "allreduce")
-    if compression is Compression.none and prescale_factor == 1.0 and postscale_factor == 1.0:
-        # The common call, without the wrapping's few microseconds.
-        return _native_ops.chorus_allreduce(tensor, reduce_op=op_name, context=_job.handle(), name=name)
-    compressed, ctx = compression.compress(_scaled(tf.convert_to_tensor(tensor), prescale_factor))
-    reduced = _native_ops.chorus_allreduce(compressed, reduce_op=op_name, context=_job.handle(), name=name)
-    return _scaled(compression.decompress(reduced, ctx), postscale_factor)
+# Per root graph: (its number among the roots, the collectives made in it so far).
+_roots = weakref.WeakKeyDictionary()
+_root_numbers = itertools.count()
 
 
-def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Every rank's tensor concatenated on the first dimension, in rank order; first dimensions may differ."""
-    _check_process_set(process_set, "allgather")
-    return _native_ops.chorus_allgather(tensor, context=_job.handle(), name=name)
+def _numbered(root):
+    """The root's number and the next collective's number in it."""
+    if root not in _roots:
+        _roots[root] = [next(_root_numbers), 0]
+    numbers = _roots[root]
+    numbers[1] += 1
+    return numbers[0], numbers[1] - 1
 
 
-def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """root_rank's tensor, on every rank."""
-    _check_process_set(process_set, "broadcast")
-    return _native_ops.chorus_broadcast(tensor, root_rank=root_rank, context=_job.handle(), name=name)
+def matching(name, kind):
+    """The attributes that tell a kernel how its call is matched with the other ranks' calls
+    (python/negotiation/negotiator.h) and what it is called there.
 
-
-def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None,
-                  process_set=global_process_set, ignore_name_scope=False, prescale_factor=1.0,
-                  postscale_factor=1.0):
-    """The tensor reduced over every rank (Average by default), this rank's rows of it: rows / size,
-    one more on the first rows % size ranks."""
-    _check_process_set(process_set, "reducescatter")
-    op_name = _op_name(op, "reducescatter")
-    compressed, ctx = compression.compress(_scaled(tf.convert_to_tensor(tensor), prescale_factor))
-    reduced = _native_ops.chorus_reducescatter(compressed, reduce_op=op_name, context=_job.handle(), name=name)
-    return _scaled(compression.decompress(reduced, ctx), postscale_factor)
-
-
-def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Rows splits[p] go to rank p (an even split without splits); returns the rows received in rank
-    order, and with splits given also how many came from each rank."""
-    _check_process_set(process_set, "alltoall")
-    given = tf.constant([], tf.int32) if splits is None else tf.cast(splits, tf.int32)
-    received, received_splits = _native_ops.chorus_alltoall(tensor, given, context=_job.handle(), name=name)
-    return received if splits is None else (received, received_splits)
+    Eagerly: in program order, the name the caller gave checked. In a
+    tf.function: in program order, checked against a name numbering the
+    collectives the function makes (in the order it makes them, branches
+    of its conds included), so that ranks taking different branches fail
+    instead of mixing. In a TensorFlow 1 graph: by a name numbering the
+    collectives made in that graph (and in the cond and while bodies built
+    in it), the same on every rank that builds the same graph, as
+    Horovod's names are."""
+    attributes = {"context": _job.handle(), "match_by_name": False}
+    if tf.executing_eagerly():
+        attributes["tensor_name"] = name or ""
+        return attributes
+    chain = [tf.compat.v1.get_default_graph()]
+    while getattr(chain[-1], "outer_graph", None) is not None:
+        chain.append(chain[-1].outer_graph)
+    label = name or kind
+    if in_program_order():
+        function = [g for g in chain if isinstance(g, func_graph.FuncGraph)][-1]
+        _, number = _numbered(function)
+        attributes["tensor_name"] = f"{label} #{number}"
+        return attributes
+    root, number = _numbered(chain[-1])
+    attributes["tensor_name"] = f"{label} #{root}.{number}"
+    attributes["match_by_name"] = True
+    return attributes

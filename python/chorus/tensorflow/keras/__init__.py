@@ -1,4 +1,4 @@
-"""chorus.tensorflow.keras: Horovod's Keras API (horovod.tensorflow.keras) over chorus.tensorflow.
+"""chorus.tensorflow.keras: Horovod's Keras API (horovod.tensorflow.keras and horovod.keras) over chorus.tensorflow.
 
     import chorus.tensorflow.keras as hvd    # was: import horovod.tensorflow.keras as hvd
     hvd.init()
@@ -10,13 +10,16 @@ For the Keras that ships with TensorFlow 2.16 and later (Keras 3).
 """
 
 from .. import (Average, Compression, Max, Min, Product, Sum, allgather, allreduce, alltoall, broadcast,
-                broadcast_variables, init, is_initialized, local_rank, local_size, rank, reducescatter, shutdown,
-                size)
-from . import callbacks
-from ._optimizer import DistributedOptimizer
+                broadcast_global_variables, broadcast_variables, ccl_built, cuda_built, ddl_built, global_process_set,
+                gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                mpi_threads_supported, nccl_built, rank, reducescatter, rocm_built, shutdown, size)
+from . import callbacks, elastic
+from ._optimizer import DistributedOptimizer, PartialDistributedOptimizer
 
 __all__ = [
-    "Average", "Compression", "DistributedOptimizer", "Max", "Min", "Product", "Sum", "allgather", "allreduce",
-    "alltoall", "broadcast", "broadcast_variables", "callbacks", "init", "is_initialized", "local_rank",
-    "local_size", "rank", "reducescatter", "shutdown", "size",
+    "Average", "Compression", "DistributedOptimizer", "Max", "Min", "PartialDistributedOptimizer", "Product", "Sum",
+    "allgather", "allreduce", "alltoall", "broadcast", "broadcast_global_variables", "broadcast_variables",
+    "callbacks", "ccl_built", "cuda_built", "ddl_built", "elastic", "global_process_set", "gloo_built",
+    "gloo_enabled", "init", "is_initialized", "local_rank", "local_size", "mpi_built", "mpi_enabled",
+    "mpi_threads_supported", "nccl_built", "rank", "reducescatter", "rocm_built", "shutdown", "size",
 ]

@@ -39,7 +39,7 @@ questions (docs/torch.md says how each maps onto chorus).
 # _calls.public_call: the timeline records them, and chorus's errors reach
 # the caller as HorovodInternalError too.
 from . import _allgather, _allreduce, _alltoall, _broadcast, _grouped_allreduce, _handles, _job, _reducescatter, _sparse
-from ._built import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
+from ..._horovod_build import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
                      mpi_threads_supported, nccl_built, rocm_built)
 from ._calls import public_call, public_init, public_shutdown, public_synchronize
 from ._compression import Compression, Compressor
