@@ -137,10 +137,13 @@ uint64_t call_signature(const Call& call) {
   if (call.collective == Collective::broadcast || call.collective == Collective::gather ||
       call.collective == Collective::scatter || call.collective == Collective::reduce)
     signature |= (static_cast<uint64_t>(static_cast<uint32_t>(call.root)) & byte_mask) << root_shift;
-  // The op byte is free in the non-reducing collectives: it marks a count
-  // digest, so a mismatch message does not print the digest as a count.
-  if (!call.counts.empty() && call.collective != Collective::reduce_scatter)
-    signature |= static_cast<uint64_t>(counts_digest_marker) << op_shift;
+  // A count digest is marked, so that a mismatch message never prints it as
+  // a count: in the op byte, free in the non-reducing collectives; in the
+  // root byte for reduce_scatter_v, which has an op and no root.
+  if (!call.counts.empty()) {
+    const int marker_shift = call.collective == Collective::reduce_scatter ? root_shift : op_shift;
+    signature |= static_cast<uint64_t>(counts_digest_marker) << marker_shift;
+  }
   return signature;
 }
 
@@ -162,7 +165,8 @@ std::string describe_signature(uint64_t signature) {
   std::string type_name = type_bits <= static_cast<uint64_t>(DataType::float64)
                               ? std::string(to_string(static_cast<DataType>(type_bits)))
                               : cat("type#", type_bits);
-  const bool digest = ((signature >> op_shift) & byte_mask) == counts_digest_marker;
+  const int marker_shift = collective == Collective::reduce_scatter ? root_shift : op_shift;
+  const bool digest = ((signature >> marker_shift) & byte_mask) == counts_digest_marker;
   std::string text = grouped  ? cat("grouped ", to_string(collective), " of ", type_name)
                      : digest ? cat(to_string(collective), "v of ", type_name, " (per-rank counts digest 0x", std::hex,
                                     count, std::dec, ")")

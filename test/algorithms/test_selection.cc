@@ -9,6 +9,7 @@
 #include "algorithms/selection.h"
 #include "backends/registry.h"
 #include "base/error.h"
+#include "base/log.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;
@@ -24,6 +25,31 @@ TEST_CASE("call signatures describe the call they came from") {
   // Only the low 32 bits of the count travel.
   allreduce.count = (size_t{1} << 32) + 5;
   REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 5 float32 sum (20 bytes)");
+}
+
+TEST_CASE("mismatch descriptions give every type's element count, and never a digest as a count") {
+  for (size_t index = 0; index < data_type_count; ++index) {
+    const auto type = static_cast<DataType>(index);
+    const std::string name(to_string(type));
+    INFO(name);
+    // 18 x 18 x 18 elements per rank, the case a TensorFlow reducescatter reported as 1104548368 float32.
+    Call reduce_scatter = make_call(Collective::reduce_scatter, 0, 2, 5832, type, ReduceOp::sum, 0, false);
+    REQUIRE(describe_signature(call_signature(reduce_scatter)) ==
+            cat("reduce_scatter of 5832 ", name, " sum (", 5832 * element_size(type), " bytes per rank)"));
+    Call reduce_scatter_v = reduce_scatter;
+    reduce_scatter_v.count = 0;
+    reduce_scatter_v.counts = {2916, 2916};
+    const std::string text = describe_signature(call_signature(reduce_scatter_v));
+    REQUIRE_THAT(text, Catch::StartsWith(cat("reduce_scatterv of ", name, " (per-rank counts digest 0x")) &&
+                           Catch::EndsWith(" sum"));
+    Call allgatherv = make_call(Collective::allgather, 0, 2, 0, type, ReduceOp::sum, 0, false);
+    allgatherv.counts = {5832, 5832};
+    REQUIRE_THAT(describe_signature(call_signature(allgatherv)),
+                 Catch::StartsWith(cat("allgatherv of ", name, " (per-rank counts digest 0x")));
+    Call allreduce = make_call(Collective::allreduce, 0, 2, 5832, type, ReduceOp::max, 0, false);
+    REQUIRE(describe_signature(call_signature(allreduce)) ==
+            cat("allreduce of 5832 ", name, " max (", 5832 * element_size(type), " bytes)"));
+  }
 }
 
 TEST_CASE("call signatures differ in everything that matters and ignore the rest") {
