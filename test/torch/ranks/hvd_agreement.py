@@ -1,7 +1,8 @@
 """chorus.torch.hvd's agreement between ranks and its job-level calls:
 mismatched calls (shapes, dtypes, roots, operations) raise RuntimeError on
 every rank and the job goes on; name= is reserved while in flight; an
-operation started before a barrier that another rank passes first; process
+operation started before a barrier that another rank passes first; named
+calls issued in different orders refused on every rank; process
 sets (add, use, remove, errors); shutdown() then init() in one process."""
 
 import torch
@@ -61,6 +62,21 @@ except ValueError as error:
 check.equal(hvd.synchronize(pending), torch.ones(2), "the first 'twice' completes")
 again = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="twice")  # released once synchronized
 check.equal(hvd.synchronize(again), torch.full((2,), float(size)), "the name is free again")
+
+# Named calls issued in different orders on different ranks (as from a set,
+# whose order differs between processes): Horovod matches calls by name;
+# chorus, which matches them by order, refuses them on every rank, never
+# summing one with the other.
+order = ["first", "second"] if rank == 0 else ["second", "first"]
+handles = {name: hvd.allreduce_async(torch.full((2,), float(100 * len(name) + rank)), op=hvd.Sum, name=name)
+           for name in order}
+for name in order:
+    try:
+        mixed = hvd.synchronize(handles[name])
+        check(False, f"named calls in different orders returned {mixed.tolist()} for '{name}'")
+    except RuntimeError as error:
+        check("name their calls differently" in str(error), str(error))
+carries_on("named calls in different orders")
 
 # Rank 0 starts an allreduce and waits in a barrier that the others reach
 # first, starting theirs only after it: the barrier is not queued behind it.

@@ -48,6 +48,11 @@ check.equal(hvd.allreduce(ints), torch.tensor([half_up, -half_up, 5], dtype=torc
 check.equal(hvd.allreduce(torch.full((3,), float(rank + 1)), op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5),
             torch.full((3,), float(factor_sum)), "prescale 2, postscale 0.5")
 check.equal(hvd.allreduce(torch.full((3,), 4.0), prescale_factor=0.25), torch.ones(3), "Average of 4 prescaled by 1/4")
+# Integers are scaled as Horovod scales them: in float64, truncated toward zero (never by a factor cast to an integer).
+check.equal(hvd.allreduce(torch.full((2,), 5, dtype=torch.int32), op=hvd.Sum, postscale_factor=0.5),
+            torch.full((2,), int(5 * size * 0.5), dtype=torch.int32), "an int32 sum times 0.5")
+check.equal(hvd.allreduce(torch.full((2,), -5, dtype=torch.int64), op=hvd.Sum, prescale_factor=0.5),
+            torch.full((2,), -2 * size, dtype=torch.int64), "each rank's -5 times 0.5 is -2 (toward zero)")
 # average= as Horovod spells it.
 check.equal(hvd.allreduce(torch.ones(4), average=False), torch.full((4,), float(size)), "average=False sums")
 

@@ -5,12 +5,14 @@ torch.distributed work, then finished (results copied, divided, unpacked)
 when the caller synchronizes. A name= given to an operation is reserved
 until its handle is synchronized: Horovod refuses two operations of one
 name in flight at once (ValueError), since its ranks match operations by
-name; chorus matches them by order, and keeps the rule so that scripts
-written for Horovod fail here as they would there.
+name; chorus matches them by order, checking that their names agree
+(_negotiation.py), and keeps the rule so that scripts written for Horovod
+fail here as they would there.
 """
 
 import threading
 
+from . import _negotiation
 from ._launcher import _launcher
 
 
@@ -77,6 +79,8 @@ class _Handle:
 def _submit(issue, what, process_set, descriptor=None, name=None):
     """Queues an operation; issue(descriptors) -> (works, finish) runs on the launcher's thread."""
     reserved = _reserve(name, what)
+    if descriptor is not None:
+        descriptor = _negotiation.named(descriptor, name)
     try:
         entry = _launcher.submit(issue, descriptor, process_set, what)
     except BaseException:

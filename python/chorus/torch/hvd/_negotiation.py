@@ -7,11 +7,19 @@ every rank otherwise, leaving the job usable. chorus's own check rides on
 each message (collective, type, op, root, count): it sees a count that
 differs, but not a shape that differs with the same count, and it ends the
 Context, as any failure does (docs/torch.md). So each hvd call first
-allgathers a small descriptor of itself (16 int64s) among the set's ranks;
+allgathers a small descriptor of itself (17 int64s) among the set's ranks;
 when the descriptors disagree, every rank raises the same
 chorus.MismatchError (a RuntimeError; hvd's public calls raise it as
 HorovodInternalError too) naming the ranks and what differs, and nothing
 else has been sent.
+
+The descriptor carries a digest of the call's name too. Horovod matches
+calls by name; chorus.torch.hvd matches them by the order each rank issues
+them, so two ranks that issue named calls of one shape in different orders
+(named allreduce_async calls from two threads, or over a set whose order
+differs between processes) would have the two summed with each other.
+With the names compared, such ranks get MismatchError naming the ranks
+instead of a mixed result.
 """
 
 import zlib
@@ -21,8 +29,8 @@ import torch.distributed as dist
 
 from ... import MismatchError
 
-_SLOTS = 16
-_KIND, _DTYPE, _OP, _ROOT, _NDIM, _AUX, _NUMEL, _DIMS = range(8)
+_SLOTS = 17
+_KIND, _DTYPE, _OP, _ROOT, _NDIM, _AUX, _NUMEL, _NAME, _DIMS = range(9)
 _DIM_SLOTS = _SLOTS - _DIMS
 
 _KINDS = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "grouped_allreduce",
@@ -61,6 +69,17 @@ def describe(kind, dtype=None, shape=(), op=0, root=-1, aux=0):
     return slots
 
 
+def name_digest(name):
+    """A call's name as a number every rank computes alike (0: no name)."""
+    return 0 if name is None else 1 + (zlib.crc32(str(name).encode()) & 0x7fffffff)
+
+
+def named(slots, name):
+    """The descriptor with the call's name folded in."""
+    slots[_NAME] = name_digest(name)
+    return slots
+
+
 class Descriptor:
     """One rank's descriptor, as the others received it."""
 
@@ -93,6 +112,10 @@ def _differences(mine, theirs):
     if mine.slots[_KIND] != theirs.slots[_KIND]:
         return [f"rank {mine.rank} calls {mine.kind}, rank {theirs.rank} calls {theirs.kind}"]
     found = []
+    if mine.slots[_NAME] != theirs.slots[_NAME]:
+        found.append(f"rank {mine.rank} and rank {theirs.rank} name their calls differently (name digests "
+                     f"{mine.slots[_NAME]:#x} and {theirs.slots[_NAME]:#x}; 0 is no name): the ranks issue their calls "
+                     "in one order, so the calls at one position must have one name")
     if mine.slots[_DTYPE] != theirs.slots[_DTYPE]:
         found.append(f"rank {mine.rank} has a {_dtype_name(mine.slots[_DTYPE])} tensor, rank {theirs.rank} a "
                      f"{_dtype_name(theirs.slots[_DTYPE])} one")
