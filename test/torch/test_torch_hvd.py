@@ -2,7 +2,8 @@
 DDP model of test_torch_ddp trained 50 steps through DistributedOptimizer at
 2 and 3 ranks: losses within 1e-5 (relative) of DDP with "gloo" at every
 step, every rank ending with the same parameters; a rank that leaves
-mid-training is named by the others' errors within the timeout."""
+mid-training is named by the others' errors within the timeout, and an
+elastic job goes on without it."""
 
 import math
 
@@ -54,3 +55,8 @@ def test_lost_rank_named_through_the_optimizer(run_job):
                                                                  "CHORUS_TEST_EXIT_STEP": "10"})
     lost = oks(output, "lost")
     assert len(lost) == 2, output
+
+
+def test_an_elastic_job_goes_on_without_a_lost_rank(run_job):
+    output = run_job("hvd_elastic.py", 3, launcher_args=("--grace", "60"))
+    assert len(oks(output, "hvd_elastic")) == 2, output

@@ -47,7 +47,8 @@ def _evaluator(session):
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
     """root_rank's obj, on every rank."""
     check_process_set(process_set, "broadcast_object")
-    name = name or type(obj).__name__
+    # (Horovod names it by obj's type, which may differ between the root and the others.)
+    name = name or "broadcast_object"
     evaluate = _evaluator(session)
     if _job.rank() == root_rank:
         payload = _dumps(obj)
@@ -83,7 +84,7 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
     """Every rank's obj, in rank order."""
     check_process_set(process_set, "allgather_object")
-    name = name or type(obj).__name__
+    name = name or "allgather_object"
     evaluate = _evaluator(session)
     payload = _dumps(obj)
     lengths = evaluate(allgather(tf.constant([payload.size], tf.int64), name=f"{name}.size"))

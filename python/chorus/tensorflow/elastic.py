@@ -16,11 +16,17 @@ from ._variables import broadcast_variables
 
 
 def _is_failure(error):
-    """True for the errors that mean the job lost a rank."""
+    """True for the errors that mean the job lost a rank: chorus's own, and an op's Unavailable,
+    DeadlineExceeded or Aborted (inside a tf.function TensorFlow reports an op's Unavailable as an
+    InternalError that says so)."""
     if isinstance(error, _elastic.JOB_FAILURES):
         return True
+    message = getattr(error, "message", "") or ""
+    if "chorus" not in message:
+        return False
     failures = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
-    return isinstance(error, failures) and "chorus" in (error.message or "")
+    return isinstance(error, failures) or (isinstance(error, tf.errors.InternalError) and
+                                           "originally returned UnavailableError" in message)
 
 
 def _reset(failure):

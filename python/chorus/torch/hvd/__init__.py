@@ -96,6 +96,9 @@ sparse_allreduce_async = public_call("allreduce", _sparse.sparse_allreduce_async
 synchronize = public_synchronize(_handles.synchronize)
 poll = _handles.poll
 
+# Below the public calls: elastic's reset uses init and shutdown.
+from . import elastic  # noqa: E402
+
 __all__ = [
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "local_size",
@@ -110,5 +113,5 @@ __all__ = [
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
     "grouped_allgather", "grouped_allgather_async", "reducescatter", "reducescatter_async",
     "grouped_reducescatter", "grouped_reducescatter_async", "alltoall", "alltoall_async",
-    "ProcessSet", "add_process_set", "remove_process_set", "global_process_set",
+    "ProcessSet", "add_process_set", "remove_process_set", "global_process_set", "elastic",
 ]
