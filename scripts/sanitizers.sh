@@ -185,6 +185,10 @@ if [ "$which" != asan ]; then
   # The board's lock-free exchange (every allreduce of one host runs on it),
   # ranks as threads: 12 s.
   tsan_tests+=$'\n'board
+  # The Negotiator that matches TensorFlow's calls (python/negotiation):
+  # the hand-off of its cycles between a submitting thread and its own, on
+  # real Contexts: about 2 s.
+  tsan_tests+=$'\n'negotiation
   # shellcheck disable=SC2086
   build build-tsan $tsan_tests streams executor
   since "$mark_wall" "$mark_cpu" "tsan build"
