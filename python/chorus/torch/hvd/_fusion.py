@@ -180,6 +180,16 @@ class _GradientFusion:
         return self.ready_count > 0
 
     def synchronize(self):
+        try:
+            self._synchronize()
+        except BaseException:
+            # The step's reductions are lost (a rank died, the ranks
+            # disagreed): start the next step afresh, so that an elastic job
+            # that rolls back and goes on (elastic.py) can zero_grad().
+            self._reset_counts()
+            raise
+
+    def _synchronize(self):
         # Buckets whose gradients never became ready go out now, in order.
         while self.next_launch < len(self.buckets):
             self._launch(self.buckets[self.next_launch])
