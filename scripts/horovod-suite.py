@@ -147,10 +147,12 @@ def extra_packages(workdir, name):
         return target
 
 
-def test_names(path, cls, env):
-    """The file's tests as pytest names them (parameterized ones expanded)."""
-    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                             str(path)], env=env, capture_output=True, text=True, cwd=path.parent)
+def test_names(path, cls, env, chorus_run):
+    """The file's tests as pytest names them (parameterized ones expanded). Collected in a 1-rank job:
+    test_tensorflow2_keras.py's test class calls hvd.init() when it is made."""
+    listed = subprocess.run([str(chorus_run), "-n", "1", "--", sys.executable, "-m", "pytest", "--collect-only", "-q",
+                             "-p", "no:cacheprovider", str(path)], env=env, capture_output=True, text=True,
+                            cwd=path.parent)
     names = re.findall(rf"::{cls}::(test_\w+)", listed.stdout)
     if not names:
         raise SystemExit(f"horovod-suite: collected no tests from {path.name}:\n{listed.stdout}\n{listed.stderr}")
@@ -230,7 +232,7 @@ def main():
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         for variable in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "CHORUS_STORE"):
             env.pop(variable, None)
-        names = [n for n in test_names(path, FILES[args.file][0], env) if not args.k or args.k in n]
+        names = [n for n in test_names(path, FILES[args.file][0], env, args.chorus_run) if not args.k or args.k in n]
         results = []
         if args.one_job:
             for name, outcome, output in one_job(names, args, path, env):

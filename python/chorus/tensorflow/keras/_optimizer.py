@@ -89,6 +89,11 @@ class _Distributed:
     def compute_gradients(self, loss, var_list, tape=None):
         return self._compute_gradients(loss, var_list, None, tape)
 
+    def apply_gradients(self, grads_and_vars, experimental_aggregate_gradients=True, **kwargs):
+        """Keras 3's, taking Keras 2's experimental_aggregate_gradients (which scripts written for Horovod
+        pass; the reduction happens in apply either way)."""
+        return super().apply_gradients(grads_and_vars, **kwargs)
+
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         variables = list(trainable_variables) if trainable_variables is not None else list(self._trainable_variables)
