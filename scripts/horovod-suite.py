@@ -27,6 +27,7 @@ in test/torch and test/tensorflow do that).
 
 import argparse
 import concurrent.futures
+import json
 import os
 import re
 import subprocess
@@ -77,6 +78,24 @@ def is_version_greater_equal_than(ver, target):
     return version.parse(ver) >= version.parse(target)
 """
 
+# A pytest plugin (the test directory's conftest.py) that writes each test's outcomes on rank 0, one per
+# mode under pytest 9's subtests (test_tensorflow.py runs each test in graph and eager mode), so that a
+# test whose every mode was skipped counts as skipped and one with a failed mode as failed, in one job too.
+OUTCOMES_PLUGIN = """
+import json, os
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get("CHORUS_SUITE_OUTCOMES")
+    if not path or os.environ.get("HOROVOD_RANK", "0") != "0":
+        return
+    if report.when == "call" or report.outcome != "passed":
+        mode = getattr(report, "context", None)
+        with open(path, "a") as out:
+            out.write(json.dumps({"test": report.nodeid.split("::")[-1], "outcome": report.outcome,
+                                  "subtest": mode is not None}) + "\\n")
+"""
+
 SHIM = {
     "horovod/__init__.py": "",
     "horovod/torch/__init__.py": "from chorus.torch.hvd import *  # noqa: F401,F403\n",
@@ -121,6 +140,7 @@ def test_files(checkout, workdir, name):
     for file in [name] + FILES[name][1]:
         (out / file).write_text(read_source(checkout, f"test/parallel/{file}"))
     (out / "common.py").write_text(COMMON)
+    (out / "conftest.py").write_text(OUTCOMES_PLUGIN)
     return out / name
 
 
@@ -173,34 +193,44 @@ def run_job(selection, args, path, env, timeout):
     return done.returncode, done.stdout + done.stderr
 
 
-def skipped(output):
-    """True when rank 0's pytest skipped the test in every mode it ran: test_tensorflow.py runs each test in
-    graph and eager mode (pytest 9 counts each mode's skip as a subtest: '1 passed, 2 skipped')."""
-    summary = re.findall(r"\[rank 0\] =+ (.*) in [0-9.]+s", output)
-    if not summary:
-        return False
-    counts = dict((word, int(number)) for number, word in re.findall(r"(\d+) (passed|skipped|failed)", summary[-1]))
-    passed, skips = counts.get("passed", 0), counts.get("skipped", 0)
-    return counts.get("failed", 0) == 0 and skips > 0 and (passed == 0 or (passed == 1 and skips >= 2))
+def outcomes_of(path):
+    """{test: outcome}: failed if any of its reports failed, skipped if every mode it ran was skipped."""
+    reports = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            reports.setdefault(record["test"], []).append(record)
+    outcomes = {}
+    for test, records in reports.items():
+        modes = [r for r in records if r["subtest"]] or records
+        if any(r["outcome"] == "failed" for r in records):
+            outcomes[test] = "fail"
+        elif all(r["outcome"] == "skipped" for r in modes):
+            outcomes[test] = "skip"
+        else:
+            outcomes[test] = "pass"
+    return outcomes
 
 
 def run_one(name, args, path, env):
     cls = FILES[args.file][0]
-    status, output = run_job([f"{path}::{cls}::{name}"], args, path, env, args.timeout)
+    record = path.parent / f"outcomes-{name}.jsonl"
+    status, output = run_job([f"{path}::{cls}::{name}"], args, path, dict(env, CHORUS_SUITE_OUTCOMES=str(record)),
+                             args.timeout)
     if status is None:
         return name, "timeout", output
-    if status == 0 and skipped(output):
-        return name, "skip", output
-    return name, "pass" if status == 0 else "fail", output
+    outcome = outcomes_of(record).get(name, "fail")
+    return name, "fail" if status != 0 and outcome != "fail" else outcome, output
 
 
 def one_job(names, args, path, env):
-    """Every test in one job: each one's outcome as rank 0's pytest reports it (-v lines)."""
+    """Every test in one job, each one's outcome as rank 0 reports it; a test that never reported (the job
+    died or timed out before it) is a timeout."""
     cls = FILES[args.file][0]
-    _, output = run_job([f"{path}::{cls}::{name}" for name in names], args, path, env, args.timeout * len(names))
-    outcomes = {}
-    for match in re.finditer(rf"\[rank 0\] .*::{cls}::(test_\w+) (PASSED|FAILED|SKIPPED|ERROR)", output):
-        outcomes[match.group(1)] = {"PASSED": "pass", "SKIPPED": "skip"}.get(match.group(2), "fail")
+    record = path.parent / "outcomes-one-job.jsonl"
+    _, output = run_job([f"{path}::{cls}::{name}" for name in names], args, path,
+                        dict(env, CHORUS_SUITE_OUTCOMES=str(record)), args.timeout * len(names))
+    outcomes = outcomes_of(record)
     return [(name, outcomes.get(name, "timeout"), output) for name in names]
 
 

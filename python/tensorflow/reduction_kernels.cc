@@ -49,6 +49,24 @@ class ReducingKernel : public CollectiveKernel {
     // The op's attribute admits reducible types only.
     return reducible_type_of(tensor.dtype()).value_or(DataType::uint8);
   }
+  // Input `index` as a member of an allreduce: its output (the input
+  // itself when TensorFlow lets it go) and where the reduction reads from
+  // (the input, or the output holding it prescaled).
+  GroupMember member(tf::OpKernelContext* context, int index, DataType type) const {
+    const tf::Tensor& input = context->input(index);
+    tf::Tensor* output = nullptr;
+    check(forward_or_allocate_pooled(context, index, index, input.shape(), &output));
+    const auto count = static_cast<size_t>(input.NumElements());
+    if (prescale() == 1.0) return {input.data(), output->data(), count};
+    prescaled(type, input.data(), output->data(), count);
+    return {output->data(), output->data(), count};
+  }
+  // The reduced members scaled by the postscale factor (and Average's 1 / size).
+  void postscaled(const Context& chorus, DataType type, std::span<const GroupMember> members) const {
+    if (const double factor = postscale(chorus); factor != 1.0) {
+      for (const GroupMember& reduced : members) scale(type, reduced.output, reduced.output, reduced.count, factor);
+    }
+  }
   // `count` elements of `input` into `output`, scaled by the prescale factor.
   void prescaled(DataType type, const void* input, void* output, size_t count) const {
     if (prescale() != 1.0) {
@@ -76,21 +94,10 @@ class AllreduceKernel : public ReducingKernel {
   }
   void collective(Context& chorus, tf::OpKernelContext* context,
                   std::span<const negotiation::Description* const>) override {
-    const tf::Tensor& input = context->input(0);
-    const DataType type = type_of(input);
-    const auto count = static_cast<size_t>(input.NumElements());
-    tf::Tensor* output = nullptr;
-    // In place when TensorFlow lets the input go.
-    check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
-    const void* source = input.data();
-    if (prescale() != 1.0) {
-      prescaled(type, input.data(), output->data(), count);
-      source = output->data();
-    }
-    allreduce(chorus, source, output->data(), count, type, chorus_op());
-    if (const double factor = postscale(chorus); factor != 1.0) {
-      scale(type, output->data(), output->data(), count, factor);
-    }
+    const DataType type = type_of(context->input(0));
+    const GroupMember one = member(context, 0, type);
+    allreduce(chorus, one.input, one.output, one.count, type, chorus_op());
+    postscaled(chorus, type, std::span(&one, 1));
   }
 };
 
@@ -108,22 +115,9 @@ class GroupedAllreduceKernel : public ReducingKernel {
                   std::span<const negotiation::Description* const>) override {
     const DataType type = type_of(context->input(0));
     std::vector<GroupMember> members;
-    for (int index = 0; index < context->num_inputs(); ++index) {
-      const tf::Tensor& input = context->input(index);
-      tf::Tensor* output = nullptr;
-      check(forward_or_allocate_pooled(context, index, index, input.shape(), &output));
-      const auto count = static_cast<size_t>(input.NumElements());
-      const void* source = input.data();
-      if (prescale() != 1.0) {
-        prescaled(type, input.data(), output->data(), count);
-        source = output->data();
-      }
-      members.push_back({source, output->data(), count});
-    }
+    for (int index = 0; index < context->num_inputs(); ++index) members.push_back(member(context, index, type));
     grouped_allreduce(chorus, members, type, chorus_op());
-    if (const double factor = postscale(chorus); factor != 1.0) {
-      for (const GroupMember& member : members) scale(type, member.output, member.output, member.count, factor);
-    }
+    postscaled(chorus, type, members);
   }
 };
 

@@ -71,16 +71,19 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     return compression.decompress(_native_ops.chorus_allreduce(compressed, name=name, **attributes), ctx)
 
 
-def _by_dtype(indexed_tensors):
-    """[(dtype, [(index, tensor), ...]), ...] in the order each dtype first appears."""
-    groups = {}
-    for index, tensor in indexed_tensors:
-        groups.setdefault(tensor.dtype, []).append((index, tensor))
-    return list(groups.items())
-
-
-def _group_name(name, dtype, groups):
-    return name if name is None or groups == 1 else f"{name}.{dtype.name}"
+def _grouped(indexed, compression, name, run):
+    """Each (index, tensor) compressed, reduced by run(tensors of one dtype, name) -> outputs, one call per
+    dtype in the order each dtype first appears, and decompressed: {index: result}."""
+    compressed = {i: compression.compress(tf.convert_to_tensor(t)) for i, t in indexed}
+    by_dtype = {}
+    for i, (tensor, _) in compressed.items():
+        by_dtype.setdefault(tensor.dtype, []).append(i)
+    results = {}
+    for dtype, indices in by_dtype.items():
+        group_name = name if name is None or len(by_dtype) == 1 else f"{name}.{dtype.name}"
+        for i, reduced in zip(indices, run([compressed[i][0] for i in indices], group_name)):
+            results[i] = compression.decompress(reduced, compressed[i][1])
+    return results
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
@@ -106,16 +109,12 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
             results[i] = allreduce(t, compression=compression, op=op, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor)
     elif dense:
-        compressed = [(i, compression.compress(tf.convert_to_tensor(t))) for i, t in dense]
-        groups = _by_dtype((i, c) for i, (c, _) in compressed)
-        contexts = {i: ctx for i, (_, ctx) in compressed}
-        for dtype, members in groups:
-            group_name = _group_name(name, dtype, len(groups))
-            reduced = _native_ops.chorus_grouped_allreduce(
-                [t for _, t in members], name=group_name,
+        def run(group, group_name):
+            return _native_ops.chorus_grouped_allreduce(
+                group, name=group_name,
                 **_reduction_attributes(op, prescale_factor, postscale_factor, group_name, "grouped_allreduce"))
-            for (i, _), r in zip(members, reduced):
-                results[i] = compression.decompress(r, contexts[i])
+        for i, result in _grouped(dense, compression, name, run).items():
+            results[i] = result
     return results
 
 
@@ -136,15 +135,10 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     check_process_set(process_set, "grouped_reducescatter")
     if not tensors:
         return tensors
-    results = [None] * len(tensors)
-    compressed = [(i, compression.compress(tf.convert_to_tensor(t))) for i, t in enumerate(tensors)]
-    contexts = {i: ctx for i, (_, ctx) in compressed}
-    groups = _by_dtype((i, c) for i, (c, _) in compressed)
-    for dtype, members in groups:
-        group_name = _group_name(name, dtype, len(groups))
-        reduced = _native_ops.chorus_grouped_reducescatter(
-            [t for _, t in members], name=group_name,
+
+    def run(group, group_name):
+        return _native_ops.chorus_grouped_reducescatter(
+            group, name=group_name,
             **_reduction_attributes(op, prescale_factor, postscale_factor, group_name, "grouped_reducescatter"))
-        for (i, _), r in zip(members, reduced):
-            results[i] = compression.decompress(r, contexts[i])
-    return results
+    results = _grouped(enumerate(tensors), compression, name, run)
+    return [results[i] for i in range(len(tensors))]

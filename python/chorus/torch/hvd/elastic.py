@@ -75,18 +75,18 @@ def run(func):
 
 
 class _Handler:
-    """Keeps one kind of object's state: a model, an optimizer or an ElasticSampler."""
+    """Keeps one object's state (a model, an optimizer or an ElasticSampler: its state_dict) and synchronizes
+    it from rank 0 with `sync(value)`."""
 
-    def __init__(self, value):
+    def __init__(self, value, sync):
         self.value = value
+        self._sync = sync
         self.save()
 
     def set_value(self, value):
         self.value = value
         self.save()
 
-
-class _ModelHandler(_Handler):
     def save(self):
         self._saved = copy.deepcopy(self.value.state_dict())
 
@@ -94,29 +94,21 @@ class _ModelHandler(_Handler):
         self.value.load_state_dict(self._saved)
 
     def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
+        self._sync(self.value)
 
 
-class _OptimizerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        broadcast_optimizer_state(self.value, root_rank=0)
+def _sync_sampler(sampler):
+    sampler.load_state_dict(broadcast_object(sampler.state_dict()))
 
 
-class _SamplerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        self.value.load_state_dict(broadcast_object(self.value.state_dict()))
+def _handler_of(value):
+    if isinstance(value, torch.nn.Module):
+        return _Handler(value, lambda model: broadcast_parameters(model.state_dict(), root_rank=0))
+    if isinstance(value, torch.optim.Optimizer):
+        return _Handler(value, lambda optimizer: broadcast_optimizer_state(optimizer, root_rank=0))
+    if isinstance(value, ElasticSampler):
+        return _Handler(value, _sync_sampler)
+    return None
 
 
 class TorchState(_elastic.ObjectState):
@@ -127,13 +119,11 @@ class TorchState(_elastic.ObjectState):
         kwargs.update(model=model, optimizer=optimizer)
         handlers, plain = {}, {}
         for name, value in kwargs.items():
-            kind = (_ModelHandler if isinstance(value, torch.nn.Module) else
-                    _OptimizerHandler if isinstance(value, torch.optim.Optimizer) else
-                    _SamplerHandler if isinstance(value, ElasticSampler) else None)
-            if kind is None:
+            handler = _handler_of(value)
+            if handler is None:
                 plain[name] = value
             else:
-                handlers[name] = kind(value)
+                handlers[name] = handler
         object.__setattr__(self, "_handlers", handlers)
         for name, handler in handlers.items():
             object.__setattr__(self, name, handler.value)
