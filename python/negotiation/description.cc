@@ -5,7 +5,8 @@
 //   u16 + bytes call name, u32 root, f32 prescale, f32 postscale,
 //   u32 tensor count, per tensor (i32 type, u8 dimensions, i64 each),
 //   u32 count of per-rank counts and i64 each,
-//   and for a refused call u16 + bytes of its message.
+//   for a refused call u16 + bytes of its message,
+//   and for a call carrying its data u16 + the bytes (flag 8).
 // Names and messages longer than 65,535 bytes are cut there.
 #include "python/negotiation/description.h"
 
@@ -21,6 +22,7 @@ namespace {
 constexpr uint8_t kAbandonFlag = 1;
 constexpr uint8_t kByNameFlag = 2;
 constexpr uint8_t kRefusedFlag = 4;
+constexpr uint8_t kDataFlag = 8;
 constexpr size_t kLongestText = std::numeric_limits<uint16_t>::max();
 // More dimensions than any framework allows (TensorFlow: 254).
 constexpr uint64_t kMostDimensions = 255;
@@ -78,15 +80,19 @@ std::string float_text(float value) {
 // empty. Both describe one call, so only the first difference is named.
 std::string compare(const Description& mine, int a, const Description& theirs, int b, const TypeNamer& type_name,
                     const OpNamer& op_name) {
-  const std::string ra = "rank " + std::to_string(a), rb = "rank " + std::to_string(b);
+  // (The words are made only where something differs: this runs for every call.)
+  const auto label = [](int rank) { return "rank " + std::to_string(rank); };
   if (mine.kind != theirs.kind) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " calls " + to_string(mine.kind) + ", " + rb + " calls " + to_string(theirs.kind);
   }
   if (mine.name != theirs.name) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " calls it '" + mine.name + "' and " + rb + " '" + theirs.name +
            "'; ranks issue their collectives in one order, so the calls at one position must have one name";
   }
   if (mine.tensors.size() != theirs.tensors.size()) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " passes " + std::to_string(mine.tensors.size()) + " tensors, " + rb + " " +
            std::to_string(theirs.tensors.size());
   }
@@ -94,13 +100,14 @@ std::string compare(const Description& mine, int a, const Description& theirs, i
   for (size_t index = 0; index < mine.tensors.size(); ++index) {
     const TensorDescription& x = mine.tensors[index];
     const TensorDescription& y = theirs.tensors[index];
-    const std::string which = grouped ? " as tensor " + std::to_string(index) : "";
     const bool same_shape =
         gathers(mine.kind)
             ? x.dims.size() == y.dims.size() && (x.dims.empty() || std::equal(x.dims.begin() + 1, x.dims.end(),
                                                                                 y.dims.begin() + 1))
             : x.dims == y.dims;
     if (x.type != y.type || !same_shape) {
+      const std::string ra = label(a), rb = label(b);
+      const std::string which = grouped ? " as tensor " + std::to_string(index) : "";
       std::string rule = x.type != y.type          ? "the ranks must pass one type"
                          : gathers(mine.kind) ? "ranks may differ in the first dimension only"
                                               : "the ranks must pass one shape";
@@ -109,15 +116,18 @@ std::string compare(const Description& mine, int a, const Description& theirs, i
     }
   }
   if (mine.op != theirs.op) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " reduces with " + op_name(mine.op) + ", " + rb + " with " + op_name(theirs.op);
   }
   if (mine.root != theirs.root) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " names root rank " + std::to_string(mine.root) + ", " + rb + " root rank " +
            std::to_string(theirs.root);
   }
   // Compared as bits: a NaN factor is a difference only where the other rank's is not the same NaN.
   if (std::bit_cast<uint32_t>(mine.prescale) != std::bit_cast<uint32_t>(theirs.prescale) ||
       std::bit_cast<uint32_t>(mine.postscale) != std::bit_cast<uint32_t>(theirs.postscale)) {
+    const std::string ra = label(a), rb = label(b);
     return ra + " scales by (" + float_text(mine.prescale) + ", " + float_text(mine.postscale) + "), " + rb +
            " by (" + float_text(theirs.prescale) + ", " + float_text(theirs.postscale) + ") (prescale, postscale)";
   }
@@ -149,33 +159,52 @@ std::string describe_tensor(const TensorDescription& tensor, const TypeNamer& ty
   return type_name(tensor.type) + " tensor of shape " + shape_text(tensor.dims);
 }
 
-void encode_record(const Record& record, std::vector<std::byte>& out) {
-  const Description& description = record.description;
+namespace {
+
+void encode(const Key& key, const Description* description, Kind kind, std::vector<std::byte>& out) {
   uint8_t flags = 0;
-  if (record.abandon) flags |= kAbandonFlag;
-  if (record.key.matching == Matching::by_name) flags |= kByNameFlag;
-  if (!record.abandon && !description.refusal.empty()) flags |= kRefusedFlag;
+  if (description == nullptr) flags |= kAbandonFlag;
+  if (key.matching == Matching::by_name) flags |= kByNameFlag;
+  if (description != nullptr && !description->refusal.empty()) flags |= kRefusedFlag;
+  if (description != nullptr && description->carries_data) flags |= kDataFlag;
   put(out, flags, 1);
-  put(out, static_cast<uint8_t>(description.kind), 1);
-  put(out, description.op, 1);
-  put(out, record.key.number, 8);
-  put_text(out, record.key.name);
-  if (record.abandon) return;
-  put_text(out, description.name);
-  put(out, static_cast<uint32_t>(description.root), 4);
-  put(out, std::bit_cast<uint32_t>(description.prescale), 4);
-  put(out, std::bit_cast<uint32_t>(description.postscale), 4);
-  put(out, description.tensors.size(), 4);
-  for (const TensorDescription& tensor : description.tensors) {
+  put(out, static_cast<uint8_t>(description ? description->kind : kind), 1);
+  put(out, description ? description->op : 0, 1);
+  put(out, key.number, 8);
+  put_text(out, key.name);
+  if (description == nullptr) return;
+  put_text(out, description->name);
+  put(out, static_cast<uint32_t>(description->root), 4);
+  put(out, std::bit_cast<uint32_t>(description->prescale), 4);
+  put(out, std::bit_cast<uint32_t>(description->postscale), 4);
+  put(out, description->tensors.size(), 4);
+  for (const TensorDescription& tensor : description->tensors) {
     put(out, static_cast<uint32_t>(tensor.type), 4);
     put(out, std::min<uint64_t>(tensor.dims.size(), kMostDimensions), 1);
     for (size_t axis = 0; axis < tensor.dims.size() && axis < kMostDimensions; ++axis) {
       put(out, static_cast<uint64_t>(tensor.dims[axis]), 8);
     }
   }
-  put(out, description.counts.size(), 4);
-  for (int64_t count : description.counts) put(out, static_cast<uint64_t>(count), 8);
-  if (flags & kRefusedFlag) put_text(out, description.refusal);
+  put(out, description->counts.size(), 4);
+  for (int64_t count : description->counts) put(out, static_cast<uint64_t>(count), 8);
+  if (flags & kRefusedFlag) put_text(out, description->refusal);
+  if (flags & kDataFlag) {
+    const size_t length = std::min(description->data.size(), kLongestCarriedData);
+    put(out, length, 2);
+    out.insert(out.end(), description->data.begin(), description->data.begin() + static_cast<ptrdiff_t>(length));
+  }
+}
+
+}  // namespace
+
+void encode_announcement(const Key& key, const Description& description, std::vector<std::byte>& out) {
+  encode(key, &description, description.kind, out);
+}
+
+void encode_abandon(const Key& key, Kind kind, std::vector<std::byte>& out) { encode(key, nullptr, kind, out); }
+
+void encode_record(const Record& record, std::vector<std::byte>& out) {
+  encode(record.key, record.abandon ? nullptr : &record.description, record.description.kind, out);
 }
 
 std::optional<std::vector<Record>> decode_records(std::span<const std::byte> bytes) {
@@ -189,7 +218,9 @@ std::optional<std::vector<Record>> decode_records(std::span<const std::byte> byt
         !get_text(in, record.key.name)) {
       return std::nullopt;
     }
-    if (kind < 1 || kind > kLastKind || flags > (kAbandonFlag | kByNameFlag | kRefusedFlag)) return std::nullopt;
+    if (kind < 1 || kind > kLastKind || flags > (kAbandonFlag | kByNameFlag | kRefusedFlag | kDataFlag)) {
+      return std::nullopt;
+    }
     record.abandon = flags & kAbandonFlag;
     record.key.matching = flags & kByNameFlag ? Matching::by_name : Matching::in_order;
     description.matching = record.key.matching;
@@ -227,6 +258,13 @@ std::optional<std::vector<Record>> decode_records(std::span<const std::byte> byt
         count = static_cast<int64_t>(value);
       }
       if ((flags & kRefusedFlag) && !get_text(in, description.refusal)) return std::nullopt;
+      if (flags & kDataFlag) {
+        uint64_t length = 0;
+        std::span<const std::byte> data;
+        if (!in.number(length, 2) || length > kLongestCarriedData || !in.bytes(data, length)) return std::nullopt;
+        description.carries_data = true;
+        description.data.assign(data.begin(), data.end());
+      }
     }
     records.push_back(std::move(record));
   }

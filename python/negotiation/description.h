@@ -60,11 +60,21 @@ struct Description {
   // Per-rank counts that may differ between ranks and are not compared:
   // alltoall's splits (the rows this rank sends each rank).
   std::vector<int64_t> counts;
+  // A small call's input travels with its description (up to
+  // kLongestCarriedData bytes): where every rank's does, the call's result
+  // is computed from everyone's data where it completes, with no collective
+  // of its own (one round trip for a small eager op, not two). Not compared.
+  bool carries_data = false;
+  std::vector<std::byte> data;
   // Not empty: this rank refuses the call with this message (a bad argument
   // found on this rank alone). The call is still announced, so that every
   // rank fails it together and the ranks stay matched.
   std::string refusal;
 };
+
+// The most input a description carries (Description::data): with a name
+// and a shape, a record still fits one rank's block of a cycle.
+inline constexpr size_t kLongestCarriedData = 512;
 
 // Which call of which rank a description is: ordered calls by their
 // sequence number, named ones by name and occurrence.
@@ -86,7 +96,11 @@ struct Record {
   Description description;
 };
 
-// Appends `record` to `out` (little-endian, see description.cc).
+// Appends the record of a call (`description` under `key`) to `out`
+// (little-endian, see description.cc).
+void encode_announcement(const Key& key, const Description& description, std::vector<std::byte>& out);
+// Appends the record of giving up on the call `key` (of kind `kind`).
+void encode_abandon(const Key& key, Kind kind, std::vector<std::byte>& out);
 void encode_record(const Record& record, std::vector<std::byte>& out);
 // Every record of `bytes`; nullopt where they do not parse (a peer speaking
 // another protocol, or bytes that are not a negotiation block).

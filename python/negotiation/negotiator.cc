@@ -173,23 +173,25 @@ void Negotiator::fail_everything(std::exception_ptr failure) {
   last_cycle_was_empty_ = false;
 }
 
-std::vector<std::vector<std::byte>> Negotiator::exchange(std::vector<std::byte> mine) {
+std::vector<std::span<const std::byte>> Negotiator::exchange(const std::vector<std::byte>& mine) {
   const uint64_t cycle = cycles_.load();
-  std::vector<std::byte> block(kBlockBytes);
-  store_le(block.data(), kMagic, 4);
-  store_le(block.data() + 4, mine.size(), 4);
-  store_le(block.data() + 8, cycle, 8);
+  // The blocks are kept from cycle to cycle: nothing is allocated for a
+  // cycle whose announcements fit.
+  send_block_.assign(kBlockBytes, std::byte{0});
+  store_le(send_block_.data(), kMagic, 4);
+  store_le(send_block_.data() + 4, mine.size(), 4);
+  store_le(send_block_.data() + 8, cycle, 8);
   const size_t inline_part = std::min(mine.size(), kPayloadBytes);
-  std::copy_n(mine.begin(), inline_part, block.begin() + kHeaderBytes);
-  std::vector<std::byte> blocks(kBlockBytes * static_cast<size_t>(size_));
-  allgather(*context_, block.data(), blocks.data(), kBlockBytes, DataType::uint8);
+  std::copy_n(mine.begin(), inline_part, send_block_.begin() + kHeaderBytes);
+  blocks_.resize(kBlockBytes * static_cast<size_t>(size_));
+  allgather(*context_, send_block_.data(), blocks_.data(), kBlockBytes, DataType::uint8);
   cycles_.fetch_add(1);
 
   std::vector<size_t> lengths(static_cast<size_t>(size_));
   std::vector<size_t> overflow(static_cast<size_t>(size_));
   bool any_overflow = false;
   for (size_t r = 0; r < lengths.size(); ++r) {
-    const std::byte* header = blocks.data() + r * kBlockBytes;
+    const std::byte* header = blocks_.data() + r * kBlockBytes;
     const uint64_t magic = load_le(header, 4), length = load_le(header + 4, 4), theirs = load_le(header + 8, 8);
     if (magic != kMagic || length > kLongestAnnouncement) {
       throw MismatchError(cat("rank ", rank_, ": rank ", r, "'s part of negotiation cycle ", cycle,
@@ -204,21 +206,26 @@ std::vector<std::vector<std::byte>> Negotiator::exchange(std::vector<std::byte> 
     overflow[r] = length > kPayloadBytes ? length - kPayloadBytes : 0;
     any_overflow = any_overflow || overflow[r] > 0;
   }
-  std::vector<std::byte> rest;
+  std::vector<std::span<const std::byte>> everyone(static_cast<size_t>(size_));
+  if (!any_overflow) {
+    for (size_t r = 0; r < everyone.size(); ++r) {
+      everyone[r] = std::span<const std::byte>(blocks_).subspan(r * kBlockBytes + kHeaderBytes, lengths[r]);
+    }
+    return everyone;
+  }
   size_t rest_total = 0;
   for (size_t count : overflow) rest_total += count;
-  if (any_overflow) {
-    rest.resize(rest_total);
-    allgatherv(*context_, mine.data() + inline_part, rest.data(), overflow, DataType::uint8);
-  }
-  std::vector<std::vector<std::byte>> everyone(static_cast<size_t>(size_));
+  std::vector<std::byte> rest(rest_total);
+  allgatherv(*context_, mine.data() + inline_part, rest.data(), overflow, DataType::uint8);
+  assembled_.resize(static_cast<size_t>(size_));
   size_t offset = 0;
   for (size_t r = 0; r < everyone.size(); ++r) {
-    const std::byte* payload = blocks.data() + r * kBlockBytes + kHeaderBytes;
-    everyone[r].assign(payload, payload + std::min(lengths[r], kPayloadBytes));
-    everyone[r].insert(everyone[r].end(), rest.begin() + static_cast<ptrdiff_t>(offset),
-                       rest.begin() + static_cast<ptrdiff_t>(offset + overflow[r]));
+    const std::byte* payload = blocks_.data() + r * kBlockBytes + kHeaderBytes;
+    assembled_[r].assign(payload, payload + std::min(lengths[r], kPayloadBytes));
+    assembled_[r].insert(assembled_[r].end(), rest.begin() + static_cast<ptrdiff_t>(offset),
+                         rest.begin() + static_cast<ptrdiff_t>(offset + overflow[r]));
     offset += overflow[r];
+    everyone[r] = assembled_[r];
   }
   return everyone;
 }
@@ -240,7 +247,7 @@ std::string Negotiator::waiting_summary(int rank) const {
 
 void Negotiator::run_cycle(std::vector<Submitted> batch) {
   const auto now = std::chrono::steady_clock::now();
-  std::vector<Record> records;
+  mine_.clear();
   for (Submitted& submitted : batch) {
     if (abandoned_.count(submitted.key)) {
       finish(submitted.call, std::make_exception_ptr(TimeoutError(
@@ -249,7 +256,7 @@ void Negotiator::run_cycle(std::vector<Submitted> batch) {
                                      " came after the other ranks had given up waiting for it"))));
       continue;
     }
-    records.push_back({submitted.key, false, submitted.call.description});
+    encode_announcement(submitted.key, submitted.call.description, mine_);
     waiting_.emplace(submitted.key, std::move(submitted.call));
   }
   for (auto& [key, entry] : table_) {
@@ -266,19 +273,17 @@ void Negotiator::run_cycle(std::vector<Submitted> batch) {
     }
     if (!entry.abandon_sent && waited > stall_limit_) {
       entry.abandon_sent = true;
-      Record abandon{key, true, {}};
+      Kind kind = Kind::allreduce;
       for (const auto& description : entry.from) {
-        if (description) abandon.description.kind = description->kind;
+        if (description) kind = description->kind;
       }
-      records.push_back(std::move(abandon));
+      encode_abandon(key, kind, mine_);
     }
   }
-  std::vector<std::byte> mine;
-  for (const Record& record : records) encode_record(record, mine);
 
   std::vector<std::vector<Record>> decoded(static_cast<size_t>(size_));
   try {
-    std::vector<std::vector<std::byte>> everyone = exchange(std::move(mine));
+    const std::vector<std::span<const std::byte>> everyone = exchange(mine_);
     for (size_t r = 0; r < everyone.size(); ++r) {
       std::optional<std::vector<Record>> parsed = decode_records(everyone[r]);
       if (!parsed) {
@@ -290,6 +295,27 @@ void Negotiator::run_cycle(std::vector<Submitted> batch) {
   } catch (...) {
     fail_everything(std::current_exception());
     return;
+  }
+
+  // The common cycle of eager execution: nothing outstanding, and every
+  // rank announced one call, the same one. It completes at once, without
+  // a trip through the table.
+  if (table_.empty()) {
+    bool one_call = true;
+    for (const auto& records_of_rank : decoded) {
+      one_call = one_call && records_of_rank.size() == 1 && !records_of_rank.front().abandon &&
+                 records_of_rank.front().key == decoded.front().front().key;
+    }
+    if (one_call && !abandoned_.count(decoded.front().front().key)) {
+      auto local = waiting_.extract(decoded.front().front().key);
+      if (!local.empty()) {
+        last_cycle_was_empty_ = false;
+        std::vector<const Description*> everyone;
+        for (const auto& records_of_rank : decoded) everyone.push_back(&records_of_rank.front().description);
+        run_complete(local.key(), local.mapped(), everyone);
+        return;
+      }
+    }
   }
 
   // Give-ups first, in rank order, so a call announced and given up in one
@@ -358,35 +384,41 @@ void Negotiator::run_cycle(std::vector<Submitted> batch) {
     Entry& entry = node.mapped();
     auto local = waiting_.extract(key);
     // Every rank announced it, this one included, so it waits here.
-    Call& call = local.mapped();
     std::vector<const Description*> everyone;
     for (const auto& description : entry.from) everyone.push_back(&*description);
-    const Description& first = *everyone.front();
-    const std::string what = cat(to_string(first.kind), " ", describe_key(key),
-                                 first.name.empty() || key.matching == Matching::by_name ? "" : " ('" + first.name + "')");
-    std::exception_ptr failure;
-    for (int r = 0; r < size_ && !failure; ++r) {
-      const std::string& refusal = everyone[static_cast<size_t>(r)]->refusal;
-      if (refusal.empty()) continue;
-      failure = std::make_exception_ptr(InvalidArgument(
-          r == rank_ ? refusal : cat("rank ", rank_, ": ", what, ": rank ", r, " refused it: ", refusal)));
-    }
-    if (!failure) {
-      if (auto differs = disagreement(everyone, options_.type_name, options_.op_name)) {
-        failure = std::make_exception_ptr(MismatchError(
-            cat("rank ", rank_, ": ", what, ": the ranks' calls do not match, so nothing was sent (the job can "
-                                           "go on): ", *differs)));
-      }
-    }
-    if (!failure) {
-      try {
-        call.run(*context_, everyone);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-    }
-    finish(call, failure);
+    run_complete(key, local.mapped(), everyone);
   }
+}
+
+void Negotiator::run_complete(const Key& key, Call& call, std::span<const Description* const> everyone) {
+  // Named in a failure's message only: the cost of the words is paid then.
+  const auto what = [&] {
+    const Description& first = *everyone.front();
+    return cat(to_string(first.kind), " ", describe_key(key),
+               first.name.empty() || key.matching == Matching::by_name ? "" : " ('" + first.name + "')");
+  };
+  std::exception_ptr failure;
+  for (int r = 0; r < size_ && !failure; ++r) {
+    const std::string& refusal = everyone[static_cast<size_t>(r)]->refusal;
+    if (refusal.empty()) continue;
+    failure = std::make_exception_ptr(InvalidArgument(
+        r == rank_ ? refusal : cat("rank ", rank_, ": ", what(), ": rank ", r, " refused it: ", refusal)));
+  }
+  if (!failure) {
+    if (auto differs = disagreement(everyone, options_.type_name, options_.op_name)) {
+      failure = std::make_exception_ptr(MismatchError(cat("rank ", rank_, ": ", what(),
+                                                          ": the ranks' calls do not match, so nothing was sent "
+                                                          "(the job can go on): ", *differs)));
+    }
+  }
+  if (!failure) {
+    try {
+      call.run(*context_, everyone);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  finish(call, failure);
 }
 
 }  // namespace chorus::negotiation

@@ -124,7 +124,12 @@ class Negotiator {
   // worker). Called with driving_ set.
   void drive(bool caller);
   void run_cycle(std::vector<Submitted> batch);
-  std::vector<std::vector<std::byte>> exchange(std::vector<std::byte> mine);
+  // Compares every rank's description of a complete call and runs it, or
+  // fails it on every rank alike.
+  void run_complete(const Key& key, Call& call, std::span<const Description* const> everyone);
+  // Every rank's announcements of this cycle (rank order), from `mine`:
+  // spans into blocks_ (or assembled_, when a rank's did not fit its block).
+  std::vector<std::span<const std::byte>> exchange(const std::vector<std::byte>& mine);
   void fail_everything(std::exception_ptr failure);
   void finish(Call& call, std::exception_ptr failure);
   std::string waiting_summary(int rank) const;
@@ -151,6 +156,8 @@ class Negotiator {
   std::set<Key> abandoned_;
   uint64_t rank0_announcements_ = 0;
   bool last_cycle_was_empty_ = false;
+  std::vector<std::byte> mine_, send_block_, blocks_;
+  std::vector<std::vector<std::byte>> assembled_;
   std::chrono::microseconds pause_{0};
 
   std::thread thread_;

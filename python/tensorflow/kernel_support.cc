@@ -63,6 +63,34 @@ negotiation::TensorDescription description_of(const tf::Tensor& tensor) {
   return description;
 }
 
+void carry_inputs(tf::OpKernelContext* context, negotiation::Description& description) {
+  size_t total = 0;
+  for (int input = 0; input < context->num_inputs(); ++input) total += context->input(input).TotalBytes();
+  if (total > negotiation::kLongestCarriedData) return;
+  description.carries_data = true;
+  description.data.reserve(total);
+  for (int input = 0; input < context->num_inputs(); ++input) {
+    const tf::Tensor& tensor = context->input(input);
+    const auto* bytes = static_cast<const std::byte*>(tensor.data());
+    description.data.insert(description.data.end(), bytes, bytes + tensor.TotalBytes());
+  }
+}
+
+bool everyone_carries(std::span<const negotiation::Description* const> everyone) {
+  for (const negotiation::Description* description : everyone) {
+    if (!description->carries_data) return false;
+  }
+  return true;
+}
+
+const std::byte* carried(const negotiation::Description& description, size_t bytes, size_t rank) {
+  if (description.data.size() != bytes) {
+    throw MismatchError("chorus: rank " + std::to_string(rank) + " carried " + std::to_string(description.data.size()) +
+                        " bytes of data where its description says " + std::to_string(bytes));
+  }
+  return description.data.data();
+}
+
 CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* construction) : AsyncOpKernel(construction) {
   OP_REQUIRES_OK(construction, construction->GetAttr("context", &handle_));
   OP_REQUIRES_OK(construction, construction->GetAttr("tensor_name", &tensor_name_));

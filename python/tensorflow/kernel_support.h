@@ -46,6 +46,16 @@ void check(const absl::Status& status);
 size_t row_elements(const tf::TensorShape& shape);
 // A tensor as the negotiation describes it: its type and dimensions.
 negotiation::TensorDescription description_of(const tf::Tensor& tensor);
+// Puts every input's bytes, end to end, into the description when they
+// fit (negotiation::kLongestCarriedData): a small call then completes in
+// its negotiation cycle, its result computed from everyone's data.
+void carry_inputs(tf::OpKernelContext* context, negotiation::Description& description);
+// True when every rank's description carries its data: every rank then
+// computes the result from everyone's, alike, with no collective.
+bool everyone_carries(std::span<const negotiation::Description* const> everyone);
+// Rank `rank`'s carried data, which its description says is `bytes` long
+// (MismatchError where it is not: not a chorus peer).
+const std::byte* carried(const negotiation::Description& description, size_t bytes, size_t rank);
 
 class CollectiveKernel : public tf::AsyncOpKernel {
  public:

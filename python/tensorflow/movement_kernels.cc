@@ -45,12 +45,18 @@ class BroadcastKernel : public CollectiveKernel {
       description.refusal = refusal(chorus, "root rank " + std::to_string(root_) + " is not a rank of this job of " +
                                                 std::to_string(chorus.size()));
     }
+    carry_inputs(context, description);
   }
   void collective(Context& chorus, tf::OpKernelContext* context,
-                  std::span<const negotiation::Description* const>) override {
+                  std::span<const negotiation::Description* const> everyone) override {
     const tf::Tensor& input = context->input(0);
     tf::Tensor* output = nullptr;
     check(forward_or_allocate_pooled(context, 0, 0, input.shape(), &output));
+    if (everyone_carries(everyone)) {
+      const auto root = static_cast<size_t>(root_);
+      std::memcpy(output->data(), carried(*everyone[root], input.TotalBytes(), root), input.TotalBytes());
+      return;
+    }
     if (chorus.rank() == root_ && output->data() != input.data()) {
       std::memcpy(output->data(), input.data(), input.TotalBytes());
     }
@@ -81,6 +87,7 @@ class AllgatherKernel : public CollectiveKernel {
                                                   "dimension");
       }
     }
+    carry_inputs(context, description);
   }
   void collective(Context& chorus, tf::OpKernelContext* context,
                   std::span<const negotiation::Description* const> everyone) override {
@@ -106,28 +113,38 @@ class AllgatherKernel : public CollectiveKernel {
       shape.set_dim(0, rows);
       check(allocate_pooled_output(context, static_cast<int>(index), shape, &outputs[index]));
     }
-    if (members == 1) {
+    // Member i's output: rank 0's member i, rank 1's, ...; from the ranks'
+    // carried data, or from one allgatherv of each rank's members end to end.
+    std::vector<const std::byte*> from(size);
+    std::vector<std::byte> gathered;
+    if (everyone_carries(everyone)) {
+      for (size_t rank = 0; rank < size; ++rank) from[rank] = carried(*everyone[rank], counts[rank], rank);
+    } else if (members == 1) {
       allgatherv(chorus, context->input(0).data(), outputs[0]->data(), counts, DataType::uint8);
       return;
+    } else {
+      size_t total = 0;
+      for (size_t count : counts) total += count;
+      std::vector<std::byte> mine;
+      gathered.resize(total);
+      for (size_t index = 0; index < members; ++index) {
+        const tf::Tensor& input = context->input(static_cast<int>(index));
+        const auto* begin = static_cast<const std::byte*>(input.data());
+        mine.insert(mine.end(), begin, begin + input.TotalBytes());
+      }
+      allgatherv(chorus, mine.data(), gathered.data(), counts, DataType::uint8);
+      size_t at = 0;
+      for (size_t rank = 0; rank < size; ++rank) {
+        from[rank] = gathered.data() + at;
+        at += counts[rank];
+      }
     }
-    size_t total = 0;
-    for (size_t count : counts) total += count;
-    std::vector<std::byte> mine, gathered(total);
-    for (size_t index = 0; index < members; ++index) {
-      const tf::Tensor& input = context->input(static_cast<int>(index));
-      const auto* begin = static_cast<const std::byte*>(input.data());
-      mine.insert(mine.end(), begin, begin + input.TotalBytes());
-    }
-    allgatherv(chorus, mine.data(), gathered.data(), counts, DataType::uint8);
-    // Member i's output: rank 0's member i, rank 1's, ...
     std::vector<size_t> filled(members, 0);
-    size_t at = 0;
     for (size_t rank = 0; rank < size; ++rank) {
+      const std::byte* at = from[rank];
       for (size_t index = 0; index < members; ++index) {
         const size_t count = bytes[rank][index];
-        if (count > 0) {
-          std::memcpy(static_cast<std::byte*>(outputs[index]->data()) + filled[index], gathered.data() + at, count);
-        }
+        if (count > 0) std::memcpy(static_cast<std::byte*>(outputs[index]->data()) + filled[index], at, count);
         filled[index] += count;
         at += count;
       }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/reduce.h"
 #include "chorus/collectives.h"
 #include "python/tensorflow/kernel_support.h"
 #include "python/tensorflow/output_pool.h"
@@ -67,6 +68,30 @@ class ReducingKernel : public CollectiveKernel {
       for (const GroupMember& reduced : members) scale(type, reduced.output, reduced.output, reduced.count, factor);
     }
   }
+  // The members reduced from every rank's carried data (the inputs end to
+  // end), in rank order, prescaled as they would be on the wire.
+  void reduce_carried(std::span<const negotiation::Description* const> everyone, DataType type,
+                      std::span<const GroupMember> members) const {
+    size_t total = 0;
+    for (const GroupMember& one : members) total += one.count * element_size(type);
+    std::vector<std::byte> scaled;
+    for (size_t rank = 0; rank < everyone.size(); ++rank) {
+      const std::byte* data = carried(*everyone[rank], total, rank);
+      for (const GroupMember& one : members) {
+        const size_t bytes = one.count * element_size(type);
+        if (rank == 0) {
+          prescaled(type, data, one.output, one.count);
+        } else if (prescale() == 1.0) {
+          reduce_into(type, chorus_op(), one.output, data, one.count);
+        } else {
+          scaled.resize(bytes);
+          scale(type, data, scaled.data(), one.count, prescale());
+          reduce_into(type, chorus_op(), one.output, scaled.data(), one.count);
+        }
+        data += bytes;
+      }
+    }
+  }
   // `count` elements of `input` into `output`, scaled by the prescale factor.
   void prescaled(DataType type, const void* input, void* output, size_t count) const {
     if (prescale() != 1.0) {
@@ -91,12 +116,17 @@ class AllreduceKernel : public ReducingKernel {
   void describe(const Context&, tf::OpKernelContext* context, negotiation::Description& description) override {
     description.kind = negotiation::Kind::allreduce;
     describe_reduction(context, description);
+    carry_inputs(context, description);
   }
   void collective(Context& chorus, tf::OpKernelContext* context,
-                  std::span<const negotiation::Description* const>) override {
+                  std::span<const negotiation::Description* const> everyone) override {
     const DataType type = type_of(context->input(0));
     const GroupMember one = member(context, 0, type);
-    allreduce(chorus, one.input, one.output, one.count, type, chorus_op());
+    if (everyone_carries(everyone)) {
+      reduce_carried(everyone, type, std::span(&one, 1));
+    } else {
+      allreduce(chorus, one.input, one.output, one.count, type, chorus_op());
+    }
     postscaled(chorus, type, std::span(&one, 1));
   }
 };
@@ -110,13 +140,18 @@ class GroupedAllreduceKernel : public ReducingKernel {
   void describe(const Context&, tf::OpKernelContext* context, negotiation::Description& description) override {
     description.kind = negotiation::Kind::grouped_allreduce;
     describe_reduction(context, description);
+    carry_inputs(context, description);
   }
   void collective(Context& chorus, tf::OpKernelContext* context,
-                  std::span<const negotiation::Description* const>) override {
+                  std::span<const negotiation::Description* const> everyone) override {
     const DataType type = type_of(context->input(0));
     std::vector<GroupMember> members;
     for (int index = 0; index < context->num_inputs(); ++index) members.push_back(member(context, index, type));
-    grouped_allreduce(chorus, members, type, chorus_op());
+    if (everyone_carries(everyone)) {
+      reduce_carried(everyone, type, members);
+    } else {
+      grouped_allreduce(chorus, members, type, chorus_op());
+    }
     postscaled(chorus, type, members);
   }
 };

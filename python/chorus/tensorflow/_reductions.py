@@ -43,9 +43,26 @@ def _scaled(tensor, factor):
     return tensor if factor == 1.0 else tensor * tf.cast(factor, tensor.dtype)
 
 
+# Eager calls' attributes, by what they depend on: the same few on every step.
+_eager_attributes = {}
+
+
 def _reduction_attributes(op, prescale_factor, postscale_factor, name, call):
-    return {"reduce_op": op_name(op, call), "prescale_factor": float(prescale_factor),
-            "postscale_factor": float(postscale_factor), **matching(name, call)}
+    def made():
+        return {"reduce_op": op_name(op, call), "prescale_factor": float(prescale_factor),
+                "postscale_factor": float(postscale_factor), **matching(name, call)}
+    if not tf.executing_eagerly():
+        return made()  # (a graph numbers its calls: never reused)
+    try:
+        key = (op, float(prescale_factor), float(postscale_factor), name, call, _job.handle())
+        attributes = _eager_attributes.get(key)
+    except TypeError:  # an argument that is not hashable: made afresh
+        return made()
+    if attributes is None:
+        if len(_eager_attributes) > 4096:
+            _eager_attributes.clear()
+        attributes = _eager_attributes[key] = made()
+    return attributes
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
