@@ -83,6 +83,20 @@ def check_dtypes():
         check.equal(hvd.alltoall(rows), expected, f"alltoall {dtype.name}")
 
 
+def check_carried_and_not():
+    """Small calls complete with their data in the negotiation; an allgather where some ranks' rows fit it and
+    others' do not runs as a collective on every rank."""
+    rows_of = [1 if r == 0 else 300 for r in range(size)]
+    mine = tf.fill([rows_of[rank], 2], float(rank))
+    expected = np.concatenate([np.full([rows_of[r], 2], float(r), np.float32) for r in range(size)])
+    check.equal(hvd.allgather(mine), expected, "allgather of rows that fit a negotiation record beside ones that do not")
+    for count in (1, 128, 129, 4096):  # 128 float32 fit a record, 129 do not
+        check.equal(hvd.allreduce(tf.fill([count], float(rank + 1)), op=hvd.Sum, prescale_factor=2.0),
+                    np.full([count], 2.0 * total, np.float32), f"allreduce of {count} float32 prescaled")
+        check.equal(hvd.broadcast(tf.fill([count], rank), size - 1), np.full([count], size - 1, np.int32),
+                    f"broadcast of {count} int32")
+
+
 def check_local_sources():
     shared, local = tf.Variable([1.0, 1.0]), tf.Variable([1.0])
     with tf.GradientTape() as tape:
@@ -189,6 +203,7 @@ check_job_questions()
 check_objects()
 check_variables()
 check_dtypes()
+check_carried_and_not()
 check_local_sources()
 check_keras_aggregation()
 check_legacy_aggregation()
