@@ -186,6 +186,10 @@ for dtype in [torch.float32, torch.int64]:
         [[math.trunc(Fraction(int(v), size)) for v in row] for row in dense_sum.tolist()], dtype=dtype)
     check.equal(average.to_dense(), expected, f"sparse Average {dtype}")
 expect_error(lambda: hvd.sparse_allreduce_async(torch.ones(2), "d", hvd.Sum), ValueError, "sparse COO")
+# The dense collectives refuse a sparse tensor (scale factors included: never applied to a sparse one).
+expect_error(lambda: hvd.allreduce(sparse_of(rank, torch.float32), op=hvd.Sum, prescale_factor=0.5), ValueError,
+             "sparse_allreduce_async")
+expect_error(lambda: hvd.allreduce_(sparse_of(rank, torch.float32)), ValueError, "sparse_allreduce_async")
 
 # sparse_as_dense: an embedding's sparse gradient, reduced as a dense one, handed back sparse.
 torch.manual_seed(3)

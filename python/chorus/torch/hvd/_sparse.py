@@ -18,7 +18,7 @@ from ._process_sets import _resolve
 def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
     """Starts reducing a sparse COO tensor (op: Average or Sum); synchronize(handle), or handle(), returns it."""
     what = "sparse_allreduce_async"
-    _check_tensor(tensor, what)
+    _check_tensor(tensor, what, sparse=True)
     _require_init(what)
     process_set = _resolve(process_set, what)
     op = _resolve_op(None, op, what)
