@@ -38,3 +38,9 @@ def horovod_timeline():
     path = os.environ.get("HOROVOD_TIMELINE")
     mark = os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0").lower() in ("1", "true")
     return (path if path and path != "DYNAMIC" else None), mark
+
+
+def launcher_store():
+    """(CHORUS_STORE, CHORUS_JOB_ID): the store chorus's launcher's job meets at and the job's id (None and
+    "job" when unset). chorus.torch.hvd.elastic meets its survivors there."""
+    return os.environ.get("CHORUS_STORE") or None, os.environ.get("CHORUS_JOB_ID") or "job"

@@ -14,12 +14,11 @@ backend; needs chorus-run's store (CHORUS_STORE).
 
 import copy
 import math
-import os
 import random
 
 import torch
 
-from ... import MismatchError, InvalidArgument, connect_to_store
+from ... import InvalidArgument, MismatchError, _environment, connect_to_store
 from ... import elastic as _elastic
 from . import _job
 from ._objects import broadcast_object, broadcast_optimizer_state, broadcast_parameters
@@ -32,11 +31,10 @@ class _Membership:
 def _membership():
     """The Context that keeps who is in the job (made by the first run())."""
     if _Membership.context is None:
-        store = os.environ.get("CHORUS_STORE")
+        store, job = _environment.launcher_store()
         if not store:
             raise ValueError("chorus.torch.hvd.elastic.run: elastic jobs run under chorus-run (or with CHORUS_STORE "
                              "naming a chorus-store or Redis), whose store outlives a failed rank")
-        job = os.environ.get("CHORUS_JOB_ID", "job")
         timeout = _job._state.timeout.total_seconds()  # noqa: SLF001
         _Membership.context = connect_to_store(store, _job.rank(), _job.size(), f"{job}.hvd-elastic",
                                                timeout=timeout)
