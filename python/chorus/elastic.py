@@ -25,7 +25,9 @@ from . import _chorus
 
 class State:
     """What an elastic job keeps across failures: save() what a commit keeps,
-    restore() it, sync() it from rank 0 to the others."""
+    restore() it, sync() it from rank 0 to the others. An abstract base, as
+    Horovod's State is: ObjectState here, TorchState and TensorFlowState in
+    the framework modules implement those three."""
 
     def __init__(self, bcast_object, get_rank):
         self._bcast_object = bcast_object
