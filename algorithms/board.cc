@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -24,8 +25,6 @@ namespace {
 // the call's sequence, so no message is needed to agree on it).
 constexpr int kBoardColor = 0x4244;  // "BD"
 
-// One board call in this many is timed for the statistics (run_on_board).
-constexpr uint64_t kTimedEvery = 64;
 // Past this many members, reading every peer's line costs more than the
 // log2(members) rounds of messages it replaces.
 constexpr int kMaxBoardMembers = 64;
@@ -33,23 +32,6 @@ constexpr int kMaxBoardMembers = 64;
 bool may_have_board(const Communicator& communicator) {
   return communicator.settings().board_bytes > 0 && communicator.size() >= 2 &&
          communicator.size() <= kMaxBoardMembers && communicator.topology().hosts() == 1;
-}
-
-bool fits(const Communicator& communicator, const Call& call, const std::string& algorithm) {
-  const size_t limit = communicator.board_cell()->board->capacity();
-  if (algorithm != "auto" || !call.memory.on_host()) return false;
-  const auto& overrides = communicator.settings().algorithm_overrides;
-  if (!overrides.empty() && overrides.contains(call.collective)) return false;
-  switch (call.collective) {
-    // Larger ones in pieces (board_exchange.h): measured faster than the
-    // messages at every size and rank count (benchmarks/README.md).
-    case Collective::allreduce: return call.count > 0;
-    case Collective::broadcast: return call.count > 0 && call.bytes() <= limit;
-    // Each rank's block in its own slot (fixed counts only).
-    case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= limit;
-    case Collective::barrier: return true;
-    default: return false;
-  }
 }
 
 // One helper collective on `data` (the set-up's own messages), on ring
@@ -143,108 +125,151 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   }
   // Every member has it mapped (the allreduce above says so): nobody else may open it.
   region->seal();
+  auto board = std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity, slot_bytes);
+  // Measured as the links are at connect, and agreed as they are: the
+  // slowest member's numbers, so every member's selection reads the same.
+  // The board calls carry the number before this call's, which no call of
+  // this Communicator has (a peer already in this call is then ahead).
+  const BoardModel measured = board->measure(communicator, sequence - 1, deadline);
+  uint64_t model[2] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15)};
+  const Communicator measurement = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kBoardColor + 2), /*traced=*/false);
+  helper_collective(measurement, Collective::allreduce, model, 2, DataType::uint64, ReduceOp::max, sequence,
+                    deadline);
+  board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
+                    .seconds_per_byte = static_cast<double>(model[1]) * 1e-15});
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
-             " bytes through shared memory");
-  return std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity, slot_bytes);
+             " bytes through shared memory; measured ", board->model().call_seconds * 1e6, " us a call, ",
+             board->model().seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces");
+  return board;
 }
 
 // What a board call counts as sent and received: the bytes peers read out
 // of this member's slot, and those it reads out of theirs. Summed over the
 // members, sent equals received, as on messages.
-std::pair<uint64_t, uint64_t> bytes_moved(const Call& call, size_t one_shot_bytes) {
+Moved bytes_moved(const Call& call, bool in_pieces) {
   const uint64_t bytes = call.bytes();
   const auto peers = static_cast<uint64_t>(call.size - 1);
   switch (call.collective) {
     case Collective::allreduce: {
       // In pieces: each member's chunk of every slot in, every chunk out.
-      const uint64_t moved = bytes <= one_shot_bytes ? bytes * peers : 2 * bytes * peers / (peers + 1);
+      const uint64_t moved = in_pieces ? 2 * bytes * peers / (peers + 1) : bytes * peers;
       return {moved, moved};
     }
     case Collective::allgather: return {bytes * peers, bytes * peers};
-    case Collective::broadcast: return call.rank == call.root ? std::pair{bytes * peers, uint64_t{0}}
-                                                              : std::pair{uint64_t{0}, bytes};
-    default: return {0, 0};
+    case Collective::broadcast: return call.rank == call.root ? Moved{bytes * peers, 0} : Moved{0, bytes};
+    default: return {};
   }
 }
 
-void trace_board_call(const Communicator& communicator, const Call& call, uint32_t sequence, double start_us,
-                      const std::exception_ptr& error) {
-  const Telemetry& telemetry = communicator.telemetry();
-  TraceArgs args = describe_for_trace(call, sequence);
-  args.add("bytes", static_cast<uint64_t>(call.bytes()));
-  args.add("algorithm", error ? "board set-up" : "board").add("transport", "board");
-  args.add_error(error);
-  telemetry.trace().span(telemetry.track(), to_string(call.collective), "collective", start_us,
-                         trace_clock_us() - start_us, args);
+Board* ready_board(const Communicator& communicator) {
+  BoardCell* cell = communicator.board_cell();
+  return cell && cell->state == BoardCell::State::ready ? cell->board.get() : nullptr;
 }
+
+// ---------------------------------------------------------------- the candidates
+
+// One shot: a call that fits a slot, in one board call.
+bool serves_one_shot(const Candidate&, const Communicator& communicator, const Call& call) {
+  const Board* board = ready_board(communicator);
+  if (!board || !call.memory.on_host()) return false;
+  switch (call.collective) {
+    case Collective::allreduce:
+    case Collective::broadcast: return call.count > 0 && call.bytes() <= board->capacity();
+    // Each rank's block in its own slot (fixed counts only).
+    case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= board->capacity();
+    case Collective::barrier: return true;
+    default: return false;
+  }
+}
+
+bool serves_pieces(const Candidate&, const Communicator& communicator, const Call& call) {
+  return ready_board(communicator) && call.memory.on_host() && call.collective == Collective::allreduce &&
+         call.count > 0;
+}
+
+// From the board's model, measured when it was set up (Board::measure):
+// one board call, and each byte as a piece of an allreduce moves it.
+double one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  const BoardModel& model = ready_board(communicator)->model();
+  const double bytes = static_cast<double>(call.bytes());
+  switch (call.collective) {
+    // Every member reads every slot: the peers' data and its own, once.
+    case Collective::allgather: return model.call_seconds + bytes * call.size * model.seconds_per_byte / 2;
+    case Collective::broadcast: return model.call_seconds + bytes * model.seconds_per_byte / 2;
+    case Collective::barrier: return model.call_seconds;
+    default: return model.call_seconds + bytes * model.seconds_per_byte;
+  }
+}
+
+double pieces_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  const Board& board = *ready_board(communicator);
+  const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
+  return 2 * pieces * board.model().call_seconds + static_cast<double>(call.bytes()) * board.model().seconds_per_byte;
+}
+
+Moved run_one_shot(const Candidate&, const CandidateRun& run) {
+  Board& board = *ready_board(run.communicator);
+  switch (run.call.collective) {
+    case Collective::allreduce:
+      board.allreduce(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
+    case Collective::broadcast: board.broadcast(run.communicator, run.call, run.output, run.sequence, run.deadline); break;
+    case Collective::allgather:
+      board.allgather(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
+    default: board.barrier(run.communicator, run.call, run.sequence, run.deadline); break;
+  }
+  return bytes_moved(run.call, false);
+}
+
+Moved run_pieces(const Candidate&, const CandidateRun& run) {
+  ready_board(run.communicator)
+      ->allreduce_in_pieces(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+  return bytes_moved(run.call, true);
+}
+
+std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+  const BoardCell* cell = communicator.board_cell();
+  const std::string where = cat("rank ", communicator.rank(), ": ", to_string(call.collective), " algorithm '",
+                                self.name, "' runs on the shared-memory board, ");
+  if (!cell) return where + "which only the Contexts the application holds have";
+  if (cell->state != BoardCell::State::ready)
+    return where + cat("which this Context has not (its ", communicator.size(),
+                       " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
+  if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
+  return where + cat("which takes ", self.name == kBoardPieces ? "allreduce" : "allreduce, broadcast, allgather",
+                     " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
+                     call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+}
+
+void first_call(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  BoardCell* cell = communicator.board_cell();
+  if (!cell || cell->state != BoardCell::State::untried) return;
+  if (may_have_board(communicator)) cell->board = set_up(communicator, sequence, deadline);
+  cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
+}
+
+constexpr Candidate kCandidates[] = {
+    {.name = kBoard, .collective = Collective::allreduce, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .first_call = first_call, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::allreduce, .serves = serves_pieces, .cost_seconds = pieces_cost,
+     .run = run_pieces, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::broadcast, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::allgather, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::barrier, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+};
 
 }  // namespace
 
 BoardCell::BoardCell() = default;
 BoardCell::~BoardCell() = default;
 
-bool run_on_board(const Communicator& communicator, const Call& call, const void* input, void* output,
-                  const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
-  BoardCell* cell = communicator.board_cell();
-  if (!cell || cell->state == BoardCell::State::unusable) return false;
-  // Set up in the first collective, whichever it is: every member reaches
-  // that point alike, even one whose first call differs from the others'
-  // (which the board or the messages then report as a mismatch). A failure
-  // here is the call's: counted, traced and thrown as its own.
-  if (cell->state == BoardCell::State::untried) {
-    Telemetry& telemetry = communicator.telemetry();
-    const double start_us = telemetry.tracing() ? trace_clock_us() : 0;
-    try {
-      if (may_have_board(communicator)) cell->board = set_up(communicator, sequence, deadline);
-    } catch (...) {
-      telemetry.count_collective(false, 0, 0, std::chrono::nanoseconds(0));
-      if (telemetry.tracing()) trace_board_call(communicator, call, sequence, start_us, std::current_exception());
-      throw;
-    }
-    cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
-    if (!cell->board) return false;
-  }
-  if (!fits(communicator, call, algorithm)) return false;
-  Board& board = *cell->board;
-  Telemetry& telemetry = communicator.telemetry();
-  const double start_us = telemetry.tracing() ? trace_clock_us() : 0;
-  // Timing every call would double what a small one costs (a read of the
-  // clock is about 20 ns): the statistics' time comes from every 64th call,
-  // weighed as the 64 it stands for.
-  const uint64_t number = cell->calls++;
-  const bool logged = log_enabled(LogLevel::debug);
-  const bool timed = number % kTimedEvery == 0 || telemetry.tracing() || logged;
-  const Clock::time_point started = timed ? Clock::now() : Clock::time_point{};
-  communicator.note_started(sequence);
-  std::exception_ptr error;
-  try {
-    switch (call.collective) {
-      case Collective::allreduce: board.allreduce(communicator, call, input, output, sequence, deadline); break;
-      case Collective::broadcast: board.broadcast(communicator, call, output, sequence, deadline); break;
-      case Collective::allgather: board.allgather(communicator, call, input, output, sequence, deadline); break;
-      default: board.barrier(communicator, call, sequence, deadline); break;
-    }
-  } catch (...) {
-    error = std::current_exception();
-  }
-  communicator.note_finished(sequence);
-  // Every call timed (tracing, logging): each weighs itself.
-  const uint64_t weight = number == 0 || telemetry.tracing() || logged ? 1 : kTimedEvery;
-  const auto call_took = timed ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started)
-                               : std::chrono::nanoseconds(0);
-  const auto took = call_took * static_cast<int64_t>(weight);
-  const auto [sent, received] = bytes_moved(call, board.capacity());
-  telemetry.count_collective(!error, error ? 0 : sent, error ? 0 : received, took);
-  if (caller_waits) telemetry.count_waiting(took);
-  // As run_collective's line for a call on messages.
-  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (", call.count, " ",
-             to_string(call.type), "): board", call.bytes() > board.capacity() ? " in pieces" : "", ", ",
-             std::chrono::duration_cast<std::chrono::microseconds>(call_took).count(), " us",
-             error ? ", failed" : "");
-  if (telemetry.tracing()) trace_board_call(communicator, call, sequence, start_us, error);
-  if (error) std::rethrow_exception(error);
-  return true;
-}
+std::span<const Candidate> board_candidates() { return kCandidates; }
 
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
   BoardCell* cell = communicator.board_cell();

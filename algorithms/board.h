@@ -51,9 +51,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "algorithms/call.h"
+#include "algorithms/candidate.h"
 #include "base/deadline.h"
 
 namespace chorus::algorithms {
@@ -73,24 +75,26 @@ class BoardCell {
   enum class State : uint8_t { untried, ready, unusable };
   State state = State::untried;
   std::unique_ptr<Board> board;
-  uint64_t calls = 0;  // run on the board so far
 };
 
 // The default of CHORUS_BOARD_BYTES: the largest call the board takes
 // (benchmarks/README.md, "The board").
 inline constexpr size_t kDefaultBoardBytes = 4096;
 
-// Runs `call` on the Communicator's board and returns true where it fits
-// one (see above); false: nothing happened, the call goes to messages.
-// `algorithm` "auto" only: an algorithm the caller or CHORUS_ALGO names is
-// honoured. Errors as any collective's (the Mesh aborted first); counted and
-// traced as run_collective's (caller_waits: as the caller's waiting time too).
-bool run_on_board(const Communicator& communicator, const Call& call, const void* input, void* output,
-                  const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits);
+// The board's candidates (candidate.h): "board" (one shot: allreduce,
+// broadcast, allgather of up to CHORUS_BOARD_BYTES, and barrier) and
+// "board_pieces" (allreduce of any size, in pieces as large as a slot).
+// They serve host calls on a Communicator whose board is set up, cost what
+// the board's model says (measured at set-up, agreed by every member:
+// Board::measure), and are set up on the Communicator's first call.
+inline constexpr std::string_view kBoard = "board";
+inline constexpr std::string_view kBoardPieces = "board_pieces";
+std::span<const Candidate> board_candidates();
 
 // Tells the board (if the Communicator has one) that this member is in
 // collective `sequence` of `call`, which runs on messages: a member waiting
 // on the board for the same number then fails with MismatchError at once.
+// run.h calls it for every candidate but the board's own.
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence);
 
 }  // namespace chorus::algorithms

@@ -5,10 +5,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "algorithms/aligned_chunks.h"
 #include "algorithms/arrivals.h"
@@ -140,17 +144,7 @@ void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) 
 
 void Board::allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                       uint32_t sequence, Deadline deadline) {
-  const size_t element = call.element_bytes();
-  if (call.bytes() > capacity_) {
-    const size_t per_piece = slot_bytes_ / element;
-    const auto* from = static_cast<const std::byte*>(input);
-    auto* to = static_cast<std::byte*>(output);
-    for (size_t first = 0; first < call.count; first += per_piece) {
-      const size_t count = std::min(per_piece, call.count - first);
-      allreduce_piece(communicator, call, from + first * element, to + first * element, count, sequence, deadline);
-    }
-    return;
-  }
+  if (call.bytes() > capacity_) return allreduce_in_pieces(communicator, call, input, output, sequence, deadline);
   const Wait wait = next_call(communicator, call, sequence, deadline);
   const uint64_t number = wait.call_number;
   const size_t bytes = call.bytes();
@@ -168,6 +162,53 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
   if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
   least_known_finished_ = number - 1;  // every peer arrived in this call
   finish(number);
+}
+
+void Board::allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
+                                uint32_t sequence, Deadline deadline) {
+  const size_t element = call.element_bytes();
+  const size_t per_piece = slot_bytes_ / element;
+  const auto* from = static_cast<const std::byte*>(input);
+  auto* to = static_cast<std::byte*>(output);
+  for (size_t first = 0; first < call.count; first += per_piece) {
+    const size_t count = std::min(per_piece, call.count - first);
+    allreduce_piece(communicator, call, from + first * element, to + first * element, count, sequence, deadline);
+  }
+}
+
+BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  // As the links are measured at connect (transport/link_probe.h): the
+  // fastest of a few calls is a call's cost (the others also wait for
+  // members arriving late, or descheduled), and the median of transfers
+  // long enough to take milliseconds, less their calls, gives a byte's.
+  constexpr int kCalls = 16;
+  constexpr size_t kTransferBytes = size_t{4} << 20;
+  const Call barrier_call = make_call(Collective::barrier, rank_, size_, 0, DataType::uint8, ReduceOp::sum, 0, false);
+  BoardModel model;
+  model.call_seconds = std::numeric_limits<double>::max();
+  for (int call = 0; call < kCalls; ++call) {
+    const Clock::time_point started = Clock::now();
+    barrier(communicator, barrier_call, sequence, deadline);
+    model.call_seconds = std::min(model.call_seconds, std::chrono::duration<double>(Clock::now() - started).count());
+  }
+  const size_t count = std::max(kTransferBytes, slot_bytes_) / sizeof(float);
+  std::vector<float> data(count, 1.0f);
+  std::vector<float> result(count);
+  const Call transfer =
+      make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
+  // The first faults the pages in.
+  allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+  std::array<double, 3> took{};
+  for (double& seconds : took) {
+    const Clock::time_point started = Clock::now();
+    allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+    seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  }
+  std::sort(took.begin(), took.end());
+  const size_t bytes = count * sizeof(float);
+  const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
+  model.seconds_per_byte = std::max(0.0, took[1] - calls * model.call_seconds) / static_cast<double>(bytes);
+  return model;
 }
 
 // A piece: every member copies its input into its slot; member m reduces

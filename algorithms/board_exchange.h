@@ -22,6 +22,14 @@ class Communicator;
 inline constexpr size_t kPiecesRegionBytes = size_t{8} << 20;
 inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
 
+// What one board call costs and what a byte of an allreduce in pieces
+// costs, measured by every member when the board is set up and agreed (the
+// slowest member's), so every member's selection reads the same numbers.
+struct BoardModel {
+  double call_seconds = 1e-6;
+  double seconds_per_byte = 0.2e-9;
+};
+
 class Board {
  public:
   // The data bytes of each slot for `members` members whose one-shot calls
@@ -38,6 +46,15 @@ class Board {
   ~Board();
 
   size_t capacity() const { return capacity_; }
+  // The most one piece of a larger allreduce holds.
+  size_t piece_bytes() const { return slot_bytes_; }
+  const BoardModel& model() const { return model_; }
+  void set_model(const BoardModel& model) { model_ = model; }
+  // Times board calls on every member (they all call it alike, right after
+  // set-up): barriers for a call, and allreduces of one piece for a byte.
+  // What this member measured; the set-up agrees on the slowest. The
+  // calls carry `sequence`, a number no call of the Communicator has.
+  BoardModel measure(const Communicator& communicator, uint32_t sequence, Deadline deadline);
   // The collectives, for a call of at most capacity() bytes on host memory
   // (allreduce: any size; larger ones run in pieces, see below).
   // A failure aborts the Communicator's Mesh before it is thrown.
@@ -52,8 +69,6 @@ class Board {
                  uint32_t sequence, Deadline deadline);
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
-
- private:
   // A member's first line: written by it alone.
   struct alignas(64) MemberLine {
     std::atomic<uint64_t> finished;   // the last board call it finished (its number, from 1)
@@ -83,6 +98,12 @@ class Board {
   static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
   static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
 
+  // An allreduce of any size in pieces of at most piece_bytes(), each one
+  // board call of two shots (allreduce_piece).
+  void allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
+                           uint32_t sequence, Deadline deadline);
+
+ private:
   // One board call of a large allreduce: `count` elements from `input`
   // into `output`, reduced chunk by chunk (see allreduce).
   void allreduce_piece(const Communicator& communicator, const Call& call, const std::byte* input,
@@ -126,6 +147,7 @@ class Board {
   // and the least of it (so make_room looks at no peer in the common case).
   std::vector<uint64_t> known_finished_;
   uint64_t least_known_finished_ = 0;
+  BoardModel model_;
 };
 
 }  // namespace chorus::algorithms

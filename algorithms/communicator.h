@@ -117,6 +117,17 @@ class Communicator {
   // for helper groups made per call. Null until then.
   void enable_board();
   BoardCell* board_cell() const { return board_.get(); }
+  // Whether the candidates' set-up of the first call ran (run.h).
+  bool set_up() const { return run_counters_->set_up.load(std::memory_order_acquire); }
+  void mark_set_up() const { run_counters_->set_up.store(true, std::memory_order_release); }
+  // Numbers the calls whose time is sampled (run.h), from 0; only for
+  // statistics, so calls racing from two threads may share a number.
+  uint64_t count_sampled_call() const {
+    std::atomic<uint64_t>& calls = run_counters_->sampled_calls;
+    const uint64_t number = calls.load(std::memory_order_relaxed);
+    calls.store(number + 1, std::memory_order_relaxed);
+    return number;
+  }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
@@ -134,6 +145,11 @@ class Communicator {
   std::shared_ptr<Telemetry> telemetry_;
   std::atomic<uint64_t>* position_ = nullptr;
   std::shared_ptr<BoardCell> board_;
+  struct RunCounters {
+    std::atomic<bool> set_up{false};
+    std::atomic<uint64_t> sampled_calls{0};
+  };
+  std::unique_ptr<RunCounters> run_counters_ = std::make_unique<RunCounters>();
   // Last, so a backend's state (NCCL's communicators) goes first.
   std::unique_ptr<BackendStates> backend_states_;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "algorithms/aligned_chunks.h"
@@ -169,24 +170,49 @@ class MappedCall {
 
 }  // namespace
 
-bool is_mapped_algorithm(std::string_view name) { return name == kMappedOneShot || name == kMappedTwoShot; }
+namespace {
 
-bool runs_mapped(const Communicator& communicator, const Call& call, std::string_view algorithm) {
-  const bool named = is_mapped_algorithm(algorithm);
-  if (named && (call.collective != Collective::allreduce || !communicator.maps_peer_memory(call.memory)))
-    throw InvalidArgument(cat("rank ", communicator.rank(), ": algorithm '", algorithm, "' runs allreduce on ",
-                              "device memory that every rank maps from every other (processes on one host ",
-                              "served by cuda_ipc); this call is ", to_string(call.collective), " on ",
-                              to_string(call.memory), " memory over ", communicator.size(), " ranks that ",
-                              communicator.maps_peer_memory(call.memory) ? "do" : "do not", " map it"));
-  if (named) return true;
-  if (call.collective != Collective::allreduce || algorithm != "auto") return false;
-  if (communicator.settings().algorithm_overrides.contains(Collective::allreduce)) return false;
-  // Smaller calls run staged whole, measured as fast or faster on the H100
-  // (docs/cuda.md): both wait for the GPU about twice, and the staged path's
-  // host collective is cheaper than the mapped path's barriers.
-  return call.count * call.element_bytes() >= kDevicePlanMinBytes && communicator.maps_peer_memory(call.memory);
+bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
+  return call.collective == Collective::allreduce && communicator.maps_peer_memory(call.memory);
 }
+
+std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+  return cat("rank ", communicator.rank(), ": algorithm '", self.name, "' runs allreduce on ",
+             "device memory that every rank maps from every other (processes on one host ",
+             "served by cuda_ipc); this call is ", to_string(call.collective), " on ", to_string(call.memory),
+             " memory over ", communicator.size(), " ranks that ",
+             communicator.maps_peer_memory(call.memory) ? "do" : "do not", " map it");
+}
+
+// A time measured at 4 members, at `members` (mapped_allreduce.h).
+double at_members(double seconds_at_four, int members) { return seconds_at_four * ceil_log2(members) / 2; }
+
+double one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  if (call.bytes() > kMappedOneShotMaxBytes) return std::numeric_limits<double>::infinity();
+  return at_members(kMappedOneShotSeconds, communicator.size()) +
+         static_cast<double>(call.bytes()) * communicator.size() * kMappedSecondsPerByte;
+}
+
+double two_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  return at_members(kMappedTwoShotSeconds, communicator.size()) +
+         2 * static_cast<double>(call.bytes()) * kMappedSecondsPerByte;
+}
+
+Moved run(const Candidate& self, const CandidateRun& run) {
+  run_mapped_allreduce(run.communicator, run.call, run.input, run.output, self.name, run.sequence, run.deadline);
+  return {};
+}
+
+constexpr Candidate kCandidates[] = {
+    {.name = kMappedOneShot, .collective = Collective::allreduce, .serves = serves, .cost_seconds = one_shot_cost,
+     .run = run, .why_not = why_not},
+    {.name = kMappedTwoShot, .collective = Collective::allreduce, .serves = serves, .cost_seconds = two_shot_cost,
+     .run = run, .why_not = why_not},
+};
+
+}  // namespace
+
+std::span<const Candidate> mapped_candidates() { return kCandidates; }
 
 void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                           std::string_view algorithm, uint32_t sequence, Deadline deadline) {

@@ -36,10 +36,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "algorithms/call.h"
+#include "algorithms/candidate.h"
 #include "algorithms/communicator.h"
 #include "base/deadline.h"
 #include "memory/memory_backend.h"
@@ -52,12 +54,20 @@ inline constexpr std::string_view kMappedTwoShot = "mapped_two_shot";
 // 2 MiB, two shots 1254 us there (docs/cuda.md); larger sizes unmeasured.
 inline constexpr size_t kMappedOneShotMaxBytes = size_t{2} << 20;
 
-bool is_mapped_algorithm(std::string_view name);
+// Measured at 4 processes, whose barriers take two rounds each: a call's
+// time is its barriers' and kernel batches' waits for the device, so it
+// scales with the rounds, ceil(log2 members) (mapped_cost). Two shots past
+// one shot's measured sizes, each byte moved twice over the device's links.
+inline constexpr double kMappedOneShotSeconds = 665e-6;
+inline constexpr double kMappedTwoShotSeconds = 1254e-6;
+inline constexpr double kMappedSecondsPerByte = 0.01e-9;
 
-// Whether the call runs as a mapped allreduce; throws InvalidArgument when
-// a mapped variant is named where it cannot run. Every member answers alike:
-// the answer reads only the call, the name and what was agreed at connect.
-bool runs_mapped(const Communicator& communicator, const Call& call, std::string_view algorithm);
+// The two variants as candidates (candidate.h): they serve allreduces on
+// memory every member maps from every other; one shot costs its measured
+// time up to kMappedOneShotMaxBytes (past it, only by name), two shots
+// theirs. Every member answers alike: the answer reads only the call and
+// what was agreed at connect.
+std::span<const Candidate> mapped_candidates();
 
 void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                           std::string_view algorithm, uint32_t sequence, Deadline deadline);

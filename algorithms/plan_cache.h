@@ -1,12 +1,13 @@
-// The plans a Communicator has run, with the algorithm selection that chose
-// them. Training loops repeat the same few calls thousands of times:
-// choosing an algorithm evaluates every candidate's cost, and building a
-// ring plan for a large buffer costs far more than a lookup, so neither
-// should happen twice for the same call. Selection and plans depend only on
-// the call's shape and on what the Communicator fixes for its lifetime (its
-// members, topology, cost model and overrides), so the cache lives in the
+// The choices a Communicator has made (selection.h), with their Plans.
+// Training loops repeat the same few calls thousands of times: choosing
+// evaluates every candidate's cost, and building a ring plan for a large
+// buffer costs far more than a lookup, so neither should happen twice for
+// the same call. Choices and plans depend only on the call's shape and
+// memory and on what the Communicator fixes for its lifetime (its members,
+// topology, cost models, board and overrides), so the cache lives in the
 // Communicator and its key is the shape alone. The most recent entries are
-// looked at first: a steady loop finds its call in the first comparison.
+// looked at first: a steady loop finds its call in the first comparison,
+// and the calling thread's last choice is found without the lock (find).
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,8 @@
 #include <vector>
 
 #include "algorithms/call.h"
+#include "algorithms/candidate.h"
 #include "algorithms/plan.h"
-#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 
 namespace chorus::algorithms {
@@ -37,17 +38,13 @@ struct PreparedPlan {
   mutable std::string trace_fields;
 };
 
-struct CachedChoice {
-  const Algorithm* algorithm = nullptr;
-  std::shared_ptr<const PreparedPlan> prepared;
-};
-
 class PlanCache {
  public:
-  // The cached choice for the call and requested algorithm name, if any.
-  std::optional<CachedChoice> find(const Call& call, const std::string& requested);
+  PlanCache();
+  // The cached choice for the call and requested name; null if none.
+  const Choice* find(const Call& call, const std::string& requested);
   // Stores a choice made (outside any lock: a big plan takes a while to build).
-  void add(const Call& call, const std::string& requested, const CachedChoice& choice);
+  void add(const Call& call, const std::string& requested, std::shared_ptr<const Choice> choice);
 
  private:
   struct Entry {
@@ -57,14 +54,17 @@ class PlanCache {
     ReduceOp op;
     int root;
     bool in_place;
+    Memory memory;
     std::vector<size_t> counts, send_counts, recv_counts;
     std::string requested;
-    CachedChoice choice;
+    std::shared_ptr<const Choice> choice;
     bool matches(const Call& call, const std::string& algorithm) const;
   };
   // Bounded crudely: a program cycling through many shapes rebuilds, one
   // with a steady shape never does.
   static constexpr size_t kCapacity = 64;
+  // Tells this cache's entries from those of a cache that lived at the same address.
+  const uint64_t id_;
   std::mutex mutex_;
   std::vector<Entry> entries_;  // most recently used last
 };

@@ -12,13 +12,12 @@
 #include <vector>
 
 #include "algorithms/board.h"
-#include "algorithms/executor.h"
+#include "algorithms/candidate.h"
 #include "algorithms/local_steps.h"
-#include "algorithms/mapped_allreduce.h"
-#include "memory/registry.h"
 #include "algorithms/plan_cache.h"
 #include "algorithms/selection.h"
 #include "algorithms/staging.h"
+#include "algorithms/telemetry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/transport.h"
@@ -113,6 +112,12 @@ std::string problem_of(const Communicator& communicator, const Call& call, const
 
 namespace {
 
+// A clock read costs about 20 ns: calls predicted faster than this (on the
+// board) are timed one in kTimedEvery for the statistics, weighed as the
+// calls they stand for; every call is timed while tracing or logging.
+constexpr double kSampledBelowSeconds = 5e-6;
+constexpr uint64_t kTimedEvery = 64;
+
 // "shm", or "shm+tcp" when the peers of a Plan are served by several transports.
 std::string transports_of(const Communicator& communicator, const std::vector<int>& peers) {
   std::vector<std::string> names;
@@ -126,17 +131,17 @@ std::string transports_of(const Communicator& communicator, const std::vector<in
 }
 
 // One span for the collective on the Communicator's track and, with
-// CHORUS_TRACE_STEPS, one per step, overlapping as they ran.
-void trace_run(const Communicator& communicator, const Call& call, uint32_t sequence, const Algorithm* algorithm,
-               const PreparedPlan* prepared, double start_us, double end_us, const std::vector<StepTiming>& steps,
-               const std::exception_ptr& error) {
+// CHORUS_TRACE_STEPS, one per step of a Plan, overlapping as they ran.
+void trace_run(const Communicator& communicator, const Call& call, uint32_t sequence, const Choice* choice,
+               double start_us, double end_us, const std::vector<StepTiming>& steps, const std::exception_ptr& error) {
   const Telemetry& telemetry = communicator.telemetry();
   TraceArgs args = describe_for_trace(call, sequence);
   args.add("bytes", static_cast<uint64_t>(std::max(input_bytes(call), output_bytes(call))));
+  const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
   if (prepared) {
     std::call_once(prepared->trace_fields_once, [&] {
       TraceArgs fields;
-      fields.add("algorithm", algorithm ? algorithm->name : std::string_view("none"));
+      fields.add("algorithm", choice->candidate->name);
       fields.add("transport", transports_of(communicator, prepared->peers));
       fields.add("peers", prepared->peers);
       fields.add("sent", prepared->bytes_sent).add("received", prepared->bytes_received);
@@ -144,7 +149,8 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
     });
     args.add_fields(prepared->trace_fields);
   } else {
-    args.add("algorithm", "none");
+    args.add("algorithm", choice ? choice->candidate->name : std::string_view("none"));
+    if (choice && choice->candidate->on_board) args.add("transport", "board");
   }
   args.add_error(error);
   const std::string_view name = to_string(call.collective);
@@ -163,54 +169,116 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
   }
 }
 
-void run_plan(const Communicator& communicator, const Call& call, const void* input, void* output,
-              const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
-  Telemetry& telemetry = communicator.telemetry();
-  communicator.note_started(sequence);
-  const Clock::time_point started = Clock::now();
-  const double started_us = telemetry.tracing() ? trace_clock_us() : 0;
-  // Per thread, as the executor's run state: a traced loop allocates once.
-  thread_local std::vector<StepTiming> step_timings;
-  std::optional<CachedChoice> choice;
-  std::exception_ptr error;
-  try {
-    choice = communicator.plan_cache().find(call, algorithm);
-    if (!choice) {
-      const CostModel& model = communicator.cost_model();
-      const Algorithm& chosen = select_algorithm(call, algorithm, model, communicator.settings().algorithm_overrides);
-      const PlanTuning tuning = plan_tuning(chosen, call, model);
-      choice = CachedChoice{&chosen, std::make_shared<const PreparedPlan>(chosen.build(call, tuning))};
-      communicator.plan_cache().add(call, algorithm, *choice);
+// What every call does whatever runs it: the set-up of the Communicator's
+// first call, the choice, the position the liveness probes read, the
+// board's announcement, the counters, the log line and the trace. A
+// failure anywhere (an unknown name too) is the call's: counted, traced,
+// logged and thrown.
+class Bookkeeping {
+ public:
+  Bookkeeping(const Communicator& communicator, const Call& call, uint32_t sequence, bool caller_waits)
+      : communicator_(communicator), call_(call), sequence_(sequence), caller_waits_(caller_waits) {}
+
+  // Runs `choice` (through its wrappers) on the buffers.
+  void run(const std::string& requested, const void* input, void* output, Deadline deadline) {
+    Telemetry& telemetry = communicator_.telemetry();
+    const bool tracing = telemetry.tracing();
+    const bool logged = log_enabled(LogLevel::debug);
+    communicator_.note_started(sequence_);
+    std::exception_ptr error;
+    const double started_us = tracing ? trace_clock_us() : 0;
+    Clock::time_point started{};
+    try {
+      if (!communicator_.set_up()) {
+        started = Clock::now();
+        timed_ = true;
+        for (const Candidate* candidate : all_candidates())
+          if (candidate->first_call) candidate->first_call(communicator_, sequence_, deadline);
+        communicator_.mark_set_up();
+      }
+      choice_ = communicator_.plan_cache().find(call_, requested);
+      if (!choice_) {
+        std::shared_ptr<const Choice> made = choose(communicator_, call_, requested);
+        choice_ = made.get();
+        communicator_.plan_cache().add(call_, requested, std::move(made));
+      }
+      const Choice& runs = choice_->innermost();
+      const bool sampled = runs.cost_seconds < kSampledBelowSeconds && !tracing && !logged;
+      if (!timed_) {
+        const uint64_t number = sampled ? communicator_.count_sampled_call() : 0;
+        timed_ = !sampled || number % kTimedEvery == 0;
+        weight_ = sampled && number != 0 ? kTimedEvery : 1;
+        if (timed_) started = Clock::now();
+      }
+      run_choice(*choice_, call_, input, output, deadline, timed_ ? std::optional(started) : std::nullopt);
+    } catch (...) {
+      error = std::current_exception();
     }
-    // Once the call is known to run (its algorithm exists and serves it):
-    // a member waiting on the board for this number learns that it differs.
-    announce_on_board(communicator, call, sequence);
-    ExecuteExtras extras;
-    extras.step_timings = telemetry.tracing_steps() ? &step_timings : nullptr;
-    extras.started = started;
-    execute(communicator, choice->prepared->plan, choice->prepared->graph, call, input, output, sequence, deadline,
-            extras);
-    finish_collective(call, output, memory_backend(call.memory));
-  } catch (...) {
-    error = std::current_exception();
+    communicator_.note_finished(sequence_);
+    const auto call_took = timed_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started)
+                                  : std::chrono::nanoseconds(0);
+    const auto took = call_took * static_cast<int64_t>(weight_);
+    telemetry.count_collective(!error, error ? 0 : moved_.sent, error ? 0 : moved_.received, took);
+    if (caller_waits_) telemetry.count_waiting(took);
+    const Choice* runs = choice_ ? &choice_->innermost() : nullptr;
+    CHORUS_LOG(debug, communicator_.rank(), to_string(call_.collective), " #", sequence_, " (",
+               call_.variable() ? cat("variable counts, ", call_.total_count()) : cat(call_.count), " ",
+               to_string(call_.type), "): ", runs ? runs->candidate->name : std::string_view("not run"), ", ",
+               std::chrono::duration_cast<std::chrono::microseconds>(call_took).count(), " us",
+               error ? ", failed" : "");
+    if (tracing) {
+      thread_local std::vector<StepTiming> no_steps;
+      trace_run(communicator_, call_, sequence_, runs, started_us, trace_clock_us(),
+                telemetry.tracing_steps() ? step_timings() : no_steps, error);
+    }
+    if (error) std::rethrow_exception(error);
   }
-  communicator.note_finished(sequence);
-  const PreparedPlan* prepared = choice ? choice->prepared.get() : nullptr;
-  const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started);
-  telemetry.count_collective(!error, prepared && !error ? prepared->bytes_sent : 0,
-                             prepared && !error ? prepared->bytes_received : 0, took);
-  if (caller_waits) telemetry.count_waiting(took);
-  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (",
-             call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
-             to_string(call.type), "): ", choice ? choice->algorithm->name : std::string_view("not run"), ", ",
-             std::chrono::duration_cast<std::chrono::microseconds>(took).count(), " us", error ? ", failed" : "");
-  if (telemetry.tracing()) {
-    if (!telemetry.tracing_steps()) step_timings.clear();
-    trace_run(communicator, call, sequence, choice ? choice->algorithm : nullptr, prepared, started_us,
-              trace_clock_us(), step_timings, error);
+
+ private:
+  // Per thread, as the executor's run state: a traced loop allocates once.
+  static std::vector<StepTiming>& step_timings() {
+    thread_local std::vector<StepTiming> timings;
+    return timings;
   }
-  if (error) std::rethrow_exception(error);
-}
+
+  struct Inner {
+    Bookkeeping* bookkeeping;
+    const Choice* choice;
+    Deadline deadline;
+    std::optional<Clock::time_point> started;
+  };
+
+  void run_choice(const Choice& choice, const Call& call, const void* input, void* output, Deadline deadline,
+                  std::optional<Clock::time_point> started) {
+    const Candidate& candidate = *choice.candidate;
+    CandidateRun run{communicator_, call, input, output, sequence_, deadline, choice, nullptr, std::nullopt};
+    if (candidate.role == CandidateRole::wraps) {
+      Inner inner{this, choice.inner.get(), deadline, started};
+      candidate.wrap(run, InnerRun(
+                              [](void* context, const Call& inner_call, const void* in, void* out) {
+                                const Inner& inner = *static_cast<const Inner*>(context);
+                                inner.bookkeeping->run_choice(*inner.choice, inner_call, in, out, inner.deadline,
+                                                              inner.started);
+                              },
+                              &inner));
+      return;
+    }
+    // A member waiting on the board for this number learns that it differs.
+    if (!candidate.on_board) announce_on_board(communicator_, call, sequence_);
+    run.started = started;
+    run.step_timings = communicator_.telemetry().tracing_steps() ? &step_timings() : nullptr;
+    moved_ = candidate.run(candidate, run);
+  }
+
+  const Communicator& communicator_;
+  const Call& call_;
+  const uint32_t sequence_;
+  const bool caller_waits_;
+  const Choice* choice_ = nullptr;
+  bool timed_ = false;
+  uint64_t weight_ = 1;
+  Moved moved_;
+};
 
 }  // namespace
 
@@ -227,45 +295,12 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
   assert(call.topology && problem_of(communicator, call, input, output).empty());
-  // Small calls on host memory of the ranks of one host: flags in memory
-  // they all map (first: it is the path whose every instruction counts).
-  if (run_on_board(communicator, call, input, output, algorithm, sequence, deadline, caller_waits)) return;
-  // Device memory every member maps from every other: the peers' buffers
-  // are read in place (algorithms/mapped_allreduce.h).
-  if (runs_mapped(communicator, call, algorithm)) {
-    communicator.note_started(sequence);
-    struct Finished {
-      const Communicator& communicator;
-      uint32_t sequence;
-      ~Finished() { communicator.note_finished(sequence); }
-    } finished{communicator, sequence};
-    announce_on_board(communicator, call, sequence);
-    run_mapped_allreduce(communicator, call, input, output, algorithm, sequence, deadline);
-    return;
-  }
-  // Device memory that a transport of this Communicator cannot move, or a
-  // small collective on it, runs on pinned host copies (algorithms/staging.h).
-  if (runs_staged(communicator, call)) {
-    run_staged(call, input, output, [&](const Call& host_call, const void* host_input, void* host_output) {
-      run_collective(communicator, host_call, host_input, host_output, algorithm, sequence, deadline, caller_waits);
-    });
-    return;
-  }
-  if (call.collective == Collective::reduce_scatter && call.in_place) {
-    // Reduce-scatter Plans read this rank's input block until their last
-    // step, so none reduces into it in place: run out of place into a
-    // block-sized buffer (1/size of the data) and copy the result into place.
-    Call out_of_place = call;
-    out_of_place.in_place = false;
-    announce_on_board(communicator, call, sequence);
-    MemoryBackend& backend = memory_backend(call.memory);
-    const size_t bytes = output_bytes(out_of_place);
-    std::shared_ptr<std::byte> block = backend.allocate(bytes);
-    run_plan(communicator, out_of_place, input, block.get(), algorithm, sequence, deadline, caller_waits);
-    backend.copy(static_cast<std::byte*>(output), block.get(), bytes);
-    return;
-  }
-  run_plan(communicator, call, input, output, algorithm, sequence, deadline, caller_waits);
+  Bookkeeping(communicator, call, sequence, caller_waits).run(algorithm, input, output, deadline);
+}
+
+bool runs_at_issue(Collective collective, std::string_view algorithm) {
+  const Candidate* candidate = find_candidate(collective, algorithm);
+  return candidate && candidate->runs_at_issue;
 }
 
 }  // namespace chorus::algorithms

@@ -1,10 +1,11 @@
-// Entry point of the algorithm layer for the public API: select an algorithm
-// for the call, build its Plan, run it on the Communicator. (A backend
-// named by the call runs from the API instead: backends/registry.h.)
+// Entry point of the algorithm layer for the public API: choose the
+// candidate for the call (selection.h), build its Plan if it has one, run
+// it on the Communicator with the bookkeeping every call shares.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "algorithms/call.h"
 #include "algorithms/communicator.h"
@@ -37,5 +38,10 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 // clock twice more.
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
                     const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits = false);
+
+// Whether the candidate named `algorithm` runs at issue on the caller's
+// stream (candidate.h: NCCL), so the API runs it now, neither queued nor
+// stream-ordered by chorus.
+bool runs_at_issue(Collective collective, std::string_view algorithm);
 
 }  // namespace chorus::algorithms

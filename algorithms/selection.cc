@@ -1,8 +1,12 @@
 // Algorithm selection and the CHORUS_ALGO override.
 #include "algorithms/selection.h"
 
+#include <limits>
 #include <string>
 
+#include "algorithms/communicator.h"
+#include "algorithms/plan_cache.h"
+#include "algorithms/plan_candidate.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -47,13 +51,130 @@ std::map<Collective, std::string> parse_algorithm_overrides(std::string_view tex
       throw InvalidArgument(cat("unknown collective '", collective_name, "' in '", item,
                                 "' (valid: allreduce, broadcast, barrier, reduce, reduce_scatter, allgather, gather, "
                                 "scatter, alltoall)"));
-    if (find_algorithm(*collective, algorithm_name) == nullptr)
+    if (find_candidate(*collective, algorithm_name) == nullptr)
       throw InvalidArgument(cat("unknown ", collective_name, " algorithm '", algorithm_name,
-                                "' (valid: ", algorithm_names(*collective), ")"));
+                                "' (valid: ", candidate_names(*collective), ")"));
     if (!overrides.emplace(*collective, std::string(algorithm_name)).second)
       throw InvalidArgument(cat("collective '", collective_name, "' named twice"));
   }
   return overrides;
+}
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+bool serves(const Candidate& candidate, const Communicator& communicator, const Call& call) {
+  return (!candidate.collective || *candidate.collective == call.collective) &&
+         candidate.serves(candidate, communicator, call);
+}
+
+// The cheapest candidate serving the call and its cost (wrappers with their
+// inner candidate's), or null; nothing is built.
+std::pair<const Candidate*, double> cheapest(const Communicator& communicator, const Call& call) {
+  const Candidate* best = nullptr;
+  double best_cost = kNever;
+  for (const Candidate* candidate : all_candidates()) {
+    if (!serves(*candidate, communicator, call)) continue;
+    double cost = candidate->cost_seconds(*candidate, communicator, call);
+    if (candidate->role == CandidateRole::wraps) cost += cheapest(communicator, candidate->inner_call(call)).second;
+    if (cost < best_cost) {
+      best = candidate;
+      best_cost = cost;
+    }
+  }
+  return {best, best_cost};
+}
+
+std::shared_ptr<const Choice> build(const Candidate& candidate, const Communicator& communicator, const Call& call,
+                                    std::shared_ptr<const Choice> inner);
+
+// The cheapest candidate built, or null.
+std::shared_ptr<const Choice> build_cheapest(const Communicator& communicator, const Call& call) {
+  const Candidate* best = cheapest(communicator, call).first;
+  if (!best) return nullptr;
+  std::shared_ptr<const Choice> inner;
+  if (best->role == CandidateRole::wraps) inner = build_cheapest(communicator, best->inner_call(call));
+  return build(*best, communicator, call, std::move(inner));
+}
+
+std::shared_ptr<const Choice> build(const Candidate& candidate, const Communicator& communicator, const Call& call,
+                                    std::shared_ptr<const Choice> inner) {
+  auto choice = std::make_shared<Choice>();
+  choice->candidate = &candidate;
+  choice->cost_seconds = candidate.cost_seconds(candidate, communicator, call) + (inner ? inner->cost_seconds : 0);
+  choice->inner = std::move(inner);
+  if (candidate.plan) {
+    const CostModel model = cost_model_for(communicator, call.memory);
+    choice->prepared =
+        std::make_shared<const PreparedPlan>(candidate.plan->build(call, plan_tuning(*candidate.plan, call, model)));
+  }
+  return choice;
+}
+
+// The candidate named `name` serving the call, itself or inside a wrapper
+// that serves it; null where none does.
+std::shared_ptr<const Choice> build_named(const Communicator& communicator, const Call& call, std::string_view name) {
+  const Candidate* named = find_candidate(call.collective, name);
+  if (named && serves(*named, communicator, call)) {
+    std::shared_ptr<const Choice> inner;
+    if (named->role == CandidateRole::wraps) {
+      inner = build_cheapest(communicator, named->inner_call(call));
+      if (!inner) return nullptr;
+    }
+    return build(*named, communicator, call, std::move(inner));
+  }
+  for (const Candidate* wrapper : all_candidates()) {
+    if (wrapper->role != CandidateRole::wraps || !serves(*wrapper, communicator, call)) continue;
+    if (auto inner = build_named(communicator, wrapper->inner_call(call), name))
+      return build(*wrapper, communicator, call, std::move(inner));
+  }
+  return nullptr;
+}
+
+std::string describe_choice(const Choice& choice) {
+  std::string text(choice.candidate->name);
+  if (choice.inner) text += cat(" of ", describe_choice(*choice.inner));
+  return text;
+}
+
+}  // namespace
+
+std::shared_ptr<const Choice> choose(const Communicator& communicator, const Call& call, std::string_view requested) {
+  std::string_view name = requested;
+  std::string_view origin = "requested";
+  if (requested == "auto") {
+    const auto& overrides = communicator.settings().algorithm_overrides;
+    if (auto override = overrides.find(call.collective); override != overrides.end()) {
+      name = override->second;
+      origin = "CHORUS_ALGO";
+    }
+  }
+  if (name == "auto") {
+    std::shared_ptr<const Choice> best = build_cheapest(communicator, call);
+    if (!best)
+      throw InvalidArgument(cat("rank ", call.rank, ": no ", to_string(call.collective), " algorithm can run ",
+                                describe_signature(call_signature(call)), " on ", to_string(call.memory),
+                                " memory over ", call.size, " ranks (known: ", candidate_names(call.collective),
+                                ")"));
+    CHORUS_LOG(debug, call.rank, to_string(call.collective), ": auto chose ", describe_choice(*best), " for ",
+               call.bytes(), " bytes on ", call.size, " ranks, predicted ", best->cost_seconds * 1e6, " us");
+    return best;
+  }
+  const Candidate* named = find_candidate(call.collective, name);
+  if (!named)
+    throw InvalidArgument(cat("rank ", call.rank, ": unknown ", to_string(call.collective), " algorithm '", name,
+                              "' (", origin, "; valid: ", candidate_names(call.collective), ")"));
+  std::shared_ptr<const Choice> choice = build_named(communicator, call, name);
+  if (!choice) {
+    if (named->why_not) throw InvalidArgument(named->why_not(*named, communicator, call));
+    throw InvalidArgument(cat("rank ", call.rank, ": ", to_string(call.collective), " algorithm '", name,
+                              "' cannot run ", describe_signature(call_signature(call)), " on ", call.size,
+                              " ranks (valid: ", candidate_names(call.collective), ")"));
+  }
+  CHORUS_LOG(debug, call.rank, to_string(call.collective), ": using ", describe_choice(*choice), " (", origin,
+             "), predicted ", choice->cost_seconds * 1e6, " us");
+  return choice;
 }
 
 const Algorithm& select_algorithm(const Call& call, std::string_view requested, const CostModel& model,

@@ -27,6 +27,7 @@
 #include <functional>
 
 #include "algorithms/call.h"
+#include "algorithms/candidate.h"
 #include "algorithms/communicator.h"
 
 namespace chorus::algorithms {
@@ -37,6 +38,12 @@ inline constexpr size_t kDevicePlanMinBytes = size_t{256} << 10;
 
 // Whether a call on device memory runs staged whole.
 bool runs_staged(const Communicator& communicator, const Call& call);
+
+// Staging as a wrapper candidate (candidate.h), named "staged": serves the
+// calls runs_staged names, costs the copies both ways on top of the inner
+// candidate, which runs the call on host memory (the board included).
+inline constexpr std::string_view kStaged = "staged";
+const Candidate& staging_candidate();
 
 // Runs `run` with `call` moved to host memory and host copies of the buffers.
 void run_staged(const Call& call, const void* input, void* output,

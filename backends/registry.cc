@@ -1,48 +1,47 @@
-// The table of backends, and their runs.
+// The table of backends as candidates (registry.h).
 #include "backends/registry.h"
 
-#include <chrono>
-#include <exception>
+#include <limits>
+#include <mutex>
+#include <string>
 
 #include "backends/nccl/nccl_allreduce.h"
-#include "base/log.h"
 
 namespace chorus::backends {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using algorithms::Candidate;
+using algorithms::CandidateRun;
 
-constexpr Backend backend_table[] = {
-    {Collective::allreduce, "nccl", nccl_allreduce},
+bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
+  return nccl_refuses(communicator, call).empty();
+}
+
+std::string why_not(const Candidate&, const Communicator& communicator, const Call& call) {
+  return nccl_refuses(communicator, call);
+}
+
+double unmeasured(const Candidate&, const Communicator&, const Call&) {
+  return std::numeric_limits<double>::infinity();
+}
+
+algorithms::Moved run_nccl(const Candidate&, const CandidateRun& run) {
+  nccl_allreduce(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+  return {};
+}
+
+constexpr Candidate backend_table[] = {
+    {.name = "nccl", .collective = Collective::allreduce, .serves = serves, .cost_seconds = unmeasured,
+     .run = run_nccl, .why_not = why_not, .runs_at_issue = true},
 };
 
 }  // namespace
 
-std::span<const Backend> all_backends() { return backend_table; }
+std::span<const Candidate> backend_candidates() { return backend_table; }
 
-const Backend* find_backend(Collective collective, std::string_view name) {
-  for (const Backend& backend : backend_table)
-    if (backend.collective == collective && backend.name == name) return &backend;
-  return nullptr;
+void register_backends() {
+  static std::once_flag once;
+  std::call_once(once, [] { algorithms::add_candidates(backend_table); });
 }
-
-void run_backend(const Communicator& communicator, const Backend& backend, const Call& call, const void* input,
-                 void* output, uint32_t sequence, Deadline deadline) {
-  communicator.note_started(sequence);
-  const Clock::time_point started = Clock::now();
-  std::exception_ptr error;
-  try {
-    backend.run(communicator, call, input, output, sequence, deadline);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  communicator.note_finished(sequence);
-  CHORUS_LOG(debug, communicator.rank(), to_string(call.collective), " #", sequence, " (", call.count, " ",
-             to_string(call.type), "): ", backend.name, ", ",
-             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count(), " us",
-             error ? ", failed" : "");
-  if (error) std::rethrow_exception(error);
-}
-
 
 }  // namespace chorus::backends

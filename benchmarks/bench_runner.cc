@@ -4,8 +4,8 @@
 #include <memory>
 #include <chrono>
 
-#include "algorithms/mapped_allreduce.h"
-#include "algorithms/registry.h"
+#include "algorithms/selection.h"
+#include "chorus/context_state.h"
 #include "chorus/collectives.h"
 #include "memory/cuda/runtime.h"
 #include "base/error.h"
@@ -68,23 +68,22 @@ size_t count_for_bytes(Operation operation, int size, size_t bytes, DataType typ
   return blocks_per_rank(operation) ? elements / static_cast<size_t>(size) : elements;
 }
 
+// Whether the library's selection can run the call with `algorithm` (a
+// name, or "auto"), asked without running anything: a collective that
+// fails aborts its Context.
 bool algorithm_supports(const BenchSettings& settings, const std::string& algorithm, const Context& context,
                         size_t count) {
-  const Collective collective = collective_of(settings.operation);
-  algorithms::Call call = algorithms::make_call(collective, context.rank(), context.size(), count, settings.type,
-                                                settings.op, settings.root, false);
-  std::vector<int> host_of(static_cast<size_t>(context.size()));
-  for (int rank = 0; rank < context.size(); ++rank) host_of[static_cast<size_t>(rank)] = context.host_of(rank);
-  call.topology = std::make_shared<const Topology>(host_of);
-  if (algorithm == "auto") {
-    for (const algorithms::Algorithm& candidate : algorithms::all_algorithms())
-      if (candidate.collective == collective && candidate.supports(call)) return true;
+  const algorithms::Communicator& communicator = detail::communicator_of(context);
+  algorithms::Call call = algorithms::make_call(collective_of(settings.operation), context.rank(), context.size(),
+                                                count, settings.type, settings.op, settings.root, settings.in_place);
+  call.memory = settings.memory;
+  call.topology = communicator.shared_topology();
+  try {
+    algorithms::choose(communicator, call, algorithm);
+    return true;
+  } catch (const InvalidArgument&) {
     return false;
   }
-  // The mapped allreduce runs whatever the size (the library says where it cannot run at all).
-  if (collective == Collective::allreduce && algorithms::is_mapped_algorithm(algorithm)) return true;
-  const algorithms::Algorithm* found = algorithms::find_algorithm(collective, algorithm);
-  return found != nullptr && found->supports(call);
 }
 
 Row Runner::prepare(size_t bytes, const std::string& algorithm) {

@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "algorithms/mapped_allreduce.h"
+#include "algorithms/candidate.h"
 #include "algorithms/registry.h"
 #include "benchmarks/bench_connect.h"
 #include "benchmarks/run_metadata.h"
@@ -76,13 +76,15 @@ std::string describe_links(const Context& context) {
   return text.empty() ? "no peers" : text;
 }
 
-// The algorithms one table each: the named one, or with "all" every one
-// registered for the operation and then "auto".
+// The algorithms one table each: the named one, or with "all" every
+// candidate of the operation's collective (the Plans, the board, the
+// mapped allreduce, the wrappers) and then "auto".
 std::vector<std::string> algorithms_to_run(const std::string& requested, Operation operation) {
   if (requested != "all") return {requested};
   std::vector<std::string> names;
-  for (const algorithms::Algorithm& algorithm : algorithms::all_algorithms())
-    if (algorithm.collective == bench::collective_of(operation)) names.emplace_back(algorithm.name);
+  for (const algorithms::Candidate* candidate : algorithms::all_candidates())
+    if (!candidate->collective || *candidate->collective == bench::collective_of(operation))
+      names.emplace_back(candidate->name);
   names.emplace_back("auto");
   return names;
 }
@@ -144,11 +146,9 @@ int run_rank(const BenchOptions& options) {
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
     throw InvalidArgument(cat("--root ", settings.root, " is out of range for ", context->size(), " ranks"));
   if (options.algorithm != "all" && options.algorithm != "auto" &&
-      !algorithms::find_algorithm(bench::collective_of(operation), options.algorithm) &&
-      !(operation == bench::Operation::allreduce && algorithms::is_mapped_algorithm(options.algorithm)))
+      !algorithms::find_candidate(bench::collective_of(operation), options.algorithm))
     throw InvalidArgument(cat("--algo ", options.algorithm, " is not a ", options.operation, " algorithm (valid: ",
-                              algorithms::algorithm_names(bench::collective_of(operation)), ", auto, all",
-                              operation == bench::Operation::allreduce ? ", and on device memory mapped_one_shot, mapped_two_shot)" : ")"));
+                              algorithms::candidate_names(bench::collective_of(operation)), ", auto, all)"));
 
   const bool reduction = bench::reduces(operation);
   const bool rooted = bench::has_root(operation);

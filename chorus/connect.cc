@@ -8,6 +8,7 @@
 #include "algorithms/call.h"
 #include "algorithms/communicator.h"
 #include "algorithms/selection.h"
+#include "backends/registry.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -42,6 +43,8 @@ std::chrono::microseconds poll_time_of(const ConnectOptions& options, const Conf
 }
 
 std::map<algorithms::Collective, std::string> algorithm_overrides(const Config& config, int rank) {
+  // The backends' candidates are named like any other (CHORUS_ALGO=allreduce:nccl).
+  backends::register_backends();
   try {
     return algorithms::parse_algorithm_overrides(config.algorithms);
   } catch (const InvalidArgument& error) {

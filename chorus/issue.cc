@@ -6,7 +6,6 @@
 #include <string>
 
 #include "algorithms/run.h"
-#include "backends/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
@@ -40,10 +39,10 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
   CHORUS_LOG(trace, context.rank(), "issued ", algorithms::to_string(call.collective), " #", sequence, ": ",
              call.variable() ? cat("variable counts, ", call.total_count()) : cat(call.count), " ",
              to_string(call.type), async ? " (async)" : "");
-  // A backend (NCCL) queues on the caller's stream itself and returns with
-  // the result in place (backends/registry.h): it runs now, async or not,
+  // A candidate that queues on the caller's stream itself and returns with
+  // the result in place (NCCL, backends/registry.h) runs now, async or not,
   // after the calls queued before it, and orders itself against the stream.
-  const backends::Backend* backend = backends::find_backend(call.collective, options.algorithm);
+  const bool backend = algorithms::runs_at_issue(call.collective, options.algorithm);
   if (backend && (steps.before || steps.after))
     throw InvalidArgument(cat("rank ", context.rank(), ": this ", algorithms::to_string(call.collective),
                               " (a grouped call) runs on chorus's own algorithms, not the backend '",
@@ -61,10 +60,6 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
       const auto drain_started = std::chrono::steady_clock::now();
       state.work_queue().drain();
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
-    }
-    if (backend) {
-      backends::run_backend(communicator, *backend, call, input, output, sequence, deadline_for(context, options));
-      return Work();
     }
     if (stream_order) stream_order->inputs_ready();
     if (steps.before) steps.before();

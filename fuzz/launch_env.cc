@@ -235,7 +235,7 @@ void check_config(const Environment& env) {
   });
   FUZZ_CHECK(algo_kind.empty() || algo_kind == "InvalidArgument", "CHORUS_ALGO refused with " + algo_kind);
   for (const auto& [collective, name] : overrides)
-    FUZZ_CHECK(algorithms::find_algorithm(collective, name) != nullptr, "an override names no algorithm: " + name);
+    FUZZ_CHECK(algorithms::find_candidate(collective, name) != nullptr, "an override names no candidate: " + name);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The NCCL backend of allreduce.
 #include "backends/nccl/nccl_allreduce.h"
 
+#include <string>
+
 #include <cstddef>
 
 #include "algorithms/run.h"
@@ -15,16 +17,21 @@ using algorithms::checked_call;
 using algorithms::make_call;
 using algorithms::run_collective;
 
-void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
-                    uint32_t sequence, Deadline deadline) {
+std::string nccl_refuses(const Communicator& communicator, const Call& call) {
   const int rank = communicator.rank();
   if (call.memory.kind != MemoryKind::cuda)
-    throw InvalidArgument(cat("rank ", rank, ": allreduce with algorithm nccl needs CUDA memory (the options say ",
-                              to_string(call.memory), ")"));
+    return cat("rank ", rank, ": allreduce with algorithm nccl needs CUDA memory (the options say ",
+               to_string(call.memory), ")");
   const ReduceOp op = call.op;
   if (op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor)
-    throw InvalidArgument(cat("rank ", rank, ": allreduce with algorithm nccl: NCCL has no ", to_string(op),
-                              " reduction"));
+    return cat("rank ", rank, ": allreduce with algorithm nccl: NCCL has no ", to_string(op), " reduction");
+  return {};
+}
+
+void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                    uint32_t sequence, Deadline deadline) {
+  if (std::string refused = nccl_refuses(communicator, call); !refused.empty()) throw InvalidArgument(refused);
+  const ReduceOp op = call.op;
   const int device = call.memory.device;
   NcclGroups& groups = nccl_groups(communicator, device, sequence, deadline);
   cuda::Runtime& runtime = cuda::cuda_runtime();

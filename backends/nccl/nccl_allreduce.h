@@ -10,11 +10,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backends/registry.h"
 #include "base/deadline.h"
 
 namespace chorus::backends {
+
+// Why NCCL cannot run the call (host memory, a bitwise op); empty: it can.
+std::string nccl_refuses(const Communicator& communicator, const Call& call);
 
 void nccl_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                     uint32_t sequence, Deadline deadline);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "algorithms/call.h"
+#include "algorithms/candidate.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "backends/registry.h"
@@ -134,13 +135,15 @@ TEST_CASE("registry lists one algorithm per collective by name") {
 }
 
 TEST_CASE("registry names the nccl backend for allreduce, chosen by name only") {
-  const backends::Backend* nccl = backends::find_backend(Collective::allreduce, "nccl");
+  backends::register_backends();
+  const Candidate* nccl = find_candidate(Collective::allreduce, "nccl");
   REQUIRE(nccl != nullptr);
   REQUIRE(nccl->run != nullptr);
-  REQUIRE(backends::find_backend(Collective::broadcast, "nccl") == nullptr);
-  REQUIRE(backends::find_backend(Collective::allreduce, "ring") == nullptr);
+  REQUIRE(nccl->runs_at_issue);
+  REQUIRE(find_candidate(Collective::broadcast, "nccl") == nullptr);
   REQUIRE(find_algorithm(Collective::allreduce, "nccl") == nullptr);
-  REQUIRE_THROWS_WITH(parse_algorithm_overrides("allreduce:nccl"), Catch::Contains("unknown allreduce algorithm 'nccl'"));
+  REQUIRE(parse_algorithm_overrides("allreduce:nccl").at(Collective::allreduce) == "nccl");
+  REQUIRE_THROWS_WITH(parse_algorithm_overrides("broadcast:nccl"), Catch::Contains("unknown broadcast algorithm 'nccl'"));
 }
 
 TEST_CASE("overrides parse collective:algorithm lists") {

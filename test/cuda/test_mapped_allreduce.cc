@@ -15,6 +15,8 @@
 #include "algorithms/communicator.h"
 #include "algorithms/mapped_allreduce.h"
 #include "algorithms/run.h"
+#include "algorithms/selection.h"
+#include "algorithms/staging.h"
 #include "base/error.h"
 #include "memory/registry.h"
 #include "test/cuda/host_ipc_memory.h"
@@ -153,7 +155,7 @@ TEST_CASE("mapped allreduce: average, max, and calls in a row reuse the mappings
   CHECK(ranks.memory->opens.load() - opened == 3 * 2 * 2);
 }
 
-TEST_CASE("mapped allreduce: which calls run mapped, and naming it where it cannot run", "[cuda][mapped]") {
+TEST_CASE("mapped allreduce: which calls the selection runs mapped, and naming it where it cannot run", "[cuda][mapped]") {
   Ranks mapping = make_ranks(2);
   Ranks not_mapping = make_ranks(2, /*mapping=*/false);
   const Communicator& yes = *mapping.communicators[0];
@@ -166,16 +168,22 @@ TEST_CASE("mapped allreduce: which calls run mapped, and naming it where it cann
   host.memory = Memory::host();
   Call broadcast = make_call(Collective::broadcast, 0, 2, 16, DataType::float32, ReduceOp::sum, 0, false);
   broadcast.memory = kPlayedDevice;
-  CHECK(runs_mapped(yes, device, "auto"));  // 256 KiB
-  CHECK_FALSE(runs_mapped(yes, small, "auto"));  // staged whole
-  CHECK(runs_mapped(yes, small, kMappedTwoShot));
-  CHECK(runs_mapped(yes, device, kMappedTwoShot));
-  CHECK_FALSE(runs_mapped(yes, device, "ring"));  // a Plan named: the Plan
-  CHECK_FALSE(runs_mapped(yes, host, "auto"));
-  CHECK_FALSE(runs_mapped(yes, broadcast, "auto"));
-  CHECK_FALSE(runs_mapped(no, device, "auto"));
-  CHECK_THROWS_WITH(runs_mapped(no, device, kMappedOneShot),
+  const auto chosen = [](const Communicator& communicator, const Call& call, std::string_view name) {
+    return std::string(choose(communicator, call, name)->innermost().candidate->name);
+  };
+  const auto outermost = [](const Communicator& communicator, const Call& call, std::string_view name) {
+    return std::string(choose(communicator, call, name)->candidate->name);
+  };
+  CHECK(chosen(yes, device, "auto") == kMappedOneShot);  // 256 KiB
+  CHECK(outermost(yes, small, "auto") == kStaged);       // staged whole
+  CHECK(chosen(yes, small, kMappedTwoShot) == kMappedTwoShot);
+  CHECK(chosen(yes, device, kMappedTwoShot) == kMappedTwoShot);
+  CHECK(chosen(yes, device, "ring") == "ring");  // a Plan named: the Plan
+  CHECK(chosen(yes, host, "auto").rfind("mapped", 0) != 0);
+  CHECK(chosen(yes, broadcast, "auto").rfind("mapped", 0) != 0);
+  CHECK(chosen(no, device, "auto").rfind("mapped", 0) != 0);
+  CHECK_THROWS_WITH(choose(no, device, kMappedOneShot),
                     Catch::Contains("rank 0: algorithm 'mapped_one_shot' runs allreduce on device memory") &&
                         Catch::Contains("that do not map it"));
-  CHECK_THROWS_AS(runs_mapped(yes, broadcast, kMappedTwoShot), InvalidArgument);
+  CHECK_THROWS_AS(choose(yes, broadcast, kMappedTwoShot), InvalidArgument);
 }
