@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/board.h"
-#include "algorithms/candidate.h"
-#include "algorithms/local_steps.h"
-#include "algorithms/plan_cache.h"
-#include "algorithms/selection.h"
-#include "algorithms/staging.h"
-#include "algorithms/telemetry.h"
+#include "algorithms/shared_memory/board.h"
+#include "algorithms/execution/candidate.h"
+#include "algorithms/execution/local_steps.h"
+#include "algorithms/model/call_rules.h"
+#include "algorithms/execution/plan_cache.h"
+#include "algorithms/selection/selection.h"
+#include "algorithms/execution/staging.h"
+#include "algorithms/execution/telemetry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/transport.h"
@@ -77,25 +78,21 @@ std::string problem_of(const Communicator& communicator, const Call& call, const
   if (call.collective == Collective::send || call.collective == Collective::recv)
     return cat("rank ", rank, ": ", to_string(call.collective),
                " is point to point; use chorus::send/recv, not a collective");
-  const auto ranks = static_cast<size_t>(call.size);
-  if (!call.counts.empty() && call.counts.size() != ranks)
-    return cat("rank ", rank, ": ", to_string(call.collective), " has ", call.counts.size(), " counts for ",
-               call.size, " ranks");
+  const std::string_view name = to_string(call.collective);
+  if (!call.counts.empty())
+    if (std::string problem = counts_problem(rank, call.size, name, "counts", call.counts, call.type); !problem.empty())
+      return problem;
   if (call.collective == Collective::alltoall && call.send_counts.size() != call.recv_counts.size())
     return cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " send counts but ",
                call.recv_counts.size(), " receive counts");
-  if (!call.send_counts.empty() && call.send_counts.size() != ranks)
-    return cat("rank ", rank, ": alltoallv has ", call.send_counts.size(), " counts for ", call.size, " ranks");
-  if (is_rooted(call.collective) && (call.root < 0 || call.root >= call.size))
-    return cat("rank ", rank, ": ", to_string(call.collective), " root ", call.root, " is not a rank of this ",
-               call.size, "-rank context");
-  if (is_reduction(call.collective)) {
-    try {
-      validate_reduction(call.type, call.op);
-    } catch (const InvalidArgument& error) {
-      return error.what();
-    }
-  }
+  if (!call.send_counts.empty())
+    if (std::string problem = counts_problem(rank, call.size, name, "send counts", call.send_counts, call.type);
+        !problem.empty())
+      return problem;
+  if (is_rooted(call.collective))
+    if (std::string problem = root_problem(rank, call.size, name, call.root); !problem.empty()) return problem;
+  if (is_reduction(call.collective))
+    if (std::string problem = reduction_problem(rank, name, call.type, call.op); !problem.empty()) return problem;
   if (output_bytes(call) > 0 && output == nullptr)
     return cat("rank ", rank, ": ", to_string(call.collective), " needs ", output_bytes(call),
                " output bytes but was given a null output");

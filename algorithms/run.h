@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "algorithms/call.h"
-#include "algorithms/communicator.h"
+#include "algorithms/model/call.h"
+#include "algorithms/execution/communicator.h"
 #include "base/deadline.h"
 
 namespace chorus::algorithms {

@@ -1,6 +1,6 @@
 // Backends: libraries that run a whole collective themselves, on their own
 // memory kind (NCCL on CUDA memory, backends/nccl/), offered to the one
-// selection as candidates (algorithms/candidate.h). A backend queues its
+// selection as candidates (algorithms/execution/candidate.h). A backend queues its
 // work on the caller's stream and returns with the result in place, so
 // the API neither orders it against that stream nor defers it to the
 // async worker (Candidate::runs_at_issue). Its cost is unknown to the
@@ -14,9 +14,9 @@
 
 #include <span>
 
-#include "algorithms/call.h"
-#include "algorithms/candidate.h"
-#include "algorithms/communicator.h"
+#include "algorithms/model/call.h"
+#include "algorithms/execution/candidate.h"
+#include "algorithms/execution/communicator.h"
 
 namespace chorus::backends {
 

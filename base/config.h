@@ -40,6 +40,9 @@ struct JobPlacement {
 
 // The most CHORUS_BOARD_BYTES may be: each member holds two slots of it.
 inline constexpr size_t kMaxBoardBytes = size_t{1} << 20;
+// The default of CHORUS_BOARD_BYTES: the largest call the board takes in
+// one shot (benchmarks/README.md, "The board").
+inline constexpr size_t kDefaultBoardBytes = 4096;
 
 struct Config {
   // CHORUS_TRANSPORT: the transports to use, in the order to prefer them
@@ -94,7 +97,7 @@ struct Config {
   size_t max_unexpected_bytes = size_t{1} << 30;
   // CHORUS_BOARD_BYTES: the largest collective on host memory that the ranks
   // of one host exchange through flags in memory they all map instead of
-  // messages (algorithms/board.h). 0: never. Unset: the library's default.
+  // messages (algorithms/shared_memory/board.h). 0: never. Unset: the library's default.
   std::optional<size_t> board_bytes;
   // CHORUS_TIMEOUT: seconds (a decimal number) every collective and
   // connecting may take unless the program says otherwise. Unset: 30 s.

@@ -16,7 +16,7 @@ class Deadline {
   }
   // `timeout` after the first time anyone asks (at, expired, remaining), not
   // after now: a collective that never has to wait (the board's small calls,
-  // algorithms/board.h) reads no clock for it, which is a tenth of its cost.
+  // algorithms/shared_memory/board.h) reads no clock for it, which is a tenth of its cost.
   // Each copy made before that first question keeps its own start; the
   // collectives ask as soon as they begin to wait.
   static Deadline after_first_use(std::chrono::milliseconds timeout) {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <chrono>
 
-#include "algorithms/selection.h"
+#include "algorithms/selection/selection.h"
 #include "chorus/context_state.h"
 #include "chorus/collectives.h"
 #include "memory/cuda/runtime.h"

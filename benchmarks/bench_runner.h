@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "benchmarks/check_data.h"
 #include "chorus/context.h"
 #include "chorus/registered_buffer.h"

@@ -2,7 +2,7 @@
 // integers, in every type), and the bit-exact check of the results, for
 // every collective chorus-bench runs.
 //
-// `count` follows the collective's own meaning (algorithms/call.h): the
+// `count` follows the collective's own meaning (algorithms/model/call.h): the
 // whole buffer for allreduce, broadcast and reduce; one rank's block for
 // allgather, reduce_scatter, gather, scatter and alltoall.
 #pragma once

@@ -20,8 +20,8 @@
 #include <limits>
 #include <vector>
 
-#include "algorithms/candidate.h"
-#include "algorithms/registry.h"
+#include "algorithms/execution/candidate.h"
+#include "algorithms/selection/registry.h"
 #include "benchmarks/bench_connect.h"
 #include "benchmarks/run_metadata.h"
 #include "benchmarks/bench_runner.h"

@@ -60,7 +60,7 @@ def main():
     parser.add_argument("--ranks-per-host", type=int, required=True)
     parser.add_argument("--op", default="allreduce")
     # What the library's auto assumes (CostModel::gamma_seconds_per_byte in
-    # algorithms/cost_model.h); chorus-project's own default models a rank
+    # algorithms/model/cost_model.h); chorus-project's own default models a rank
     # with a core to itself.
     parser.add_argument("--gamma-gbps", type=float, default=5.0)
     parser.add_argument("--step-us", help="the executor's step (chorus-project's --step-us; default: the library's)")

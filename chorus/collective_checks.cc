@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "algorithms/model/call_rules.h"
 #include "base/log.h"
 #include "chorus/context_state.h"
 
@@ -21,41 +23,32 @@ void abort_for(Context& context, std::exception_ptr reason) {
   communicator_of(context).mesh().abort(std::move(reason));
 }
 
+// The rules themselves are the algorithm layer's (call_rules.h), which
+// checks a Call it is handed with the same words.
+namespace {
+void throw_if(const std::string& problem) {
+  if (!problem.empty()) throw InvalidArgument(problem);
+}
+}  // namespace
+
 void check_type(Context& context, const char* collective, DataType type) {
-  if (static_cast<unsigned>(type) > static_cast<unsigned>(DataType::float64))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got an unknown data type (",
-                              static_cast<unsigned>(type), ")"));
+  throw_if(algorithms::type_problem(context.rank(), collective, type));
 }
 
 void check_reduction(Context& context, const char* collective, DataType type, ReduceOp op) {
-  check_type(context, collective, type);
-  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::bxor))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got an unknown reduce op (",
-                              static_cast<unsigned>(op), ")"));
-  try {
-    validate_reduction(type, op);
-  } catch (const InvalidArgument& error) {
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, ": ", error.what()));
-  }
+  throw_if(algorithms::reduction_problem(context.rank(), collective, type, op));
 }
 
 void check_bytes(Context& context, const char* collective, size_t count, DataType type) {
-  if (count > SIZE_MAX / element_size(type))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " count ", count, " of ", to_string(type),
-                              " overflows size_t bytes"));
+  throw_if(algorithms::bytes_problem(context.rank(), collective, count, type));
 }
 
 void check_not_null(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
-  if (count > 0 && buffer == nullptr)
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " got a null ", name, " buffer for ", count,
-                              " elements"));
+  throw_if(algorithms::null_buffer_problem(context.rank(), collective, name, buffer, count));
 }
 
 void check_root(Context& context, const char* collective, int root) {
-  if (root < 0 || root >= context.size())
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " root ", root,
-                              " is out of range for a context of size ", context.size(), " (expected 0..",
-                              context.size() - 1, ")"));
+  throw_if(algorithms::root_problem(context.rank(), context.size(), collective, root));
 }
 
 void check_overlap(Context& context, const char* collective, const void* input, size_t input_bytes,
@@ -89,17 +82,9 @@ size_t checked_product(Context& context, const char* collective, size_t count, s
 
 size_t check_counts(Context& context, const char* collective, const char* name, std::span<const size_t> counts,
                     DataType type) {
-  if (counts.size() != static_cast<size_t>(context.size()))
-    throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " ", name, " has ", counts.size(),
-                              " entries but the context has ", context.size(), " ranks (expected one per rank)"));
+  throw_if(algorithms::counts_problem(context.rank(), context.size(), collective, name, counts, type));
   size_t total = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] > SIZE_MAX - total)
-      throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " ", name, " sum overflows size_t at entry ",
-                                i));
-    total += counts[i];
-  }
-  check_bytes(context, collective, total, type);
+  for (size_t count : counts) total += count;
   return total;
 }
 

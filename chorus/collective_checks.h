@@ -8,7 +8,7 @@
 #include <exception>
 #include <span>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "chorus/collective_options.h"
 #include "chorus/context.h"
 #include "base/error.h"

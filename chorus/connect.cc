@@ -5,9 +5,9 @@
 #include <numeric>
 #include <thread>
 
-#include "algorithms/call.h"
-#include "algorithms/communicator.h"
-#include "algorithms/selection.h"
+#include "algorithms/model/call.h"
+#include "algorithms/execution/communicator.h"
+#include "algorithms/selection/selection.h"
 #include "backends/registry.h"
 #include "base/config.h"
 #include "base/error.h"

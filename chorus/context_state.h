@@ -12,7 +12,8 @@
 #include <optional>
 #include <vector>
 
-#include "algorithms/communicator.h"
+#include "algorithms/execution/communicator.h"
+#include "algorithms/shared_memory/board.h"
 #include "base/config.h"
 #include "chorus/collective_options.h"
 #include "chorus/connect.h"
@@ -27,7 +28,7 @@ struct ContextState {
   ContextState(algorithms::Communicator communicator, std::chrono::milliseconds timeout)
       : communicator(std::move(communicator)), timeout(timeout) {
     // The application's Contexts (not the helper groups of one call) get a board.
-    this->communicator.enable_board();
+    algorithms::enable_board(this->communicator);
   }
 
   // Numbers collectives in issue order; equal on every rank for the same call.

@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "chorus/collective_options.h"
 #include "chorus/context.h"
 #include "chorus/work.h"

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "base/memory.h"
 #include "base/types.h"
 #include "transport/transport.h"

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "chorus/collective_checks.h"
 #include "chorus/device_memory.h"
 #include "chorus/message_tag.h"

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "algorithms/telemetry.h"
+#include "algorithms/execution/telemetry.h"
 
 namespace chorus::detail {
 

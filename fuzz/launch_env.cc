@@ -2,7 +2,7 @@
 // size, store and job id (rendezvous/launch_env.cc), the CHORUS_* settings
 // (base/config.cc, Config::from_environment) and what connect() parses out
 // of two of them: CHORUS_LINK_MODEL (base/link_model.cc) and CHORUS_ALGO
-// (algorithms/selection.cc).
+// (algorithms/selection/selection.cc).
 //
 // Input: a list of (variable u8, value: u8 length + bytes); the variable is
 // an index into the names below.
@@ -18,8 +18,8 @@
 #include <map>
 #include <optional>
 
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "base/config.h"
 #include "base/link_model.h"
 #include "fuzz/fuzz_common.h"

@@ -10,8 +10,8 @@
 #include <span>
 #include <string>
 
-#include "algorithms/call.h"
-#include "algorithms/registry.h"
+#include "algorithms/model/call.h"
+#include "algorithms/selection/registry.h"
 #include "base/topology.h"
 #include "chorus/context.h"
 #include "chorus/work.h"

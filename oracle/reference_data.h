@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/call.h"
+#include "algorithms/model/call.h"
 #include "base/types.h"
 
 namespace chorus::oracle {

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/cost_model.h"
+#include "algorithms/model/cost_model.h"
 #include "base/link_model.h"
 #include "base/topology.h"
 

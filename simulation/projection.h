@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "algorithms/call.h"
-#include "algorithms/registry.h"
-#include "algorithms/schedule.h"
+#include "algorithms/model/call.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/model/schedule.h"
 #include "simulation/network_model.h"
 #include "simulation/timing_simulator.h"
 

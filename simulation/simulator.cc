@@ -8,7 +8,7 @@
 #include <memory>
 #include <tuple>
 
-#include "algorithms/local_steps.h"
+#include "algorithms/execution/local_steps.h"
 #include "memory/registry.h"
 #include "base/error.h"
 #include "base/log.h"

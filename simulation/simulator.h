@@ -14,10 +14,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "algorithms/call.h"
-#include "algorithms/cost_model.h"
-#include "algorithms/plan.h"
-#include "algorithms/schedule.h"
+#include "algorithms/model/call.h"
+#include "algorithms/model/cost_model.h"
+#include "algorithms/model/plan.h"
+#include "algorithms/model/schedule.h"
 
 namespace chorus::algorithms {
 

@@ -32,8 +32,8 @@
 #include <span>
 #include <string_view>
 
-#include "algorithms/plan.h"
-#include "algorithms/schedule.h"
+#include "algorithms/model/plan.h"
+#include "algorithms/model/schedule.h"
 #include "simulation/network_model.h"
 
 namespace chorus::algorithms {

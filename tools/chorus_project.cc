@@ -17,8 +17,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "base/error.h"
 #include "base/link_model.h"
 #include "base/log.h"
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
                  "Each host's uplink and downlink, shared by its ranks: alpha_us=..,gbps=.. (default: alpha_us=5,gbps=12.5)");
   app.add_option("--gamma-gbps", gamma_gbps, "Reduction speed of one rank, GB/s")->capture_default_str();
   app.add_option("--step-us", step_us, "The executor's own work per message on top of a link's alpha, us (what "
-                                       "auto assumes: algorithms/cost_model.h)")->capture_default_str();
+                                       "auto assumes: algorithms/model/cost_model.h)")->capture_default_str();
   app.add_option("--oversubscription", oversubscription,
                  "The core carries hosts x uplink / this (1: full bisection)")->capture_default_str();
   app.add_option("--op", op, "Collective: allreduce, broadcast, reduce, reduce_scatter, allgather, gather, scatter, "

@@ -34,7 +34,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "oracle/collective_cases.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "oracle/reference_data.h"

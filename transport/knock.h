@@ -26,7 +26,7 @@ enum class KnockAnswer {
 // Connects a socket of `type` (SOCK_STREAM, SOCK_SEQPACKET) to `address`
 // and watches it for up to `window`. Never sends a byte, so a live
 // listener sees a dialer that closed before its hello. Also how a stalled
-// rank asks after a peer it has no connection to (algorithms/arrivals.h).
+// rank asks after a peer it has no connection to (algorithms/execution/arrivals.h).
 KnockAnswer knock(const sockaddr* address, socklen_t length, int type, std::chrono::milliseconds window);
 inline constexpr std::chrono::milliseconds kKnockWindow{200};
 

@@ -156,7 +156,7 @@ class Mesh {
   // Which ranks of the job move CUDA memory to every one of their peers
   // (each peer's transport accepts it), as every rank learnt at connect: a
   // collective on device memory runs on the device only where all its
-  // ranks do, which every rank must decide alike (algorithms/staging.h).
+  // ranks do, which every rank must decide alike (algorithms/execution/staging.h).
   void set_device_memory_ranks(std::vector<bool> ranks) { device_memory_ranks_ = std::move(ranks); }
   bool moves_device_memory(int rank) const {
     return static_cast<size_t>(rank) < device_memory_ranks_.size() && device_memory_ranks_[static_cast<size_t>(rank)];

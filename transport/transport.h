@@ -218,7 +218,7 @@ class Pair {
 
 // Memory that every rank of one host maps: what a collective on small
 // buffers exchanges through, one flag and its data per rank, instead of
-// messages (algorithms/board.h). One rank creates it and hands its
+// messages (algorithms/shared_memory/board.h). One rank creates it and hands its
 // description to the others over the job's authenticated path; each of them
 // opens it. The mapping lasts as long as this object.
 class SharedRegion {
@@ -295,7 +295,7 @@ class Device {
   // Peer memory mapped into this process: where a device maps its peers'
   // memory of a kind (CUDA IPC maps a peer process's device allocation), a
   // collective on that memory may read and write the peers' buffers itself
-  // instead of messaging them (algorithms/mapped_allreduce.h).
+  // instead of messaging them (algorithms/shared_memory/mapped_allreduce.h).
   virtual bool maps_peer_memory(const Memory& /*memory*/) const { return false; }
   // An opaque description of `data` (at most kMaxExportedMemoryBytes) that
   // the peer passes to its own map_peer_memory. Only where maps_peer_memory.

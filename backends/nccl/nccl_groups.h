@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "algorithms/backend_state.h"
+#include "algorithms/execution/backend_state.h"
 #include "backends/registry.h"
 #include "base/deadline.h"
 #include "memory/cuda/runtime.h"

@@ -7,8 +7,8 @@
 #include <functional>
 #include <vector>
 
-#include "algorithms/call.h"
-#include "algorithms/plan.h"
+#include "algorithms/model/call.h"
+#include "algorithms/model/plan.h"
 #include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {

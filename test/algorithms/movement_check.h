@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/call.h"
-#include "algorithms/plan.h"
-#include "algorithms/registry.h"
+#include "algorithms/model/call.h"
+#include "algorithms/model/plan.h"
+#include "algorithms/selection/registry.h"
 #include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {

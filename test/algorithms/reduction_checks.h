@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/call.h"
-#include "algorithms/plan.h"
+#include "algorithms/model/call.h"
+#include "algorithms/model/plan.h"
 #include "simulation/simulator.h"
 
 namespace chorus::algorithms::testing {

@@ -6,9 +6,9 @@
 
 #include <random>
 
-#include "algorithms/block_layout.h"
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/model/block_layout.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "base/error.h"
 #include "test/algorithms/movement_check.h"
 

@@ -6,9 +6,9 @@
 
 #include <random>
 
-#include "algorithms/bruck_alltoall.h"
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/plans/alltoall/bruck_alltoall.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "base/error.h"
 #include "test/algorithms/movement_check.h"
 

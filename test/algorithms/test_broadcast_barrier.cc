@@ -5,8 +5,8 @@
 #include <set>
 #include <tuple>
 
-#include "algorithms/binomial_broadcast.h"
-#include "algorithms/dissemination_barrier.h"
+#include "algorithms/plans/broadcast/binomial_broadcast.h"
+#include "algorithms/plans/barrier/dissemination_barrier.h"
 #include "test/algorithms/job_buffers.h"
 
 using namespace chorus;

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "algorithms/run.h"
-#include "algorithms/communicator.h"
+#include "algorithms/execution/communicator.h"
 #include "base/error.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/composed_plan.h"
-#include "algorithms/hierarchical_allreduce.h"
-#include "algorithms/hierarchical_broadcast.h"
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/composition/composed_plan.h"
+#include "algorithms/composition/hierarchical_allreduce.h"
+#include "algorithms/composition/hierarchical_broadcast.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "base/error.h"
 #include "test/algorithms/job_buffers.h"
 #include "test/algorithms/movement_check.h"

@@ -4,10 +4,10 @@
 // scratch.
 #include <catch2/catch.hpp>
 
-#include "algorithms/halving_doubling_allreduce.h"
-#include "algorithms/power_of_two_fold.h"
-#include "algorithms/recursive_phases.h"
-#include "algorithms/recursive_doubling_allreduce.h"
+#include "algorithms/plans/allreduce/halving_doubling_allreduce.h"
+#include "algorithms/model/power_of_two_fold.h"
+#include "algorithms/model/recursive_phases.h"
+#include "algorithms/plans/allreduce/recursive_doubling_allreduce.h"
 #include "test/algorithms/reduction_checks.h"
 
 using namespace chorus;

@@ -4,12 +4,12 @@
 // bounded scratch.
 #include <catch2/catch.hpp>
 
-#include "algorithms/binomial_reduce.h"
-#include "algorithms/halving_doubling_allreduce.h"
-#include "algorithms/power_of_two_fold.h"
-#include "algorithms/recursive_phases.h"
-#include "algorithms/reduce_scatter_gather_reduce.h"
-#include "algorithms/reduction_segments.h"
+#include "algorithms/plans/reduce/binomial_reduce.h"
+#include "algorithms/plans/allreduce/halving_doubling_allreduce.h"
+#include "algorithms/model/power_of_two_fold.h"
+#include "algorithms/model/recursive_phases.h"
+#include "algorithms/plans/reduce/reduce_scatter_gather_reduce.h"
+#include "algorithms/model/reduction_segments.h"
 #include "test/algorithms/reduction_checks.h"
 
 using namespace chorus;

@@ -7,11 +7,11 @@
 #include <memory>
 #include <random>
 
-#include "algorithms/power_of_two_fold.h"
-#include "algorithms/recursive_halving_reduce_scatter.h"
-#include "algorithms/reduction_segments.h"
-#include "algorithms/registry.h"
-#include "algorithms/ring_reduce_scatter.h"
+#include "algorithms/model/power_of_two_fold.h"
+#include "algorithms/plans/reduce_scatter/recursive_halving_reduce_scatter.h"
+#include "algorithms/model/reduction_segments.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/plans/reduce_scatter/ring_reduce_scatter.h"
 #include "test/algorithms/reduction_checks.h"
 
 using namespace chorus;

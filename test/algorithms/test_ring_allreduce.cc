@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/plans/allreduce/ring_allreduce.h"
 #include "base/log.h"
 #include "test/algorithms/job_buffers.h"
 #include "test/algorithms/reduction_checks.h"

@@ -7,11 +7,11 @@
 
 #include <random>
 
-#include "algorithms/block_layout.h"
-#include "algorithms/registry.h"
-#include "algorithms/ring_allreduce.h"
-#include "algorithms/scatter_allgather_broadcast.h"
-#include "algorithms/selection.h"
+#include "algorithms/model/block_layout.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/plans/allreduce/ring_allreduce.h"
+#include "algorithms/plans/broadcast/scatter_allgather_broadcast.h"
+#include "algorithms/selection/selection.h"
 #include "test/algorithms/movement_check.h"
 
 using namespace chorus;

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <limits>
 
-#include "algorithms/block_layout.h"
-#include "algorithms/chain_broadcast.h"
-#include "algorithms/registry.h"
-#include "algorithms/segment_size.h"
-#include "algorithms/selection.h"
+#include "algorithms/model/block_layout.h"
+#include "algorithms/plans/broadcast/chain_broadcast.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/model/segment_size.h"
+#include "algorithms/selection/selection.h"
 #include "test/algorithms/movement_check.h"
 
 using namespace chorus;

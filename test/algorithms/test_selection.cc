@@ -4,10 +4,10 @@
 
 #include <set>
 
-#include "algorithms/call.h"
-#include "algorithms/candidate.h"
-#include "algorithms/registry.h"
-#include "algorithms/selection.h"
+#include "algorithms/model/call.h"
+#include "algorithms/execution/candidate.h"
+#include "algorithms/selection/registry.h"
+#include "algorithms/selection/selection.h"
 #include "backends/registry.h"
 #include "base/error.h"
 #include "base/log.h"

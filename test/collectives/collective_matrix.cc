@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/log.h"
 #include "base/topology.h"
 #include "oracle/collective_cases.h"

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/log.h"
 #include "chorus/chorus.h"
 #include "rendezvous/file_store.h"

@@ -1,7 +1,7 @@
 // One rank of a real-socket job with several streams per pair of ranks
 // (started by test_streams through test/integration's RankJob):
 //   stripe N   connects with N streams and runs, bit-exactly, the collectives
-//              whose messages cross the striping threshold (algorithms/striping.h):
+//              whose messages cross the striping threshold (algorithms/execution/striping.h):
 //              just under it, at it, just over it, large, odd byte counts, and
 //              uneven v-counts
 //   mismatch   checks that bad stream counts are refused before connecting,
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/striping.h"
+#include "algorithms/execution/striping.h"
 #include "base/log.h"
 #include "oracle/collective_cases.h"
 

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "algorithms/striping.h"
+#include "algorithms/execution/striping.h"
 #include "test/integration/rank_job.h"
 
 using namespace chorus::integration;

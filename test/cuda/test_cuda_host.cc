@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/staging.h"
+#include "algorithms/execution/staging.h"
 #include "memory/cuda/runtime.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"

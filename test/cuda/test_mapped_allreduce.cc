@@ -1,4 +1,4 @@
-// The mapped allreduce (algorithms/mapped_allreduce.h) without a GPU: ranks
+// The mapped allreduce (algorithms/shared_memory/mapped_allreduce.h) without a GPU: ranks
 // are threads, each a Communicator over shm pairs wrapped by cuda_ipc, and
 // host memory plays device memory (test/cuda/host_ipc_memory.h: "exporting"
 // hands out an allocation's address, "mapping" returns it). What runs is the
@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/communicator.h"
-#include "algorithms/mapped_allreduce.h"
+#include "algorithms/execution/communicator.h"
+#include "algorithms/shared_memory/mapped_allreduce.h"
 #include "algorithms/run.h"
-#include "algorithms/selection.h"
-#include "algorithms/staging.h"
+#include "algorithms/selection/selection.h"
+#include "algorithms/execution/staging.h"
 #include "base/error.h"
 #include "memory/registry.h"
 #include "test/cuda/host_ipc_memory.h"

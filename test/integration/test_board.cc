@@ -1,4 +1,4 @@
-// The board (algorithms/board.h), with ranks as threads of this process:
+// The board (algorithms/shared_memory/board.h), with ranks as threads of this process:
 // small collectives of the ranks of one host through flags in shared memory.
 // Results are checked bit-exactly against what the ranks put in; the trace
 // says which calls ran on the board; and everything that goes wrong on it

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/error.h"
 #include "simulation/link_calendar.h"
 #include "simulation/projection.h"

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "algorithms/registry.h"
+#include "algorithms/selection/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "oracle/reference_data.h"

@@ -16,7 +16,7 @@
 // it. Ranks that are threads of one process never use it (a process cannot
 // open its own IPC handles). Ranks on one host that did not
 // both offer it talk over plain shm, and collectives on device memory then
-// go through host memory (algorithms/staging.h).
+// go through host memory (algorithms/execution/staging.h).
 #pragma once
 
 #include <array>

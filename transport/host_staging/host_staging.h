@@ -14,7 +14,7 @@
 //
 // This is how a collective's Plan moves device memory to peers on other
 // hosts (the reductions stay on the device); small collectives go through
-// host memory whole instead (algorithms/staging.h), which costs fewer
+// host memory whole instead (algorithms/execution/staging.h), which costs fewer
 // device round trips.
 #pragma once
 

@@ -1,0 +1,378 @@
+// The Executor loop.
+#include "algorithms/execution/executor.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "algorithms/execution/collective_watch.h"
+#include "algorithms/execution/local_steps.h"
+#include "memory/registry.h"
+#include "algorithms/execution/root_check.h"
+#include "algorithms/execution/striping.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/transport.h"
+
+namespace chorus::algorithms {
+
+namespace {
+
+
+std::string describe_wait(const Step& step, size_t stripes) {
+  const std::string striped = stripes > 1 ? cat(" striped over ", stripes, " streams") : std::string();
+  if (step.kind == StepKind::recv)
+    return cat("recv of slot ", step.slot, " from rank ", step.peer, " (", step.to.length, " bytes", striped, ")");
+  return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes", striped, ")");
+}
+
+// What a run of a Plan needs besides the Plan, kept per thread and reused:
+// a collective runs on one thread from start to end, so once a thread has
+// run a call of some size, the next one allocates nothing (the first 8-byte
+// allreduce of a loop pays for vectors, requests and scheduler state; the
+// thousandth does not). The signal is declared first, so it is destroyed
+// after the requests attached to it.
+struct RunState {
+  transport::CompletionSignal signal;
+  std::unique_ptr<transport::Request[]> requests;
+  size_t request_capacity = 0;
+  std::vector<size_t> first_request;  // empty when no peer is striped
+  std::vector<StepId> in_flight;
+  StepScheduler scheduler;
+
+  transport::Request* reserve_requests(size_t count) {
+    if (count > request_capacity) {
+      requests.reset(new transport::Request[count]);
+      request_capacity = count;
+      for (size_t i = 0; i < count; ++i) requests[i].attach(&signal);
+    }
+    return requests.get();
+  }
+};
+
+RunState& thread_run_state() {
+  thread_local RunState state;
+  return state;
+}
+
+class PlanRun {
+ public:
+  PlanRun(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
+          const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras)
+      : communicator_(communicator),
+        mesh_(communicator.mesh()),
+        plan_(plan),
+        graph_(graph),
+        call_(call),
+        sequence_(sequence),
+        deadline_(deadline),
+        state_(thread_run_state()),
+        scheduler_(state_.scheduler),
+        signal_(state_.signal),
+        first_request_(state_.first_request),
+        in_flight_(state_.in_flight),
+        step_timings_(extras.step_timings),
+        started_(extras.started) {
+    if (step_timings_) step_timings_->assign(plan.size(), StepTiming{});
+    scheduler_.reset(plan, graph, extras.send_limit);
+    in_flight_.clear();
+    first_request_.clear();
+    // Scratch is reused across calls on the same thread (a collective is run
+    // by one thread from start to end): reallocating and page-faulting
+    // megabytes per call would show in small-message latency.
+    buffers_.backend = &memory_backend(call.memory);
+    buffers_.input = static_cast<const std::byte*>(input);
+    buffers_.output = static_cast<std::byte*>(output);
+    buffers_.scratch = plan.scratch_bytes ? buffers_.backend->thread_scratch(plan.scratch_bytes) : nullptr;
+    // The root check's two requests follow the Plan's.
+    plan_requests_ = number_stripes();
+    checks_root_ = RootCheck::needed(call);
+    requests_ = state_.reserve_requests(plan_requests_ + (checks_root_ ? 2 : 0));
+    tag_.signature = call_signature(call);
+    tag_.group = communicator.group();
+  }
+
+  void run() {
+    CollectiveWatch watch(communicator_, call_, sequence_, deadline_, started_ ? *started_ : Clock::now());
+    transport::Mesh& mesh = mesh_;
+    // While this thread runs the plan it reads its own sockets and rings
+    // (see Device::begin_polling); it hands reading back only to sleep.
+    transport::PollingScope polling(mesh);
+    if (checks_root_) post_root_check();
+    while (!finished()) {
+      // Read the count before looking at requests: a completion after the
+      // scan then changes it, and the wait below returns at once.
+      const uint64_t seen = signal_.count();
+      bool progressed = harvest_completions();
+      if (root_check_pending_) progressed = harvest_root_check() || progressed;
+      while (std::optional<StepId> id = scheduler_.next_post()) {
+        post(*id);
+        progressed = true;
+      }
+      if (progressed) ++progress_events_;
+      // One local step at a time, so new completions are posted between
+      // reductions and the wire never idles behind a long reduce phase.
+      if (std::optional<StepId> id = scheduler_.next_local()) {
+        if (step_timings_) (*step_timings_)[*id].start_us = trace_clock_us();
+        run_local_step(plan_.step(*id), call_, buffers_);
+        if (step_timings_) (*step_timings_)[*id].end_us = trace_clock_us();
+        scheduler_.finish(*id);
+        ++progress_events_;
+        // Parked sockets have no other reader: drain what arrived meanwhile.
+        mesh.progress();
+        continue;
+      }
+      if (progressed || finished()) continue;
+      // Progress is counted on the hot path and timed only here, where the
+      // clock is read anyway: a small collective reads it no more than before.
+      const Clock::time_point now = Clock::now();
+      if (watch.timed_out(now)) std::rethrow_exception(watch.timeout_error(describe_oldest_wait()));
+      if (progress_events_ != progress_seen_) {
+        progress_seen_ = progress_events_;
+        watch.progressed(now);
+      }
+      if (watch.warning_due(now)) watch.warn_stall(describe_oldest_wait());
+      if (poll_for_change(seen)) continue;
+      mesh.end_polling();
+      {
+        transport::WaitingScope waiting(mesh);
+        // Wake for the next warning too, if it comes before the deadline.
+        signal_.wait_change(seen, Deadline(watch.next_wake()));
+      }
+      mesh.begin_polling();
+    }
+  }
+
+ private:
+  // The Plan ran to its end and the root check, if any, is answered.
+  bool finished() const { return scheduler_.done() && !root_check_pending_; }
+
+  // Before any step of the Plan (root_check.h says why).
+  void post_root_check() {
+    transport::Tag tag = tag_;
+    tag.value = static_cast<uint64_t>(sequence_ & 0x7fffffffu) << 32;
+    root_check_pending_ = true;
+    root_check_.post(communicator_, call_, tag, requests_[plan_requests_], requests_[plan_requests_ + 1]);
+  }
+
+  // Verifies the neighbour's root as soon as it arrives, not after the Plan:
+  // with roots that disagree the Plan may never end. True once both
+  // messages are done.
+  bool harvest_root_check() {
+    const transport::Request& send = requests_[plan_requests_];
+    const transport::Request& recv = requests_[plan_requests_ + 1];
+    const auto received = recv.state();
+    if (received == transport::Request::State::failed) std::rethrow_exception(recv.error());
+    if (received == transport::Request::State::done && !root_verified_) {
+      root_check_.verify(call_, sequence_);
+      root_verified_ = true;
+    }
+    const auto sent = send.state();
+    if (sent == transport::Request::State::failed) std::rethrow_exception(send.error());
+    root_check_pending_ = !root_verified_ || sent != transport::Request::State::done;
+    return !root_check_pending_;
+  }
+
+  // Reads the sockets on this thread until a request completes, or until it
+  // has polled for poll_time with no byte arriving; then the caller sleeps
+  // and the transport's thread reads. A message that lands while we poll
+  // completes here without two thread wake-ups (tens of µs each on a small
+  // VM; a loopback round trip is about ten). Time spent descheduled (a gap
+  // between two polls longer than a poll takes, when ranks outnumber cores)
+  // is not counted: on 4 ranks over 2 cores every preemption would otherwise
+  // end the polling early (docs/latency.md).
+  //
+  // An empty poll yields the CPU: a waiter spinning without yielding starves
+  // the peers it waits for whenever ranks share cores (4 ranks on 2 cores
+  // took twice as long per 8-byte allreduce; ranks in separate network
+  // namespaces of one host, which cannot tell they share it, took 1.5 ms
+  // instead of 0.1). A yield costs ~1 µs when nothing else wants the CPU.
+  // But not within 10 µs of the last arrival (or of starting to wait): a
+  // running peer's next message usually follows within microseconds, and a
+  // yield that switches is a context switch. Unless the host runs more of
+  // the job's ranks than it has cores: then the peer we wait for is likely
+  // waiting for this very core, and every spin delays it (4 ranks on 2
+  // cores: 8-byte allreduce over shared memory 16 µs spinning 10 µs, 8-12 µs
+  // yielding at once; docs/latency.md).
+  bool poll_for_change(uint64_t seen) {
+    constexpr Clock::duration longest_poll = std::chrono::microseconds(20);
+    const Clock::duration keep_cpu_after_arrival =
+        communicator_.oversubscribed() ? Clock::duration::zero() : std::chrono::microseconds(10);
+    const Clock::duration budget = communicator_.poll_time();
+    Clock::duration spent{0};
+    auto last = Clock::now();
+    auto last_arrival = last;
+    while (signal_.count() == seen) {
+      const bool consumed = mesh_.progress();
+      const auto now = Clock::now();
+      if (consumed) {
+        spent = Clock::duration{0};  // the collective is moving: keep reading
+        last_arrival = now;
+      } else if (now - last_arrival > keep_cpu_after_arrival) {
+        sched_yield();
+      }
+      spent += std::min(now - last, longest_poll);
+      last = now;
+      if (spent >= budget) return signal_.count() != seen;
+    }
+    return true;
+  }
+
+  // With one stream per peer, request i belongs to communication step i.
+  // Where a peer's transport keeps several, a step to it owns one request
+  // per stripe: first_request_ (by communication index) says where its run
+  // starts. Returns the number of requests.
+  size_t number_stripes() {
+    const size_t steps = graph_.communication_steps();
+    if (!communicator_.striped()) return steps;
+    first_request_.assign(steps + 1, 0);
+    for (StepId id = 0; id < plan_.size(); ++id) {
+      const Step& step = plan_.step(id);
+      if (step.is_communication())
+        first_request_[graph_.communication_index(id) + 1] =
+            stripe_count(step.bytes(), communicator_.streams(step.peer));
+    }
+    for (size_t i = 0; i < steps; ++i) first_request_[i + 1] += first_request_[i];
+    return first_request_[steps];
+  }
+
+  std::span<transport::Request> requests_of(StepId id) {
+    const uint32_t index = graph_.communication_index(id);
+    if (first_request_.empty()) return {&requests_[index], 1};
+    return {&requests_[first_request_[index]], first_request_[index + 1] - first_request_[index]};
+  }
+
+  bool harvest_completions() {
+    bool progressed = false;
+    for (size_t i = 0; i < in_flight_.size();) {
+      const StepId id = in_flight_[i];
+      bool done = true;
+      for (const transport::Request& request : requests_of(id)) {
+        const auto state = request.state();
+        if (state == transport::Request::State::failed) std::rethrow_exception(request.error());
+        done = done && state == transport::Request::State::done;
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      in_flight_[i] = in_flight_.back();
+      in_flight_.pop_back();
+      if (step_timings_) (*step_timings_)[id].end_us = trace_clock_us();
+      scheduler_.finish(id);
+      progressed = true;
+    }
+    return progressed;
+  }
+
+  void post(StepId id) {
+    const Step& step = plan_.step(id);
+    const std::span<transport::Request> requests = requests_of(id);
+    // The sequence wraps at 2^31 (identically on every rank; two calls that
+    // far apart are never in flight together) so the top bit stays free for
+    // point-to-point tags.
+    tag_.value = (static_cast<uint64_t>(sequence_ & 0x7fffffffu) << 32) | step.slot;
+    // Tracked before posting so that a post which fails the request at once
+    // is seen by the next harvest.
+    in_flight_.push_back(id);
+    if (step_timings_) (*step_timings_)[id].start_us = trace_clock_us();
+    const size_t length = step.bytes();
+    for (size_t piece = 0; piece < requests.size(); ++piece) {
+      const Stripe part = stripe(length, requests.size(), piece);
+      transport::Pair& pair = communicator_.pair(step.peer, static_cast<int>(piece));
+      if (step.kind == StepKind::send)
+        pair.post_send(requests[piece], tag_, {buffers_.read(step.from) + part.offset, part.length}, call_.memory);
+      else
+        pair.post_recv(requests[piece], tag_, {buffers_.write(step.to) + part.offset, part.length}, call_.memory);
+    }
+  }
+
+  std::string describe_oldest_wait() {
+    if (in_flight_.empty() && root_check_pending_)
+      return cat("the root check's message from rank ", RootCheck::left(call_), " (4 bytes)");
+    if (in_flight_.empty()) return "its own steps";
+    const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
+    return describe_wait(plan_.step(oldest), requests_of(oldest).size());
+  }
+
+  const Communicator& communicator_;
+  transport::Mesh& mesh_;
+  const Plan& plan_;
+  const PlanGraph& graph_;
+  const Call& call_;
+  const uint32_t sequence_;
+  const Deadline deadline_;
+  RunState& state_;
+  StepScheduler& scheduler_;
+  transport::CompletionSignal& signal_;
+  std::vector<size_t>& first_request_;
+  std::vector<StepId>& in_flight_;
+  std::vector<StepTiming>* step_timings_;
+  const std::optional<Clock::time_point> started_;
+  transport::Request* requests_ = nullptr;
+  size_t plan_requests_ = 0;
+  RootCheck root_check_;
+  bool checks_root_ = false;
+  bool root_check_pending_ = false;
+  bool root_verified_ = false;
+  PlanBuffers buffers_;
+  transport::Tag tag_;
+  uint64_t progress_events_ = 0;  // steps finished or posted
+  uint64_t progress_seen_ = 0;    // progress_events_ when the watch last heard of progress
+};
+
+// On demand (transport/mesh.h), the Pairs this Plan uses may not exist yet.
+// Every rank of the call connects its Plan's peers here, before posting
+// anything: the peers of one rank's Plan have it among theirs, so each
+// pair's two ranks both reach it, and Mesh::connect's ascending order keeps
+// them from waiting in a circle. The root check's neighbours are peers too;
+// the ring has each rank among its neighbours' neighbours alike.
+void connect_peers(const Communicator& communicator, const PlanGraph& graph, const Call& call, Deadline deadline) {
+  transport::Mesh& mesh = communicator.mesh();
+  const auto connected = [&](int peer) { return mesh.connected(communicator.mesh_rank(peer)); };
+  const bool checks_root = RootCheck::needed(call);
+  // Once the Plan's pairs are up (every call but the first few), a look per
+  // queue and nothing allocated.
+  const auto& queues = graph.queues();
+  if (std::all_of(queues.begin(), queues.end(), [&](const PlanGraph::Queue& queue) { return connected(queue.peer); }) &&
+      (!checks_root || (connected(RootCheck::left(call)) && connected(RootCheck::right(call)))))
+    return;
+  std::vector<int> peers;
+  for (const PlanGraph::Queue& queue : queues) peers.push_back(communicator.mesh_rank(queue.peer));
+  if (checks_root) {
+    peers.push_back(communicator.mesh_rank(RootCheck::left(call)));
+    peers.push_back(communicator.mesh_rank(RootCheck::right(call)));
+  }
+  mesh.connect(std::move(peers), deadline);
+}
+
+}  // namespace
+
+void execute(const Communicator& communicator, const Plan& plan, const PlanGraph& graph, const Call& call,
+             const void* input, void* output, uint32_t sequence, Deadline deadline, const ExecuteExtras& extras) {
+  // A rooted call checks its root even when its Plan is empty (nothing to move).
+  if (plan.size() == 0 && !RootCheck::needed(call)) return;
+  if (!communicator.mesh().fully_connected()) connect_peers(communicator, graph, call, deadline);
+  PlanRun run(communicator, plan, graph, call, input, output, sequence, deadline, extras);
+  try {
+    run.run();
+  } catch (...) {
+    // Abort before the requests and the scratch go away: once abort returns
+    // no transport thread writes into them or into the caller's buffers.
+    const std::exception_ptr error = communicator.mesh().explain_loss(std::current_exception());
+    communicator.mesh().abort(error);
+    std::rethrow_exception(error);
+  }
+}
+
+void execute(const Communicator& communicator, const Plan& plan, const Call& call, const void* input, void* output,
+             uint32_t sequence, Deadline deadline) {
+  PlanGraph graph(plan);
+  execute(communicator, plan, graph, call, input, output, sequence, deadline);
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,282 @@
+// Setting a board up and running calls on it (algorithms/shared_memory/board.h).
+#include "algorithms/shared_memory/board.h"
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "algorithms/shared_memory/board_exchange.h"
+#include "algorithms/execution/communicator.h"
+#include "algorithms/execution/helper_plan.h"
+#include "algorithms/execution/telemetry.h"
+#include "base/error.h"
+#include "base/little_endian.h"
+#include "base/log.h"
+#include "transport/transport.h"
+
+namespace chorus::algorithms {
+namespace {
+
+// The color of the helper group the set-up messages travel in (derived from
+// the call's sequence, so no message is needed to agree on it).
+constexpr int kBoardColor = 0x4244;  // "BD"
+
+// Past this many members, reading every peer's line costs more than the
+// log2(members) rounds of messages it replaces.
+constexpr int kMaxBoardMembers = 64;
+// Whether this Communicator may have a board at all: alike on every member.
+bool may_have_board(const Communicator& communicator) {
+  return communicator.settings().board_bytes > 0 && communicator.size() >= 2 &&
+         communicator.size() <= kMaxBoardMembers && communicator.topology().hosts() == 1;
+}
+
+// One helper collective on `data` (the set-up's own messages), on ring
+// neighbours only (chain, ring): with connections on demand it opens no
+// pair the application's own ring would not.
+void helper_collective(const Communicator& helpers, Collective collective, void* data, size_t count,
+                       DataType type, ReduceOp op, uint32_t sequence, Deadline deadline) {
+  const Call call = make_call(collective, helpers.rank(), helpers.size(), count, type, op, 0, true);
+  run_helper_collective(helpers, call, data, data, collective == Collective::broadcast ? "chain" : "ring", sequence,
+                        deadline);
+}
+
+// The device serving every peer, or null where peers are served by several
+// (or by none that shares memory: that is create_shared_region's to say).
+transport::Device* one_device(const Communicator& communicator) {
+  transport::Device* device = nullptr;
+  for (int member = 0; member < communicator.size(); ++member) {
+    if (member == communicator.rank()) continue;
+    transport::Device& serving = communicator.mesh().device_of(communicator.mesh_rank(member));
+    if (device && device != &serving) return nullptr;
+    device = &serving;
+  }
+  return device;
+}
+
+// The set-up (board.h): null where some member cannot take part, alike on
+// every member. Failures of the helper collectives are the call's.
+std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  std::vector<int> everyone(static_cast<size_t>(communicator.size()));
+  for (int member = 0; member < communicator.size(); ++member) everyone[static_cast<size_t>(member)] = member;
+  // Untraced: the application's trace shows its own calls. The helpers'
+  // calls carry the call's number, which their errors then name.
+  // Two groups, so the broadcast's and the allreduce's messages never meet.
+  const Communicator helpers = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kBoardColor), /*traced=*/false);
+  const Communicator agreement = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kBoardColor + 1), /*traced=*/false);
+  const int rank = communicator.rank();
+  const size_t capacity = communicator.settings().board_bytes;
+  const size_t slot_bytes = Board::slot_bytes(communicator.size(), capacity);
+  const size_t bytes = Board::region_bytes(communicator.size(), slot_bytes);
+  transport::Device* device = one_device(communicator);
+  std::string why_not = device ? std::string() : "its peers are served by different transports";
+
+  // Member 0 creates and describes: [1 if created][length][its capacity, 8
+  // bytes][description]. A member whose CHORUS_BOARD_BYTES differs does not
+  // take part, so every member runs the same calls on the board.
+  constexpr size_t kCapacityAt = 2;
+  constexpr size_t kDescriptionAt = kCapacityAt + 8;
+  std::unique_ptr<transport::SharedRegion> region;
+  std::array<std::byte, kDescriptionAt + transport::kMaxExportedMemoryBytes> message{};
+  if (rank == 0 && device) {
+    try {
+      region = device->create_shared_region(bytes);
+      if (!region) why_not = cat("the ", device->name(), " transport shares no memory");
+    } catch (const Error& error) {
+      why_not = error.what();
+    }
+    const std::vector<std::byte> description = region ? region->description() : std::vector<std::byte>();
+    if (region && description.size() <= transport::kMaxExportedMemoryBytes) {
+      message[0] = std::byte{1};
+      message[1] = static_cast<std::byte>(description.size());
+      store_le(message.data() + kCapacityAt, capacity, 8);
+      std::memcpy(message.data() + kDescriptionAt, description.data(), description.size());
+    }
+  }
+  helper_collective(helpers, Collective::broadcast, message.data(), message.size(), DataType::uint8, ReduceOp::sum,
+                    sequence, deadline);
+  const size_t their_capacity = load_le(message.data() + kCapacityAt, 8);
+  if (rank != 0 && message[0] != std::byte{1} && why_not.empty()) why_not = "rank 0 could not make one";
+  if (rank != 0 && message[0] == std::byte{1} && their_capacity != capacity)
+    why_not = cat("rank 0 has CHORUS_BOARD_BYTES ", their_capacity, " and this rank ", capacity);
+  else if (rank != 0 && message[0] == std::byte{1} && device) {
+    const size_t length = std::min(static_cast<size_t>(message[1]), transport::kMaxExportedMemoryBytes);
+    try {
+      region = device->open_shared_region(communicator.mesh_rank(0), {message.data() + kDescriptionAt, length},
+                                          bytes);
+    } catch (const Error& error) {
+      why_not = error.what();
+    }
+  }
+  // Everyone agrees: the minimum of "I have it".
+  uint8_t everyone_has_it = region ? 1 : 0;
+  helper_collective(agreement, Collective::allreduce, &everyone_has_it, 1, DataType::uint8, ReduceOp::min, sequence,
+                    deadline);
+  if (!everyone_has_it) {
+    CHORUS_LOG(debug, rank, "board: collectives stay on messages",
+               why_not.empty() ? std::string(" (another rank could not take part)") : cat(": ", why_not));
+    return nullptr;
+  }
+  // Every member has it mapped (the allreduce above says so): nobody else may open it.
+  region->seal();
+  auto board = std::make_unique<Board>(std::move(region), rank, communicator.size(), capacity, slot_bytes);
+  // Measured as the links are at connect, and agreed as they are: the
+  // slowest member's numbers, so every member's selection reads the same.
+  // The board calls carry the number before this call's, which no call of
+  // this Communicator has (a peer already in this call is then ahead).
+  const BoardModel measured = board->measure(communicator, sequence - 1, deadline);
+  uint64_t model[2] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15)};
+  const Communicator measurement = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kBoardColor + 2), /*traced=*/false);
+  helper_collective(measurement, Collective::allreduce, model, 2, DataType::uint64, ReduceOp::max, sequence,
+                    deadline);
+  board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
+                    .seconds_per_byte = static_cast<double>(model[1]) * 1e-15});
+  CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
+             " bytes through shared memory; measured ", board->model().call_seconds * 1e6, " us a call, ",
+             board->model().seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces");
+  return board;
+}
+
+// What a board call counts as sent and received: the bytes peers read out
+// of this member's slot, and those it reads out of theirs. Summed over the
+// members, sent equals received, as on messages.
+Moved bytes_moved(const Call& call, bool in_pieces) {
+  const uint64_t bytes = call.bytes();
+  const auto peers = static_cast<uint64_t>(call.size - 1);
+  switch (call.collective) {
+    case Collective::allreduce: {
+      // In pieces: each member's chunk of every slot in, every chunk out.
+      const uint64_t moved = in_pieces ? 2 * bytes * peers / (peers + 1) : bytes * peers;
+      return {moved, moved};
+    }
+    case Collective::allgather: return {bytes * peers, bytes * peers};
+    case Collective::broadcast: return call.rank == call.root ? Moved{bytes * peers, 0} : Moved{0, bytes};
+    default: return {};
+  }
+}
+
+Board* ready_board(const Communicator& communicator) {
+  BoardCell* cell = communicator.board_cell();
+  return cell && cell->state == BoardCell::State::ready ? cell->board.get() : nullptr;
+}
+
+// ---------------------------------------------------------------- the candidates
+
+// One shot: a call that fits a slot, in one board call.
+bool serves_one_shot(const Candidate&, const Communicator& communicator, const Call& call) {
+  const Board* board = ready_board(communicator);
+  if (!board || !call.memory.on_host()) return false;
+  switch (call.collective) {
+    case Collective::allreduce:
+    case Collective::broadcast: return call.count > 0 && call.bytes() <= board->capacity();
+    // Each rank's block in its own slot (fixed counts only).
+    case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= board->capacity();
+    case Collective::barrier: return true;
+    default: return false;
+  }
+}
+
+bool serves_pieces(const Candidate&, const Communicator& communicator, const Call& call) {
+  return ready_board(communicator) && call.memory.on_host() && call.collective == Collective::allreduce &&
+         call.count > 0;
+}
+
+// From the board's model, measured when it was set up (Board::measure):
+// one board call, and each byte as a piece of an allreduce moves it.
+double one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  const BoardModel& model = ready_board(communicator)->model();
+  const double bytes = static_cast<double>(call.bytes());
+  switch (call.collective) {
+    // Every member reads every slot: the peers' data and its own, once.
+    case Collective::allgather: return model.call_seconds + bytes * call.size * model.seconds_per_byte / 2;
+    case Collective::broadcast: return model.call_seconds + bytes * model.seconds_per_byte / 2;
+    case Collective::barrier: return model.call_seconds;
+    default: return model.call_seconds + bytes * model.seconds_per_byte;
+  }
+}
+
+double pieces_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  const Board& board = *ready_board(communicator);
+  const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
+  return 2 * pieces * board.model().call_seconds + static_cast<double>(call.bytes()) * board.model().seconds_per_byte;
+}
+
+Moved run_one_shot(const Candidate&, const CandidateRun& run) {
+  Board& board = *ready_board(run.communicator);
+  switch (run.call.collective) {
+    case Collective::allreduce:
+      board.allreduce(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
+    case Collective::broadcast: board.broadcast(run.communicator, run.call, run.output, run.sequence, run.deadline); break;
+    case Collective::allgather:
+      board.allgather(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
+    default: board.barrier(run.communicator, run.call, run.sequence, run.deadline); break;
+  }
+  return bytes_moved(run.call, false);
+}
+
+Moved run_pieces(const Candidate&, const CandidateRun& run) {
+  ready_board(run.communicator)
+      ->allreduce_in_pieces(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+  return bytes_moved(run.call, true);
+}
+
+std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+  const BoardCell* cell = communicator.board_cell();
+  const std::string where = cat("rank ", communicator.rank(), ": ", to_string(call.collective), " algorithm '",
+                                self.name, "' runs on the shared-memory board, ");
+  if (!cell) return where + "which only the Contexts the application holds have";
+  if (cell->state != BoardCell::State::ready)
+    return where + cat("which this Context has not (its ", communicator.size(),
+                       " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
+  if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
+  return where + cat("which takes ", self.name == kBoardPieces ? "allreduce" : "allreduce, broadcast, allgather",
+                     " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
+                     call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+}
+
+void first_call(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  BoardCell* cell = communicator.board_cell();
+  if (!cell || cell->state != BoardCell::State::untried) return;
+  if (may_have_board(communicator)) cell->board = set_up(communicator, sequence, deadline);
+  cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
+}
+
+constexpr Candidate kCandidates[] = {
+    {.name = kBoard, .collective = Collective::allreduce, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .first_call = first_call, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::allreduce, .serves = serves_pieces, .cost_seconds = pieces_cost,
+     .run = run_pieces, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::broadcast, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::allgather, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::barrier, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+};
+
+}  // namespace
+
+BoardCell::BoardCell() = default;
+BoardCell::~BoardCell() = default;
+
+void enable_board(Communicator& communicator) {
+  if (!communicator.board_cell()) communicator.set_board_cell(std::make_shared<BoardCell>());
+}
+
+std::span<const Candidate> board_candidates() { return kCandidates; }
+
+void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
+  BoardCell* cell = communicator.board_cell();
+  if (cell && cell->board) cell->board->announce(sequence, call_signature(call), call.root, /*on_board=*/false);
+}
+
+}  // namespace chorus::algorithms

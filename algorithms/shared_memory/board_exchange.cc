@@ -1,0 +1,427 @@
+// The collectives on a board (algorithms/shared_memory/board.h, board_exchange.h).
+#include "algorithms/shared_memory/board_exchange.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/model/aligned_chunks.h"
+#include "algorithms/execution/collective_watch.h"
+#include "algorithms/execution/communicator.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/peer_order.h"
+#include "base/reduce.h"
+
+namespace chorus::algorithms {
+namespace {
+
+constexpr size_t kCacheLine = 64;
+constexpr size_t kPageBytes = 4096;
+// How long a waiter spins before it yields its core, and yields before it
+// sleeps between looks, each nap twice the last up to the longest. A rank
+// with a core of its own answers within the spin; one that waits for a
+// peer's computation (milliseconds, seconds) gives the core back to it and
+// to the host's other work, and is late by at most the longest nap.
+constexpr Clock::duration kSpinFor = std::chrono::microseconds(50);
+constexpr Clock::duration kYieldFor = std::chrono::milliseconds(1);
+constexpr long kFirstNapNanoseconds = 20'000;
+constexpr long kLongestNapNanoseconds = 500'000;
+// Looks between the slow checks (failure, mismatch, clock) while spinning.
+constexpr uint32_t kLooksPerCheck = 64;
+
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+
+}  // namespace
+
+struct Board::Wait {
+  const Communicator& communicator;
+  const Call& call;
+  uint32_t sequence;
+  uint64_t call_number;  // on this board
+  uint64_t stamp;
+  uint64_t signature;
+  Deadline deadline;
+  // When this call first waited: what its timeout message counts from.
+  mutable std::optional<Clock::time_point> waiting_since;
+
+  std::string this_collective() const { return cat(to_string(call.collective), " #", sequence); }
+};
+
+size_t Board::slot_bytes(int members, size_t capacity) {
+  const size_t share = kPiecesRegionBytes / (2 * static_cast<size_t>(std::max(members, 1)));
+  const size_t piece = std::min(kLargestPieceBytes, share / kPageBytes * kPageBytes);
+  return std::max(capacity, piece);
+}
+
+size_t Board::region_bytes(int members, size_t slot_bytes) {
+  const size_t slot = round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine);
+  return static_cast<size_t>(members) * (sizeof(MemberLine) + 2 * slot);
+}
+
+Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity,
+             size_t slot_bytes)
+    : region_(std::move(region)),
+      base_(region_ ? region_->data() : nullptr),
+      rank_(rank),
+      size_(size),
+      capacity_(capacity),
+      slot_bytes_(slot_bytes),
+      slot_stride_(round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine)),
+      member_stride_(sizeof(MemberLine) + 2 * slot_stride_),
+      known_finished_(static_cast<size_t>(size), 0) {
+  static_assert(sizeof(MemberLine) == kCacheLine && sizeof(SlotHeader) == 32);
+  static_assert(std::atomic<uint64_t>::is_always_lock_free);
+  if (slot_bytes < capacity || slot_bytes % kCacheLine != 0)
+    throw InvalidArgument(cat("rank ", rank, ": a board's slots of ", slot_bytes, " bytes must be whole cache ",
+                              "lines and hold its one-shot calls of ", capacity, " bytes"));
+  if (!region_ || region_->size() < region_bytes(size, slot_bytes) ||
+      reinterpret_cast<uintptr_t>(region_->data()) % kCacheLine != 0)
+    throw InvalidArgument(cat("rank ", rank, ": a board's region must hold ", region_bytes(size, slot_bytes),
+                              " bytes on a cache-line boundary"));
+}
+
+Board::~Board() = default;
+
+void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_board) {
+  MemberLine& mine = line(rank_);
+  // A seqlock: the announcement reads 0 ("nothing known") while the
+  // signature and root change, and a reader keeps what it read only if the
+  // announcement is the same before and after (check_mismatch). Without the
+  // 0, a reader could pair the previous announcement with this call's
+  // signature, and report the peer's next call as a mismatch with this one
+  // (ThreadSanitizer's timing did: broadcast #525 against #526's signature).
+  // The release stores order the 0 before the new fields for any reader
+  // that sees them.
+  mine.announced.store(0, std::memory_order_relaxed);
+  mine.announced_signature.store(signature, std::memory_order_release);
+  mine.announced_root.store(static_cast<uint64_t>(root), std::memory_order_release);
+  before_peers_hear();
+  mine.announced.store(uint64_t{sequence} << 2 | (on_board ? 2 : 0) | 1, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- the collectives
+
+Board::Wait Board::next_call(const Communicator& communicator, const Call& call, uint32_t sequence,
+                             Deadline deadline) {
+  const uint64_t number = ++calls_;
+  return Wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
+}
+
+void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) {
+  // Peers may still read what this member wrote here two calls ago.
+  make_room(wait);
+  SlotHeader& mine = slot(rank_, wait.call_number);
+  if (bytes > 0) std::memcpy(data_of(mine), data, bytes);
+  mine.signature.store(wait.signature, std::memory_order_relaxed);
+  mine.root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
+  before_peers_hear();
+  mine.stamp.store(wait.stamp, std::memory_order_release);
+}
+
+void Board::allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                      uint32_t sequence, Deadline deadline) {
+  if (call.bytes() > capacity_) return allreduce_in_pieces(communicator, call, input, output, sequence, deadline);
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t bytes = call.bytes();
+  publish(wait, input, bytes, 0);
+  // In member order on every member, whatever order they arrive in, so all
+  // of them compute the same bits.
+  for (int member = 0; member < size_; ++member) {
+    SlotHeader& theirs = slot(member, number);
+    if (member != rank_) await_slot(wait, member);
+    if (member == 0)
+      std::memcpy(output, data_of(theirs), bytes);
+    else
+      reduce_unchecked(call.type, call.op, output, data_of(theirs), call.count);
+  }
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+void Board::allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
+                                uint32_t sequence, Deadline deadline) {
+  const size_t element = call.element_bytes();
+  const size_t per_piece = slot_bytes_ / element;
+  const auto* from = static_cast<const std::byte*>(input);
+  auto* to = static_cast<std::byte*>(output);
+  for (size_t first = 0; first < call.count; first += per_piece) {
+    const size_t count = std::min(per_piece, call.count - first);
+    allreduce_piece(communicator, call, from + first * element, to + first * element, count, sequence, deadline);
+  }
+}
+
+BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  // As the links are measured at connect (transport/link_probe.h): the
+  // fastest of a few calls is a call's cost (the others also wait for
+  // members arriving late, or descheduled), and the median of transfers
+  // long enough to take milliseconds, less their calls, gives a byte's.
+  constexpr int kCalls = 16;
+  constexpr size_t kTransferBytes = size_t{4} << 20;
+  const Call barrier_call = make_call(Collective::barrier, rank_, size_, 0, DataType::uint8, ReduceOp::sum, 0, false);
+  BoardModel model;
+  model.call_seconds = std::numeric_limits<double>::max();
+  for (int call = 0; call < kCalls; ++call) {
+    const Clock::time_point started = Clock::now();
+    barrier(communicator, barrier_call, sequence, deadline);
+    model.call_seconds = std::min(model.call_seconds, std::chrono::duration<double>(Clock::now() - started).count());
+  }
+  const size_t count = std::max(kTransferBytes, slot_bytes_) / sizeof(float);
+  std::vector<float> data(count, 1.0f);
+  std::vector<float> result(count);
+  const Call transfer =
+      make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
+  // The first faults the pages in.
+  allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+  std::array<double, 3> took{};
+  for (double& seconds : took) {
+    const Clock::time_point started = Clock::now();
+    allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+    seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  }
+  std::sort(took.begin(), took.end());
+  const size_t bytes = count * sizeof(float);
+  const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
+  model.seconds_per_byte = std::max(0.0, took[1] - calls * model.call_seconds) / static_cast<double>(bytes);
+  return model;
+}
+
+// A piece: every member copies its input into its slot; member m reduces
+// chunk m of every slot (its own first, then the others in member order)
+// into chunk m of its own slot, which only it reads, and stamps `reduced`;
+// then every member copies each
+// chunk from the slot of the member that reduced it. One member computes
+// each chunk, so all have the same bits. A member writes its slot again
+// two board calls later, after every peer finished this one (make_room), so
+// nobody reads it then.
+void Board::allreduce_piece(const Communicator& communicator, const Call& call, const std::byte* input,
+                            std::byte* output, size_t count, uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t element = call.element_bytes();
+  publish(wait, input, count * element, 0);
+  // Chunks on cache-line boundaries, so no two members write one line.
+  const auto chunk = [&](int member) { return aligned_chunk(member, size_, count, element, kCacheLine); };
+  const size_t own_offset = chunk(rank_).first * element;
+  const size_t own_count = chunk(rank_).count;
+  std::byte* own = data_of(slot(rank_, number)) + own_offset;
+  for (int member = 0; member < size_; ++member) {
+    if (member == rank_) continue;
+    await_slot(wait, member);
+    if (own_count > 0)
+      reduce_unchecked(call.type, call.op, own, data_of(slot(member, number)) + own_offset, own_count);
+  }
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, own, own_count, static_cast<size_t>(size_));
+  SlotHeader& mine = slot(rank_, number);
+  mine.reduced.store(wait.stamp, std::memory_order_release);
+  // Each member starts with its own chunk and goes on with the next
+  // members', so at any moment they read different slots.
+  for (int step = 0; step < size_; ++step) {
+    const int member = (rank_ + step) % size_;
+    SlotHeader& theirs = slot(member, number);
+    if (member != rank_) {
+      const auto reduced = [&] { return theirs.reduced.load(std::memory_order_acquire) == wait.stamp; };
+      if (!reduced()) wait_until(wait, member, /*for_slot=*/true, reduced);
+      after_peer_heard();
+    }
+    const ElementRange theirs_chunk = chunk(member);
+    const size_t offset = theirs_chunk.first * element;
+    std::memcpy(output + offset, data_of(theirs) + offset, theirs_chunk.count * element);
+  }
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+// Every member also shows its slot's stamp and waits for its left
+// neighbour's: a member that names another root (or another call) is then
+// found by its right neighbour in this very call, as the root check finds
+// it on messages, instead of leaving its buffer unwritten.
+void Board::broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
+                      Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  announce(sequence, wait.signature, call.root, /*on_board=*/true);
+  const size_t bytes = call.bytes();
+  // Every member writes its slot: the root its data, all of them their stamps.
+  publish(wait, data, rank_ == call.root ? bytes : 0, call.root);
+  if (rank_ != call.root) {
+    await_slot(wait, call.root);
+    std::memcpy(data, data_of(slot(call.root, number)), bytes);
+  }
+  const int left = (rank_ + size_ - 1) % size_;
+  if (left != call.root || rank_ == call.root) await_slot(wait, left);
+  finish(number);
+}
+
+void Board::barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  publish(wait, nullptr, 0, 0);
+  for (int member = 0; member < size_; ++member)
+    if (member != rank_) await_slot(wait, member);
+  least_known_finished_ = wait.call_number - 1;
+  finish(wait.call_number);
+}
+
+void Board::allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
+                      uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t bytes = call.bytes();
+  publish(wait, input, bytes, 0);
+  auto* blocks = static_cast<std::byte*>(output);
+  for (int member = 0; member < size_; ++member) {
+    std::byte* block = blocks + static_cast<size_t>(member) * bytes;
+    if (member == rank_) {
+      if (block != input) std::memcpy(block, input, bytes);
+      continue;
+    }
+    await_slot(wait, member);
+    std::memcpy(block, data_of(slot(member, number)), bytes);
+  }
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+// ---------------------------------------------------------------- waiting
+
+void Board::await_slot(const Wait& wait, int member) {
+  SlotHeader& theirs = slot(member, wait.call_number);
+  const auto arrived = [&] { return theirs.stamp.load(std::memory_order_acquire) == wait.stamp; };
+  if (!arrived()) wait_until(wait, member, /*for_slot=*/true, arrived);
+  after_peer_heard();
+  const uint64_t signature = theirs.signature.load(std::memory_order_relaxed);
+  if (signature != wait.signature) mismatch(wait, member, signature, theirs.root.load(std::memory_order_relaxed));
+  // Arriving in call n, it finished n - 1.
+  uint64_t& known = known_finished_[static_cast<size_t>(member)];
+  known = std::max(known, wait.call_number - 1);
+}
+
+void Board::make_room(const Wait& wait) {
+  if (wait.call_number <= 2 || least_known_finished_ + 2 >= wait.call_number) return;
+  const uint64_t needed = wait.call_number - 2;
+  for (int member = 0; member < size_; ++member) {
+    uint64_t& known = known_finished_[static_cast<size_t>(member)];
+    if (member == rank_ || known >= needed) continue;
+    const MemberLine& theirs = line(member);
+    const auto finished = [&] { return theirs.finished.load(std::memory_order_acquire) >= needed; };
+    if (!finished()) wait_until(wait, member, /*for_slot=*/false, finished);
+    after_peer_heard();
+    known = needed;
+  }
+  least_known_finished_ = needed;
+}
+
+template <class Arrived>
+void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& arrived) const {
+  transport::Mesh& mesh = wait.communicator.mesh();
+  const Clock::time_point started = Clock::now();
+  if (!wait.waiting_since) wait.waiting_since = started;
+  // The Executor's timeout and stall warnings (collective_watch.h), from
+  // when this wait started; the timeout counts from the call's first wait.
+  CollectiveWatch watch(wait.communicator, wait.call, wait.sequence, wait.deadline, *wait.waiting_since);
+  watch.progressed(started);
+  const auto waiting_for = [&] { return cat("peer rank ", member, " on the shared-memory board"); };
+  bool spinning = !wait.communicator.oversubscribed();
+  bool sleeping = false;
+  long nap = kFirstNapNanoseconds;
+  for (uint32_t looks = 1;; ++looks) {
+    if (arrived()) return;
+    if (spinning) {
+      cpu_relax();
+      if (looks % kLooksPerCheck != 0) continue;
+    } else if (!sleeping) {
+      ::sched_yield();
+    } else {
+      const timespec pause{0, nap};
+      ::nanosleep(&pause, nullptr);
+      nap = std::min(2 * nap, kLongestNapNanoseconds);
+    }
+    // What arrived before a failure still counts: a peer that is done with
+    // this call may fail its next one while this member is still reading.
+    if (mesh.failed()) {
+      if (arrived()) return;
+      fail(wait, mesh.explain_loss(mesh.failure()));
+    }
+    check_mismatch(wait, member, for_slot);
+    const Clock::time_point now = Clock::now();
+    if (watch.timed_out(now)) {
+      if (arrived()) return;
+      fail(wait, watch.timeout_error(waiting_for()));
+    }
+    if (watch.warning_due(now)) watch.warn_stall(waiting_for());
+    spinning = spinning && now - started < kSpinFor;
+    sleeping = now - started >= kYieldFor;
+  }
+}
+
+void Board::check_mismatch(const Wait& wait, int member, bool for_slot) const {
+  const MemberLine& theirs = line(member);
+  // The signature belongs to the announcement only if the announcement is
+  // the same after reading it (the member writes the signature first).
+  const uint64_t announced = theirs.announced.load(std::memory_order_acquire);
+  // (Acquire loads, not a fence: ThreadSanitizer does not model fences.)
+  const uint64_t signature = theirs.announced_signature.load(std::memory_order_acquire);
+  const uint64_t root = theirs.announced_root.load(std::memory_order_acquire);
+  if (announced == 0 || theirs.announced.load(std::memory_order_acquire) != announced) return;
+  const auto their_sequence = static_cast<uint32_t>(announced >> 2);
+  const auto ahead = static_cast<int32_t>(their_sequence - wait.sequence);
+  if (ahead == 0 && signature != wait.signature) mismatch(wait, member, signature, root);
+  if (ahead == 0 && (announced & 2) == 0)
+    fail(wait, std::make_exception_ptr(MismatchError(
+                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", member, " runs it on messages where this rank runs it on the "
+                       "shared-memory board: did the ranks ask for different algorithms?"))));
+  // Past this collective without writing the slot this rank waits for. Its
+  // announcement was written after that slot would have been, so a last
+  // look at the slot tells a late sight from a peer that skipped it.
+  if (ahead > 0 && for_slot) {
+    if (slot(member, wait.call_number).stamp.load(std::memory_order_acquire) == wait.stamp) return;
+    fail(wait, std::make_exception_ptr(MismatchError(
+                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", member, " went on to collective #", their_sequence,
+                       " without taking part in #", wait.sequence, " as this rank did (on the shared-memory board)"))));
+  }
+}
+
+void Board::mismatch(const Wait& wait, int member, uint64_t their_signature,
+                     std::optional<uint64_t> their_root) const {
+  // The same call but for its root: in the root check's words (root_check.h).
+  Call with_their_root = wait.call;
+  with_their_root.root = their_root ? static_cast<int>(*their_root) : wait.call.root;
+  if (their_root && call_signature(with_their_root) == their_signature && *their_root != uint64_t(wait.call.root))
+    fail(wait, std::make_exception_ptr(MismatchError(cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ",
+                                                         member, " names root ", *their_root,
+                                                         " but this rank names root ", wait.call.root))));
+  fail(wait, std::make_exception_ptr(MismatchError(
+                 cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ", member, " called ",
+                     describe_signature(their_signature), " where this rank called ",
+                     describe_signature(wait.signature), " (on the shared-memory board)"))));
+}
+
+void Board::fail(const Wait& wait, std::exception_ptr error) const {
+  // As the executor: the Mesh is aborted first, so every other member
+  // learns of it instead of waiting for this one.
+  wait.communicator.mesh().abort(error);
+  std::rethrow_exception(error);
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,151 @@
+// The exchange on a board (algorithms/shared_memory/board.h): the layout of the shared
+// region and the collectives that run on it. Internal to algorithms.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "algorithms/model/call.h"
+#include "base/deadline.h"
+#include "transport/transport.h"
+
+namespace chorus::algorithms {
+
+class Communicator;
+
+// Slot room for the pieces of large allreduces (Board::slot_bytes): what
+// the whole region may spend on them, and the most one piece holds.
+inline constexpr size_t kPiecesRegionBytes = size_t{8} << 20;
+inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
+
+// What one board call costs and what a byte of an allreduce in pieces
+// costs, measured by every member when the board is set up and agreed (the
+// slowest member's), so every member's selection reads the same numbers.
+struct BoardModel {
+  double call_seconds = 1e-6;
+  double seconds_per_byte = 0.2e-9;
+};
+
+class Board {
+ public:
+  // The data bytes of each slot for `members` members whose one-shot calls
+  // take up to `capacity` bytes: room for the pieces of a larger allreduce
+  // too, as much as kPiecesRegionBytes gives each slot (at most
+  // kLargestPieceBytes), never less than `capacity`.
+  static size_t slot_bytes(int members, size_t capacity);
+  // The region's size for `members` members whose slots hold `slot_bytes` bytes.
+  static size_t region_bytes(int members, size_t slot_bytes);
+
+  // `region` holds region_bytes(size, slot_bytes) bytes that every member
+  // maps; calls of up to `capacity` bytes run in one shot.
+  Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity, size_t slot_bytes);
+  ~Board();
+
+  size_t capacity() const { return capacity_; }
+  // The most one piece of a larger allreduce holds.
+  size_t piece_bytes() const { return slot_bytes_; }
+  const BoardModel& model() const { return model_; }
+  void set_model(const BoardModel& model) { model_ = model; }
+  // Times board calls on every member (they all call it alike, right after
+  // set-up): barriers for a call, and allreduces of one piece for a byte.
+  // What this member measured; the set-up agrees on the slowest. The
+  // calls carry `sequence`, a number no call of the Communicator has.
+  BoardModel measure(const Communicator& communicator, uint32_t sequence, Deadline deadline);
+  // The collectives, for a call of at most capacity() bytes on host memory
+  // (allreduce: any size; larger ones run in pieces, see below).
+  // A failure aborts the Communicator's Mesh before it is thrown.
+  void allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
+                 uint32_t sequence, Deadline deadline);
+  void broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
+                 Deadline deadline);
+  void barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
+  // `call.count` elements per rank; output holds every rank's block in rank
+  // order (in place: input is this rank's block of it).
+  void allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
+                 uint32_t sequence, Deadline deadline);
+  // announce_on_board (board.h); on_board: the call runs on this board.
+  void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
+  // A member's first line: written by it alone.
+  struct alignas(64) MemberLine {
+    std::atomic<uint64_t> finished;   // the last board call it finished (its number, from 1)
+    std::atomic<uint64_t> announced;  // (sequence << 2) | on board << 1 | 1 of its current call; 0: none
+    std::atomic<uint64_t> announced_signature;
+    std::atomic<uint64_t> announced_root;
+  };
+  // A slot's header, its data right behind it (on the same line, up to 32 bytes).
+  struct SlotHeader {
+    std::atomic<uint64_t> stamp;  // (board call << 32) | sequence; 0: empty
+    std::atomic<uint64_t> signature;
+    std::atomic<uint64_t> root;  // the whole root (the signature keeps its low byte)
+    // In a piece of a large allreduce: the stamp once this member's chunk
+    // of the slot holds the chunk's result.
+    std::atomic<uint64_t> reduced;
+  };
+  // Who is waited for, for what, in which call: the slow path's context.
+  struct Wait;
+
+  MemberLine& line(int member) const {
+    return *reinterpret_cast<MemberLine*>(base_ + static_cast<size_t>(member) * member_stride_);
+  }
+  SlotHeader& slot(int member, uint64_t call) const {
+    return *reinterpret_cast<SlotHeader*>(base_ + static_cast<size_t>(member) * member_stride_ + sizeof(MemberLine) +
+                                          (call % 2) * slot_stride_);
+  }
+  static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
+  static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
+
+  // An allreduce of any size in pieces of at most piece_bytes(), each one
+  // board call of two shots (allreduce_piece).
+  void allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
+                           uint32_t sequence, Deadline deadline);
+
+ private:
+  // One board call of a large allreduce: `count` elements from `input`
+  // into `output`, reduced chunk by chunk (see allreduce).
+  void allreduce_piece(const Communicator& communicator, const Call& call, const std::byte* input,
+                       std::byte* output, size_t count, uint32_t sequence, Deadline deadline);
+  // The next board call's context (its number, stamp and signature).
+  Wait next_call(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
+  // Writes this member's slot of the Wait's call: `bytes` of `data`, then
+  // the header, the stamp last (release), once the peers are done with it.
+  void publish(const Wait& wait, const void* data, size_t bytes, int root);
+  // Waits until `member`'s slot of `call` holds `stamp` and checks its signature.
+  void await_slot(const Wait& wait, int member);
+  // Waits until every peer finished board call `call` - 2 (so read what
+  // this member wrote in the slot it writes now).
+  void make_room(const Wait& wait);
+  void finish(uint64_t call) { line(rank_).finished.store(call, std::memory_order_release); }
+  // The spin-yield-sleep loop until `arrived()`, on `member`'s slot
+  // (for_slot) or its `finished` word.
+  template <class Arrived>
+  [[gnu::noinline]] void wait_until(const Wait& wait, int member, bool for_slot, Arrived&& arrived) const;
+  [[noreturn]] void fail(const Wait& wait, std::exception_ptr error) const;
+  // The MismatchError for `member` having called `their_signature` (and
+  // `their_root`, where known) where this member called the Wait's.
+  [[noreturn]] void mismatch(const Wait& wait, int member, uint64_t their_signature,
+                             std::optional<uint64_t> their_root) const;
+  // A MismatchError when `member` shows it is in `wait`'s sequence with
+  // another call, or (for_slot) past it without writing the slot; nothing otherwise.
+  void check_mismatch(const Wait& wait, int member, bool for_slot) const;
+
+  std::unique_ptr<transport::SharedRegion> region_;
+  std::byte* base_;
+  int rank_;
+  int size_;
+  size_t capacity_;
+  size_t slot_bytes_;
+  size_t slot_stride_;
+  size_t member_stride_;
+  uint64_t calls_ = 0;
+  // What this member knows each peer finished, from what it saw of it,
+  // and the least of it (so make_room looks at no peer in the common case).
+  std::vector<uint64_t> known_finished_;
+  uint64_t least_known_finished_ = 0;
+  BoardModel model_;
+};
+
+}  // namespace chorus::algorithms
