@@ -1,4 +1,5 @@
-"""DistributedOptimizer and PartialDistributedOptimizer for Keras 3: the
+"""DistributedOptimizer and PartialDistributedOptimizer for Keras 3 (chorus.tensorflow.keras's; also
+what chorus.tensorflow.DistributedOptimizer makes of a Keras optimizer): the
 given optimizer, whose updates use gradients reduced over the ranks
 (Average by default).
 
@@ -13,11 +14,11 @@ _aggregation.py)."""
 
 import tensorflow as tf
 
-from .. import _tape
-from .._adasum import check_adasum
-from .._aggregation import LocalAggregation
-from .._compression import Compression
-from .._ops import Adasum, Average, Sum, check_process_set, global_process_set
+from . import _tape
+from ._adasum import check_adasum
+from ._aggregation import LocalAggregation
+from ._compression import Compression
+from ._ops import Adasum, Average, Sum, check_process_set, global_process_set
 
 
 class _Distributed:
