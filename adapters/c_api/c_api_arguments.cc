@@ -1,9 +1,12 @@
 // C values to C++ ones for the C API's calls on a Context: element types,
 // reduce ops, memory kinds, per-call options and count arrays, each checked
 // before it is cast, so that no value a C caller passes is undefined
-// behaviour here.
+// behaviour here. Whether a type or op is one chorus knows, and whether the
+// op applies to the type, the C++ API checks (the C values equal its enumerators).
 #include <cstdint>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "adapters/c_api/c_api.h"
 #include "api/collective_checks.h"
@@ -32,12 +35,16 @@ static_assert(CHORUS_BAND == static_cast<int>(ReduceOp::band));
 static_assert(CHORUS_BOR == static_cast<int>(ReduceOp::bor));
 static_assert(CHORUS_BXOR == static_cast<int>(ReduceOp::bxor));
 
-std::optional<DataType> data_type_from(chorus_datatype value) {
-  if (value < CHORUS_INT8 || value > CHORUS_FLOAT64) return std::nullopt;
-  return static_cast<DataType>(value);
+// A C value as the C++ enum, or nullopt when it does not fit the enum's
+// underlying type (a cast would wrap 256 into 0, a valid value). Which values
+// are known types and ops is the API's rule (api/collective_checks.cc, base/types.cc):
+// the cast value goes to it as it is.
+template <class Enum>
+std::optional<Enum> enum_from(int32_t value) {
+  using Underlying = std::underlying_type_t<Enum>;
+  if (!std::in_range<Underlying>(value)) return std::nullopt;
+  return static_cast<Enum>(value);
 }
-
-constexpr char data_type_range[] = "CHORUS_INT8 (0) .. CHORUS_FLOAT64 (9)";
 
 // The first version of chorus_collective_options: every field through device.
 constexpr size_t collective_options_v1_size = offsetof(chorus_collective_options, device) + sizeof(int32_t);
@@ -88,15 +95,15 @@ void CollectiveCall::reject(const std::string& what) const {
 }
 
 DataType CollectiveCall::type(chorus_datatype value) const {
-  const std::optional<DataType> type = data_type_from(value);
-  if (!type) reject(cat("unknown data type ", value, " (expected ", data_type_range, ")"));
+  const std::optional<DataType> type = enum_from<DataType>(value);
+  if (!type) reject(cat("unknown data type ", value, " (not a chorus_datatype value)"));
   return *type;
 }
 
 ReduceOp CollectiveCall::op(chorus_reduce_op value) const {
-  if (value < CHORUS_SUM || value > CHORUS_BXOR)
-    reject(cat("unknown reduce op ", value, " (expected CHORUS_SUM (0) .. CHORUS_BXOR (7))"));
-  return static_cast<ReduceOp>(value);
+  const std::optional<ReduceOp> op = enum_from<ReduceOp>(value);
+  if (!op) reject(cat("unknown reduce op ", value, " (not a chorus_reduce_op value)"));
+  return *op;
 }
 
 std::span<const size_t> CollectiveCall::counts(const size_t* counts, const char* name) const {
@@ -126,10 +133,15 @@ chorus_work*& CollectiveCall::work_output(chorus_work** work) const {
 extern "C" chorus_status chorus_datatype_size(chorus_datatype type, size_t* size) {
   using namespace chorus;
   return c_api::guarded([&] {
-    const std::optional<DataType> known = c_api::data_type_from(type);
+    const std::optional<DataType> known = c_api::enum_from<DataType>(type);
     if (!known)
-      throw InvalidArgument(cat("chorus_datatype_size: unknown data type ", type, " (expected ",
-                                c_api::data_type_range, ")"));
-    c_api::output(size, nullptr, "chorus_datatype_size", "size") = element_size(*known);
+      throw InvalidArgument(cat("chorus_datatype_size: unknown data type ", type, " (not a chorus_datatype value)"));
+    size_t bytes = 0;
+    try {
+      bytes = element_size(*known);  // refuses a type chorus does not know
+    } catch (const InvalidArgument& error) {
+      throw InvalidArgument(cat("chorus_datatype_size: ", error.what()));
+    }
+    c_api::output(size, nullptr, "chorus_datatype_size", "size") = bytes;
   });
 }

@@ -87,7 +87,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce_coalesced(std::vecto
   common_type(tensors, "allreduce_coalesced", getRank());
   at::Tensor flat = packed(tensors);
   const Elements elements = reduction_elements(flat, "allreduce_coalesced", getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "allreduce_coalesced", getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, "allreduce_coalesced", getRank());
   auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors);
   work->staging().keep(flat);
   work->staging().after([flat, targets = tensors] { unpack(flat, 0, targets); });
@@ -177,7 +177,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter_tensor_coalesce
   at::Tensor flat_input = at::cat(pieces);
   at::Tensor flat_output = at::empty({flat_input.numel() / getSize()}, flat_input.options());
   const Elements elements = reduction_elements(flat_output, collective, getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, collective, getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, collective, getRank());
   auto work = make_work(c10d::OpType::COALESCED, collective, outputs, inputs);
   work->staging().keep(flat_input);
   work->staging().keep(flat_output);

@@ -15,7 +15,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::allreduce(std::vector<at::Tens
   if (tensors.size() == 1 && tensors[0].is_sparse()) return allreduce_sparse_tensor(tensors[0], opts);
   const at::Tensor& tensor = single(tensors, "allreduce", "", getRank());
   const Elements elements = reduction_elements(tensor, "allreduce", getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "allreduce", getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, "allreduce", getRank());
   auto work = make_work(c10d::OpType::ALLREDUCE, "allreduce", {tensor});
   at::Tensor buffer = work->staging().output(tensor);
   return issue(work, [&] {
@@ -29,7 +29,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce(std::vector<at::Tensor>
   const at::Tensor& tensor = single(tensors, "reduce", "", getRank());
   const int root = root_of(opts.rootRank, "reduce");
   const Elements elements = reduction_elements(tensor, "reduce", getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "reduce", getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, "reduce", getRank());
   auto work = make_work(c10d::OpType::REDUCE, "reduce", {tensor});
   // In place on root; elsewhere the tensor is only read (and left as it was).
   at::Tensor buffer = getRank() == root ? work->staging().output(tensor) : work->staging().input(tensor);
@@ -49,7 +49,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::reduce_scatter(std::vector<at:
   }
   for (const at::Tensor& input : inputs[0]) expect_same_layout(input, output, "reduce_scatter", "an input", getRank());
   const Elements elements = reduction_elements(output, "reduce_scatter", getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "reduce_scatter", getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, "reduce_scatter", getRank());
   auto work = make_work(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {output}, inputs[0]);
   // chorus wants the blocks in one buffer, in rank order.
   std::vector<at::Tensor> flat_inputs;
@@ -74,7 +74,7 @@ c10::intrusive_ptr<TorchWork> ChorusProcessGroup::_reduce_scatter_base(at::Tenso
                               c10::toString(output.scalar_type())));
   }
   const Elements elements = reduction_elements(output, "reduce_scatter_tensor", getRank());
-  const ReduceOp op = chorus_op_of(opts.reduceOp, elements.type, "reduce_scatter_tensor", getRank());
+  const ReduceOp op = chorus_op_of(opts.reduceOp, "reduce_scatter_tensor", getRank());
   auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, {input});
   at::Tensor in = work->staging().input(input);
   at::Tensor out = work->staging().output(output);

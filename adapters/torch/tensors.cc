@@ -43,29 +43,22 @@ Elements movement_elements(const at::Tensor& tensor) {
   return {DataType::uint8, element_count(tensor) * static_cast<size_t>(tensor.element_size())};
 }
 
-ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* collective, int rank) {
-  ReduceOp chorus_op;
+ReduceOp chorus_op_of(const c10d::ReduceOp& op, const char* collective, int rank) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM: chorus_op = ReduceOp::sum; break;
-    case c10d::ReduceOp::AVG: chorus_op = ReduceOp::avg; break;
-    case c10d::ReduceOp::PRODUCT: chorus_op = ReduceOp::prod; break;
-    case c10d::ReduceOp::MIN: chorus_op = ReduceOp::min; break;
-    case c10d::ReduceOp::MAX: chorus_op = ReduceOp::max; break;
-    case c10d::ReduceOp::BAND: chorus_op = ReduceOp::band; break;
-    case c10d::ReduceOp::BOR: chorus_op = ReduceOp::bor; break;
-    case c10d::ReduceOp::BXOR: chorus_op = ReduceOp::bxor; break;
+    case c10d::ReduceOp::SUM: return ReduceOp::sum;
+    case c10d::ReduceOp::AVG: return ReduceOp::avg;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::prod;
+    case c10d::ReduceOp::MIN: return ReduceOp::min;
+    case c10d::ReduceOp::MAX: return ReduceOp::max;
+    case c10d::ReduceOp::BAND: return ReduceOp::band;
+    case c10d::ReduceOp::BOR: return ReduceOp::bor;
+    case c10d::ReduceOp::BXOR: return ReduceOp::bxor;
     default:
       throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": reduce op ",
                                 static_cast<int>(op.op_),
                                 " is not supported (PREMUL_SUM is NCCL's); expected SUM, AVG, PRODUCT, MIN, MAX, "
                                 "BAND, BOR or BXOR"));
   }
-  try {
-    validate_reduction(type, chorus_op);
-  } catch (const InvalidArgument& error) {
-    throw InvalidArgument(cat("rank ", rank, ": chorus.torch ", collective, ": ", error.what()));
-  }
-  return chorus_op;
 }
 
 void expect_dense(const at::Tensor& tensor, const char* collective, int rank) {

@@ -30,9 +30,10 @@ Elements reduction_elements(const at::Tensor& tensor, const char* collective, in
 // chorus has no type of its own (bool, int16, complex).
 Elements movement_elements(const at::Tensor& tensor);
 
-// The chorus op for torch's; PREMUL_SUM and bitwise ops on floating types
-// are errors. Checked against the type here, before the call.
-ReduceOp chorus_op_of(const c10d::ReduceOp& op, DataType type, const char* collective, int rank);
+// The chorus op for torch's; PREMUL_SUM, which chorus has none for, is an
+// error. Whether the op applies to the call's type (bitwise ops need
+// integers) is the API's rule: the collective checks it.
+ReduceOp chorus_op_of(const c10d::ReduceOp& op, const char* collective, int rank);
 
 // A dense tensor on the CPU or, with torch 2.3 or later, on a CUDA device
 // (chorus moves and reduces device memory itself, never through a silent
