@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "algorithms/selection/selection.h"
-#include "chorus/context_state.h"
+#include "api/context_state.h"
 #include "chorus/collectives.h"
 #include "memory/cuda/runtime.h"
 #include "base/error.h"

@@ -1,7 +1,7 @@
 // Which launcher started this process, and what it told us: rank, size,
 // store URL and job id, read from the environment. A pure function of an
 // environment lookup, so every launcher's variables can be tested without
-// starting processes. chorus/launch_config.h is its one caller in the
+// starting processes. api/launch_config.h is its one caller in the
 // library (for connect_from_env and chorus.torch's rendezvous).
 #pragma once
 

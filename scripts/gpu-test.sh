@@ -37,7 +37,7 @@ gather() {
     build/test/cuda/test_cuda_host build/test/transport/test_transport_conformance)
   cp "${programs[@]}" test/cuda/run_bench_ranks.sh benchmarks/cuda/torch_gloo_cuda.py "$bundle/bin/"
   cp -L build/libchorus.so.0 build/memory/cuda/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
-  [ -f build/rendezvous/mpi/libchorus_mpi.so.0 ] && cp -L build/rendezvous/mpi/libchorus_mpi.so.0 "$bundle/lib/"
+  [ -f build/api/mpi/libchorus_mpi.so.0 ] && cp -L build/api/mpi/libchorus_mpi.so.0 "$bundle/lib/"
   # Every library they link but the C and C++ runtimes (the GPU machine's
   # are newer, and torch there needs its own libstdc++).
   local library

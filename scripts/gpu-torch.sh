@@ -7,8 +7,8 @@
 # environment, which is how it is checked before it goes there.
 #
 #   scripts/gpu-torch.sh build [--python PY] [--libchorus LIB] [--out DIR] [--jobs N]
-#       compiles chorus._chorus (python/*.cc) and chorus.torch._backend
-#       (python/torch/*.cc) with plain g++ commands against LIB (default
+#       compiles chorus._chorus (adapters/python_module/*.cc) and chorus.torch._backend
+#       (adapters/torch/*.cc) with plain g++ commands against LIB (default
 #       gpu-bundle/lib/libchorus.so.0), the repository's headers and the
 #       torch of PY (default python3), and lays out the package `chorus` in
 #       DIR (default gpu-torch/): PYTHONPATH=DIR imports it. CXX overrides
@@ -18,7 +18,7 @@
 #       launched by RUN (default gpu-bundle/bin/chorus-run).
 #
 # The sources are the ones Meson builds (python_sources and torch_sources
-# of python/meson.build and python/torch/meson.build), so the two builds
+# of adapters/python_module/meson.build and adapters/torch/meson.build), so the two builds
 # cannot drift apart. The modules find libchorus (and the libraries it
 # needs beside it, as in gpu-bundle/lib/) through an RPATH: a RUNPATH would
 # serve the module's own dependencies only, and LD_LIBRARY_PATH would put
@@ -113,10 +113,10 @@ PYTHON
   # One line per translation unit: module, source. The biggest first, so
   # the longest compiles start at once.
   local python_sources torch_sources list=$objects/units
-  python_sources=$(meson_sources python/meson.build python_sources)
-  torch_sources=$(meson_sources python/torch/meson.build torch_sources)
-  { for path in $torch_sources; do echo "_backend python/torch/$path"; done
-    for path in $python_sources; do echo "_chorus python/$path"; done; } > "$list"
+  python_sources=$(meson_sources adapters/python_module/meson.build python_sources)
+  torch_sources=$(meson_sources adapters/torch/meson.build torch_sources)
+  { for path in $torch_sources; do echo "_backend adapters/torch/$path"; done
+    for path in $python_sources; do echo "_chorus adapters/python_module/$path"; done; } > "$list"
   echo "gpu-torch.sh: compiling $(wc -l < "$list") files, $jobs at a time"
   printf '%s\n' "${flags[@]}" > "$objects/flags"
   export GPU_TORCH_CXX=${CXX:-g++} GPU_TORCH_OBJECTS=$objects

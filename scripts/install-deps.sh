@@ -23,7 +23,7 @@ fi
 # the outputs it allocates and its test suite (test/python).
 # python3-torch (torch 1.13 for Debian's Python) and libtorch-dev (its C++
 # headers: c10d's ProcessGroup and Store): the PyTorch backend chorus.torch
-# (python/torch/) and its tests (test/torch), which also train with Gloo.
+# (adapters/torch/) and its tests (test/torch), which also train with Gloo.
 # python3-venv: the torch 2.x environment from PyPI (scripts/torch2-env.sh);
 # python3-pip: expecttest for Debian's Python (below).
 # ccache: the torch 2.x tree (build-torch2/) compiles the same library

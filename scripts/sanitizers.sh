@@ -34,7 +34,7 @@ supp="$root/test/sanitizers"
 failures=0
 
 # configure DIR SANITIZERS
-# -Dtorch=disabled: the PyTorch backend (python/torch) is a thin layer over
+# -Dtorch=disabled: the PyTorch backend (adapters/torch) is a thin layer over
 # the API these builds check; under ASan its tests would need the runtime
 # preloaded into torch's interpreter and its intercepted libtorch, for
 # minutes of CI. docs/sanitizers.md lists it among what is left out.
@@ -185,7 +185,7 @@ if [ "$which" != asan ]; then
   # The board's lock-free exchange (every allreduce of one host runs on it),
   # ranks as threads: 12 s.
   tsan_tests+=$'\n'board
-  # The Negotiator that matches TensorFlow's calls (python/negotiation):
+  # The Negotiator that matches TensorFlow's calls (adapters/negotiation):
   # the hand-off of its cycles between a submitting thread and its own, on
   # real Contexts: about 2 s.
   tsan_tests+=$'\n'negotiation

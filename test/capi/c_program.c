@@ -551,7 +551,7 @@ static void check_queries(chorus_context* context) {
   CHECK(element == 2);
   CHECK_OK(chorus_datatype_size(CHORUS_UINT64, &element));
   CHECK(element == 8);
-  CHECK_FAILS(chorus_datatype_size(10, &element), CHORUS_INVALID_ARGUMENT, "unknown data type 10");
+  CHECK_FAILS(chorus_datatype_size(10, &element), CHORUS_INVALID_ARGUMENT, "invalid data type value 10");
   CHECK_OK(chorus_context_check(context));
 }
 
@@ -659,11 +659,11 @@ static void check_bad_arguments(void) {
   CHECK_FAILS(chorus_allreduce(context, NULL, data, 8, CHORUS_FLOAT32, CHORUS_SUM, NULL), CHORUS_INVALID_ARGUMENT,
               rank_words, "null");
   CHECK_FAILS(chorus_allreduce(context, data, data, 8, 42, CHORUS_SUM, NULL), CHORUS_INVALID_ARGUMENT, rank_words,
-              "unknown data type 42");
+              "unknown data type (42)");
   CHECK_FAILS(chorus_allreduce(context, data, data, 8, -1, CHORUS_SUM, NULL), CHORUS_INVALID_ARGUMENT, rank_words,
               "unknown data type -1");
   CHECK_FAILS(chorus_allreduce(context, data, data, 8, CHORUS_FLOAT32, 99, NULL), CHORUS_INVALID_ARGUMENT, rank_words,
-              "unknown reduce op 99");
+              "unknown reduce op (99)");
   CHECK_FAILS(chorus_allreduce(context, data, data, 8, CHORUS_FLOAT32, CHORUS_BXOR, NULL), CHORUS_INVALID_ARGUMENT,
               rank_words, "bxor");
   CHECK_FAILS(chorus_allgatherv(context, data, big, NULL, CHORUS_FLOAT32, NULL), CHORUS_INVALID_ARGUMENT, rank_words,
@@ -671,7 +671,7 @@ static void check_bad_arguments(void) {
   CHECK_FAILS(chorus_allreduce_async(context, data, data, 8, CHORUS_FLOAT32, CHORUS_SUM, NULL, NULL),
               CHORUS_INVALID_ARGUMENT, rank_words, "chorus_work");
   CHECK_FAILS(chorus_broadcast_async(context, data, 8, 77, 0, NULL, &work), CHORUS_INVALID_ARGUMENT, rank_words,
-              "unknown data type 77");
+              "unknown data type (77)");
   CHECK(work == NULL); /* a failed async call leaves no stale handle behind */
   CHECK_FAILS(chorus_send(context, data, 8, CHORUS_FLOAT32, my_rank, 1u, NULL), CHORUS_INVALID_ARGUMENT, rank_words,
               "itself");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Holds libchorus.so to what chorus/exports.map promises: it exports exactly
+"""Holds libchorus.so to what api/exports.map promises: it exports exactly
 the functions chorus_c.h declares, and otherwise only C++ symbols of
 namespace chorus (with their RTTI, vtables and thunks); no std:: template
 code, no symbol of a library linked into it, nothing in namespace gloo. And it does not link OpenSSL, whose libraries

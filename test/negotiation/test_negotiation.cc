@@ -1,4 +1,4 @@
-// The Negotiator (python/negotiation/negotiator.h) on real Contexts, one
+// The Negotiator (adapters/negotiation/negotiator.h) on real Contexts, one
 // thread per rank: calls matched by name whatever order each rank submits
 // them in, bit-exact, 1,000 times; calls in issue order; ranks that
 // disagree (shape, type, name, root, scaling) or refuse fail alike on every
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "adapters/negotiation/negotiator.h"
 #include "base/error.h"
-#include "python/negotiation/negotiator.h"
 #include "test/integration/rank_threads.h"
 
 using namespace chorus;

@@ -10,7 +10,7 @@ A Horovod TensorFlow script changes its import only:
     hvd.broadcast_variables(model.variables, root_rank=0)
 
 The collectives are TensorFlow ops (a C++ op library built against the
-installed TensorFlow, python/tensorflow/): asynchronous kernels on CPU
+installed TensorFlow, adapters/tensorflow/): asynchronous kernels on CPU
 tensors, eagerly, in tf.function and in TensorFlow 1 graphs. Before any
 data moves, each call is matched with the other ranks' (in program order
 where every rank has one, by name in a TensorFlow 1 graph, whose ops run

@@ -1,10 +1,10 @@
-"""The op library (_chorus_ops.so, python/tensorflow/) and the Context
+"""The op library (_chorus_ops.so, adapters/tensorflow/) and the Context
 handles its kernels run on.
 
 The kernels find the Python side's chorus.Context through an integer handle,
 an attribute of every op: the Context's capsule (a std::shared_ptr copy,
 chorus.Context._shared_context) goes to the library through ctypes, which
-keeps its own copy under a fresh handle (python/tensorflow/context_registry.h
+keeps its own copy under a fresh handle (adapters/tensorflow/context_registry.h
 says why a handle and not an address).
 """
 

@@ -1,7 +1,7 @@
 """What every collective of chorus.tensorflow shares: Horovod's reduction
 constants, its global process set, the op library's name for an op, and
 the attributes that tell the kernels how to match a call with the other
-ranks' (python/negotiation/negotiator.h)."""
+ranks' (adapters/negotiation/negotiator.h)."""
 
 import itertools
 import weakref
@@ -107,7 +107,7 @@ def _numbered(root):
 
 def matching(name, kind):
     """The attributes that tell a kernel how its call is matched with the other ranks' calls
-    (python/negotiation/negotiator.h) and what it is called there.
+    (adapters/negotiation/negotiator.h) and what it is called there.
 
     Eagerly: in program order, the name the caller gave checked. In a
     tf.function: in program order, checked against a name numbering the

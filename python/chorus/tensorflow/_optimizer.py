@@ -10,6 +10,7 @@ import tensorflow as tf
 from . import _tape
 from ._aggregation import LocalAggregation
 from ._compression import Compression
+from ._keras_optimizer import DistributedOptimizer as keras_optimizer
 from ._ops import Adasum, Average, check_process_set, global_process_set
 
 
@@ -93,7 +94,6 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                      "groups": groups, "sparse_as_dense": sparse_as_dense}
         return _LegacyDistributedOptimizer(optimizer, name, use_locking, reduction, backward_passes_per_step,
                                            average_aggregated_gradients, scale_local_gradients)
-    from .keras import DistributedOptimizer as keras_optimizer
     return keras_optimizer(optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
                            gradient_predivide_factor=gradient_predivide_factor, op=op,
                            backward_passes_per_step=backward_passes_per_step,

@@ -2,7 +2,7 @@
 with Horovod's signatures, defaults and results (horovod.tensorflow).
 
 Scaling is Horovod's, computed in the kernels as Horovod computes it
-(python/tensorflow/scaling.h): prescale_factor multiplies each rank's
+(adapters/tensorflow/scaling.h): prescale_factor multiplies each rank's
 tensor before the reduction, postscale_factor the result, integers in
 float64 truncated toward zero, and Average is a sum whose postscale is
 divided by the ranks. tf.IndexedSlices are allgathered (values and

@@ -81,5 +81,5 @@ def _register():
 
 _register()
 # Calls still in flight at exit finish (or fail) while Python can still take
-# their tensors back; after finalization it could not (python/torch/work.h).
+# their tensors back; after finalization it could not (adapters/torch/work.h).
 atexit.register(_drain)

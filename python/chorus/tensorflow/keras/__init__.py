@@ -14,7 +14,7 @@ from .. import (Average, Compression, Max, Min, Product, Sum, allgather, allredu
                 gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
                 mpi_threads_supported, nccl_built, rank, reducescatter, rocm_built, shutdown, size)
 from . import callbacks, elastic
-from ._optimizer import DistributedOptimizer, PartialDistributedOptimizer
+from .._keras_optimizer import DistributedOptimizer, PartialDistributedOptimizer
 
 __all__ = [
     "Average", "Compression", "DistributedOptimizer", "Max", "Min", "PartialDistributedOptimizer", "Product", "Sum",

@@ -38,15 +38,17 @@ questions (docs/torch.md says how each maps onto chorus).
 # this file only names the public API. The collectives are exported through
 # _calls.public_call: the timeline records them, and chorus's errors reach
 # the caller as HorovodInternalError too.
-from . import _allgather, _allreduce, _alltoall, _broadcast, _grouped_allreduce, _handles, _job, _reducescatter, _sparse
+from . import (_allgather, _allreduce, _alltoall, _broadcast, _gather, _grouped_allreduce, _handles, _reducescatter,
+               _sparse, elastic)
 from ..._horovod_build import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
                      mpi_threads_supported, nccl_built, rocm_built)
-from ._calls import public_call, public_init, public_shutdown, public_synchronize
+from ._calls import public_call, public_synchronize
 from ._compression import Compression, Compressor
 from ._errors import HorovodInternalError
 from ._barrier import barrier
 from ._job import is_initialized, local_rank, local_size, rank, size
 from ._join import join
+from ._lifecycle import init, shutdown
 from ._objects import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from ._ops import Adasum, Average, Max, Min, Product, Sum
 from ._optimizer import DistributedOptimizer
@@ -56,25 +58,12 @@ from ._timeline import start_timeline, stop_timeline
 from ._topology import cross_rank, cross_size, forget_topology, is_homogeneous, learn_topology
 
 
-def _init_and_learn(*args, **kwargs):
-    _job.init(*args, **kwargs)
-    learn_topology()
-
-
-def _shutdown_and_forget(*args, **kwargs):
-    forget_topology()
-    return _job.shutdown(*args, **kwargs)
-
-
-init = public_init(_init_and_learn)
-init.__doc__ = _job.init.__doc__
-shutdown = public_shutdown(_shutdown_and_forget)
 allreduce = public_call("allreduce", _allreduce.allreduce)
 allreduce_ = public_call("allreduce", _allreduce.allreduce_)
 allreduce_async = public_call("allreduce", _allreduce.allreduce_async, returns_handle=True)
 allreduce_async_ = public_call("allreduce", _allreduce.allreduce_async_, returns_handle=True)
 allgather = public_call("allgather", _allgather.allgather)
-allgather_async = public_call("allgather", _allgather.allgather_async, returns_handle=True)
+allgather_async = public_call("allgather", _gather.allgather_async, returns_handle=True)
 broadcast = public_call("broadcast", _broadcast.broadcast)
 broadcast_ = public_call("broadcast", _broadcast.broadcast_)
 broadcast_async = public_call("broadcast", _broadcast.broadcast_async, returns_handle=True)
@@ -84,7 +73,7 @@ grouped_allreduce_ = public_call("allreduce", _grouped_allreduce.grouped_allredu
 grouped_allreduce_async = public_call("allreduce", _grouped_allreduce.grouped_allreduce_async, returns_handle=True)
 grouped_allreduce_async_ = public_call("allreduce", _grouped_allreduce.grouped_allreduce_async_, returns_handle=True)
 grouped_allgather = public_call("allgather", _allgather.grouped_allgather)
-grouped_allgather_async = public_call("allgather", _allgather.grouped_allgather_async, returns_handle=True)
+grouped_allgather_async = public_call("allgather", _gather.grouped_allgather_async, returns_handle=True)
 reducescatter = public_call("reducescatter", _reducescatter.reducescatter)
 reducescatter_async = public_call("reducescatter", _reducescatter.reducescatter_async, returns_handle=True)
 grouped_reducescatter = public_call("reducescatter", _reducescatter.grouped_reducescatter)
@@ -95,9 +84,6 @@ alltoall_async = public_call("alltoall", _alltoall.alltoall_async, returns_handl
 sparse_allreduce_async = public_call("allreduce", _sparse.sparse_allreduce_async, returns_handle=True)
 synchronize = public_synchronize(_handles.synchronize)
 poll = _handles.poll
-
-# Below the public calls: elastic's reset uses init and shutdown.
-from . import elastic  # noqa: E402
 
 __all__ = [
     "Average", "Sum", "Adasum", "Min", "Max", "Product",

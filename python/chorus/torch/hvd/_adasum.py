@@ -9,7 +9,7 @@ dot products and norms are accumulated in float64, as Horovod does."""
 
 import torch
 
-from ._allgather import allgather_async
+from ._gather import allgather_async
 from ._composite import _CompositeHandle
 from ._job import size
 

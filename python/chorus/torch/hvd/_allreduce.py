@@ -4,6 +4,7 @@ import torch
 import torch.distributed as dist
 
 from . import _negotiation
+from ._adasum import adasum_into_async
 from ._arguments import _check_tensor
 from ._handles import _submit, synchronize
 from ._job import _require_init
@@ -17,7 +18,6 @@ def _allreduce_into(tensor, output, op, what, name, prescale_factor, postscale_f
     if op is Adasum:
         if process_set not in (None, global_process_set):
             raise ValueError(f"chorus.torch.hvd.{what}: Adasum runs on the global process set only (as in Horovod)")
-        from ._adasum import adasum_into_async  # (adasum.py gathers through allgather.py, which imports this)
         return adasum_into_async(tensor, output, what)
     process_set = _resolve(process_set, what)
     dtype = _reduction_buffer(tensor, op)

@@ -13,6 +13,7 @@ ranks outside a set hold it too, and may not call collectives on it.
 import torch.distributed as dist
 
 from ._job import _require_init, rank, size
+from ._launcher import _launcher
 
 
 class ProcessSet:
@@ -107,7 +108,6 @@ def add_process_set(process_set):
                          "already (Horovod allows one set per list of ranks)")
     if process_set.process_set_id is not None:
         raise ValueError(f"chorus.torch.hvd.add_process_set: {process_set} was added already")
-    from ._launcher import _launcher  # (the launcher imports this module)
     # In the launcher's order: a set added between collectives is made after
     # the earlier ones were issued, on every rank alike.
     process_set._group = _launcher.run_in_order(lambda: dist.new_group(process_set.ranks))
@@ -124,7 +124,6 @@ def remove_process_set(process_set):
         return False
     if _sets.by_id.get(process_set.process_set_id) is not process_set:
         return False
-    from ._launcher import _launcher
     group = process_set._group
     del _sets.by_id[process_set.process_set_id]
     process_set._invalidate()

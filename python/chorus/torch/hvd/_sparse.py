@@ -7,7 +7,7 @@ the sums as a dense Average does (integers truncated as in Horovod)."""
 
 import torch
 
-from ._allgather import allgather_async
+from ._gather import allgather_async
 from ._arguments import _check_tensor
 from ._composite import _CompositeHandle
 from ._job import _require_init

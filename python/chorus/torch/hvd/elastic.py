@@ -21,6 +21,7 @@ import torch
 from ... import InvalidArgument, MismatchError, _environment, connect_to_store
 from ... import elastic as _elastic
 from . import _job
+from ._lifecycle import init, shutdown  # the public forms: timeline and topology kept in step
 from ._objects import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 
 
@@ -57,7 +58,6 @@ def _reset(failure):
     survivors = _membership().shrink()
     _Membership.context = survivors
     store, _, _ = _job._state.rendezvous  # noqa: SLF001  (the launcher's store, which outlived the failure)
-    from . import shutdown, init  # (the public forms: timeline and topology kept in step)
     shutdown()
     _job._state.rendezvous = (store, survivors.rank, survivors.size)  # noqa: SLF001
     init(timeout=_job._state.timeout)  # noqa: SLF001
