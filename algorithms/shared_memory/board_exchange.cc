@@ -173,8 +173,9 @@ void Board::allreduce_in_pieces(const Communicator& communicator, const Call& ca
 BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
   // As the links are measured at connect (transport/link_probe.h): the
   // fastest of a few calls is a call's cost (the others also wait for
-  // members arriving late, or descheduled), and the median of transfers
-  // long enough to take milliseconds, less their calls, gives a byte's.
+  // members arriving late, or descheduled), and the fastest of transfers
+  // long enough to take milliseconds, less their calls, gives a byte's
+  // (a core taken by other work only ever makes one slower).
   constexpr int kCalls = 16;
   constexpr size_t kTransferBytes = size_t{4} << 20;
   const Call barrier_call = make_call(Collective::barrier, rank_, size_, 0, DataType::uint8, ReduceOp::sum, 0, false);
@@ -198,10 +199,10 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
     allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
     seconds = std::chrono::duration<double>(Clock::now() - started).count();
   }
-  std::sort(took.begin(), took.end());
+  const double fastest = *std::min_element(took.begin(), took.end());
   const size_t bytes = count * sizeof(float);
   const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
-  model.seconds_per_byte = std::max(0.0, took[1] - calls * model.call_seconds) / static_cast<double>(bytes);
+  model.seconds_per_byte = std::max(0.0, fastest - calls * model.call_seconds) / static_cast<double>(bytes);
   return model;
 }
 
