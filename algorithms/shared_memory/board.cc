@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "algorithms/shared_memory/board_exchange.h"
 #include "algorithms/execution/communicator.h"
 #include "algorithms/execution/helper_plan.h"
+#include "algorithms/plans/flat_plans.h"
 #include "algorithms/execution/telemetry.h"
 #include "base/error.h"
 #include "base/little_endian.h"
@@ -55,6 +57,31 @@ transport::Device* one_device(const Communicator& communicator) {
     device = &serving;
   }
   return device;
+}
+
+// How the cost model prices messages against how they run now: the
+// predicted time of the cheapest Plan for an allreduce of
+// Board::kMeasuredBytes over its measured time (fastest of two after one
+// that warms up). The board's byte cost is measured by the clock, the
+// messages' is the link probe's pair transfer priced by a formula; the
+// board's, multiplied by this, is in the same terms as the Plans' costs it
+// is compared with (on 4 ranks of the 2-core VM the formula priced a 4 MiB
+// ring at 2.9 ms that took 5.8-7.5, and the board's 4.6 ms took 4.8-5.1).
+double messages_model_scale(const Communicator& helpers, uint32_t sequence, Deadline deadline) {
+  const size_t count = Board::kMeasuredBytes / sizeof(float);
+  std::vector<float> data(count, 1.0f);
+  const Call call = make_call(Collective::allreduce, helpers.rank(), helpers.size(), count, DataType::float32,
+                              ReduceOp::sum, 0, true);
+  const Algorithm* plan = cheapest_flat_plan(call, helpers.cost_model());
+  if (!plan) return 1;
+  double fastest = std::numeric_limits<double>::max();
+  for (int round = 0; round < 3; ++round) {
+    const Clock::time_point started = Clock::now();
+    run_helper_collective(helpers, call, data.data(), data.data(), plan->name, sequence, deadline);
+    const double took = std::chrono::duration<double>(Clock::now() - started).count();
+    if (round > 0) fastest = std::min(fastest, took);
+  }
+  return fastest > 0 ? plan->cost_seconds(call, helpers.cost_model()) / fastest : 1;
 }
 
 // The set-up (board.h): null where some member cannot take part, alike on
@@ -129,11 +156,15 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   // slowest member's numbers, so every member's selection reads the same.
   // The board calls carry the number before this call's, which no call of
   // this Communicator has (a peer already in this call is then ahead).
-  const BoardModel measured = board->measure(communicator, sequence - 1, deadline);
-  uint64_t model[2] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
-                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15)};
+  BoardModel measured = board->measure(communicator, sequence - 1, deadline);
   const Communicator measurement = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 2), /*traced=*/false);
+  // Its own group too: its calls and the agreement's never meet.
+  const Communicator timing = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kBoardColor + 3), /*traced=*/false);
+  measured.seconds_per_byte *= messages_model_scale(timing, sequence, deadline);
+  uint64_t model[2] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15)};
   helper_collective(measurement, Collective::allreduce, model, 2, DataType::uint64, ReduceOp::max, sequence,
                     deadline);
   board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,

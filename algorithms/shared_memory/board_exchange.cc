@@ -174,10 +174,9 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
   // As the links are measured at connect (transport/link_probe.h): the
   // fastest of a few calls is a call's cost (the others also wait for
   // members arriving late, or descheduled), and the fastest of transfers
-  // long enough to take milliseconds, less their calls, gives a byte's
+  // of a few megabytes, less their calls, gives a byte's
   // (a core taken by other work only ever makes one slower).
   constexpr int kCalls = 16;
-  constexpr size_t kTransferBytes = size_t{4} << 20;
   const Call barrier_call = make_call(Collective::barrier, rank_, size_, 0, DataType::uint8, ReduceOp::sum, 0, false);
   BoardModel model;
   model.call_seconds = std::numeric_limits<double>::max();
@@ -186,7 +185,7 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
     barrier(communicator, barrier_call, sequence, deadline);
     model.call_seconds = std::min(model.call_seconds, std::chrono::duration<double>(Clock::now() - started).count());
   }
-  const size_t count = std::max(kTransferBytes, slot_bytes_) / sizeof(float);
+  const size_t count = std::max(kMeasuredBytes, slot_bytes_) / sizeof(float);
   std::vector<float> data(count, 1.0f);
   std::vector<float> result(count);
   const Call transfer =

@@ -49,6 +49,8 @@ class Board {
   // The most one piece of a larger allreduce holds.
   size_t piece_bytes() const { return slot_bytes_; }
   const BoardModel& model() const { return model_; }
+  // The transfer measure() times a byte with.
+  static constexpr size_t kMeasuredBytes = size_t{4} << 20;
   void set_model(const BoardModel& model) { model_ = model; }
   // Times board calls on every member (they all call it alike, right after
   // set-up): barriers for a call, and allreduces of one piece for a byte.
