@@ -14,7 +14,7 @@
 #include "base/trace.h"
 #include "chorus/context_state.h"
 #include "chorus/launch_config.h"
-#include "chorus/store_abort_board.h"
+#include "chorus/store_abort_record.h"
 #include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
 #include "transport/connect_mesh.h"
@@ -155,7 +155,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   // Only a Mesh with unconnected pairs ever writes or reads it.
   if (settings.on_demand && bootstrap.store())
-    connected.mesh->set_abort_board(std::make_shared<detail::StoreAbortBoard>(bootstrap.store(), generation, rank));
+    connected.mesh->set_abort_record(std::make_shared<detail::StoreAbortRecord>(bootstrap.store(), generation, rank));
   const std::string override_text = communicator_settings.link_model;
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;

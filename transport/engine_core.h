@@ -112,7 +112,7 @@ class EngineCore : public Owner {
   const int rank_;
   const std::function<std::string(uint64_t)> describe_;
   const size_t max_unexpected_bytes_;
-  const std::shared_ptr<const PositionBoard> positions_;
+  const std::shared_ptr<const PositionTable> positions_;
   std::atomic<bool> failed_{false};
   ArrivalNotifier arrivals_;
   std::mutex failure_callback_mutex_;

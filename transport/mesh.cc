@@ -12,17 +12,17 @@ namespace chorus::transport {
 namespace {
 
 // How long a rank whose connect failed looks for the peer's abort report.
-constexpr std::chrono::milliseconds kBoardWait{300};
+constexpr std::chrono::milliseconds kAbortRecordWait{300};
 // How long a round of looks for awaited dials sleeps on one of them.
 constexpr std::chrono::milliseconds kSlice{20};
 
 }  // namespace
 
-Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionBoard> positions)
+Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionTable> positions)
     : rank_(rank),
       size_(size),
       devices_(std::move(devices)),
-      positions_(positions ? std::move(positions) : std::make_shared<PositionBoard>()) {
+      positions_(positions ? std::move(positions) : std::make_shared<PositionTable>()) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgument(cat("rank ", rank_, " is out of range for a job of size ", size_));
   links_.resize(static_cast<size_t>(size_));
@@ -185,7 +185,7 @@ void Mesh::knock_on(int peer) {
 }
 
 std::exception_ptr Mesh::explain_loss(std::exception_ptr error) const {
-  if (!board_ || !error) return error;
+  if (!abort_record_ || !error) return error;
   try {
     std::rethrow_exception(error);
   } catch (const PeerLostError& lost) {
@@ -199,23 +199,23 @@ std::exception_ptr Mesh::explain_loss(std::exception_ptr error) const {
 std::exception_ptr Mesh::with_peer_report(int peer, std::exception_ptr error) const {
   // Even once every pair of this rank is up: the peer's side of one may
   // never have been (it aborted during the handshake).
-  if (!board_) return error;
+  if (!abort_record_) return error;
   CHORUS_LOG(debug, rank_, "lost peer rank ", peer, "; looking for its abort report");
-  if (std::optional<AbortReport> report = board_->find(peer, kBoardWait))
+  if (std::optional<AbortReport> report = abort_record_->find(peer, kAbortRecordWait))
     return adopt_abort(report->error_class, report->blamed_rank, report->text, rank_, peer);
   return error;
 }
 
 void Mesh::fail_to_connect(int peer, std::exception_ptr error) {
   // A peer that aborted before this pair connected refuses it, closes it or
-  // never dials; its own words are on the board (unless this Mesh failed
+  // never dials; its own words are in the abort record (unless this Mesh failed
   // first: then the error is ours).
   // The Mesh's first failure wins: a dial that failed because the peer
   // aborted over news this rank already has says less than that news.
   if (failed()) std::rethrow_exception(failure());
   error = with_peer_report(peer, std::move(error));
   // Pairs that did connect go with the abort's cleanup; peers learn why
-  // from the abort, from the board, or from their own knock.
+  // from the abort, from the abort record, or from their own knock.
   abort(error);
   std::rethrow_exception(error);
 }
@@ -274,11 +274,11 @@ void Mesh::end_waiting() {
   for (const auto& device : devices_) device->end_waiting();
 }
 
-void Mesh::post_to_board(std::exception_ptr reason) {
-  // Only peers this rank has no connection to need the board.
-  if (!board_ || fully_connected()) return;
-  CHORUS_LOG(debug, rank_, "leaving this rank's abort report on the board for peers it has no connection to");
-  board_->post(rank_, report_abort(reason));
+void Mesh::post_abort_record(std::exception_ptr reason) {
+  // Only peers this rank has no connection to need the abort record.
+  if (!abort_record_ || fully_connected()) return;
+  CHORUS_LOG(debug, rank_, "leaving this rank's abort report in the abort record for peers it has no connection to");
+  abort_record_->post(rank_, report_abort(reason));
 }
 
 bool Mesh::note_failure_locked(std::exception_ptr reason) {
@@ -312,7 +312,7 @@ void Mesh::abort(std::exception_ptr reason) {
   }
   // Before the devices close their listeners to peers that knock: by the
   // time one learns this rank aborted, the words are there to read.
-  if (first) post_to_board(reason);
+  if (first) post_abort_record(reason);
   for (const auto& device : devices_) device->abort(reason);
   arrivals_->bump();  // a receive from any peer waits on no request: wake it
 }
@@ -339,7 +339,7 @@ void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     first = note_failure_locked(reason);
   }
-  if (first) post_to_board(reason);
+  if (first) post_abort_record(reason);
   // Asynchronously: this may be a transport's own progress thread, which must
   // not wait for another transport's thread.
   for (const auto& device : devices_)

@@ -43,7 +43,7 @@ std::optional<uint64_t> PositionAnswer::position(uint64_t probe, uint64_t group)
   return position_;
 }
 
-std::atomic<uint64_t>& PositionBoard::slot(uint64_t group) {
+std::atomic<uint64_t>& PositionTable::slot(uint64_t group) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Entry& entry : entries_)
     if (entry.group == group) return entry.code;
@@ -52,7 +52,7 @@ std::atomic<uint64_t>& PositionBoard::slot(uint64_t group) {
   return added.code;
 }
 
-uint64_t PositionBoard::read(uint64_t group) const {
+uint64_t PositionTable::read(uint64_t group) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Entry& entry : entries_)
     if (entry.group == group) return entry.code.load(std::memory_order_relaxed);

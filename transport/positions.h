@@ -49,7 +49,7 @@ class PositionAnswer {
   uint64_t position_ = 0;
 };
 
-class PositionBoard {
+class PositionTable {
  public:
   // The slot of a group, made on first use; its address never changes, so a
   // Communicator keeps a pointer and writes it without a lock.
