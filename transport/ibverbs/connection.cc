@@ -13,6 +13,7 @@
 #include "base/little_endian.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_posting.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::ibverbs {
@@ -162,20 +163,31 @@ void Connection::post_send_locked(Request& request, Tag tag, std::span<const std
   if (tag.eager) request.complete();
 }
 
-void Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte> data) {
-  if (EarlyMessage* arrived = matching_.unclaimed(tag)) {
-    // Forgotten before delivery: a mismatch fails the device, which must not find it.
-    EarlyMessage message = std::move(*arrived);
-    matching_.remove(*arrived);
-    PostedReceive receive{&request, tag, data};
-    deliver_locked(receive, message.tag, message.bytes, message.rendezvous, message.send_id, message.payload);
-    return;
+bool Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived,
+                                  const std::exception_ptr& device_failure) {
+  const ReceivePosting posting = post_receive_locked(
+      matching_, owner_, peer_rank_, device_failure != nullptr, peer_said_goodbye_, request, tag, data,
+      only_if_arrived, [&](EarlyMessage& arrived, const PostedReceive& receive) {
+        EarlyMessage message = std::move(arrived);
+        matching_.remove(arrived);
+        PostedReceive posted = receive;
+        deliver_locked(posted, message.tag, message.bytes, message.rendezvous, message.send_id, message.payload);
+      });
+  switch (posting.kind) {
+    case ReceivePosting::Kind::taken:
+    case ReceivePosting::Kind::posted: return true;
+    case ReceivePosting::Kind::not_arrived: return false;
+    case ReceivePosting::Kind::failed: request.fail(device_failure); return true;
+    case ReceivePosting::Kind::peer_closed:
+      request.fail(closed_context_error(cat(" before it sent ", describe_tag(tag.group, tag.value))));
+      return true;
+    case ReceivePosting::Kind::mismatched:
+      // The receiver's error: the sender hears it as this rank's abort.
+      request.fail(posting.error);
+      owner_.fail_locked(posting.error);
+      return true;
   }
-  if (peer_said_goodbye_) {
-    request.fail(closed_context_error(cat(" before it sent ", describe_tag(tag.group, tag.value))));
-    return;
-  }
-  matching_.post({&request, tag, data});
+  return true;
 }
 
 void Connection::send_probe_locked(uint64_t probe, uint64_t group) {

@@ -107,14 +107,17 @@ class Connection {
   Proof proof(bool of_dialer, const JobSecret& secret) const;
   void send_proof_locked(const Proof& proof);
 
-  // User side.
+  // User side, through ConnectionPair: each takes the engine's lock.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data);
+  bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
+  void post_one_sided(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
+  void send_probe(uint64_t probe, uint64_t group);
+  // ...and under it.
   void post_send_locked(Request& request, Tag tag, std::span<const std::byte> data);
-  void post_recv_locked(Request& request, Tag tag, std::span<std::byte> data);
-  // Whether a message with this tag arrived that no receive took yet
-  // (post_recv_locked would take it at once): Pair::post_recv_if_arrived.
-  bool has_arrival_locked(const Tag& tag) const {
-    return matching_.has_unclaimed(tag);
-  }
+  // Pair::post_recv (only_if_arrived: post_recv_if_arrived, returning
+  // whether it posted); `device_failure`: the engine's, null while it lives.
+  bool post_recv_locked(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived,
+                        const std::exception_ptr& device_failure);
   void send_probe_locked(uint64_t probe, uint64_t group);
   // RDMA write (put) or read (get) of [local, local + bytes) to or from the
   // peer's registered memory, in chunks of at most the largest message.

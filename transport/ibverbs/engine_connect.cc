@@ -297,7 +297,7 @@ void Engine::on_connect_request_locked(const CmEvent& event) {
   if (request->dialer_rank <= static_cast<uint32_t>(rank()) || request->dialer_rank >= static_cast<uint32_t>(options_.size) ||
       request->stream >= options_.streams)
     return refuse(cat("rank ", request->dialer_rank, " stream ", request->stream, " does not dial rank ", rank()));
-  if (failure_ || stopping_) return refuse("this device is closing");
+  if (failure_ || loop_.stopping()) return refuse("this device is closing");
   if (unproven_.size() >= kMaxUnproven) return refuse("too many connections are proving themselves already");
   if (event.id->verbs != verbs_) return refuse("it arrived on another RDMA device");
   Connection* connection = add_connection_locked(event.id, false, static_cast<int>(request->dialer_rank),

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_posting.h"
 #include "transport/shm/side_channel.h"
 
 namespace chorus::transport::shm {
@@ -194,57 +195,43 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
 }
 
 bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
-  // Pending from here on, except where only_if_arrived finds nothing: then
-  // the request must stay idle, so it is marked only once it is taken on.
-  if (!only_if_arrived) request.mark_pending();
-  std::exception_ptr error;
+  mark_pending_unless_only_if_arrived(request, only_if_arrived);
+  ReceivePosting posting;
   bool pull_queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (owner_.failed() || failed_) {
-      if (only_if_arrived) request.mark_pending();
-      request.fail(owner_.failure());
+    posting = post_receive_locked(
+        matching_, owner_, peer_rank_, owner_.failed() || failed_, peer_said_goodbye_, request, tag, data,
+        only_if_arrived, [&](Unexpected& arrived, const PostedReceive& receive) {
+          if (arrived.pull) {
+            pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
+            pulls_waiting_.fetch_add(1, std::memory_order_release);
+            matching_.remove(arrived);
+            pull_queued = true;
+          } else if (!arrived.complete) {
+            arrived.claimant = receive;
+            claimed_eager(arrived.bytes);
+          } else {
+            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            claimed_eager(arrived.bytes);
+            matching_.remove(arrived);
+            request.complete();
+          }
+        });
+  }
+  switch (posting.kind) {
+    case ReceivePosting::Kind::taken:
+      if (pull_queued) owner_.work_pending();
       return true;
-    }
-    if (Unexpected* arrived = matching_.unclaimed(tag)) {
-      if (only_if_arrived) request.mark_pending();
-      const PostedReceive receive{&request, tag, data};
-      if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
-      } else if (arrived->pull) {
-        pulls_.push_back({&request, data, arrived->address, arrived->slot, arrived->generation, 0});
-        pulls_waiting_.fetch_add(1, std::memory_order_release);
-        matching_.remove(*arrived);
-        pull_queued = true;
-      } else if (!arrived->complete) {
-        arrived->claimant = receive;
-        claimed_eager(arrived->bytes);
-        return true;
-      } else {
-        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
-        claimed_eager(arrived->bytes);
-        matching_.remove(*arrived);
-        request.complete();
-        return true;
-      }
-    }
-    if (pull_queued) {
-      // reported below, without the lock
-    } else if (!error) {
-      if (only_if_arrived) return false;
-      if (peer_said_goodbye_) {
-        error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
-      } else {
-        matching_.post({&request, tag, data});
-        return true;
-      }
-    }
+    case ReceivePosting::Kind::posted: return true;
+    case ReceivePosting::Kind::not_arrived: return false;
+    case ReceivePosting::Kind::failed: request.fail(owner_.failure()); return true;
+    case ReceivePosting::Kind::peer_closed:
+      posting.error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
+      break;
+    case ReceivePosting::Kind::mismatched: break;
   }
-  if (pull_queued) {
-    owner_.work_pending();
-    return true;
-  }
-  owner_.abort(error, receive_failure_level(error));
+  owner_.abort(posting.error, receive_failure_level(posting.error));
   request.fail(owner_.failure());
   return true;
 }

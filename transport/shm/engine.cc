@@ -248,8 +248,8 @@ std::unique_ptr<Pair> Engine::add_connection(ConnectionSetup setup) {
   if (failure_) std::rethrow_exception(failure_);
   connections_.push_back(std::move(connection));
   by_peer_[static_cast<size_t>(peer)].store(&added, std::memory_order_release);
-  epoll_event event{EPOLLIN | EPOLLRDHUP, {.u64 = epoll_token(TokenKind::side, static_cast<uint64_t>(peer))}};
-  if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, added.side_fd(), &event) != 0)
+  if (!loop_.watch(added.side_fd(), epoll_token(TokenKind::side, static_cast<uint64_t>(peer)),
+                   EPOLLIN | EPOLLRDHUP))
     throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)), peer);
   CHORUS_LOG(debug, rank(), "shm: connected to ", added.peer_label());
   // The thread asks the new peer for doorbells before it sleeps again.
@@ -260,47 +260,44 @@ std::unique_ptr<Pair> Engine::add_connection(ConnectionSetup setup) {
 // ---------------------------------------------------------------- the device's thread
 
 void Engine::run() {
-  epoll_event events[64];
-  while (!loop_.stopping()) {
-    if (failed()) run_cleanup_if_needed();
-    // Whoever polls moves the bytes; otherwise this thread does while a
-    // caller waits (asking for doorbells before it sleeps), or once for work
-    // a post left.
-    if (polling_callers_.load(std::memory_order_acquire) == 0 && !failed()) {
-      const bool pending = pending_work_.exchange(false, std::memory_order_acq_rel);
-      if (waiting_callers_.load(std::memory_order_acquire) > 0) {
-        if (progress_all()) continue;
-        if (!arm_all()) continue;
-      } else if (pending) {
-        if (progress_all()) {
-          pending_work_.store(true, std::memory_order_release);  // until nothing moves
-          continue;
-        }
-        // A send still queued behind a full ring: its peer's doorbell on
-        // freed space brings this thread back.
-        if (!arm_all()) {
-          pending_work_.store(true, std::memory_order_release);
-          continue;
-        }
-      }
-    }
-    const int ready = ::epoll_wait(loop_.epoll_fd(), events, 64, next_timeout_ms());
-    if (ready < 0 && errno != EINTR) {
-      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
-            LogLevel::error, false);
-      break;
-    }
-    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64);
-    if (!handshakes_.empty()) {
-      answer_awaiting_hellos();
-      expire_handshakes();
-    }
-  }
+  loop_.run<64>(*this);
   run_cleanup_if_needed();
   handshakes_.clear();
 }
 
-void Engine::dispatch(uint64_t event_token) {
+ProgressLoop::Turn Engine::before_wait() {
+  using Turn = ProgressLoop::Turn;
+  if (failed()) run_cleanup_if_needed();
+  // Whoever polls moves the bytes; otherwise this thread does while a
+  // caller waits (asking for doorbells before it sleeps), or once for work
+  // a post left.
+  if (polling_callers_.load(std::memory_order_acquire) > 0 || failed()) return Turn::wait;
+  const bool pending = pending_work_.exchange(false, std::memory_order_acq_rel);
+  if (waiting_callers_.load(std::memory_order_acquire) > 0) {
+    if (progress_all() || !arm_all()) return Turn::again;
+  } else if (pending) {
+    // Until nothing moves; a send still queued behind a full ring waits
+    // for its peer's doorbell on freed space, which brings this thread back.
+    if (progress_all() || !arm_all()) {
+      pending_work_.store(true, std::memory_order_release);
+      return Turn::again;
+    }
+  }
+  return Turn::wait;
+}
+
+bool Engine::wait_failed(std::exception_ptr error) {
+  abort(std::move(error), LogLevel::error, false);
+  return false;
+}
+
+void Engine::after_wait() {
+  if (handshakes_.empty()) return;
+  answer_awaiting_hellos();
+  expire_handshakes();
+}
+
+void Engine::dispatch(uint64_t event_token, uint32_t /*events*/) {
   switch (epoll_token_kind<TokenKind>(event_token)) {
     case TokenKind::doorbell:
       return loop_.drain_wake();
@@ -310,7 +307,7 @@ void Engine::dispatch(uint64_t event_token) {
       const uint64_t peer = epoll_token_value(event_token);
       if (peer >= static_cast<uint64_t>(options_.size)) return;
       Connection* connection = by_peer_[peer].load(std::memory_order_acquire);
-      if (connection && connection->on_side_readable()) ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, connection->side_fd(), nullptr);
+      if (connection && connection->on_side_readable()) loop_.unwatch(connection->side_fd());
       return;
     }
   }
@@ -393,8 +390,7 @@ void Engine::accept_all() {
       continue;
     }
     const uint64_t id = next_handshake_id_++;
-    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
-    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    if (!loop_.watch(fd, epoll_token(TokenKind::handshake, id))) continue;
     incoming->fd = std::move(accepted);
     incoming->give_up_at = Clock::now() + kHandshakeTimeout;
     handshakes_[id] = std::move(incoming);
@@ -412,7 +408,7 @@ void Engine::on_handshake_readable(uint64_t id) {
   if (received == 0 && !incoming.hello_done) {
     // Closed before its hello: a waiting rank knocking (transport/knock.h).
     CHORUS_LOG(debug, rank(), "shm: a connection closed before its hello (a knock)");
-    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+    loop_.unwatch(incoming.fd.get());
     handshakes_.erase(found);
     return;
   }
@@ -428,7 +424,7 @@ void Engine::on_handshake_readable(uint64_t id) {
           : kind == SideKind::confirm     ? decode_confirm(message, confirm)
                                           : "the second message is not a confirm";
     if (why.empty()) {
-      ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd.get(), nullptr);
+      loop_.unwatch(incoming.fd.get());
       const int dialer = incoming.hello.dialer_rank;
       CHORUS_LOG(debug, rank(), "shm: admitted peer rank ", dialer, " (pid ", incoming.credentials.pid, ")");
       {
@@ -522,7 +518,7 @@ void Engine::reject(uint64_t id, const std::string& why) {
     CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why, *note);
   else
     CHORUS_LOG(debug, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why);
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd.get(), nullptr);
+  loop_.unwatch(found->second->fd.get());
   handshakes_.erase(found);
 }
 
@@ -543,7 +539,7 @@ void Engine::expire_handshakes() {
   for (uint64_t id : expired) reject(id, cat("no complete handshake within ", kHandshakeTimeout.count(), " s"));
 }
 
-int Engine::next_timeout_ms() const {
+int Engine::wait_timeout_ms() const {
   if (handshakes_.empty()) return -1;
   auto earliest = Clock::time_point::max();
   // A hello waiting for check_peer is looked at again every few ms (check_peer

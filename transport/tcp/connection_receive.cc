@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_posting.h"
 #include "transport/tcp/io_limits.h"
 
 namespace chorus::transport::tcp {
@@ -37,55 +38,43 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
 }
 
 bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
-  // Pending from here on, except where only_if_arrived finds nothing: then
-  // the request must stay idle, so it is marked only once it is taken on.
-  if (!only_if_arrived) request.mark_pending();
-  std::exception_ptr error;
+  mark_pending_unless_only_if_arrived(request, only_if_arrived);
+  ReceivePosting posting;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (owner_.failed()) {
-      if (only_if_arrived) request.mark_pending();
-      request.fail(owner_.failure());
-      return true;
-    }
-    if (UnexpectedMessage* arrived = matching_.unclaimed(tag)) {
-      if (only_if_arrived) request.mark_pending();
-      const PostedReceive receive{&request, tag, data};
-      if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
-      } else if (arrived->announced) {
-        const uint64_t number = arrived->announcement;
-        matching_.remove(*arrived);
-        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-        clear_locked(number, receive);
-        return true;
-      } else if (!arrived->complete) {
-        arrived->claimant = receive;
-        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-        claimed_eager_locked(arrived->bytes);
-        return true;
-      } else {
-        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
-        claimed_eager_locked(arrived->bytes);
-        matching_.remove(*arrived);
-        request.complete();
-        return true;
-      }
-    }
-    if (error) {
-      // reported below, without the lock
-    } else if (only_if_arrived) {
-      return false;
-    } else if (peer_said_goodbye_) {
-      error = closed_context_error(
-          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
-    } else {
-      matching_.post({&request, tag, data});
-      receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-      return true;
-    }
+    posting = post_receive_locked(
+        matching_, owner_, peer_rank_, owner_.failed(), peer_said_goodbye_, request, tag, data, only_if_arrived,
+        [&](UnexpectedMessage& arrived, const PostedReceive& receive) {
+          if (arrived.announced) {
+            const uint64_t number = arrived.announcement;
+            matching_.remove(arrived);
+            receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+            clear_locked(number, receive);
+          } else if (!arrived.complete) {
+            arrived.claimant = receive;
+            receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+            claimed_eager_locked(arrived.bytes);
+          } else {
+            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            claimed_eager_locked(arrived.bytes);
+            matching_.remove(arrived);
+            request.complete();
+          }
+        });
+    if (posting.kind == ReceivePosting::Kind::posted) receives_waiting_.fetch_add(1, std::memory_order_relaxed);
   }
-  owner_.abort(error, receive_failure_level(error));
+  switch (posting.kind) {
+    case ReceivePosting::Kind::taken:
+    case ReceivePosting::Kind::posted: return true;
+    case ReceivePosting::Kind::not_arrived: return false;
+    case ReceivePosting::Kind::failed: request.fail(owner_.failure()); return true;
+    case ReceivePosting::Kind::peer_closed:
+      posting.error = closed_context_error(
+          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
+      break;
+    case ReceivePosting::Kind::mismatched: break;
+  }
+  owner_.abort(posting.error, receive_failure_level(posting.error));
   request.fail(owner_.failure());
   return true;
 }

@@ -141,8 +141,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
     // Registered under the mutex so an abort's cleanup sees either none or all of it.
     by_link_[link(peer_rank, stream)].store(&added);
     connections_.push_back(std::move(connection));
-    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::connection, link(peer_rank, stream))}};
-    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+    if (!loop_.watch(added.fd(), epoll_token(TokenKind::connection, link(peer_rank, stream))))
       throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                     peer_rank);
   }
@@ -197,29 +196,28 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
 // ---------------------------------------------------------------- progress thread
 
 void Engine::run() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    thread_id_ = std::this_thread::get_id();
-  }
-  epoll_event events[64];
-  while (!loop_.stopping()) {
-    if (failed()) run_cleanup_if_needed();
-    int ready = ::epoll_wait(loop_.epoll_fd(), events, 64, next_timeout_ms());
-    if (ready < 0 && errno != EINTR) {
-      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
-            LogLevel::error);
-      break;
-    }
-    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64, events[i].events);
-    if (!handshakes_.empty()) expire_handshakes();
-    if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
-  }
+  loop_.run<64>(*this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     thread_running_ = false;
   }
   run_cleanup_if_needed();
   changed_.notify_all();
+}
+
+ProgressLoop::Turn Engine::before_wait() {
+  if (failed()) run_cleanup_if_needed();
+  return ProgressLoop::Turn::wait;
+}
+
+bool Engine::wait_failed(std::exception_ptr error) {
+  abort(std::move(error), LogLevel::error);
+  return false;
+}
+
+void Engine::after_wait() {
+  if (!handshakes_.empty()) expire_handshakes();
+  if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
 }
 
 void Engine::dispatch(uint64_t event_token, uint32_t events) {
@@ -272,8 +270,7 @@ void Engine::accept_all() {
       continue;
     }
     uint64_t id = next_handshake_id_++;
-    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
-    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    if (!loop_.watch(fd, epoll_token(TokenKind::handshake, id))) continue;
     handshakes_[id] = std::move(incoming);
   }
 }
@@ -319,8 +316,7 @@ void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
     case TlsSession::Step::want_read:
       break;
   }
-  epoll_event event{interest, {.u64 = epoll_token(TokenKind::handshake, id)}};
-  if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
+  if (!loop_.rewatch(incoming.fd(), epoll_token(TokenKind::handshake, id), interest))
     reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
 }
 
@@ -339,7 +335,7 @@ void Engine::admit(uint64_t id) {
   if (std::string why = admission_conflict(hello); !why.empty()) return reject_handshake(id, why);
   if (options_.tls && !incoming.send_tls_confirmation())
     return reject_handshake(id, cat("cannot confirm the TLS handshake: ", errno_text(errno)));
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
+  loop_.unwatch(incoming.fd());
   CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
              incoming.from().to_string(), options_.tls ? " (TLS)" : "");
   {
@@ -369,7 +365,7 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
     tls_refused_[{hello.dialer_rank, hello.stream}] = why;
     changed_.notify_all();
   }
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
+  loop_.unwatch(found->second->fd());
   handshakes_.erase(found);
 }
 
@@ -383,7 +379,7 @@ void Engine::expire_handshakes() {
                              kHandshakeTimeout.count(), " s"));
 }
 
-int Engine::next_timeout_ms() const {
+int Engine::wait_timeout_ms() const {
   const int linger = lingering_.load(std::memory_order_acquire) ? static_cast<int>(kParkLinger.count()) : -1;
   if (handshakes_.empty()) return linger;
   auto earliest = Clock::time_point::max();
@@ -401,9 +397,8 @@ void Engine::set_write_interest(Connection& connection, bool writable) {
 
 void Engine::update_epoll_locked(Connection& connection) {
   const Connection::EpollInterest& interest = connection.epoll_interest();
-  epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
-                    {.u64 = epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, connection.fd(), &event);
+  loop_.rewatch(connection.fd(), epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream())),
+                (interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u));
 }
 
 bool Engine::park_if_polled(Connection& connection) {
@@ -488,7 +483,7 @@ void Engine::unpark_locked(Connection& connection) {
 }
 
 void Engine::stop_watching(Connection& connection) {
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+  loop_.unwatch(connection.fd());
 }
 
 KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {

@@ -47,7 +47,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   if (cleanup_done_) return;
   // The progress thread cleans up itself, so it is never inside a read into a
   // buffer we are about to declare free; others hand the job to it and wait.
-  bool on_progress_thread = std::this_thread::get_id() == thread_id_;
+  bool on_progress_thread = loop_.on_thread();
   bool do_it_here = on_progress_thread || !thread_running_;
   lock.unlock();
   if (do_it_here) run_cleanup_if_needed();
@@ -118,7 +118,7 @@ void Engine::cleanup() {
     stop_watching(*connection);
     connection->fail_everything(error, frame, give_up);
   }
-  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
+  for (auto& [id, incoming] : handshakes_) loop_.unwatch(incoming->fd());
   handshakes_.clear();
 }
 
