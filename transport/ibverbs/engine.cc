@@ -363,9 +363,8 @@ void Engine::fail_locked(std::exception_ptr reason) {
 }
 
 void Engine::abort(std::exception_ptr reason, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
   std::unique_lock<std::mutex> lock(mutex_);
-  fail_locked(std::move(reason));
+  fail_locked(abort_reason(rank(), std::move(reason)));
   if (!thread_running_ || loop_.on_thread()) {
     if (cleanup_pending_) cleanup(lock);
     return;
@@ -376,12 +375,7 @@ void Engine::abort(std::exception_ptr reason, bool wait) {
 void Engine::cleanup(std::unique_lock<std::mutex>& lock) {
   cleanup_pending_ = false;
   const std::exception_ptr reason = failure_;
-  try {
-    std::rethrow_exception(reason);
-  } catch (const std::exception& error) {
-    CHORUS_LOG(info, rank(), "ibverbs: transport aborted: ", error.what());
-  } catch (...) {
-  }
+  log_abort(rank(), "ibverbs", reason, LogLevel::info);
   if (callback_due_) {
     callback_due_ = false;
     lock.unlock();
@@ -459,7 +453,7 @@ void Engine::shutdown() {
   lock.lock();
   thread_running_ = false;
   if (!failure_)
-    record_failure_locked(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed"))));
+    record_failure_locked(destroyed_error(rank()));
   for (auto& connection : connections_) {
     if (!connection) continue;
     if (connection->state() == LinkState::ready) rdma_disconnect(connection->cm_id());

@@ -131,16 +131,12 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
   if (rank() < peer_rank) {
     // The higher rank dials; this rank's thread already ran the handshake.
     std::unique_lock<std::mutex> lock(mutex_);
-    const auto started = Clock::now();
-    while (!failure_ && !admitted_.count(peer_rank) && !deadline.expired()) {
-      auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
-      changed_.wait_for(lock, slice);
-    }
-    if (failure_) std::rethrow_exception(failure_);
+    const auto waited = wait_for_dialer_locked(lock, deadline, [&] { return admitted_.count(peer_rank) > 0; });
     auto found = admitted_.find(peer_rank);
     if (found == admitted_.end()) {
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-      throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited, " ms waiting for peer rank ", peer_rank,
+      throw TimeoutError(cat("rank ", rank(), ": timed out after ",
+                             std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                             " ms waiting for peer rank ", peer_rank,
                              " (pid ", peer.pid, ") to connect over shared memory (has it started and called connect?)"));
     }
     Admitted admitted = std::move(found->second);

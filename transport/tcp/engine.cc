@@ -153,19 +153,13 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
 }
 
 AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
-  auto started = Clock::now();
   const std::pair<int, int> key{peer.rank, stream};
   std::unique_lock<std::mutex> lock(mutex_);
   // Without a job secret anyone can pass the handshake claiming to be the
   // peer, so its failed TLS only explains a timeout; with one, it was the peer.
   const bool trust_refusals = options_.secret.configured();
-  while (!failure_ && !admitted_.count(key) && !(trust_refusals && tls_refused_.count(key)) && !deadline.expired()) {
-    // Bounded waits: a far-away or never deadline must not overflow the clock.
-    auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
-                          std::chrono::milliseconds(60'000));
-    changed_.wait_for(lock, slice);
-  }
-  if (failure_) std::rethrow_exception(failure_);
+  const auto waited = wait_for_dialer_locked(
+      lock, deadline, [&] { return admitted_.count(key) || (trust_refusals && tls_refused_.count(key)); });
   auto refused = tls_refused_.find(key);
   const std::string tls_failure =
       refused == tls_refused_.end()
@@ -179,8 +173,9 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
                   peer.rank);
   auto found = admitted_.find(key);
   if (found == admitted_.end()) {
-    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
-    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                           " ms waiting for peer rank ",
                            peer.rank, " (", peer.socket.to_string(),
                            stream > 0 ? cat(", stream ", stream) : std::string(),
                            ") to connect to this rank (",

@@ -26,20 +26,12 @@ constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
 // ---------------------------------------------------------------- aborting
 
 void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  reason = abort_reason(rank(), std::move(reason));
   std::unique_lock<std::mutex> lock(mutex_);
   // record_failure_locked wakes connect()'s waiters.
-  const bool first = record_failure_locked(reason);
-  if (first) {
+  if (record_failure_locked(reason)) {
     abort_frame_ = encode_abort_frame(reason);
-    if (log_enabled(level)) {
-      try {
-        std::rethrow_exception(reason);
-      } catch (const std::exception& e) {
-        log_line(level, rank(), cat("tcp: transport aborted: ", e.what()));
-      } catch (...) {
-      }
-    }
+    log_abort(rank(), "tcp", reason, level);
     lock.unlock();
     run_failure_callback(reason);
     lock.lock();
@@ -131,26 +123,15 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& connection : connections_) connections.push_back(connection.get());
   }
-  if (!failed()) {
-    size_t pending = 0;
-    for (Connection* connection : connections) pending += connection->pending_requests();
-    if (pending > 0) {
-      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
-                                                pending, " requests were pending"))),
-            LogLevel::warn);
-    } else {
-      for (Connection* connection : connections) connection->send_goodbye();
-      auto give_up = Clock::now() + kGoodbyeBudget;
-      auto all_sent = [&] {
-        return std::all_of(connections.begin(), connections.end(),
-                           [](Connection* c) { return c->send_queue_empty(); });
-      };
-      while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+  if (say_goodbye(*this, connections)) {
+    auto give_up = Clock::now() + kGoodbyeBudget;
+    auto all_sent = [&] {
+      return std::all_of(connections.begin(), connections.end(), [](Connection* c) { return c->send_queue_empty(); });
+    };
+    while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   loop_.stop();
-  std::exception_ptr destroyed = std::make_exception_ptr(
-      Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+  std::exception_ptr destroyed = destroyed_error(rank());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Later posts through surviving Pair handles fail at once with this.
