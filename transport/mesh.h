@@ -170,9 +170,13 @@ class Mesh {
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
+  // Records `reason` as the Mesh's failure unless it has one; the first
+  // also goes to the abort record (post_abort_record).
+  void note_failure(const std::exception_ptr& reason);
   // Returns whether this was the Mesh's first failure.
   bool note_failure_locked(std::exception_ptr reason);
   void post_abort_record(std::exception_ptr reason);
+  void add_suspect_locked(int peer);  // once each
   const Link& link_of(int peer) const;
   void check_peer_rank(int peer) const;
   // Connects `peer`'s missing streams; false when `slice` and the deadline

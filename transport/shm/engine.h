@@ -91,6 +91,11 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   }
 
  private:
+  // The epoll tokens the device's thread dispatches on (epoll_token.h).
+  enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, side = 4 };
+  // A dialer that has not finished its handshake by then is not one of ours.
+  static constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
   struct Incoming {
     Fd fd;
     Clock::time_point give_up_at;

@@ -70,6 +70,11 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void stop_watching(Connection& connection) override;
 
  private:
+  // The epoll tokens the progress thread dispatches on (epoll_token.h).
+  enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
+  // A dialer that has not finished its hello by then is not one of ours.
+  static constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
   // The progress thread: ProgressLoop::run and its hooks.
   friend class transport::ProgressLoop;
   void run();
