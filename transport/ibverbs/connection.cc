@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
-#include "transport/receive_posting.h"
+#include "transport/receive_matching.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::ibverbs {

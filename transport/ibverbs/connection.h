@@ -122,9 +122,9 @@ class Connection {
   // RDMA write (put) or read (get) of [local, local + bytes) to or from the
   // peer's registered memory, in chunks of at most the largest message.
   void post_one_sided_locked(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
-  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  bool probe_answered(uint64_t probe) const { return probe_answers_.answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
-    return position_answer_.position(probe, group);
+    return probe_answers_.position(probe, group);
   }
 
   // Completions for this connection's work requests. `proven` is called
@@ -252,8 +252,7 @@ class Connection {
 
   bool peer_said_goodbye_ = false;
   bool requests_failed_ = false;
-  std::atomic<uint64_t> answered_probe_{0};
-  PositionAnswer position_answer_;
+  ProbeAnswers probe_answers_;
 };
 
 // wr_id: the connection id, what the request was, and a slot or send id.

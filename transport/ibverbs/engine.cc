@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "transport/abort_report.h"
 #include "transport/nonce.h"
-#include "transport/receive_posting.h"
+#include "transport/receive_matching.h"
 
 namespace chorus::transport::ibverbs {
 namespace {

@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
-#include "transport/receive_posting.h"
+#include "transport/receive_matching.h"
 #include "transport/shm/side_channel.h"
 
 namespace chorus::transport::shm {
@@ -81,21 +81,8 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
           }
         });
   }
-  switch (posting.kind) {
-    case ReceivePosting::Kind::taken:
-      if (pull_queued) owner_.work_pending();
-      return true;
-    case ReceivePosting::Kind::posted: return true;
-    case ReceivePosting::Kind::not_arrived: return false;
-    case ReceivePosting::Kind::failed: request.fail(owner_.failure()); return true;
-    case ReceivePosting::Kind::peer_closed:
-      posting.error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
-      break;
-    case ReceivePosting::Kind::mismatched: break;
-  }
-  owner_.abort(posting.error, receive_failure_level(posting.error));
-  request.fail(owner_.failure());
-  return true;
+  if (pull_queued) owner_.work_pending();
+  return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
 bool Connection::progress() {
@@ -155,18 +142,14 @@ void Connection::on_message(const RingReader::Record& record) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    const PostedMatch match = matching_.match_posted(tag, header.total);
-    if (match.kind == PostedMatch::Kind::mismatched) {
-      return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
-    } else if (match.kind == PostedMatch::Kind::taken) {
+    const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, header.total, header.total);
+    if (match.error) return fail_later(match.error);
+    if (match.receive.request) {
       incoming_request_ = match.receive.request;
       incoming_target_ = match.receive.buffer.data();
       claimed_eager(header.total);
-    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(header.total, limit)) {
-      return fail_later(
-          unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, header.total, matching_.buffered_bytes(), limit));
     } else {
-      incoming_unexpected_ = &matching_.add(tag, header.total, header.total);
+      incoming_unexpected_ = match.kept;
       incoming_target_ = nullptr;
     }
   }
@@ -237,15 +220,15 @@ void Connection::on_pull(const RingReader::Record& record) {
   const Tag tag = tag_of(header);
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) return;
-  const PostedMatch match = matching_.match_posted(tag, header.total);
-  if (match.kind == PostedMatch::Kind::mismatched)
-    return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
-  if (match.kind == PostedMatch::Kind::taken) {
+  // An offer holds no bytes here: it charges nothing against the limit.
+  const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, header.total, 0);
+  if (match.error) return fail_later(match.error);
+  if (match.receive.request) {
     pulls_.push_back({match.receive.request, match.receive.buffer, offer.address, offer.slot, offer.generation, 0});
     pulls_waiting_.fetch_add(1, std::memory_order_release);
     return;
   }
-  Unexpected& message = matching_.add(tag, header.total, /*charge=*/0);
+  Unexpected& message = *match.kept;
   message.complete = true;
   message.pull = true;
   message.address = offer.address;

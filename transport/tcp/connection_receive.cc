@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
-#include "transport/receive_posting.h"
+#include "transport/receive_matching.h"
 #include "transport/tcp/io_limits.h"
 
 namespace chorus::transport::tcp {
@@ -63,20 +63,7 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
         });
     if (posting.kind == ReceivePosting::Kind::posted) receives_waiting_.fetch_add(1, std::memory_order_relaxed);
   }
-  switch (posting.kind) {
-    case ReceivePosting::Kind::taken:
-    case ReceivePosting::Kind::posted: return true;
-    case ReceivePosting::Kind::not_arrived: return false;
-    case ReceivePosting::Kind::failed: request.fail(owner_.failure()); return true;
-    case ReceivePosting::Kind::peer_closed:
-      posting.error = closed_context_error(
-          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
-      break;
-    case ReceivePosting::Kind::mismatched: break;
-  }
-  owner_.abort(posting.error, receive_failure_level(posting.error));
-  request.fail(owner_.failure());
-  return true;
+  return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
 void Connection::on_readable() {
@@ -253,13 +240,7 @@ void Connection::on_header() {
     case FrameKind::probe_answer: {
       if (frame_.payload_bytes != 0)
         return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
-      // The position first: whoever sees the probe answered may read it.
-      position_answer_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
-      uint64_t known = answered_probe_.load(std::memory_order_relaxed);
-      while (frame_.tag_value > known &&
-             !answered_probe_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
-      }
-      return;
+      return probe_answers_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
     }
   }
 }
@@ -269,19 +250,15 @@ void Connection::begin_data_payload() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    const Tag tag = frame_tag();
-    const auto match = matching_.match_posted(tag, frame_.payload_bytes);
-    if (match.kind == PostedMatch::Kind::mismatched) {
-      error = owner_.mismatch_error(peer_rank_, tag, frame_.payload_bytes, match.receive);
-    } else if (match.kind == PostedMatch::Kind::taken) {
+    const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, frame_tag(),
+                                            frame_.payload_bytes, frame_.payload_bytes);
+    error = match.error;
+    if (match.receive.request) {
       receiving_request_ = match.receive.request;
       payload_target_ = match.receive.buffer.data();
       claimed_eager_locked(frame_.payload_bytes);
-    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(frame_.payload_bytes, limit)) {
-      error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, frame_.payload_bytes,
-                                     matching_.buffered_bytes(), limit);
-    } else {
-      receiving_unexpected_ = &matching_.add(tag, frame_.payload_bytes, frame_.payload_bytes);
+    } else if (match.kept) {
+      receiving_unexpected_ = match.kept;
       payload_target_ = nullptr;  // writable_now() allocates as bytes come
     }
   }
@@ -347,20 +324,16 @@ void Connection::on_announcement() {
     if (!open_announcements_.insert(number).second) {
       twice = true;
     } else {
-      const auto match = matching_.match_posted(tag, bytes);
-      if (match.kind == PostedMatch::Kind::mismatched) {
-        error = owner_.mismatch_error(peer_rank_, tag, bytes, match.receive);
-      } else if (match.kind == PostedMatch::Kind::taken) {
+      const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, bytes,
+                                              kAnnouncementCharge);
+      error = match.error;
+      if (match.receive.request) {
         clear_locked(number, match.receive);
         return;
-      } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(kAnnouncementCharge, limit)) {
-        error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, kAnnouncementCharge,
-                                       matching_.buffered_bytes(), limit);
-      } else {
-        UnexpectedMessage& arrival = matching_.add(tag, bytes, kAnnouncementCharge);
-        arrival.complete = true;
-        arrival.announced = true;
-        arrival.announcement = number;
+      } else if (match.kept) {
+        match.kept->complete = true;
+        match.kept->announced = true;
+        match.kept->announcement = number;
         kept = true;
       }
     }
