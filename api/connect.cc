@@ -10,7 +10,7 @@
 #include "algorithms/selection/selection.h"
 #include "api/context_state.h"
 #include "api/launch_config.h"
-#include "api/store_abort_board.h"
+#include "api/store_abort_record.h"
 #include "backends/registry.h"
 #include "base/config.h"
 #include "base/error.h"
@@ -158,7 +158,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
       settings, [&](std::span<const std::byte> mine) { return bootstrap.allgather(mine); });
   // Only a Mesh with unconnected pairs ever writes or reads it.
   if (settings.on_demand && bootstrap.store())
-    connected.mesh->set_abort_board(std::make_shared<detail::StoreAbortBoard>(bootstrap.store(), generation, rank));
+    connected.mesh->set_abort_record(std::make_shared<detail::StoreAbortRecord>(bootstrap.store(), generation, rank));
   const std::string override_text = communicator_settings.link_model;
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;

@@ -2,8 +2,8 @@
 // class, the rank it blames, its text), adopted as our own error
 // (transport/abort_report.cc), and the two ways they travel: the TCP abort
 // frame (transport/tcp/abort_frame.cc), the shared-memory side channel's
-// abort message (transport/shm/side_channel.cc), and the abort board's
-// entry in the store (transport/abort_board.cc; the raw input decoded as one too).
+// abort message (transport/shm/side_channel.cc), and the abort record's
+// entry in the store (transport/abort_record.cc; the raw input decoded as one too).
 //
 // Input: error class u64 | blamed rank u64 | my rank u8 | peer rank u8 |
 // repeat u8 | text (the rest, repeated `repeat` + 1 times, so texts pass the
@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_common.h"
-#include "transport/abort_board.h"
+#include "transport/abort_record.h"
 #include "transport/abort_report.h"
 #include "transport/tcp/frame.h"
 #include "transport/shm/side_channel.h"
@@ -168,16 +168,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  decoded.text == note.text,
              "an abort message does not survive the side channel's encoding");
 
-  // The abort board's bytes (transport/abort_board.h): the report survives
-  // them, and the raw input read as a board entry decodes only within limits.
-  const std::optional<AbortReport> boarded = decode_abort_report(encode_abort_report(report));
-  FUZZ_CHECK(boarded && boarded->error_class == report.error_class && boarded->blamed_rank == report.blamed_rank &&
-                 boarded->text == report.text,
-             "a report does not survive the abort board's encoding");
+  // The abort record's bytes (transport/abort_record.h): the report survives
+  // them, and the raw input read as an abort-record entry decodes only within limits.
+  const std::optional<AbortReport> recorded = decode_abort_report(encode_abort_report(report));
+  FUZZ_CHECK(recorded && recorded->error_class == report.error_class && recorded->blamed_rank == report.blamed_rank &&
+                 recorded->text == report.text,
+             "a report does not survive the abort record's encoding");
   const std::span<const std::byte> raw(reinterpret_cast<const std::byte*>(data), size);
   const std::optional<AbortReport> read = decode_abort_report(raw);
   FUZZ_CHECK(read.has_value() == (size >= 16 && size - 16 <= kMaxAbortTextBytes),
-             "the board decoder accepted a malformed entry or refused a well-formed one");
-  if (read) FUZZ_CHECK(read->text.size() == size - 16, "the board decoder lost bytes of the text");
+             "the abort-record decoder accepted a malformed entry or refused a well-formed one");
+  if (read) FUZZ_CHECK(read->text.size() == size - 16, "the abort-record decoder lost bytes of the text");
   return 0;
 }

@@ -71,14 +71,6 @@ class Owner final : public RecordingOwner<ConnectionOwner> {
   void work_pending() override {}
 };
 
-// The pull offers of the channel's sends, seen in its outgoing ring.
-struct OfferSeen {
-  uint64_t address = 0;
-  uint32_t slot = 0;
-  uint32_t reserved = 0;
-  uint64_t generation = 0;
-};
-
 class Script {
  public:
   Script(bool we_pull, bool peer_pulls) : we_pull_(we_pull && pulls_work()) {
@@ -179,7 +171,7 @@ class Script {
     const uint32_t slot = slot_byte >= 250 ? slot_byte : slot_byte % kPullSlots;
     const uint64_t generation = next_generation_++;
     if (slot < kPullSlots) peer_offers_[slot].store(withdrawn ? 0 : generation, std::memory_order_release);
-    OfferSeen offer{reinterpret_cast<uint64_t>(source.data()), slot, 0, generation};
+    PullOffer offer{reinterpret_cast<uint64_t>(source.data()), slot, 0, generation};
     RecordHeader header;
     header.kind = RecordKind::pull;
     header.group = tag.group;
@@ -277,12 +269,12 @@ class Script {
 
   void pulled_note(ByteReader& in) {
     model_.mark_hostile();
-    OfferSeen note{};
+    PulledNote note{};
     note.slot = in.u8() % 70;
     note.generation = in.u8();
     RecordHeader header;
     header.kind = RecordKind::pulled;
-    write_record(header, std::span<const std::byte>(reinterpret_cast<const std::byte*>(&note.slot), 16));
+    write_record(header, std::span<const std::byte>(reinterpret_cast<const std::byte*>(&note), sizeof(note)));
   }
 
   // ------------------------------------------------------------ the peer's ring writer
@@ -377,11 +369,11 @@ class Script {
         return;
       }
       case RecordKind::pull: {
-        FUZZ_CHECK(payload.size() == sizeof(OfferSeen), "a pull offer of the wrong size");
+        FUZZ_CHECK(payload.size() == sizeof(PullOffer), "a pull offer of the wrong size");
         FUZZ_CHECK(!pending_sends_.empty() && !assembling_, "a pull offer nobody sent, or inside a message");
         ScriptSend* send = pending_sends_.front();
         pending_sends_.pop_front();
-        OfferSeen offer;
+        PullOffer offer;
         std::memcpy(&offer, payload.data(), sizeof(offer));
         FUZZ_CHECK(header.total == send->data.size() && header.value == send->tag.value &&
                        offer.address == reinterpret_cast<uint64_t>(send->data.data()) && offer.slot < kPullSlots &&
@@ -390,12 +382,12 @@ class Script {
         // The peer copies it (here: reads it in place) and says so.
         RecordHeader note;
         note.kind = RecordKind::pulled;
-        const OfferSeen done{0, offer.slot, 0, offer.generation};
-        write_record(note, std::span<const std::byte>(reinterpret_cast<const std::byte*>(&done.slot), 16));
+        const PulledNote done{offer.slot, 0, offer.generation};
+        write_record(note, std::span<const std::byte>(reinterpret_cast<const std::byte*>(&done), sizeof(done)));
         return;
       }
       case RecordKind::pulled: {
-        FUZZ_CHECK(payload.size() == 16, "a pulled note of the wrong size");
+        FUZZ_CHECK(payload.size() == sizeof(PulledNote), "a pulled note of the wrong size");
         uint32_t slot = 0;
         uint64_t generation = 0;
         std::memcpy(&slot, payload.data(), 4);

@@ -167,8 +167,8 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   std::vector<std::unique_ptr<Device>> devices;
   PublishedAddress mine;
   mine.host_id = host_identity(settings.host_id, mine.host_name);
-  // One board for the rank: every device's probe answers read it.
-  auto positions = std::make_shared<PositionBoard>();
+  // One position table for the rank: every device's probe answers read it.
+  auto positions = std::make_shared<PositionTable>();
   DeviceOptions device_options = settings.device;
   device_options.positions = positions;
   for (const TransportEntry* entry : entries) {

@@ -1,12 +1,14 @@
-// The Pair handle a stream transport hands out for one of its connections
-// (tcp's Connection, shm's Channel): it forwards to the connection and holds
-// the transport's engine, so the connection's memory stays valid whatever
-// is destroyed first (posts then fail with the device's failure). Written
-// once here; a transport with more to say (one-sided RDMA) writes its own.
+// The Pair handle every transport hands out for one of its connections (tcp,
+// shm, ibverbs): it forwards to the connection and holds the transport's
+// engine, so the connection's memory stays valid whatever is destroyed
+// first (posts then fail with the device's failure). Written once here.
 //
 // What a Connection provides: peer_rank(), post_send(request, tag, data),
 // post_recv(request, tag, data, only_if_arrived), send_probe(probe, group),
-// probe_answered(probe), answered_position(probe, group).
+// probe_answered(probe), answered_position(probe, group); and where the
+// transport has one-sided access (ibverbs), post_one_sided(request, put,
+// local, bytes, remote). Resolved at compile time: no call costs more than
+// the Pair's own virtual one.
 #pragma once
 
 #include <cassert>
@@ -45,6 +47,19 @@ class ConnectionPair final : public Pair {
     assert(memory.kind == MemoryKind::host);
     return connection_.post_recv(request, tag, data, /*only_if_arrived=*/true);
   }
+  bool one_sided() const override { return kOneSided; }
+  void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
+    if constexpr (kOneSided)
+      connection_.post_one_sided(request, true, const_cast<std::byte*>(data.data()), data.size(), target);
+    else
+      Pair::post_put(request, data, target);
+  }
+  void post_get(Request& request, std::span<std::byte> data, RemoteMemory source) override {
+    if constexpr (kOneSided)
+      connection_.post_one_sided(request, false, data.data(), data.size(), source);
+    else
+      Pair::post_get(request, data, source);
+  }
   void send_liveness_probe(uint64_t probe, uint64_t group) override { connection_.send_probe(probe, group); }
   bool liveness_answered(uint64_t probe) const override { return connection_.probe_answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const override {
@@ -52,6 +67,11 @@ class ConnectionPair final : public Pair {
   }
 
  private:
+  static constexpr bool kOneSided =
+      requires(Connection& connection, Request& request, std::byte* local, RemoteMemory remote) {
+        connection.post_one_sided(request, true, local, size_t{0}, remote);
+      };
+
   std::shared_ptr<void> keep_alive_;
   Connection& connection_;
 };

@@ -29,7 +29,7 @@ struct CommonDeviceOptions {
   // at most; past it the device fails with an error naming the peer.
   size_t max_unexpected_bytes = size_t{1} << 30;
   // What this rank's probe answers report (transport/positions.h); may be null.
-  std::shared_ptr<const PositionBoard> positions;
+  std::shared_ptr<const PositionTable> positions;
 };
 
 // Transports that listen on a network address (tcp, ibverbs).

@@ -5,13 +5,19 @@
 //   the position a probe answer reports, the arrivals notifier;
 // - the failure bookkeeping: the first reason (under the engine's lock),
 //   the flag a post reads without it, and the callback the Device shell
-//   installs to hear of it once, outside the engine's locks.
+//   installs to hear of it once, outside the engine's locks;
+// - what every engine says when it fails or closes: the reason of an abort
+//   given none, the log line of an abort, the errors of a device destroyed
+//   (with requests pending, or later through a surviving Pair), the goodbye
+//   of an orderly close, and the wait of the rank a peer dials.
 // A transport's engine derives from EngineCore<its connection-owner
 // interface> and adds what is its own: connecting, the wire, progress and
 // how it cleans up after a failure.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -19,7 +25,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
+
+#include "base/deadline.h"
+#include "base/log.h"
 
 #include "transport/device_options.h"
 #include "transport/tag_matching.h"
@@ -55,6 +66,14 @@ class CommonConnectionOwner {
 // "signature 0x…": the words for a signature when the Context gave none.
 std::string plain_signature(uint64_t signature);
 
+// What an abort reports: `reason`, or "rank N: aborted" where the caller gave none.
+std::exception_ptr abort_reason(int rank, std::exception_ptr reason);
+// "<transport>: transport aborted: <what>" at `level` (nothing below the log level).
+void log_abort(int rank, std::string_view transport, const std::exception_ptr& reason, LogLevel level);
+// Aborted: "rank N: the transport device was destroyed" (while `pending`
+// requests were pending, where there were some).
+std::exception_ptr destroyed_error(int rank, size_t pending = 0);
+
 template <class Owner>
 class EngineCore : public Owner {
  public:
@@ -86,6 +105,37 @@ class EngineCore : public Owner {
  protected:
   ~EngineCore() = default;
 
+  // The orderly close's first step (tcp, shm): with requests still pending
+  // on `connections` the device aborts, naming how many (`engine`'s abort:
+  // the peers hear why); otherwise each connection says goodbye. Returns
+  // whether they did. Nothing when the device failed already.
+  template <class Engine, class Connection>
+  bool say_goodbye(Engine& engine, const std::vector<Connection*>& connections) {
+    if (failed()) return false;
+    size_t pending = 0;
+    for (Connection* connection : connections) pending += connection->pending_requests();
+    if (pending > 0) {
+      engine.abort(destroyed_error(rank_, pending), LogLevel::warn);
+      return false;
+    }
+    for (Connection* connection : connections) connection->send_goodbye();
+    return true;
+  }
+
+  // Under `lock` (on mutex_): the rank a peer dials waits until `admitted()`
+  // says its dialer arrived, the device fails (rethrown) or the deadline
+  // passes, in slices a far deadline cannot overflow. Returns how long it
+  // waited, for the timeout's message.
+  template <class Admitted>
+  Clock::duration wait_for_dialer_locked(std::unique_lock<std::mutex>& lock, Deadline deadline, Admitted admitted) {
+    const auto started = Clock::now();
+    while (!failure_ && !admitted() && !deadline.expired())
+      changed_.wait_for(lock, std::min(deadline.remaining() + std::chrono::milliseconds(1),
+                                       std::chrono::milliseconds(60'000)));
+    if (failure_) std::rethrow_exception(failure_);
+    return Clock::now() - started;
+  }
+
   // Under mutex_: makes `reason` the device's failure unless there is one
   // already, and wakes whoever waits on changed_. Returns whether it did:
   // the first failure is the one every later post reports.
@@ -112,7 +162,7 @@ class EngineCore : public Owner {
   const int rank_;
   const std::function<std::string(uint64_t)> describe_;
   const size_t max_unexpected_bytes_;
-  const std::shared_ptr<const PositionBoard> positions_;
+  const std::shared_ptr<const PositionTable> positions_;
   std::atomic<bool> failed_{false};
   ArrivalNotifier arrivals_;
   std::mutex failure_callback_mutex_;

@@ -1,4 +1,5 @@
-// The Mesh: links by peer, and failure and progress over every Device.
+// The Mesh: links by peer, connecting them, and progress over every
+// Device; the failure domain and the suspects are in mesh_failure.cc.
 #include "transport/mesh.h"
 
 #include <thread>
@@ -11,18 +12,16 @@
 namespace chorus::transport {
 namespace {
 
-// How long a rank whose connect failed looks for the peer's abort report.
-constexpr std::chrono::milliseconds kBoardWait{300};
 // How long a round of looks for awaited dials sleeps on one of them.
 constexpr std::chrono::milliseconds kSlice{20};
 
 }  // namespace
 
-Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionBoard> positions)
+Mesh::Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices, std::shared_ptr<PositionTable> positions)
     : rank_(rank),
       size_(size),
       devices_(std::move(devices)),
-      positions_(positions ? std::move(positions) : std::make_shared<PositionBoard>()) {
+      positions_(positions ? std::move(positions) : std::make_shared<PositionTable>()) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw InvalidArgument(cat("rank ", rank_, " is out of range for a job of size ", size_));
   links_.resize(static_cast<size_t>(size_));
@@ -184,42 +183,6 @@ void Mesh::knock_on(int peer) {
                               "why)"))));
 }
 
-std::exception_ptr Mesh::explain_loss(std::exception_ptr error) const {
-  if (!board_ || !error) return error;
-  try {
-    std::rethrow_exception(error);
-  } catch (const PeerLostError& lost) {
-    if (lost.peer_rank() >= 0 && lost.peer_rank() < size_ && lost.peer_rank() != rank_)
-      return with_peer_report(lost.peer_rank(), error);
-  } catch (...) {
-  }
-  return error;
-}
-
-std::exception_ptr Mesh::with_peer_report(int peer, std::exception_ptr error) const {
-  // Even once every pair of this rank is up: the peer's side of one may
-  // never have been (it aborted during the handshake).
-  if (!board_) return error;
-  CHORUS_LOG(debug, rank_, "lost peer rank ", peer, "; looking for its abort report");
-  if (std::optional<AbortReport> report = board_->find(peer, kBoardWait))
-    return adopt_abort(report->error_class, report->blamed_rank, report->text, rank_, peer);
-  return error;
-}
-
-void Mesh::fail_to_connect(int peer, std::exception_ptr error) {
-  // A peer that aborted before this pair connected refuses it, closes it or
-  // never dials; its own words are on the board (unless this Mesh failed
-  // first: then the error is ours).
-  // The Mesh's first failure wins: a dial that failed because the peer
-  // aborted over news this rank already has says less than that news.
-  if (failed()) std::rethrow_exception(failure());
-  error = with_peer_report(peer, std::move(error));
-  // Pairs that did connect go with the abort's cleanup; peers learn why
-  // from the abort, from the board, or from their own knock.
-  abort(error);
-  std::rethrow_exception(error);
-}
-
 bool Mesh::connected(int peer) const {
   return peer >= 0 && peer < size_ && peer != rank_ && ready_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
 }
@@ -272,135 +235,6 @@ void Mesh::begin_waiting() {
 
 void Mesh::end_waiting() {
   for (const auto& device : devices_) device->end_waiting();
-}
-
-void Mesh::post_to_board(std::exception_ptr reason) {
-  // Only peers this rank has no connection to need the board.
-  if (!board_ || fully_connected()) return;
-  CHORUS_LOG(debug, rank_, "leaving this rank's abort report on the board for peers it has no connection to");
-  board_->post(rank_, report_abort(reason));
-}
-
-bool Mesh::note_failure_locked(std::exception_ptr reason) {
-  const bool first = !failure_;
-  if (!failure_) {
-    failure_ = reason;
-    try {
-      std::rethrow_exception(reason);
-    } catch (const PeerLostError& error) {  // evidence of death, not a consequence of it
-      const int blamed = error.peer_rank();
-      if (blamed >= 0 && blamed < size_ && blamed != rank_ &&
-          std::find(suspects_.begin(), suspects_.end(), blamed) == suspects_.end())
-        suspects_.push_back(blamed);
-    } catch (...) {
-    }
-  }
-  failed_.store(true, std::memory_order_release);
-  return first;
-}
-
-std::vector<int> Mesh::suspects() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return suspects_;
-}
-
-void Mesh::abort(std::exception_ptr reason) {
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    first = note_failure_locked(reason);
-  }
-  // Before the devices close their listeners to peers that knock: by the
-  // time one learns this rank aborted, the words are there to read.
-  if (first) post_to_board(reason);
-  for (const auto& device : devices_) device->abort(reason);
-  arrivals_->bump();  // a receive from any peer waits on no request: wake it
-}
-
-bool Mesh::failed() const { return failed_.load(std::memory_order_acquire); }
-
-std::exception_ptr Mesh::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
-
-void Mesh::on_device_failure(const Device* source, std::exception_ptr reason) {
-  if (!failed()) {
-    std::exception_ptr explained = explain_loss(reason);
-    // The source relays its abort to its own peers after this returns:
-    // with the lost peer's words, not "the connection closed".
-    if (explained != reason)
-      for (const auto& device : devices_)
-        if (device.get() == source) device->relay_instead(explained);
-    reason = explained;
-  }
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    first = note_failure_locked(reason);
-  }
-  if (first) post_to_board(reason);
-  // Asynchronously: this may be a transport's own progress thread, which must
-  // not wait for another transport's thread.
-  for (const auto& device : devices_)
-    if (device.get() != source) device->abort_async(reason);
-  arrivals_->bump();  // a receive from any peer waits on no request: wake it
-}
-
-std::vector<int> Mesh::unresponsive_peers(std::chrono::milliseconds grace) {
-  std::vector<int> everyone;
-  for (int peer = 0; peer < size_; ++peer)
-    if (peer != rank_ && connected(peer)) everyone.push_back(peer);
-  const std::vector<PeerReport> reports = ask_positions(everyone, /*group=*/0, grace);
-  std::vector<int> silent;
-  for (size_t i = 0; i < everyone.size(); ++i)
-    if (!reports[i].answered) silent.push_back(everyone[i]);
-  return silent;
-}
-
-std::vector<KnockAnswer> Mesh::knock_unconnected(const std::vector<int>& peers) {
-  std::vector<KnockAnswer> answers;
-  for (int peer : peers) {
-    check_peer_rank(peer);
-    const auto index = static_cast<size_t>(peer);
-    answers.push_back(links_[index].device ? links_[index].device->knock(peer, peer_addresses_[index])
-                                           : KnockAnswer::unknown);
-    if (answers.back() == KnockAnswer::silent || answers.back() == KnockAnswer::refused) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (std::find(suspects_.begin(), suspects_.end(), peer) == suspects_.end()) suspects_.push_back(peer);
-    }
-  }
-  return answers;
-}
-
-std::vector<Mesh::PeerReport> Mesh::ask_positions(const std::vector<int>& peers, uint64_t group,
-                                                  std::chrono::milliseconds grace) {
-  const uint64_t probe = last_probe_.fetch_add(1, std::memory_order_relaxed) + 1;
-  std::vector<PeerReport> reports(peers.size());
-  std::vector<size_t> waiting;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    if (peers[i] == rank_ || !connected(peers[i])) continue;
-    pair(peers[i]).send_liveness_probe(probe, group);
-    waiting.push_back(i);
-  }
-  const Deadline deadline = Deadline::after(grace);
-  while (!waiting.empty()) {
-    progress();  // answers may be ours to read while this thread polls
-    std::erase_if(waiting, [&](size_t i) {
-      Pair& asked = pair(peers[i]);
-      if (!asked.liveness_answered(probe)) return false;
-      reports[i].answered = true;
-      // A later probe about another group may have overtaken ours: alive, position unknown.
-      if (std::optional<uint64_t> code = asked.answered_position(probe, group)) reports[i].position = decode_position(*code);
-      return true;
-    });
-    if (waiting.empty() || deadline.expired()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i : waiting)
-    if (std::find(suspects_.begin(), suspects_.end(), peers[i]) == suspects_.end()) suspects_.push_back(peers[i]);
-  return reports;
 }
 
 }  // namespace chorus::transport

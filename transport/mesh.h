@@ -26,7 +26,7 @@
 #include "base/deadline.h"
 #include "base/link_model.h"
 #include "base/memory.h"
-#include "transport/abort_board.h"
+#include "transport/abort_record.h"
 #include "transport/positions.h"
 #include "transport/transport.h"
 
@@ -45,10 +45,10 @@ class Mesh {
   // peer gets a route (set_route: its transport and published address) and
   // is connected by connect(), or gets ready Pairs at once (set_link, for
   // tests that build Pairs themselves).
-  // `positions` is the board the Devices' probe answers read (DeviceOptions::
+  // `positions` is the table the Devices' probe answers read (DeviceOptions::
   // positions); null: the Mesh makes one of its own.
   Mesh(int rank, int size, std::vector<std::unique_ptr<Device>> devices,
-       std::shared_ptr<PositionBoard> positions = nullptr);
+       std::shared_ptr<PositionTable> positions = nullptr);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
@@ -84,9 +84,9 @@ class Mesh {
   // one that aborted or is gone fails this rank as connect()'s wait would.
   bool connect_if_ready(int peer, Deadline deadline, bool knock = false);
   // Where this rank leaves its abort report, and finds a peer's, while some
-  // pair is unconnected (transport/abort_board.h). Null: nowhere (a failure
+  // pair is unconnected (transport/abort_record.h). Null: nowhere (a failure
   // to connect then says only that the peer aborted or is gone).
-  void set_abort_board(std::shared_ptr<AbortBoard> board) { board_ = std::move(board); }
+  void set_abort_record(std::shared_ptr<AbortRecord> record) { abort_record_ = std::move(record); }
   // Whether every peer's Pairs exist (no connect() can have work to do).
   bool fully_connected() const { return unconnected_.load(std::memory_order_acquire) == 0; }
 
@@ -126,7 +126,7 @@ class Mesh {
 
   // Where this rank is in each Context: the executor writes it, answers to
   // the peers' probes read it.
-  PositionBoard& positions() const { return *positions_; }
+  PositionTable& positions() const { return *positions_; }
   struct PeerReport {
     bool answered = false;  // false: silent within the grace (stopped, stuck, cut off)
     Position position;      // where it is in the group asked about
@@ -138,9 +138,9 @@ class Mesh {
                                         std::chrono::milliseconds grace);
 
   // `error`, or where it is a PeerLostError and the lost peer left an abort
-  // report on the board, that report as this rank's error: a peer that
+  // report in the abort record, that report as this rank's error: a peer that
   // aborted closes the pairs it never took up (on demand) without a word.
-  // Without a board (the full mesh) always `error`.
+  // Without an abort record (the full mesh) always `error`.
   std::exception_ptr explain_loss(std::exception_ptr error) const;
 
   // Knocks (transport/knock.h) on the listeners of `peers`, which must have
@@ -170,9 +170,13 @@ class Mesh {
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
+  // Records `reason` as the Mesh's failure unless it has one; the first
+  // also goes to the abort record (post_abort_record).
+  void note_failure(const std::exception_ptr& reason);
   // Returns whether this was the Mesh's first failure.
   bool note_failure_locked(std::exception_ptr reason);
-  void post_to_board(std::exception_ptr reason);
+  void post_abort_record(std::exception_ptr reason);
+  void add_suspect_locked(int peer);  // once each
   const Link& link_of(int peer) const;
   void check_peer_rank(int peer) const;
   // Connects `peer`'s missing streams; false when `slice` and the deadline
@@ -181,7 +185,7 @@ class Mesh {
   // Throws (after aborting) if the listener of a peer we wait for says it aborted or is gone.
   void knock_on(int peer);
   [[noreturn]] void fail_to_connect(int peer, std::exception_ptr error);
-  // `error` or, where the peer left an abort report on the board, that report as this rank's error.
+  // `error` or, where the peer left an abort report in the abort record, that report as this rank's error.
   std::exception_ptr with_peer_report(int peer, std::exception_ptr error) const;
 
   int rank_;
@@ -197,13 +201,13 @@ class Mesh {
   std::unique_ptr<std::atomic<bool>[]> ready_;
   std::unique_ptr<std::mutex[]> connecting_;
   std::atomic<int> unconnected_;
-  std::shared_ptr<AbortBoard> board_;
+  std::shared_ptr<AbortRecord> abort_record_;
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> last_probe_{0};
   std::vector<int> suspects_;  // under mutex_
-  std::shared_ptr<PositionBoard> positions_;
+  std::shared_ptr<PositionTable> positions_;
   std::vector<bool> device_memory_ranks_;
   std::vector<bool> peer_mapping_ranks_;
 };

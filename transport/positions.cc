@@ -29,21 +29,27 @@ std::string describe_position(Position position) {
   return cat("finished #", position.sequence, " and has called nothing since");
 }
 
-void PositionAnswer::record(uint64_t probe, uint64_t group, uint64_t position) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (probe < probe_) return;  // answers may overtake each other across threads
-  probe_ = probe;
-  group_ = group;
-  position_ = position;
+void ProbeAnswers::record(uint64_t probe, uint64_t group, uint64_t position) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (probe >= probe_) {  // answers may overtake each other across threads
+      probe_ = probe;
+      group_ = group;
+      position_ = position;
+    }
+  }
+  uint64_t known = answered_.load(std::memory_order_relaxed);
+  while (probe > known && !answered_.compare_exchange_weak(known, probe, std::memory_order_acq_rel)) {
+  }
 }
 
-std::optional<uint64_t> PositionAnswer::position(uint64_t probe, uint64_t group) const {
+std::optional<uint64_t> ProbeAnswers::position(uint64_t probe, uint64_t group) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (probe_ == 0 || probe_ < probe || group_ != group) return std::nullopt;
   return position_;
 }
 
-std::atomic<uint64_t>& PositionBoard::slot(uint64_t group) {
+std::atomic<uint64_t>& PositionTable::slot(uint64_t group) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Entry& entry : entries_)
     if (entry.group == group) return entry.code;
@@ -52,7 +58,7 @@ std::atomic<uint64_t>& PositionBoard::slot(uint64_t group) {
   return added.code;
 }
 
-uint64_t PositionBoard::read(uint64_t group) const {
+uint64_t PositionTable::read(uint64_t group) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Entry& entry : entries_)
     if (entry.group == group) return entry.code.load(std::memory_order_relaxed);

@@ -32,24 +32,29 @@ Position decode_position(uint64_t code);
 // "in #12", "finished #11 and called nothing since", "has called nothing".
 std::string describe_position(Position position);
 
-// The newest answer a connection got to a probe (what its transport's
-// progress thread records and Pair::answered_position reads).
-class PositionAnswer {
+// The answers a connection got to its liveness probes (what its
+// transport's progress thread records, and Pair::liveness_answered and
+// Pair::answered_position read), kept the same way by every transport.
+class ProbeAnswers {
  public:
+  // The position first: whoever sees the probe answered may read it.
   void record(uint64_t probe, uint64_t group, uint64_t position);
+  // Whether the answer to `probe` or a later probe came (probes are numbered upwards).
+  bool answered(uint64_t probe) const { return answered_.load(std::memory_order_acquire) >= probe; }
   // The position reported for `group` by the answer to `probe` or a later
   // probe about it; nullopt when the newest answer is older or about
   // another group.
   std::optional<uint64_t> position(uint64_t probe, uint64_t group) const;
 
  private:
+  std::atomic<uint64_t> answered_{0};
   mutable std::mutex mutex_;
   uint64_t probe_ = 0;
   uint64_t group_ = 0;
   uint64_t position_ = 0;
 };
 
-class PositionBoard {
+class PositionTable {
  public:
   // The slot of a group, made on first use; its address never changes, so a
   // Communicator keeps a pointer and writes it without a lock.

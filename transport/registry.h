@@ -41,7 +41,7 @@ struct DeviceOptions {
   std::function<std::string(uint64_t)> describe_signature;
   // Where this rank is in each Context (transport/positions.h): what its
   // answers to liveness probes report. Null: nothing known.
-  std::shared_ptr<const PositionBoard> positions;
+  std::shared_ptr<const PositionTable> positions;
 };
 
 // One rank as a probe sees it.

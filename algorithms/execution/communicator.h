@@ -102,7 +102,7 @@ class Communicator {
   // The selections and plans of the calls run so far (plan_cache.h).
   PlanCache& plan_cache() const { return *plan_cache_; }
   // Where this rank is in this Communicator's collectives (its slot of the
-  // Mesh's transport::PositionBoard): set when a collective starts and ends,
+  // Mesh's transport::PositionTable): set when a collective starts and ends,
   // read by the peers' liveness probes.
   void note_started(uint32_t sequence) const;
   void note_finished(uint32_t sequence) const;

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "test/transport/conformance.h"
-#include "transport/abort_board.h"
+#include "transport/abort_record.h"
 #include "transport/file_descriptor.h"
 #include "transport/knock.h"
 #include "transport/mesh.h"
@@ -25,8 +25,8 @@ using namespace chorus::transport::testing;
 
 namespace {
 
-// An in-memory board, as the store-backed one behaves.
-class MemoryBoard : public AbortBoard {
+// An in-memory abort record, as the store-backed one behaves.
+class MemoryAbortRecord : public AbortRecord {
  public:
   void post(int rank, const AbortReport& report) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -155,9 +155,9 @@ TEST_CASE("mesh on demand: a rank waiting for a peer that aborted fails with the
     WARN(transport << " cannot knock: its waits end at the timeout");
     return;
   }
-  auto board = std::make_shared<MemoryBoard>();
-  meshes[0]->set_abort_board(board);
-  meshes[1]->set_abort_board(board);
+  auto record = std::make_shared<MemoryAbortRecord>();
+  meshes[0]->set_abort_record(record);
+  meshes[1]->set_abort_record(record);
   const auto start = Clock::now();
   auto waiting = std::async(std::launch::async, [&] { meshes[0]->connect(1, Deadline::after(20s)); });
   std::this_thread::sleep_for(100ms);
@@ -168,7 +168,7 @@ TEST_CASE("mesh on demand: a rank waiting for a peer that aborted fails with the
   REQUIRE_THROWS_WITH(std::rethrow_exception(meshes[0]->failure()),
                       "rank 0: peer rank 1 aborted: rank 1: broadcast root 9 is out of range");
 
-  // Without a board the wait still ends at once, naming the peer.
+  // Without an abort record the wait still ends at once, naming the peer.
   auto bare = routed_meshes(make_devices(transport, 2));
   auto bare_wait = std::async(std::launch::async, [&] { bare[0]->connect(1, Deadline::after(20s)); });
   std::this_thread::sleep_for(100ms);

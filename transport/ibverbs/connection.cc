@@ -1,5 +1,5 @@
-// The protocol on one queue pair (connection.h): the handshake's proof and
-// posting; completions and closing are in connection_completions.cc.
+// The protocol on one queue pair (connection.h): posting; setting up is in
+// connection_setup.cc, completions and closing in connection_completions.cc.
 #include "transport/ibverbs/connection.h"
 
 #include <arpa/inet.h>
@@ -10,9 +10,9 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/little_endian.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_matching.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::ibverbs {
@@ -21,87 +21,8 @@ namespace {
 // Ordinary messages leave this many credits: one for a credit message, one
 // for an abort or goodbye.
 constexpr uint32_t kReservedCredits = 2;
-// Below this, a message is copied into the work request itself.
-constexpr uint32_t kInlineWanted = 256;
 
 }  // namespace
-
-Connection::Connection(ConnectionOwner& owner, uint32_t id, rdma_cm_id* cm_id, bool dialer, int peer_rank,
-                       int stream)
-    : owner_(owner), id_(id), cm_id_(cm_id), dialer_(dialer), peer_rank_(peer_rank), stream_(stream) {
-  peer_label_ = cat("peer rank ", peer_rank);
-}
-
-Connection::~Connection() {
-  // The queue pair goes before the region its receives point into.
-  if (has_queue_pair_) rdma_destroy_qp(cm_id_);
-  slots_region_.reset();
-  if (cm_id_) rdma_destroy_id(cm_id_);
-}
-
-std::string Connection::create_queue_pair_locked(ibv_pd* pd, ibv_cq* cq, uint32_t max_send_wr,
-                                                 size_t max_message_bytes) {
-  const size_t bytes = 2 * size_t{kSlots} * kSlotBytes;
-  void* memory = nullptr;
-  if (::posix_memalign(&memory, 4096, bytes) != 0) return "cannot allocate the message slots";
-  slots_ = std::unique_ptr<std::byte[], void (*)(void*)>(static_cast<std::byte*>(memory), std::free);
-  std::memset(memory, 0, bytes);
-  try {
-    slots_region_ = owner_.register_owned(slots_.get(), bytes);
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  ibv_qp_init_attr attributes{};
-  attributes.send_cq = cq;
-  attributes.recv_cq = cq;
-  attributes.qp_type = IBV_QPT_RC;
-  attributes.cap.max_send_wr = max_send_wr;
-  attributes.cap.max_recv_wr = kSlots;
-  attributes.cap.max_send_sge = 1;
-  attributes.cap.max_recv_sge = 1;
-  attributes.cap.max_inline_data = kInlineWanted;
-  if (rdma_create_qp(cm_id_, pd, &attributes) != 0) {
-    // Some devices take no inline data at all.
-    attributes.cap.max_inline_data = 0;
-    if (rdma_create_qp(cm_id_, pd, &attributes) != 0)
-      return cat("cannot create a queue pair: ", errno_text(errno));
-  }
-  has_queue_pair_ = true;
-  // The id, not a pointer: an asynchronous event may name a queue pair being destroyed.
-  cm_id_->qp->qp_context = reinterpret_cast<void*>(static_cast<uintptr_t>(id_));
-  max_send_wr_ = std::min(max_send_wr, attributes.cap.max_send_wr);
-  max_inline_ = attributes.cap.max_inline_data;
-  max_message_bytes_ = max_message_bytes;
-  for (uint32_t slot = 0; slot < kSlots; ++slot) free_send_slots_.push_back(kSlots + slot);
-  for (uint32_t slot = 0; slot < kSlots; ++slot) {
-    repost_receive_locked(slot);
-    if (receives_posted_ != slot + 1) return cat("cannot post receive ", slot, ": ", errno_text(errno));
-  }
-  credits_owed_ = 0;  // the initial window is known to both sides
-  return {};
-}
-
-// ------------------------------------------------------------ handshake
-
-Proof Connection::proof(bool of_dialer, const JobSecret& secret) const {
-  std::byte link[12];
-  const int dialer_rank = dialer_ ? owner_.rank() : peer_rank_;
-  const int acceptor_rank = dialer_ ? peer_rank_ : owner_.rank();
-  store_le(link + 0, static_cast<uint32_t>(dialer_rank), 4);
-  store_le(link + 4, static_cast<uint32_t>(acceptor_rank), 4);
-  store_le(link + 8, static_cast<uint32_t>(stream_), 4);
-  const Challenge& dialer_challenge = dialer_ ? my_challenge : peer_challenge;
-  const Challenge& acceptor_challenge = dialer_ ? peer_challenge : my_challenge;
-  return secret.prove(of_dialer ? "ibverbs dialer" : "ibverbs acceptor",
-                      {std::span<const std::byte>(dialer_challenge), std::span<const std::byte>(acceptor_challenge),
-                       std::span<const std::byte>(link)});
-}
-
-void Connection::send_proof_locked(const Proof& proof) {
-  MessageHeader header;
-  header.kind = MessageKind::proof;
-  queue_locked(header, std::vector<std::byte>(proof.begin(), proof.end()));
-}
 
 // ------------------------------------------------------------ posting
 
@@ -162,20 +83,31 @@ void Connection::post_send_locked(Request& request, Tag tag, std::span<const std
   if (tag.eager) request.complete();
 }
 
-void Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte> data) {
-  if (EarlyMessage* arrived = matching_.unclaimed(tag)) {
-    // Forgotten before delivery: a mismatch fails the device, which must not find it.
-    EarlyMessage message = std::move(*arrived);
-    matching_.remove(*arrived);
-    PostedReceive receive{&request, tag, data};
-    deliver_locked(receive, message.tag, message.bytes, message.rendezvous, message.send_id, message.payload);
-    return;
+bool Connection::post_recv_locked(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived,
+                                  const std::exception_ptr& device_failure) {
+  const ReceivePosting posting = post_receive_locked(
+      matching_, owner_, peer_rank_, device_failure != nullptr, peer_said_goodbye_, request, tag, data,
+      only_if_arrived, [&](EarlyMessage& arrived, const PostedReceive& receive) {
+        EarlyMessage message = std::move(arrived);
+        matching_.remove(arrived);
+        PostedReceive posted = receive;
+        deliver_locked(posted, message.tag, message.bytes, message.rendezvous, message.send_id, message.payload);
+      });
+  switch (posting.kind) {
+    case ReceivePosting::Kind::taken:
+    case ReceivePosting::Kind::posted: return true;
+    case ReceivePosting::Kind::not_arrived: return false;
+    case ReceivePosting::Kind::failed: request.fail(device_failure); return true;
+    case ReceivePosting::Kind::peer_closed:
+      request.fail(closed_context_error(cat(" before it sent ", describe_tag(tag.group, tag.value))));
+      return true;
+    case ReceivePosting::Kind::mismatched:
+      // The receiver's error: the sender hears it as this rank's abort.
+      request.fail(posting.error);
+      owner_.fail_locked(posting.error);
+      return true;
   }
-  if (peer_said_goodbye_) {
-    request.fail(closed_context_error(cat(" before it sent ", describe_tag(tag.group, tag.value))));
-    return;
-  }
-  matching_.post({&request, tag, data});
+  return true;
 }
 
 void Connection::send_probe_locked(uint64_t probe, uint64_t group) {

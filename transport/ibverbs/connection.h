@@ -107,21 +107,24 @@ class Connection {
   Proof proof(bool of_dialer, const JobSecret& secret) const;
   void send_proof_locked(const Proof& proof);
 
-  // User side.
+  // User side, through ConnectionPair: each takes the engine's lock.
+  void post_send(Request& request, Tag tag, std::span<const std::byte> data);
+  bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
+  void post_one_sided(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
+  void send_probe(uint64_t probe, uint64_t group);
+  // ...and under it.
   void post_send_locked(Request& request, Tag tag, std::span<const std::byte> data);
-  void post_recv_locked(Request& request, Tag tag, std::span<std::byte> data);
-  // Whether a message with this tag arrived that no receive took yet
-  // (post_recv_locked would take it at once): Pair::post_recv_if_arrived.
-  bool has_arrival_locked(const Tag& tag) const {
-    return matching_.has_unclaimed(tag);
-  }
+  // Pair::post_recv (only_if_arrived: post_recv_if_arrived, returning
+  // whether it posted); `device_failure`: the engine's, null while it lives.
+  bool post_recv_locked(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived,
+                        const std::exception_ptr& device_failure);
   void send_probe_locked(uint64_t probe, uint64_t group);
   // RDMA write (put) or read (get) of [local, local + bytes) to or from the
   // peer's registered memory, in chunks of at most the largest message.
   void post_one_sided_locked(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
-  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  bool probe_answered(uint64_t probe) const { return probe_answers_.answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
-    return position_answer_.position(probe, group);
+    return probe_answers_.position(probe, group);
   }
 
   // Completions for this connection's work requests. `proven` is called
@@ -249,8 +252,7 @@ class Connection {
 
   bool peer_said_goodbye_ = false;
   bool requests_failed_ = false;
-  std::atomic<uint64_t> answered_probe_{0};
-  PositionAnswer position_answer_;
+  ProbeAnswers probe_answers_;
 };
 
 // wr_id: the connection id, what the request was, and a slot or send id.

@@ -14,6 +14,7 @@
 #include "base/little_endian.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_matching.h"
 #include "transport/file_descriptor.h"
 
 namespace chorus::transport::ibverbs {
@@ -133,9 +134,7 @@ void Connection::on_message_locked(const MessageHeader& header, std::span<const 
       return;
     }
     case MessageKind::answer:
-      position_answer_.record(header.a, header.b, header.c);
-      if (header.a > answered_probe_.load(std::memory_order_relaxed))
-        answered_probe_.store(header.a, std::memory_order_release);
+      probe_answers_.record(header.a, header.b, header.c);
       return;
     case MessageKind::abort: {
       if (header.d != payload.size() || header.d > kMaxAbortTextBytes)
@@ -153,21 +152,14 @@ void Connection::on_message_locked(const MessageHeader& header, std::span<const 
 
 void Connection::on_data_locked(const Tag& tag, size_t bytes, bool rendezvous, uint64_t send_id,
                                 std::span<const std::byte> payload) {
-  PostedMatch match = matching_.match_posted(tag, bytes);
+  auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, bytes, bytes + kArrivalOverhead);
   // A receive that does not fit stays posted: the cleanup after this failure fails it.
-  if (match.kind == PostedMatch::Kind::mismatched)
-    return owner_.fail_locked(owner_.mismatch_error(peer_rank_, tag, bytes, match.receive));
-  if (match.kind == PostedMatch::Kind::taken) {
+  if (match.error) return owner_.fail_locked(match.error);
+  if (match.receive.request) {
     deliver_locked(match.receive, tag, bytes, rendezvous, send_id, payload);
     return;
   }
-  const size_t charge = bytes + kArrivalOverhead;
-  if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(charge, limit)) {
-    owner_.fail_locked(
-        unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, bytes, matching_.buffered_bytes(), limit));
-    return;
-  }
-  EarlyMessage& arrived = matching_.add(tag, bytes, charge);
+  EarlyMessage& arrived = *match.kept;
   arrived.rendezvous = rendezvous;
   arrived.send_id = send_id;
   if (!rendezvous) arrived.payload.assign(payload.begin(), payload.end());

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include "base/log.h"
 #include "transport/abort_report.h"
 #include "transport/nonce.h"
+#include "transport/receive_matching.h"
 
 namespace chorus::transport::ibverbs {
 namespace {
@@ -84,24 +84,13 @@ Engine::Engine(const IbverbsDeviceOptions& options) : EngineCore(options), optio
   published_.streams = options.streams;
   published_.device = ibv_get_device_name(verbs_->device);
 
-  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_.valid() || !wake_fd_.valid())
-    throw IoError(cat("rank ", rank(), ": cannot create the ibverbs progress engine: ", errno_text(errno)));
+  loop_.open(rank(), "ibverbs", wake_token);
   set_nonblocking(channel_->fd);
   set_nonblocking(completion_channel_->fd);
   set_nonblocking(verbs_->async_fd);
-  const std::pair<int, Token> watched[] = {{wake_fd_.get(), wake_token},
-                                           {channel_->fd, cm_token},
-                                           {completion_channel_->fd, completion_token},
-                                           {verbs_->async_fd, async_token}};
-  for (const auto& [fd, token] : watched) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.u64 = token;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0)
-      throw IoError(cat("rank ", rank(), ": cannot watch the RDMA device: ", errno_text(errno)));
-  }
+  if (!loop_.watch(channel_->fd, cm_token) || !loop_.watch(completion_channel_->fd, completion_token) ||
+      !loop_.watch(verbs_->async_fd, async_token))
+    throw IoError(cat("rank ", rank(), ": cannot watch the RDMA device: ", errno_text(errno)));
   CHORUS_LOG(debug, rank(), "ibverbs: listening on ", published_.to_string(), ", max message ", max_message_bytes_,
              " bytes, path MTU ", 128 << port.active_mtu, " bytes, on-demand paging ",
              registrar_->on_demand() ? "yes" : "no");
@@ -129,8 +118,7 @@ void Engine::start() {
   if (!available()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   thread_running_ = true;
-  thread_ = std::thread([this] { run(); });
-  thread_id_ = thread_.get_id();
+  loop_.start([this] { loop_.run<8>(*this); });
 }
 
 std::vector<std::byte> Engine::address() const {
@@ -154,109 +142,33 @@ void Engine::check_peer(int peer_rank, std::span<const std::byte> peer_address) 
 }
 
 
-void Engine::wake() {
-  if (!wake_fd_.valid()) return;
-  const uint64_t one = 1;
-  [[maybe_unused]] auto written = ::write(wake_fd_.get(), &one, sizeof(one));
-}
-
-// ---------------------------------------------------------------- registration
-
-std::shared_ptr<MemoryRegion> Engine::region_for(const std::byte* data, size_t bytes) {
-  // Cached where the device pages on demand, and so follows the memory
-  // wherever it is remapped.
-  if (registrar_->on_demand())
-    return std::static_pointer_cast<MemoryRegion>(cache_->acquire(data, bytes, Memory::host()));
-  // Registered by the caller (register_memory), or chorus's own long-lived
-  // memory pinned by an earlier message.
-  if (auto cached = cache_->find(data, bytes, Memory::host())) return std::static_pointer_cast<MemoryRegion>(cached);
-  // chorus's own long-lived memory (the executor's scratch): pinned whole,
-  // once, and kept until chorus retires it (retiring(), before it is freed).
-  std::shared_ptr<Registration> whole;
-  if (long_lived_memory::with_range_containing(data, bytes, [&](MemoryRange range) {
-        whole = cache_->acquire(range.start, range.bytes, Memory::host());
-      }))
-    return std::static_pointer_cast<MemoryRegion>(whole);
-  // The caller's memory that the caller never registered: for this message
-  // only. A cached pin would outlive a free() and a new buffer at the same
-  // address would receive into the old pages.
-  return register_owned(data, bytes);
-}
-
-void Engine::retiring(MemoryRange range) { cache_->invalidate(range.start, range.bytes); }
-
-std::shared_ptr<MemoryRegion> Engine::register_owned(const std::byte* data, size_t bytes) {
-  return std::static_pointer_cast<MemoryRegion>(registrar_->register_range(data, bytes, Memory::host()));
-}
-
-namespace {
-
-// What register_memory hands out: holds the cached region and forgets it
-// when the caller lets go, since the memory may be freed right after.
-class ExplicitRegistration final : public Registration {
- public:
-  ExplicitRegistration(std::shared_ptr<Registration> region, std::shared_ptr<void> engine,
-                       RegistrationCache& cache)
-      : Registration(region->address(), region->bytes(), region->memory()),
-        region_(std::move(region)),
-        engine_(std::move(engine)),
-        cache_(cache) {}
-  ~ExplicitRegistration() override { cache_.invalidate(address(), bytes()); }
-  std::optional<RemoteMemory> remote() const override { return region_->remote(); }
-
- private:
-  std::shared_ptr<Registration> region_;
-  std::shared_ptr<void> engine_;  // keeps the cache alive
-  RegistrationCache& cache_;
-};
-
-}  // namespace
-
-std::shared_ptr<Registration> Engine::register_memory(std::span<const std::byte> data) {
-  if (!available()) throw InvalidArgument(cat("rank ", rank(), ": no RDMA device to register memory with"));
-  return std::make_shared<ExplicitRegistration>(cache_->acquire(data.data(), data.size(), Memory::host()),
-                                                shared_from_this(), *cache_);
-}
+void Engine::wake() { loop_.wake(); }
 
 // ---------------------------------------------------------------- the progress thread
 
-void Engine::run() {
-  epoll_event events[8];
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // An abort's messages go out even when the device is closed right after it.
-      if (cleanup_pending_) cleanup(lock);
-      if (stopping_) break;
-      // While callers poll, completions are theirs; this thread keeps to
-      // connection events (end_polling wakes it).
-      if (polling_callers_.load(std::memory_order_acquire) == 0) {
-        if (poll_completions_locked(64) > 0) continue;
-        ibv_req_notify_cq(cq_.get(), 0);
-        // Whatever completed between the last poll and arming.
-        if (poll_completions_locked(64) > 0) continue;
-      }
-      expire_handshakes_locked();
-    }
-    const int ready = ::epoll_wait(epoll_.get(), events, 8, 100);
-    for (int i = 0; i < ready; ++i) {
-      switch (events[i].data.u64) {
-        case wake_token: {
-          uint64_t count = 0;
-          [[maybe_unused]] auto got = ::read(wake_fd_.get(), &count, sizeof(count));
-          break;
-        }
-        case cm_token:
-          handle_cm_events();
-          break;
-        case completion_token:
-          drain_completion_channel();
-          break;
-        case async_token:
-          handle_async_events();
-          break;
-      }
-    }
+ProgressLoop::Turn Engine::before_wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // An abort's messages go out even when the device is closed right after it.
+  if (cleanup_pending_) cleanup(lock);
+  if (loop_.stopping()) return ProgressLoop::Turn::stop;
+  // While callers poll, completions are theirs; this thread keeps to
+  // connection events (end_polling wakes it).
+  if (polling_callers_.load(std::memory_order_acquire) == 0) {
+    if (poll_completions_locked(64) > 0) return ProgressLoop::Turn::again;
+    ibv_req_notify_cq(cq_.get(), 0);
+    // Whatever completed between the last poll and arming.
+    if (poll_completions_locked(64) > 0) return ProgressLoop::Turn::again;
+  }
+  expire_handshakes_locked();
+  return ProgressLoop::Turn::wait;
+}
+
+void Engine::dispatch(uint64_t token, uint32_t /*events*/) {
+  switch (token) {
+    case wake_token: return loop_.drain_wake();
+    case cm_token: return handle_cm_events();
+    case completion_token: return drain_completion_channel();
+    case async_token: return handle_async_events();
   }
 }
 
@@ -346,24 +258,11 @@ void Engine::post_send(Connection& connection, Request& request, Tag tag, std::s
   }
 }
 
-void Engine::post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data) {
-  request.mark_pending();
+bool Engine::post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data,
+                       bool only_if_arrived) {
+  mark_pending_unless_only_if_arrived(request, only_if_arrived);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_) return request.fail(failure_);
-  connection.post_recv_locked(request, tag, data);
-}
-
-bool Engine::post_recv_if_arrived(Connection& connection, Request& request, Tag tag, std::span<std::byte> data) {
-  // The request stays idle unless something is posted: marked under the lock.
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!failure_ && !connection.has_arrival_locked(tag)) return false;
-  request.mark_pending();
-  if (failure_) {
-    request.fail(failure_);
-    return true;
-  }
-  connection.post_recv_locked(request, tag, data);
-  return true;
+  return connection.post_recv_locked(request, tag, data, only_if_arrived, failure_);
 }
 
 void Engine::post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
@@ -406,10 +305,9 @@ void Engine::fail_locked(std::exception_ptr reason) {
 }
 
 void Engine::abort(std::exception_ptr reason, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
   std::unique_lock<std::mutex> lock(mutex_);
-  fail_locked(std::move(reason));
-  if (!thread_running_ || std::this_thread::get_id() == thread_id_) {
+  fail_locked(abort_reason(rank(), std::move(reason)));
+  if (!thread_running_ || loop_.on_thread()) {
     if (cleanup_pending_) cleanup(lock);
     return;
   }
@@ -419,12 +317,7 @@ void Engine::abort(std::exception_ptr reason, bool wait) {
 void Engine::cleanup(std::unique_lock<std::mutex>& lock) {
   cleanup_pending_ = false;
   const std::exception_ptr reason = failure_;
-  try {
-    std::rethrow_exception(reason);
-  } catch (const std::exception& error) {
-    CHORUS_LOG(info, rank(), "ibverbs: transport aborted: ", error.what());
-  } catch (...) {
-  }
+  log_abort(rank(), "ibverbs", reason, LogLevel::info);
   if (callback_due_) {
     callback_due_ = false;
     lock.unlock();
@@ -497,14 +390,12 @@ void Engine::shutdown() {
   // An abort still on its way (abort_async) finishes first: its peers hear why.
   if (cleanup_pending_ && !thread_running_) cleanup(lock);
   changed_.wait_for(lock, kAbortMessageBudget + kFlushBudget, [&] { return !cleanup_pending_; });
-  stopping_ = true;
   lock.unlock();
-  wake();
-  if (thread_.joinable()) thread_.join();
+  loop_.stop();
   lock.lock();
   thread_running_ = false;
   if (!failure_)
-    record_failure_locked(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed"))));
+    record_failure_locked(destroyed_error(rank()));
   for (auto& connection : connections_) {
     if (!connection) continue;
     if (connection->state() == LinkState::ready) rdma_disconnect(connection->cm_id());

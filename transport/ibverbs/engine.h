@@ -27,7 +27,7 @@
 
 #include "base/long_lived_memory.h"
 #include "transport/rejection_log.h"
-#include "transport/file_descriptor.h"
+#include "transport/progress_poll.h"
 #include "transport/ibverbs/address.h"
 #include "transport/ibverbs/connection.h"
 #include "transport/ibverbs/ibverbs.h"
@@ -73,8 +73,8 @@ class Engine final : public EngineCore<ConnectionOwner>,
 
   // Pair side.
   void post_send(Connection& connection, Request& request, Tag tag, std::span<const std::byte> data);
-  void post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data);
-  bool post_recv_if_arrived(Connection& connection, Request& request, Tag tag, std::span<std::byte> data);
+  // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
+  bool post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
   void send_probe(Connection& connection, uint64_t probe, uint64_t group);
   void post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
                       RemoteMemory remote);
@@ -98,7 +98,14 @@ class Engine final : public EngineCore<ConnectionOwner>,
     std::vector<std::byte> private_data;
   };
 
-  void run();
+  // The progress thread: ProgressLoop::run and its hooks. A failing wait
+  // is retried (the next wake-up or the timeout comes round again).
+  friend class transport::ProgressLoop;
+  ProgressLoop::Turn before_wait();
+  static int wait_timeout_ms() { return 100; }
+  static bool wait_failed(const std::exception_ptr&) { return true; }
+  void dispatch(uint64_t token, uint32_t events);
+  static void after_wait() {}
   // Polls up to `budget` completions; returns how many.
   size_t poll_completions_locked(int budget);
   void handle_completion_locked(const ibv_wc& completion);
@@ -136,17 +143,13 @@ class Engine final : public EngineCore<ConnectionOwner>,
   size_t max_message_bytes_ = 0;
   uint32_t max_send_wr_ = kSendDepth;
   uint8_t max_read_atoms_ = 0;
-  Fd epoll_;
-  Fd wake_fd_;
-  std::thread thread_;
-  std::thread::id thread_id_;
+  ProgressLoop loop_;
 
   // Under mutex_ (EngineCore's):
   std::atomic<int> polling_callers_{0};
   bool cleanup_pending_ = false;
   bool cleanup_done_ = false;
   bool callback_due_ = false;
-  bool stopping_ = false;
   bool thread_running_ = false;
   bool shut_down_ = false;
   // By id (never reused); null once destroyed.

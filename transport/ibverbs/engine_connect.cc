@@ -110,15 +110,13 @@ std::unique_ptr<Pair> Engine::dial(const VerbsAddress& peer, int stream, Deadlin
 }
 
 std::unique_ptr<Pair> Engine::wait_for_dialer(const VerbsAddress& peer, int stream, Deadline deadline) {
-  const auto started = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   const std::pair<int, int> link{peer.rank, stream};
-  changed_.wait_until(lock, deadline.at(), [&] { return failure_ || admitted_.count(link); });
-  if (failure_) std::rethrow_exception(failure_);
+  const auto waited = wait_for_dialer_locked(lock, deadline, [&] { return admitted_.count(link) > 0; });
   auto found = admitted_.find(link);
   if (found == admitted_.end()) {
-    const auto waited = std::chrono::duration<double>(Clock::now() - started).count();
-    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited, " s waiting for peer rank ", peer.rank,
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ", std::chrono::duration<double>(waited).count(),
+                           " s waiting for peer rank ", peer.rank,
                            " (", peer.to_string(), ") to connect over RDMA",
                            options_.streams > 1 ? cat(" (stream ", stream, ")") : std::string()));
   }
@@ -297,7 +295,7 @@ void Engine::on_connect_request_locked(const CmEvent& event) {
   if (request->dialer_rank <= static_cast<uint32_t>(rank()) || request->dialer_rank >= static_cast<uint32_t>(options_.size) ||
       request->stream >= options_.streams)
     return refuse(cat("rank ", request->dialer_rank, " stream ", request->stream, " does not dial rank ", rank()));
-  if (failure_ || stopping_) return refuse("this device is closing");
+  if (failure_ || loop_.stopping()) return refuse("this device is closing");
   if (unproven_.size() >= kMaxUnproven) return refuse("too many connections are proving themselves already");
   if (event.id->verbs != verbs_) return refuse("it arrived on another RDMA device");
   Connection* connection = add_connection_locked(event.id, false, static_cast<int>(request->dialer_rank),

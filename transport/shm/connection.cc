@@ -1,6 +1,6 @@
-// One shared-memory peer (connection.h): construction, sending and receiving;
-// pulls and sleeping are in connection_pulls.cc, the side channel and failure
-// in connection_failure.cc.
+// One shared-memory peer (connection.h): construction and receiving; sending
+// is in connection_send.cc, pulls and sleeping in connection_pulls.cc, the
+// side channel and failure in connection_failure.cc.
 #include "transport/shm/connection.h"
 
 #include <sys/uio.h>
@@ -13,28 +13,13 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_matching.h"
 #include "transport/shm/side_channel.h"
 
 namespace chorus::transport::shm {
 namespace {
 
-struct PullOffer {
-  uint64_t address = 0;
-  uint32_t slot = 0;
-  uint32_t reserved = 0;
-  uint64_t generation = 0;
-};
-struct PulledNote {
-  uint32_t slot = 0;
-  uint32_t reserved = 0;
-  uint64_t generation = 0;
-};
-
-template <class T>
-std::span<const std::byte> bytes_of(const T& value) {
-  return {reinterpret_cast<const std::byte*>(&value), sizeof(T)};
-}
-
+// A message's or pull's tag, as its first record carries it.
 Tag tag_of(const RecordHeader& header) { return {header.value, header.signature, header.group}; }
 
 }  // namespace
@@ -65,128 +50,6 @@ Connection::Connection(ConnectionOwner& owner, ConnectionSetup setup)
   segment_.close_fd();
 }
 
-// ---------------------------------------------------------------- sending
-
-void Connection::post_send(Request& request, Tag tag, std::span<const std::byte> data) {
-  request.mark_pending();
-  std::exception_ptr error;
-  bool doorbell = false;
-  bool queued = false;
-  {
-    std::lock_guard<std::mutex> lock(send_mutex_);
-    if (owner_.failed()) {
-      request.fail(owner_.failure());
-      return;
-    }
-    if (peer_gone_.load(std::memory_order_acquire)) {
-      error = closed_error(cat(" before this rank sent ", describe_tag(tag.group, tag.value)));
-    } else {
-      const bool pull = pull_locked(tag, data.size());
-      send_queue_.push_back({&request, tag, data, 0, false, pull});
-      outgoing_waiting_.fetch_add(1, std::memory_order_relaxed);
-      doorbell = flush_locked();
-      queued = !send_queue_.empty();
-    }
-  }
-  if (doorbell) ring_peer_doorbell();
-  if (queued) owner_.work_pending();
-  if (!error) return;
-  owner_.abort(error, LogLevel::debug);
-  request.fail(owner_.failure());
-}
-
-bool Connection::pull_locked(const Tag& tag, size_t bytes) {
-  // An eager send (point to point) must not wait for the receive a pull waits for.
-  if (!peer_pulls_ || tag.eager) {
-    eager_bytes_sent_ += bytes;
-    return false;
-  }
-  if (bytes >= pull_threshold_) return true;
-  if (past_eager_window(eager_bytes_sent_, peer_claimed_->load(std::memory_order_acquire), bytes, eager_window_))
-    return true;
-  eager_bytes_sent_ += bytes;
-  return false;
-}
-
-bool Connection::flush_locked() {
-  if (write_broken_) return false;
-  bool doorbell = false;
-  size_t budget = kFlushBudgetRings * segment_.ring_bytes();
-  // Confirmations first: the peer's sends wait on them. Never inside an
-  // eager message, whose records must stay together.
-  while (!pulled_notes_.empty() && (send_queue_.empty() || !send_queue_.front().started)) {
-    const auto [slot, generation] = pulled_notes_.front();
-    const PulledNote note{slot, 0, generation};
-    if (!out_.try_write(RecordKind::pulled, RecordHeader{}, bytes_of(note))) return doorbell;
-    pulled_notes_.pop_front();
-    outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
-    doorbell |= out_.publish();
-  }
-  while (!send_queue_.empty()) {
-    Outgoing& message = send_queue_.front();
-    if (message.pull) {
-      if (free_slots_.empty()) break;  // until a pulled note frees one
-      const uint32_t slot = free_slots_.back();
-      const uint64_t generation = next_generation_++;
-      // Stored before the offer is published: the peer checks it after copying.
-      offered_slots_[slot].store(generation, std::memory_order_release);
-      RecordHeader header;
-      header.group = message.tag.group;
-      header.value = message.tag.value;
-      header.signature = message.tag.signature;
-      header.total = message.data.size();
-      const PullOffer offer{reinterpret_cast<uint64_t>(message.data.data()), slot, 0, generation};
-      if (!out_.try_write(RecordKind::pull, header, bytes_of(offer))) {
-        offered_slots_[slot].store(0, std::memory_order_release);
-        break;
-      }
-      free_slots_.pop_back();
-      awaiting_pull_[slot] = message.request;
-      send_queue_.pop_front();
-      outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
-      doorbell |= out_.publish();
-      continue;
-    }
-    const bool finished = write_outgoing_locked(message, budget);
-    doorbell |= out_.publish();
-    if (!finished) break;
-    Request* done = message.request;
-    send_queue_.pop_front();
-    outgoing_waiting_.fetch_sub(1, std::memory_order_relaxed);
-    done->complete();  // its bytes are in the ring: the buffer is the caller's again
-  }
-  return doorbell;
-}
-
-bool Connection::write_outgoing_locked(Outgoing& message, size_t& budget) {
-  const size_t total = message.data.size();
-  while (!message.started || message.written < total) {
-    // An abort waiting for this lock, or the budget spent: the rest later.
-    if (message.started && (budget == 0 || owner_.failed())) return false;
-    const size_t chunk = std::min(out_.max_payload(), total - message.written);
-    RecordHeader header;
-    header.group = message.tag.group;
-    header.value = message.tag.value;
-    header.signature = message.tag.signature;
-    header.total = total;
-    const RecordKind kind = message.started ? RecordKind::more : RecordKind::message;
-    if (!out_.try_write(kind, header, message.data.subspan(message.written, chunk))) return false;
-    message.started = true;
-    message.written += chunk;
-    budget -= std::min(budget, chunk);
-    // Each record is published at once, so the receiver copies one record
-    // out while this side copies the next one in.
-    if (message.written < total && out_.publish()) ring_peer_doorbell();
-  }
-  return true;
-}
-
-void Connection::ring_peer_doorbell() {
-  const uint64_t one = 1;
-  // A full counter (EAGAIN) already means "wake up"; a dead peer is the side channel's news.
-  [[maybe_unused]] ssize_t written = ::write(peer_doorbell_.get(), &one, sizeof(one));
-}
-
 // ---------------------------------------------------------------- receiving
 
 void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data) {
@@ -194,59 +57,32 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
 }
 
 bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
-  // Pending from here on, except where only_if_arrived finds nothing: then
-  // the request must stay idle, so it is marked only once it is taken on.
-  if (!only_if_arrived) request.mark_pending();
-  std::exception_ptr error;
+  mark_pending_unless_only_if_arrived(request, only_if_arrived);
+  ReceivePosting posting;
   bool pull_queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (owner_.failed() || failed_) {
-      if (only_if_arrived) request.mark_pending();
-      request.fail(owner_.failure());
-      return true;
-    }
-    if (Unexpected* arrived = matching_.unclaimed(tag)) {
-      if (only_if_arrived) request.mark_pending();
-      const PostedReceive receive{&request, tag, data};
-      if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
-      } else if (arrived->pull) {
-        pulls_.push_back({&request, data, arrived->address, arrived->slot, arrived->generation, 0});
-        pulls_waiting_.fetch_add(1, std::memory_order_release);
-        matching_.remove(*arrived);
-        pull_queued = true;
-      } else if (!arrived->complete) {
-        arrived->claimant = receive;
-        claimed_eager(arrived->bytes);
-        return true;
-      } else {
-        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
-        claimed_eager(arrived->bytes);
-        matching_.remove(*arrived);
-        request.complete();
-        return true;
-      }
-    }
-    if (pull_queued) {
-      // reported below, without the lock
-    } else if (!error) {
-      if (only_if_arrived) return false;
-      if (peer_said_goodbye_) {
-        error = closed_error(cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects"));
-      } else {
-        matching_.post({&request, tag, data});
-        return true;
-      }
-    }
+    posting = post_receive_locked(
+        matching_, owner_, peer_rank_, owner_.failed() || failed_, peer_said_goodbye_, request, tag, data,
+        only_if_arrived, [&](Unexpected& arrived, const PostedReceive& receive) {
+          if (arrived.pull) {
+            pulls_.push_back({&request, data, arrived.address, arrived.slot, arrived.generation, 0});
+            pulls_waiting_.fetch_add(1, std::memory_order_release);
+            matching_.remove(arrived);
+            pull_queued = true;
+          } else if (!arrived.complete) {
+            arrived.claimant = receive;
+            claimed_eager(arrived.bytes);
+          } else {
+            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            claimed_eager(arrived.bytes);
+            matching_.remove(arrived);
+            request.complete();
+          }
+        });
   }
-  if (pull_queued) {
-    owner_.work_pending();
-    return true;
-  }
-  owner_.abort(error, receive_failure_level(error));
-  request.fail(owner_.failure());
-  return true;
+  if (pull_queued) owner_.work_pending();
+  return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
 bool Connection::progress() {
@@ -306,18 +142,14 @@ void Connection::on_message(const RingReader::Record& record) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    const PostedMatch match = matching_.match_posted(tag, header.total);
-    if (match.kind == PostedMatch::Kind::mismatched) {
-      return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
-    } else if (match.kind == PostedMatch::Kind::taken) {
+    const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, header.total, header.total);
+    if (match.error) return fail_later(match.error);
+    if (match.receive.request) {
       incoming_request_ = match.receive.request;
       incoming_target_ = match.receive.buffer.data();
       claimed_eager(header.total);
-    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(header.total, limit)) {
-      return fail_later(
-          unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, header.total, matching_.buffered_bytes(), limit));
     } else {
-      incoming_unexpected_ = &matching_.add(tag, header.total, header.total);
+      incoming_unexpected_ = match.kept;
       incoming_target_ = nullptr;
     }
   }
@@ -388,15 +220,15 @@ void Connection::on_pull(const RingReader::Record& record) {
   const Tag tag = tag_of(header);
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) return;
-  const PostedMatch match = matching_.match_posted(tag, header.total);
-  if (match.kind == PostedMatch::Kind::mismatched)
-    return fail_later(owner_.mismatch_error(peer_rank_, tag, header.total, match.receive));
-  if (match.kind == PostedMatch::Kind::taken) {
+  // An offer holds no bytes here: it charges nothing against the limit.
+  const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, header.total, 0);
+  if (match.error) return fail_later(match.error);
+  if (match.receive.request) {
     pulls_.push_back({match.receive.request, match.receive.buffer, offer.address, offer.slot, offer.generation, 0});
     pulls_waiting_.fetch_add(1, std::memory_order_release);
     return;
   }
-  Unexpected& message = matching_.add(tag, header.total, /*charge=*/0);
+  Unexpected& message = *match.kept;
   message.complete = true;
   message.pull = true;
   message.address = offer.address;

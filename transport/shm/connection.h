@@ -119,9 +119,9 @@ class Connection {
   void send_goodbye();
   // Liveness over the side channel (Pair::send_liveness_probe); answered by the peer's progress thread.
   void send_probe(uint64_t probe, uint64_t group);
-  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  bool probe_answered(uint64_t probe) const { return probe_answers_.answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
-    return position_answer_.position(probe, group);
+    return probe_answers_.position(probe, group);
   }
 
  private:
@@ -229,8 +229,7 @@ class Connection {
   std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks
   bool failed_ = false;
   bool peer_said_goodbye_ = false;
-  std::atomic<uint64_t> answered_probe_{0};
-  PositionAnswer position_answer_;
+  ProbeAnswers probe_answers_;
   std::atomic<bool> peer_gone_{false};  // peer_said_goodbye_, for post_send without mutex_
   bool we_said_goodbye_ = false;
   std::atomic<size_t> receives_waiting_{0};

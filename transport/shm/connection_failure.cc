@@ -68,12 +68,7 @@ bool Connection::on_side_readable() {
         note.position = owner_.position_in(note.group);
         send_side(side_.get(), encode_probe(SideKind::probe_answer, note));
       } else if (why.empty()) {
-        // The position first: whoever sees the probe answered may read it.
-        position_answer_.record(note.number, note.group, note.position);
-        uint64_t known = answered_probe_.load(std::memory_order_relaxed);
-        while (note.number > known &&
-               !answered_probe_.compare_exchange_weak(known, note.number, std::memory_order_acq_rel)) {
-        }
+        probe_answers_.record(note.number, note.group, note.position);
       }
     } else if (why.empty()) {
       why = cat("a handshake message after the handshake");

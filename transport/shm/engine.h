@@ -91,6 +91,11 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   }
 
  private:
+  // The epoll tokens the device's thread dispatches on (epoll_token.h).
+  enum class TokenKind : uint64_t { doorbell = 1, listener = 2, handshake = 3, side = 4 };
+  // A dialer that has not finished its handshake by then is not one of ours.
+  static constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
   struct Incoming {
     Fd fd;
     Clock::time_point give_up_at;
@@ -117,7 +122,12 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   };
 
   void run();
-  void dispatch(uint64_t token);
+  // The device's thread: ProgressLoop::run and its hooks.
+  friend class transport::ProgressLoop;
+  ProgressLoop::Turn before_wait();
+  bool wait_failed(std::exception_ptr error);
+  void dispatch(uint64_t token, uint32_t events);
+  void after_wait();
   void accept_all();
   void on_handshake_readable(uint64_t id);
   std::string on_hello(Incoming& incoming, std::span<const std::byte> message, std::vector<Fd>& fds);
@@ -126,7 +136,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   std::optional<uint32_t> published_pid(int peer_rank) const;
   void reject(uint64_t id, const std::string& why);
   void expire_handshakes();
-  int next_timeout_ms() const;
+  int wait_timeout_ms() const;
   bool progress_all();
   bool arm_all();
   void disarm_all();

@@ -21,7 +21,7 @@ namespace chorus::transport::shm {
 // ---------------------------------------------------------------- aborting
 
 void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  reason = abort_reason(rank(), std::move(reason));
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -30,14 +30,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
     if (first) {
       const AbortReport report = report_abort(reason);
       abort_message_ = encode_abort({report.error_class, report.blamed_rank, report.text});
-      if (log_enabled(level)) {
-        try {
-          std::rethrow_exception(reason);
-        } catch (const std::exception& e) {
-          log_line(level, rank(), cat("shm: transport aborted: ", e.what()));
-        } catch (...) {
-        }
-      }
+      log_abort(rank(), "shm", reason, level);
     }
   }
   if (first) run_failure_callback(reason);
@@ -90,22 +83,12 @@ void Engine::run_cleanup_if_needed() {
 
 void Engine::shutdown() {
   shutting_down_.store(true, std::memory_order_release);
-  if (!failed()) {
-    size_t pending = 0;
-    for (Connection* connection : connections()) pending += connection->pending_requests();
-    if (pending > 0)
-      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
-                                                pending, " requests were pending"))),
-            LogLevel::warn);
-    else
-      for (Connection* connection : connections()) connection->send_goodbye();
-  }
+  say_goodbye(*this, connections());
   loop_.stop();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Later posts through surviving Pair handles fail at once with this.
-    if (!failure_)
-      record_failure_locked(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed"))));
+    if (!failure_) record_failure_locked(destroyed_error(rank()));
     cleanup_started_ = true;
     admitted_.clear();
   }

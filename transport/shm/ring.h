@@ -76,6 +76,21 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == kRecordHeaderBytes);
 
+// The payload of a `pull` record: where the sender's message lies, and the
+// pull slot (segment.h) that keeps it valid.
+struct PullOffer {
+  uint64_t address = 0;
+  uint32_t slot = 0;
+  uint32_t reserved = 0;
+  uint64_t generation = 0;
+};
+// The payload of a `pulled` record: the slot the receiver is done with.
+struct PulledNote {
+  uint32_t slot = 0;
+  uint32_t reserved = 0;
+  uint64_t generation = 0;
+};
+
 // Bytes a record of `payload` bytes occupies.
 inline constexpr size_t record_bytes(size_t payload) {
   return kRecordHeaderBytes + (payload + kCacheLine - 1) / kCacheLine * kCacheLine;

@@ -121,9 +121,9 @@ class Connection {
   void send_goodbye();
   // Liveness (Pair::send_liveness_probe): a probe frame out, and whether its answer came back.
   void send_probe(uint64_t probe, uint64_t group);
-  bool probe_answered(uint64_t probe) const { return answered_probe_.load(std::memory_order_acquire) >= probe; }
+  bool probe_answered(uint64_t probe) const { return probe_answers_.answered(probe); }
   std::optional<uint64_t> answered_position(uint64_t probe, uint64_t group) const {
-    return position_answer_.position(probe, group);
+    return probe_answers_.position(probe, group);
   }
   bool send_queue_empty();
   // After the progress thread stopped: half-close, drop what the peer still
@@ -267,8 +267,7 @@ class Connection {
   DeferredFailure after_read_;
   std::atomic<bool> reading_{true};
   std::atomic<bool> parked_{false};
-  std::atomic<uint64_t> answered_probe_{0};
-  PositionAnswer position_answer_;
+  ProbeAnswers probe_answers_;
   EpollInterest epoll_interest_;
   bool in_payload_ = false;
   EncodedHeader header_bytes_{};

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
+#include "transport/receive_matching.h"
 #include "transport/tcp/io_limits.h"
 
 namespace chorus::transport::tcp {
@@ -37,57 +38,32 @@ void Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data)
 }
 
 bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
-  // Pending from here on, except where only_if_arrived finds nothing: then
-  // the request must stay idle, so it is marked only once it is taken on.
-  if (!only_if_arrived) request.mark_pending();
-  std::exception_ptr error;
+  mark_pending_unless_only_if_arrived(request, only_if_arrived);
+  ReceivePosting posting;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (owner_.failed()) {
-      if (only_if_arrived) request.mark_pending();
-      request.fail(owner_.failure());
-      return true;
-    }
-    if (UnexpectedMessage* arrived = matching_.unclaimed(tag)) {
-      if (only_if_arrived) request.mark_pending();
-      const PostedReceive receive{&request, tag, data};
-      if (!receive.expects(arrived->tag, arrived->bytes)) {
-        error = owner_.mismatch_error(peer_rank_, arrived->tag, arrived->bytes, receive);
-      } else if (arrived->announced) {
-        const uint64_t number = arrived->announcement;
-        matching_.remove(*arrived);
-        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-        clear_locked(number, receive);
-        return true;
-      } else if (!arrived->complete) {
-        arrived->claimant = receive;
-        receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-        claimed_eager_locked(arrived->bytes);
-        return true;
-      } else {
-        if (!data.empty()) std::memcpy(data.data(), arrived->payload.data(), data.size());
-        claimed_eager_locked(arrived->bytes);
-        matching_.remove(*arrived);
-        request.complete();
-        return true;
-      }
-    }
-    if (error) {
-      // reported below, without the lock
-    } else if (only_if_arrived) {
-      return false;
-    } else if (peer_said_goodbye_) {
-      error = closed_context_error(
-          cat(" before sending ", describe_tag(tag.group, tag.value), " that this rank expects").c_str());
-    } else {
-      matching_.post({&request, tag, data});
-      receives_waiting_.fetch_add(1, std::memory_order_relaxed);
-      return true;
-    }
+    posting = post_receive_locked(
+        matching_, owner_, peer_rank_, owner_.failed(), peer_said_goodbye_, request, tag, data, only_if_arrived,
+        [&](UnexpectedMessage& arrived, const PostedReceive& receive) {
+          if (arrived.announced) {
+            const uint64_t number = arrived.announcement;
+            matching_.remove(arrived);
+            receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+            clear_locked(number, receive);
+          } else if (!arrived.complete) {
+            arrived.claimant = receive;
+            receives_waiting_.fetch_add(1, std::memory_order_relaxed);
+            claimed_eager_locked(arrived.bytes);
+          } else {
+            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            claimed_eager_locked(arrived.bytes);
+            matching_.remove(arrived);
+            request.complete();
+          }
+        });
+    if (posting.kind == ReceivePosting::Kind::posted) receives_waiting_.fetch_add(1, std::memory_order_relaxed);
   }
-  owner_.abort(error, receive_failure_level(error));
-  request.fail(owner_.failure());
-  return true;
+  return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
 void Connection::on_readable() {
@@ -264,13 +240,7 @@ void Connection::on_header() {
     case FrameKind::probe_answer: {
       if (frame_.payload_bytes != 0)
         return corrupt(cat("a probe answer with ", frame_.payload_bytes, " payload bytes"));
-      // The position first: whoever sees the probe answered may read it.
-      position_answer_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
-      uint64_t known = answered_probe_.load(std::memory_order_relaxed);
-      while (frame_.tag_value > known &&
-             !answered_probe_.compare_exchange_weak(known, frame_.tag_value, std::memory_order_acq_rel)) {
-      }
-      return;
+      return probe_answers_.record(frame_.tag_value, frame_.tag_group, frame_.tag_signature);
     }
   }
 }
@@ -280,19 +250,15 @@ void Connection::begin_data_payload() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;
-    const Tag tag = frame_tag();
-    const auto match = matching_.match_posted(tag, frame_.payload_bytes);
-    if (match.kind == PostedMatch::Kind::mismatched) {
-      error = owner_.mismatch_error(peer_rank_, tag, frame_.payload_bytes, match.receive);
-    } else if (match.kind == PostedMatch::Kind::taken) {
+    const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, frame_tag(),
+                                            frame_.payload_bytes, frame_.payload_bytes);
+    error = match.error;
+    if (match.receive.request) {
       receiving_request_ = match.receive.request;
       payload_target_ = match.receive.buffer.data();
       claimed_eager_locked(frame_.payload_bytes);
-    } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(frame_.payload_bytes, limit)) {
-      error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, frame_.payload_bytes,
-                                     matching_.buffered_bytes(), limit);
-    } else {
-      receiving_unexpected_ = &matching_.add(tag, frame_.payload_bytes, frame_.payload_bytes);
+    } else if (match.kept) {
+      receiving_unexpected_ = match.kept;
       payload_target_ = nullptr;  // writable_now() allocates as bytes come
     }
   }
@@ -358,20 +324,16 @@ void Connection::on_announcement() {
     if (!open_announcements_.insert(number).second) {
       twice = true;
     } else {
-      const auto match = matching_.match_posted(tag, bytes);
-      if (match.kind == PostedMatch::Kind::mismatched) {
-        error = owner_.mismatch_error(peer_rank_, tag, bytes, match.receive);
-      } else if (match.kind == PostedMatch::Kind::taken) {
+      const auto match = match_arrival_locked(matching_, owner_, peer_rank_, peer_label_, tag, bytes,
+                                              kAnnouncementCharge);
+      error = match.error;
+      if (match.receive.request) {
         clear_locked(number, match.receive);
         return;
-      } else if (const size_t limit = owner_.max_unexpected_bytes(); !matching_.admits(kAnnouncementCharge, limit)) {
-        error = unexpected_limit_error(owner_.rank(), peer_rank_, peer_label_, tag, kAnnouncementCharge,
-                                       matching_.buffered_bytes(), limit);
-      } else {
-        UnexpectedMessage& arrival = matching_.add(tag, bytes, kAnnouncementCharge);
-        arrival.complete = true;
-        arrival.announced = true;
-        arrival.announcement = number;
+      } else if (match.kept) {
+        match.kept->complete = true;
+        match.kept->announced = true;
+        match.kept->announcement = number;
         kept = true;
       }
     }

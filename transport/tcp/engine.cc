@@ -1,6 +1,6 @@
-// The TCP device: listening, the epoll progress thread, admitting dialers
-// through the handshake and building the mesh; aborting and closing are in
-// engine_close.cc.
+// The TCP device: listening, the epoll progress thread, connecting and
+// polling; admitting dialers through the handshake is in engine_admit.cc,
+// aborting and closing in engine_close.cc.
 #include "transport/tcp/engine.h"
 
 #include <sys/epoll.h>
@@ -19,12 +19,8 @@
 namespace chorus::transport::tcp {
 namespace {
 
-// A dialer that has not finished its hello by then is not one of ours.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 // How long connections stay parked after the last polling caller leaves (end_polling).
 constexpr auto kParkLinger = std::chrono::milliseconds(1);
-
-enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
 
 
 // Same host (loopback, or a peer behind this host's own address, which the
@@ -141,8 +137,7 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
     // Registered under the mutex so an abort's cleanup sees either none or all of it.
     by_link_[link(peer_rank, stream)].store(&added);
     connections_.push_back(std::move(connection));
-    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::connection, link(peer_rank, stream))}};
-    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, added.fd(), &event) != 0)
+    if (!loop_.watch(added.fd(), epoll_token(TokenKind::connection, link(peer_rank, stream))))
       throw IoError(cat("rank ", rank(), ": epoll_ctl for ", added.peer_label(), " failed: ", errno_text(errno)),
                     peer_rank);
   }
@@ -154,19 +149,13 @@ std::unique_ptr<Pair> Engine::connect(int peer_rank, std::span<const std::byte> 
 }
 
 AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, Deadline deadline) {
-  auto started = Clock::now();
   const std::pair<int, int> key{peer.rank, stream};
   std::unique_lock<std::mutex> lock(mutex_);
   // Without a job secret anyone can pass the handshake claiming to be the
   // peer, so its failed TLS only explains a timeout; with one, it was the peer.
   const bool trust_refusals = options_.secret.configured();
-  while (!failure_ && !admitted_.count(key) && !(trust_refusals && tls_refused_.count(key)) && !deadline.expired()) {
-    // Bounded waits: a far-away or never deadline must not overflow the clock.
-    auto slice = std::min(deadline.remaining() + std::chrono::milliseconds(1),
-                          std::chrono::milliseconds(60'000));
-    changed_.wait_for(lock, slice);
-  }
-  if (failure_) std::rethrow_exception(failure_);
+  const auto waited = wait_for_dialer_locked(
+      lock, deadline, [&] { return admitted_.count(key) || (trust_refusals && tls_refused_.count(key)); });
   auto refused = tls_refused_.find(key);
   const std::string tls_failure =
       refused == tls_refused_.end()
@@ -180,8 +169,9 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
                   peer.rank);
   auto found = admitted_.find(key);
   if (found == admitted_.end()) {
-    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
-    throw TimeoutError(cat("rank ", rank(), ": timed out after ", waited.count(), " ms waiting for peer rank ",
+    throw TimeoutError(cat("rank ", rank(), ": timed out after ",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                           " ms waiting for peer rank ",
                            peer.rank, " (", peer.socket.to_string(),
                            stream > 0 ? cat(", stream ", stream) : std::string(),
                            ") to connect to this rank (",
@@ -197,29 +187,28 @@ AdmittedSocket Engine::wait_for_dialer(const ListenerAddress& peer, int stream, 
 // ---------------------------------------------------------------- progress thread
 
 void Engine::run() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    thread_id_ = std::this_thread::get_id();
-  }
-  epoll_event events[64];
-  while (!loop_.stopping()) {
-    if (failed()) run_cleanup_if_needed();
-    int ready = ::epoll_wait(loop_.epoll_fd(), events, 64, next_timeout_ms());
-    if (ready < 0 && errno != EINTR) {
-      abort(std::make_exception_ptr(IoError(cat("rank ", rank(), ": epoll_wait failed: ", errno_text(errno)))),
-            LogLevel::error);
-      break;
-    }
-    for (int i = 0; i < ready; ++i) dispatch(events[i].data.u64, events[i].events);
-    if (!handshakes_.empty()) expire_handshakes();
-    if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
-  }
+  loop_.run<64>(*this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     thread_running_ = false;
   }
   run_cleanup_if_needed();
   changed_.notify_all();
+}
+
+ProgressLoop::Turn Engine::before_wait() {
+  if (failed()) run_cleanup_if_needed();
+  return ProgressLoop::Turn::wait;
+}
+
+bool Engine::wait_failed(std::exception_ptr error) {
+  abort(std::move(error), LogLevel::error);
+  return false;
+}
+
+void Engine::after_wait() {
+  if (!handshakes_.empty()) expire_handshakes();
+  if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
 }
 
 void Engine::dispatch(uint64_t event_token, uint32_t events) {
@@ -245,145 +234,7 @@ void Engine::dispatch(uint64_t event_token, uint32_t events) {
   }
 }
 
-void Engine::accept_all() {
-  while (true) {
-    sockaddr_storage from{};
-    socklen_t length = sizeof(from);
-    int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &length,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        CHORUS_LOG(warn, rank(), "tcp: accept on ", listen_address_.to_string(), " failed: ", errno_text(errno));
-      return;
-    }
-    Fd accepted(fd);
-    SocketAddress peer(reinterpret_cast<sockaddr*>(&from), length);
-    if (failed()) continue;  // dropping it tells the dialer at once
-    set_no_delay(fd);
-    auto incoming = std::make_unique<IncomingHandshake>(std::move(accepted), peer, Clock::now() + kHandshakeTimeout);
-    // The challenge goes first: a dialer proves the secret over it. A fresh
-    // socket's buffer always has room for it.
-    const ChallengeMessage challenge = encode_challenge(incoming->challenge());
-    if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-        static_cast<ssize_t>(challenge.size())) {
-      CHORUS_LOG(debug, rank(), "tcp: cannot send a handshake challenge to ", peer.to_string(), ": ",
-                 errno_text(errno));
-      continue;
-    }
-    uint64_t id = next_handshake_id_++;
-    epoll_event event{EPOLLIN, {.u64 = epoll_token(TokenKind::handshake, id)}};
-    if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
-    handshakes_[id] = std::move(incoming);
-  }
-}
-
-void Engine::on_handshake_readable(uint64_t id) {
-  auto found = handshakes_.find(id);
-  if (found == handshakes_.end()) return;
-  IncomingHandshake& incoming = *found->second;
-  if (incoming.tls_started()) return continue_tls(id, incoming);
-  switch (incoming.read_available()) {
-    case IncomingHandshake::Status::waiting:
-      return;
-    case IncomingHandshake::Status::failed:
-      return reject_handshake(id, incoming.failure());
-    case IncomingHandshake::Status::received:
-      break;
-  }
-  Hello hello;
-  std::string why = check_hello(incoming.bytes(), {nonce_, rank(), size(), options_.streams}, incoming.challenge(),
-                                options_.secret, hello);
-  if (why.empty()) why = admission_conflict(hello);
-  if (!why.empty()) return reject_handshake(id, why);
-  auto ack = encode_ack(incoming.bytes(), incoming.challenge(), options_.secret, rank(), hello.dialer_rank,
-                        hello.stream);
-  // A fresh socket's buffer always has room for the ack; a short write means it is already broken.
-  if (::send(incoming.fd(), ack.data(), ack.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(ack.size()))
-    return reject_handshake(id, cat("cannot send the handshake reply: ", errno_text(errno)));
-  incoming.set_accepted(hello);
-  if (options_.tls) return continue_tls(id, incoming);
-  admit(id);
-}
-
-void Engine::continue_tls(uint64_t id, IncomingHandshake& incoming) {
-  uint32_t interest = EPOLLIN;
-  switch (incoming.continue_tls(*options_.tls)) {
-    case TlsSession::Step::done:
-      return admit(id);
-    case TlsSession::Step::failed:
-      return reject_handshake(id, incoming.failure());
-    case TlsSession::Step::want_write:
-      interest = EPOLLOUT;
-      break;
-    case TlsSession::Step::want_read:
-      break;
-  }
-  epoll_event event{interest, {.u64 = epoll_token(TokenKind::handshake, id)}};
-  if (::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, incoming.fd(), &event) != 0)
-    reject_handshake(id, cat("epoll_ctl: ", errno_text(errno)));
-}
-
-std::string Engine::admission_conflict(const Hello& hello) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_) return "this rank has aborted";
-  if (admitted_.count({hello.dialer_rank, hello.stream}) || by_link_[link(hello.dialer_rank, hello.stream)].load())
-    return cat("rank ", hello.dialer_rank, " is already connected on stream ", hello.stream);
-  return "";
-}
-
-void Engine::admit(uint64_t id) {
-  IncomingHandshake& incoming = *handshakes_.at(id);
-  const Hello& hello = incoming.accepted();
-  // Checked again: another connection may have claimed the link while TLS ran.
-  if (std::string why = admission_conflict(hello); !why.empty()) return reject_handshake(id, why);
-  if (options_.tls && !incoming.send_tls_confirmation())
-    return reject_handshake(id, cat("cannot confirm the TLS handshake: ", errno_text(errno)));
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming.fd(), nullptr);
-  CHORUS_LOG(debug, rank(), "tcp: admitted peer rank ", hello.dialer_rank, " stream ", hello.stream, " from ",
-             incoming.from().to_string(), options_.tls ? " (TLS)" : "");
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    admitted_[{hello.dialer_rank, hello.stream}] = incoming.release();
-  }
-  handshakes_.erase(id);
-  changed_.notify_all();
-}
-
-void Engine::reject_handshake(uint64_t id, const std::string& why) {
-  auto found = handshakes_.find(id);
-  if (found == handshakes_.end()) return;
-  // A dialer that closed before sending a byte is a waiting rank knocking
-  // (transport/knock.h) or a port scan: neither is worth a warning.
-  if (why.starts_with("closed after 0 "))
-    CHORUS_LOG(debug, rank(), "tcp: a connection from ", found->second->from().to_string(), " closed before its hello");
-  else if (std::optional<std::string> note = rejections_.admit(found->second->from().host_string()))
-    CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
-               " on ", listen_address_.to_string(), ": ", why, *note);
-  else
-    CHORUS_LOG(debug, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
-               " on ", listen_address_.to_string(), ": ", why);
-  if (found->second->tls_started()) {
-    const Hello& hello = found->second->accepted();
-    std::lock_guard<std::mutex> lock(mutex_);
-    tls_refused_[{hello.dialer_rank, hello.stream}] = why;
-    changed_.notify_all();
-  }
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, found->second->fd(), nullptr);
-  handshakes_.erase(found);
-}
-
-void Engine::expire_handshakes() {
-  auto now = Clock::now();
-  std::vector<uint64_t> expired;
-  for (const auto& [id, incoming] : handshakes_)
-    if (incoming->give_up_at() <= now) expired.push_back(id);
-  for (uint64_t id : expired)
-    reject_handshake(id, cat("no complete ", options_.tls ? "hello and TLS handshake" : "hello", " within ",
-                             kHandshakeTimeout.count(), " s"));
-}
-
-int Engine::next_timeout_ms() const {
+int Engine::wait_timeout_ms() const {
   const int linger = lingering_.load(std::memory_order_acquire) ? static_cast<int>(kParkLinger.count()) : -1;
   if (handshakes_.empty()) return linger;
   auto earliest = Clock::time_point::max();
@@ -401,9 +252,8 @@ void Engine::set_write_interest(Connection& connection, bool writable) {
 
 void Engine::update_epoll_locked(Connection& connection) {
   const Connection::EpollInterest& interest = connection.epoll_interest();
-  epoll_event event{(interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u),
-                    {.u64 = epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream()))}};
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, connection.fd(), &event);
+  loop_.rewatch(connection.fd(), epoll_token(TokenKind::connection, link(connection.peer_rank(), connection.stream())),
+                (interest.parked ? 0u : EPOLLIN) | (interest.writable ? EPOLLOUT : 0u));
 }
 
 bool Engine::park_if_polled(Connection& connection) {
@@ -488,7 +338,7 @@ void Engine::unpark_locked(Connection& connection) {
 }
 
 void Engine::stop_watching(Connection& connection) {
-  ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, connection.fd(), nullptr);
+  loop_.unwatch(connection.fd());
 }
 
 KnockAnswer Engine::knock(int peer_rank, std::span<const std::byte> peer_address) const {

@@ -70,8 +70,18 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void stop_watching(Connection& connection) override;
 
  private:
+  // The epoll tokens the progress thread dispatches on (epoll_token.h).
+  enum class TokenKind : uint64_t { wake = 1, listener = 2, handshake = 3, connection = 4 };
+  // A dialer that has not finished its hello by then is not one of ours.
+  static constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
+  // The progress thread: ProgressLoop::run and its hooks.
+  friend class transport::ProgressLoop;
   void run();
+  ProgressLoop::Turn before_wait();
+  bool wait_failed(std::exception_ptr error);
   void dispatch(uint64_t token, uint32_t events);
+  void after_wait();
   void accept_all();
   void on_handshake_readable(uint64_t id);
   void continue_tls(uint64_t id, IncomingHandshake& incoming);
@@ -81,7 +91,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void admit(uint64_t id);
   void reject_handshake(uint64_t id, const std::string& why);
   void expire_handshakes();
-  int next_timeout_ms() const;
+  int wait_timeout_ms() const;
   void run_cleanup_if_needed();
   void cleanup();
   static void tell_admitted_dialer(AdmittedSocket& admitted, std::span<const std::byte> frame);
@@ -113,7 +123,6 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
 
   // Under mutex_ (EngineCore's); changed_ also tells of a dialer admitted and of cleanup done.
   std::atomic<bool> shutting_down_{false};
-  std::thread::id thread_id_;
   bool thread_running_ = false;
   bool cleanup_started_ = false;
   bool cleanup_done_ = false;

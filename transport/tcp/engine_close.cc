@@ -26,20 +26,12 @@ constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
 // ---------------------------------------------------------------- aborting
 
 void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
-  if (!reason) reason = std::make_exception_ptr(Aborted(cat("rank ", rank(), ": aborted")));
+  reason = abort_reason(rank(), std::move(reason));
   std::unique_lock<std::mutex> lock(mutex_);
   // record_failure_locked wakes connect()'s waiters.
-  const bool first = record_failure_locked(reason);
-  if (first) {
+  if (record_failure_locked(reason)) {
     abort_frame_ = encode_abort_frame(reason);
-    if (log_enabled(level)) {
-      try {
-        std::rethrow_exception(reason);
-      } catch (const std::exception& e) {
-        log_line(level, rank(), cat("tcp: transport aborted: ", e.what()));
-      } catch (...) {
-      }
-    }
+    log_abort(rank(), "tcp", reason, level);
     lock.unlock();
     run_failure_callback(reason);
     lock.lock();
@@ -47,7 +39,7 @@ void Engine::abort(std::exception_ptr reason, LogLevel level, bool wait) {
   if (cleanup_done_) return;
   // The progress thread cleans up itself, so it is never inside a read into a
   // buffer we are about to declare free; others hand the job to it and wait.
-  bool on_progress_thread = std::this_thread::get_id() == thread_id_;
+  bool on_progress_thread = loop_.on_thread();
   bool do_it_here = on_progress_thread || !thread_running_;
   lock.unlock();
   if (do_it_here) run_cleanup_if_needed();
@@ -118,7 +110,7 @@ void Engine::cleanup() {
     stop_watching(*connection);
     connection->fail_everything(error, frame, give_up);
   }
-  for (auto& [id, incoming] : handshakes_) ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, incoming->fd(), nullptr);
+  for (auto& [id, incoming] : handshakes_) loop_.unwatch(incoming->fd());
   handshakes_.clear();
 }
 
@@ -131,26 +123,15 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& connection : connections_) connections.push_back(connection.get());
   }
-  if (!failed()) {
-    size_t pending = 0;
-    for (Connection* connection : connections) pending += connection->pending_requests();
-    if (pending > 0) {
-      abort(std::make_exception_ptr(Aborted(cat("rank ", rank(), ": the transport device was destroyed while ",
-                                                pending, " requests were pending"))),
-            LogLevel::warn);
-    } else {
-      for (Connection* connection : connections) connection->send_goodbye();
-      auto give_up = Clock::now() + kGoodbyeBudget;
-      auto all_sent = [&] {
-        return std::all_of(connections.begin(), connections.end(),
-                           [](Connection* c) { return c->send_queue_empty(); });
-      };
-      while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+  if (say_goodbye(*this, connections)) {
+    auto give_up = Clock::now() + kGoodbyeBudget;
+    auto all_sent = [&] {
+      return std::all_of(connections.begin(), connections.end(), [](Connection* c) { return c->send_queue_empty(); });
+    };
+    while (!all_sent() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   loop_.stop();
-  std::exception_ptr destroyed = std::make_exception_ptr(
-      Aborted(cat("rank ", rank(), ": the transport device was destroyed")));
+  std::exception_ptr destroyed = destroyed_error(rank());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Later posts through surviving Pair handles fail at once with this.

@@ -1,5 +1,5 @@
-// Abort reports to bytes and back, for the board in the store.
-#include "transport/abort_board.h"
+// Abort reports to bytes and back, for the abort record in the store.
+#include "transport/abort_record.h"
 
 #include "base/little_endian.h"
 

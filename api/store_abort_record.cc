@@ -1,9 +1,9 @@
-// The abort board in the store: best effort both ways, and bounded in time,
+// The abort record in the store: best effort both ways, and bounded in time,
 // since it serves a job that is already failing: its store may be gone with
 // a rank, or cut off by the same network fault, and a store call blocked
 // on it must not hold up the abort (a rank cut off from the store host
 // would otherwise report its own timeout seconds late).
-#include "api/store_abort_board.h"
+#include "api/store_abort_record.h"
 
 #include <future>
 #include <thread>
@@ -32,10 +32,10 @@ auto within(std::chrono::milliseconds limit, Work work) -> std::optional<decltyp
 
 }  // namespace
 
-StoreAbortBoard::StoreAbortBoard(std::shared_ptr<Store> store, uint32_t generation, int rank)
+StoreAbortRecord::StoreAbortRecord(std::shared_ptr<Store> store, uint32_t generation, int rank)
     : store_(std::move(store)), generation_(generation), rank_(rank) {}
 
-void StoreAbortBoard::post(int rank, const transport::AbortReport& report) {
+void StoreAbortRecord::post(int rank, const transport::AbortReport& report) {
   try {
     const bool posted = within(kPostLimit, [store = store_, key = cat("abort/", generation_, "/", rank),
                                             bytes = transport::encode_abort_report(report)] {
@@ -48,7 +48,7 @@ void StoreAbortBoard::post(int rank, const transport::AbortReport& report) {
   }
 }
 
-std::optional<transport::AbortReport> StoreAbortBoard::find(int rank, std::chrono::milliseconds wait) {
+std::optional<transport::AbortReport> StoreAbortRecord::find(int rank, std::chrono::milliseconds wait) {
   try {
     // The store's own wait, and a little more for the round trip.
     std::optional<std::vector<std::byte>> bytes =

@@ -3,7 +3,7 @@
 // some peer dialed it, or before it dialed that peer, has no connection to
 // tell it why: the peer finds out by knocking on its listener
 // (transport/knock.h) or from its refused dial, which says only that it
-// aborted. The board, kept in the job's rendezvous store, holds the words,
+// aborted. The record, kept in the job's rendezvous store, holds the words,
 // so every rank still fails with the origin's own message ("rank 0: peer
 // rank 1 aborted: rank 1: split color -7 ..."), as over a full mesh.
 #pragma once
@@ -18,9 +18,9 @@
 
 namespace chorus::transport {
 
-class AbortBoard {
+class AbortRecord {
  public:
-  virtual ~AbortBoard() = default;
+  virtual ~AbortRecord() = default;
   // Leaves `rank`'s report; best effort (a store that is gone is ignored).
   virtual void post(int rank, const AbortReport& report) = 0;
   // The report `rank` left, if one is there within `wait`.

@@ -1,4 +1,4 @@
-// The abort board (transport/abort_board.h) in the job's rendezvous store:
+// The abort record (transport/abort_record.h) in the job's rendezvous store:
 // key "abort/<generation>/<rank>" under the bootstrap's store, so a
 // shrunken job's ranks (a new generation, renumbered) never read an old one.
 #pragma once
@@ -7,13 +7,13 @@
 #include <memory>
 
 #include "rendezvous/store.h"
-#include "transport/abort_board.h"
+#include "transport/abort_record.h"
 
 namespace chorus::detail {
 
-class StoreAbortBoard : public transport::AbortBoard {
+class StoreAbortRecord : public transport::AbortRecord {
  public:
-  StoreAbortBoard(std::shared_ptr<Store> store, uint32_t generation, int rank);
+  StoreAbortRecord(std::shared_ptr<Store> store, uint32_t generation, int rank);
   void post(int rank, const transport::AbortReport& report) override;
   std::optional<transport::AbortReport> find(int rank, std::chrono::milliseconds wait) override;
 
