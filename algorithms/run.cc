@@ -296,8 +296,7 @@ void run_collective(const Communicator& communicator, const Call& call, const vo
 }
 
 bool runs_at_issue(Collective collective, std::string_view algorithm) {
-  const Candidate* candidate = find_candidate(collective, algorithm);
-  return candidate && candidate->runs_at_issue;
+  return algorithm != "auto" && names_candidate_run_at_issue(collective, algorithm);
 }
 
 }  // namespace chorus::algorithms

@@ -137,6 +137,9 @@ std::span<const Candidate* const> all_candidates();
 const Candidate* find_candidate(Collective collective, std::string_view name);
 // "ring, ..., board, staged": every name valid for a collective, for error messages and --algo all.
 std::string candidate_names(Collective collective);
+// Whether `name` is a candidate that runs at issue (Candidate::runs_at_issue),
+// without walking the registry: the API asks on every call.
+bool names_candidate_run_at_issue(Collective collective, std::string_view name);
 // For the layers above (backends/): candidates that live there (NCCL).
 // Called once, before the first Context is connected; the span must outlive the process.
 void add_candidates(std::span<const Candidate> candidates);

@@ -26,6 +26,9 @@ constexpr size_t kMostCandidates = 128;
 struct Registry {
   std::array<const Candidate*, kMostCandidates> candidates{};
   std::atomic<size_t> count{0};
+  // Those that run at issue (NCCL), apart: the API asks on every call.
+  std::array<const Candidate*, 8> at_issue{};
+  std::atomic<size_t> at_issue_count{0};
   std::mutex adding;
   std::vector<Candidate> plan_candidates;
 
@@ -85,7 +88,20 @@ void add_candidates(std::span<const Candidate> candidates) {
   for (const Candidate& candidate : candidates) {
     if (candidate.collective && find_candidate(*candidate.collective, candidate.name)) continue;  // added before
     table.add(&candidate);
+    const size_t at = table.at_issue_count.load(std::memory_order_relaxed);
+    if (candidate.runs_at_issue && at < table.at_issue.size()) {
+      table.at_issue[at] = &candidate;
+      table.at_issue_count.store(at + 1, std::memory_order_release);
+    }
   }
+}
+
+bool names_candidate_run_at_issue(Collective collective, std::string_view name) {
+  const Registry& table = registry();
+  const size_t count = table.at_issue_count.load(std::memory_order_acquire);
+  for (size_t i = 0; i < count; ++i)
+    if (table.at_issue[i]->name == name && names_collective(*table.at_issue[i], collective)) return true;
+  return false;
 }
 
 }  // namespace chorus::algorithms
