@@ -31,24 +31,28 @@ void throw_if(const std::string& problem) {
 }
 }  // namespace
 
+// Each asks the rule first: its words are built only when it fails.
 void check_type(Context& context, const char* collective, DataType type) {
-  throw_if(algorithms::type_problem(context.rank(), collective, type));
+  if (!algorithms::type_known(type)) throw_if(algorithms::type_problem(context.rank(), collective, type));
 }
 
 void check_reduction(Context& context, const char* collective, DataType type, ReduceOp op) {
-  throw_if(algorithms::reduction_problem(context.rank(), collective, type, op));
+  if (!algorithms::reduction_holds(type, op))
+    throw_if(algorithms::reduction_problem(context.rank(), collective, type, op));
 }
 
 void check_bytes(Context& context, const char* collective, size_t count, DataType type) {
-  throw_if(algorithms::bytes_problem(context.rank(), collective, count, type));
+  if (!algorithms::bytes_fit(count, type)) throw_if(algorithms::bytes_problem(context.rank(), collective, count, type));
 }
 
 void check_not_null(Context& context, const char* collective, const char* name, const void* buffer, size_t count) {
-  throw_if(algorithms::null_buffer_problem(context.rank(), collective, name, buffer, count));
+  if (!algorithms::buffer_given(buffer, count))
+    throw_if(algorithms::null_buffer_problem(context.rank(), collective, name, buffer, count));
 }
 
 void check_root(Context& context, const char* collective, int root) {
-  throw_if(algorithms::root_problem(context.rank(), context.size(), collective, root));
+  if (!algorithms::root_in_range(root, context.size()))
+    throw_if(algorithms::root_problem(context.rank(), context.size(), collective, root));
 }
 
 void check_overlap(Context& context, const char* collective, const void* input, size_t input_bytes,

@@ -1,19 +1,18 @@
 // The rules of a call (call_rules.h).
 #include "algorithms/model/call_rules.h"
 
-#include <cstdint>
-
 #include "base/error.h"
 #include "base/log.h"
 
 namespace chorus::algorithms {
 
 std::string type_problem(int rank, std::string_view collective, DataType type) {
-  if (static_cast<unsigned>(type) <= static_cast<unsigned>(DataType::float64)) return {};
+  if (type_known(type)) return {};
   return cat("rank ", rank, ": ", collective, " got an unknown data type (", static_cast<unsigned>(type), ")");
 }
 
 std::string reduction_problem(int rank, std::string_view collective, DataType type, ReduceOp op) {
+  if (reduction_holds(type, op)) return {};
   if (std::string problem = type_problem(rank, collective, type); !problem.empty()) return problem;
   if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::bxor))
     return cat("rank ", rank, ": ", collective, " got an unknown reduce op (", static_cast<unsigned>(op), ")");
@@ -26,18 +25,18 @@ std::string reduction_problem(int rank, std::string_view collective, DataType ty
 }
 
 std::string bytes_problem(int rank, std::string_view collective, size_t count, DataType type) {
-  if (count <= SIZE_MAX / element_size(type)) return {};
+  if (bytes_fit(count, type)) return {};
   return cat("rank ", rank, ": ", collective, " count ", count, " of ", to_string(type), " overflows size_t bytes");
 }
 
 std::string null_buffer_problem(int rank, std::string_view collective, std::string_view name, const void* buffer,
                                 size_t count) {
-  if (count == 0 || buffer != nullptr) return {};
+  if (buffer_given(buffer, count)) return {};
   return cat("rank ", rank, ": ", collective, " got a null ", name, " buffer for ", count, " elements");
 }
 
 std::string root_problem(int rank, int size, std::string_view collective, int root) {
-  if (root >= 0 && root < size) return {};
+  if (root_in_range(root, size)) return {};
   return cat("rank ", rank, ": ", collective, " root ", root, " is out of range for a context of size ", size,
              " (expected 0..", size - 1, ")");
 }
