@@ -195,9 +195,8 @@ class Bookkeeping {
       }
       choice_ = communicator_.plan_cache().find(call_, requested);
       if (!choice_) {
-        std::shared_ptr<const Choice> made = choose(communicator_, call_, requested);
-        choice_ = made.get();
-        communicator_.plan_cache().add(call_, requested, std::move(made));
+        choice_ = choose(communicator_, call_, requested);
+        communicator_.plan_cache().add(call_, requested, choice_);
       }
       const Choice& runs = choice_->innermost();
       const bool sampled = runs.cost_seconds < kSampledBelowSeconds && !tracing && !logged;
@@ -271,7 +270,7 @@ class Bookkeeping {
   const Call& call_;
   const uint32_t sequence_;
   const bool caller_waits_;
-  const Choice* choice_ = nullptr;
+  std::shared_ptr<const Choice> choice_;
   bool timed_ = false;
   uint64_t weight_ = 1;
   Moved moved_;

@@ -51,12 +51,12 @@ bool PlanCache::Entry::matches(const Call& call, const std::string& algorithm) c
          recv_counts == call.recv_counts && requested == algorithm;
 }
 
-const Choice* PlanCache::find(const Call& call, const std::string& requested) {
+std::shared_ptr<const Choice> PlanCache::find(const Call& call, const std::string& requested) {
   LastHit& last = last_hit;
   if (last.cache == id_ && last.collective == call.collective && last.count == call.count && last.type == call.type &&
       last.op == call.op && last.root == call.root && last.in_place == call.in_place && last.memory == call.memory &&
       plain(call) && last.requested == requested)
-    return last.choice.get();
+    return last.choice;
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = entries_.size(); i-- > 0;) {
     if (!entries_[i].matches(call, requested)) continue;
@@ -66,7 +66,7 @@ const Choice* PlanCache::find(const Call& call, const std::string& requested) {
     if (plain(call))
       last = {id_,     call.collective, call.count, call.type, call.op, call.root, call.in_place, call.memory,
               requested, entry.choice};
-    return entry.choice.get();
+    return entry.choice;
   }
   return nullptr;
 }

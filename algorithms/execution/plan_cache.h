@@ -41,8 +41,9 @@ struct PreparedPlan {
 class PlanCache {
  public:
   PlanCache();
-  // The cached choice for the call and requested name; null if none.
-  const Choice* find(const Call& call, const std::string& requested);
+  // The cached choice for the call and requested name; null if none. Held
+  // by the caller for its run: another thread's add may evict it meanwhile.
+  std::shared_ptr<const Choice> find(const Call& call, const std::string& requested);
   // Stores a choice made (outside any lock: a big plan takes a while to build).
   void add(const Call& call, const std::string& requested, std::shared_ptr<const Choice> choice);
 
