@@ -10,14 +10,14 @@ namespace chorus::algorithms {
 namespace {
 
 // A block copy in memory: about 10 GB/s on a core that shares its cache.
-constexpr double kCopySecondsPerByte = 0.1e-9;
+constexpr double kInPlaceCopySecondsPerByte = 0.1e-9;
 
-bool serves(const Candidate&, const Communicator&, const Call& call) {
+bool copy_serves(const Candidate&, const Communicator&, const Call& call) {
   return call.collective == Collective::reduce_scatter && call.in_place;
 }
 
-double cost(const Candidate&, const Communicator&, const Call& call) {
-  return static_cast<double>(output_bytes(call)) * kCopySecondsPerByte;
+double copy_cost(const Candidate&, const Communicator&, const Call& call) {
+  return static_cast<double>(output_bytes(call)) * kInPlaceCopySecondsPerByte;
 }
 
 Call out_of_place(const Call& call) {
@@ -26,7 +26,7 @@ Call out_of_place(const Call& call) {
   return inner;
 }
 
-void wrap(const CandidateRun& run, const InnerRun& inner) {
+void copy_around(const CandidateRun& run, const InnerRun& inner) {
   const Call inner_call = out_of_place(run.call);
   MemoryBackend& backend = memory_backend(run.call.memory);
   const size_t bytes = output_bytes(inner_call);
@@ -35,16 +35,16 @@ void wrap(const CandidateRun& run, const InnerRun& inner) {
   backend.copy(static_cast<std::byte*>(run.output), block.get(), bytes);
 }
 
-constexpr Candidate kCandidate{.name = kInPlaceCopy,
+constexpr Candidate kInPlaceCopyCandidate{.name = kInPlaceCopy,
                                .collective = Collective::reduce_scatter,
                                .role = CandidateRole::wraps,
-                               .serves = serves,
-                               .cost_seconds = cost,
+                               .serves = copy_serves,
+                               .cost_seconds = copy_cost,
                                .inner_call = out_of_place,
-                               .wrap = wrap};
+                               .wrap = copy_around};
 
 }  // namespace
 
-const Candidate& in_place_copy_candidate() { return kCandidate; }
+const Candidate& in_place_copy_candidate() { return kInPlaceCopyCandidate; }
 
 }  // namespace chorus::algorithms

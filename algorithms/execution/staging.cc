@@ -12,17 +12,17 @@ constexpr size_t kAlignment = 64;
 // A pinned copy between the device and the host: its launch and wait, and
 // its bandwidth (PCIe-class links; the GPU machine is to measure them).
 constexpr double kCopySeconds = 10e-6;
-constexpr double kCopySecondsPerByte = 0.05e-9;
+constexpr double kStagingCopySecondsPerByte = 0.05e-9;
 
 size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
+bool staging_serves(const Candidate&, const Communicator& communicator, const Call& call) {
   return runs_staged(communicator, call);
 }
 
-double cost(const Candidate&, const Communicator&, const Call& call) {
+double staging_cost(const Candidate&, const Communicator&, const Call& call) {
   const size_t moved = input_bytes(call) + output_bytes(call);
-  return 2 * kCopySeconds + static_cast<double>(moved) * kCopySecondsPerByte;
+  return 2 * kCopySeconds + static_cast<double>(moved) * kStagingCopySecondsPerByte;
 }
 
 Call on_host(const Call& call) {
@@ -31,23 +31,23 @@ Call on_host(const Call& call) {
   return host_call;
 }
 
-void wrap(const CandidateRun& run, const InnerRun& inner) {
+void stage_around(const CandidateRun& run, const InnerRun& inner) {
   run_staged(run.call, run.input, run.output, [&](const Call& host_call, const void* input, void* output) {
     inner(host_call, input, output);
   });
 }
 
-constexpr Candidate kCandidate{.name = kStaged,
+constexpr Candidate kStagingCandidate{.name = kStaged,
                                .collective = std::nullopt,
                                .role = CandidateRole::wraps,
-                               .serves = serves,
-                               .cost_seconds = cost,
+                               .serves = staging_serves,
+                               .cost_seconds = staging_cost,
                                .inner_call = on_host,
-                               .wrap = wrap};
+                               .wrap = stage_around};
 
 }  // namespace
 
-const Candidate& staging_candidate() { return kCandidate; }
+const Candidate& staging_candidate() { return kStagingCandidate; }
 
 bool runs_staged(const Communicator& communicator, const Call& call) {
   if (call.memory.on_host()) return false;

@@ -281,7 +281,7 @@ void first_call(const Communicator& communicator, uint32_t sequence, Deadline de
   cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
 }
 
-constexpr Candidate kCandidates[] = {
+constexpr Candidate kBoardCandidates[] = {
     {.name = kBoard, .collective = Collective::allreduce, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .first_call = first_call, .on_board = true},
     {.name = kBoardPieces, .collective = Collective::allreduce, .serves = serves_pieces, .cost_seconds = pieces_cost,
@@ -303,7 +303,7 @@ void enable_board(Communicator& communicator) {
   if (!communicator.board_cell()) communicator.set_board_cell(std::make_shared<BoardCell>());
 }
 
-std::span<const Candidate> board_candidates() { return kCandidates; }
+std::span<const Candidate> board_candidates() { return kBoardCandidates; }
 
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
   BoardCell* cell = communicator.board_cell();

@@ -170,11 +170,11 @@ class MappedCall {
 
 namespace {
 
-bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
+bool mapped_serves(const Candidate&, const Communicator& communicator, const Call& call) {
   return call.collective == Collective::allreduce && communicator.maps_peer_memory(call.memory);
 }
 
-std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+std::string mapped_why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
   return cat("rank ", communicator.rank(), ": algorithm '", self.name, "' runs allreduce on ",
              "device memory that every rank maps from every other (processes on one host ",
              "served by cuda_ipc); this call is ", to_string(call.collective), " on ", to_string(call.memory),
@@ -185,13 +185,13 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
 // A time measured at 4 members, at `members` (mapped_allreduce.h).
 double at_members(double seconds_at_four, int members) { return seconds_at_four * ceil_log2(members) / 2; }
 
-double one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+double mapped_one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   if (call.bytes() > kMappedOneShotMaxBytes) return std::numeric_limits<double>::infinity();
   return at_members(kMappedOneShotSeconds, communicator.size()) +
          static_cast<double>(call.bytes()) * communicator.size() * kMappedSecondsPerByte;
 }
 
-double two_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+double mapped_two_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   return at_members(kMappedTwoShotSeconds, communicator.size()) +
          2 * static_cast<double>(call.bytes()) * kMappedSecondsPerByte;
 }
@@ -201,16 +201,16 @@ Moved run(const Candidate& self, const CandidateRun& run) {
   return {};
 }
 
-constexpr Candidate kCandidates[] = {
-    {.name = kMappedOneShot, .collective = Collective::allreduce, .serves = serves, .cost_seconds = one_shot_cost,
-     .run = run, .why_not = why_not},
-    {.name = kMappedTwoShot, .collective = Collective::allreduce, .serves = serves, .cost_seconds = two_shot_cost,
-     .run = run, .why_not = why_not},
+constexpr Candidate kMappedCandidates[] = {
+    {.name = kMappedOneShot, .collective = Collective::allreduce, .serves = mapped_serves, .cost_seconds = mapped_one_shot_cost,
+     .run = run, .why_not = mapped_why_not},
+    {.name = kMappedTwoShot, .collective = Collective::allreduce, .serves = mapped_serves, .cost_seconds = mapped_two_shot_cost,
+     .run = run, .why_not = mapped_why_not},
 };
 
 }  // namespace
 
-std::span<const Candidate> mapped_candidates() { return kCandidates; }
+std::span<const Candidate> mapped_candidates() { return kMappedCandidates; }
 
 void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                           std::string_view algorithm, uint32_t sequence, Deadline deadline) {
