@@ -2,6 +2,8 @@
 // (CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE, CHORUS_JOB_ID).
 #include "chorus/connect.h"
 
+#include <unistd.h>
+
 #include <numeric>
 #include <thread>
 
@@ -165,9 +167,11 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   communicator_settings.measured = connected.measured;
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
-  // A job without a secret is open to anyone who reaches its listeners:
-  // said once, by rank 0, when other hosts can reach them (a job that spans
-  // hosts, or one whose TCP port is on a routable address).
+  // A job without a secret is open to anyone who reaches its listeners from
+  // another host: said once, by rank 0, as a warning when other hosts can
+  // reach them (a job that spans hosts, or one whose TCP port is on a
+  // routable address). On this host the kernel's word on each connection's
+  // user keeps other users out (base/socket_owner.h): said once at info.
   if (!config.secret.configured() && rank == 0) {
     bool reachable = topology->hosts() > 1;
     for (const auto& device : connected.mesh->devices()) reachable = reachable || device->listens_beyond_host();
@@ -177,6 +181,10 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
                  ": anyone who reaches them could join it or read its keys. Set CHORUS_SECRET or CHORUS_SECRET_FILE "
                  "on every rank (README, Security; chorus-run sets one by itself), or CHORUS_SOCKET_IFNAME=lo for "
                  "a job on one host");
+    else
+      CHORUS_LOG(info, rank, "this job has no job secret; it stays on this host, and its store and listeners admit "
+                 "only processes of this user (uid ", ::geteuid(), "), which the kernel names for each connection. "
+                 "Set CHORUS_SECRET or CHORUS_SECRET_FILE to keep out this user's other processes too (docs/security.md)");
   }
   std::vector<int> everyone(static_cast<size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/socket_owner.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_common.h"
 #include "rendezvous/tcp_store.h"
@@ -189,6 +190,13 @@ bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, Deadline greeti
                                                                          : " does not use TLS but this process does",
                       ": set CHORUS_TLS_CERT, CHORUS_TLS_KEY and CHORUS_TLS_CA for the store and every rank, or for "
                       "none"));
+  // Without a secret nothing the server sends can prove it is the job's:
+  // the kernel's word on its user does (base/socket_owner.h), so a store of
+  // another user squatting the port is not used.
+  if (!secret.configured()) {
+    if (std::string why = same_user_refusal(link.fd.get(), cat("the store server at ", where)); !why.empty())
+      throw IoError(cat("TcpStore: will not use ", where, ": ", why));
+  }
   const std::vector<std::byte> proof = tcp_store::encode_client_proof(server_challenge, fresh_challenge(), secret);
   result = tcp_store::send_all(link, proof, deadline);
   if (result.status != IoStatus::ok) {
@@ -199,8 +207,8 @@ bool TcpStore::Impl::authenticate(Link& link, Deadline deadline, Deadline greeti
   result = tcp_store::receive_exact(link, answer, deadline);
   if (result.status == IoStatus::closed)
     throw IoError(cat("TcpStore: store server ", where, " refused this client's proof of the job secret: it "
-                      "serves another job, or CHORUS_SECRET differs between the store and this rank (the "
-                      "server's log names this client)"));
+                      "serves another job, CHORUS_SECRET differs between the store and this rank, or, with no "
+                      "secret, the store runs as another user (the server's log names this client and why)"));
   if (result.status != IoStatus::ok) {
     error = "no answer to authentication (" + result.error + ")";
     return false;

@@ -17,6 +17,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/rejection_log.h"
+#include "base/socket_owner.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_common.h"
 #include "rendezvous/tcp_store.h"
@@ -58,6 +60,7 @@ struct TcpStoreServer::Impl {
     bool tls_handshaking = false;
     bool tls_wants_write = false;
     std::string peer;
+    std::string peer_host;  // the address without the port: a source for the rejection log
     bool authenticated = false;
     Challenge challenge{};
     Clock::time_point give_up_at{};
@@ -101,6 +104,9 @@ struct TcpStoreServer::Impl {
   uint64_t next_connection = 1;
   uint64_t next_generation = 1;
   Clock::time_point accept_paused_until{};
+  // Clients refused (bad bytes, no proof): a line per address per 10 s, the
+  // rest summed up (base/rejection_log.h).
+  RejectionLog rejections;
 
   void serve();
   bool serve_once();  // one poll round; false when asked to stop
@@ -214,12 +220,14 @@ bool TcpStoreServer::Impl::serve_once() {
     if (found != connections.end() && !found->second.dead) process_input(id, found->second);
   }
   expire_unauthenticated();
+  if (std::optional<std::string> summary = rejections.summary())
+    CHORUS_LOG(warn, -1, "TcpStoreServer ", where, ": ", *summary);
   std::erase_if(connections, [](const auto& entry) { return entry.second.dead; });
   return true;
 }
 
 int TcpStoreServer::Impl::poll_timeout_ms(bool accepting) {
-  auto earliest = accepting ? Clock::time_point::max() : accept_paused_until;
+  auto earliest = std::min(accepting ? Clock::time_point::max() : accept_paused_until, rejections.summary_due());
   for (const auto& [id, c] : connections)
     if (c.admitting()) earliest = std::min(earliest, c.give_up_at);
   if (earliest == Clock::time_point::max()) return -1;
@@ -248,6 +256,16 @@ bool TcpStoreServer::Impl::authenticate(uint64_t id, Connection& c) {
   if (std::string why = tcp_store::check_client_proof(proof, c.challenge, secret); !why.empty()) {
     drop(id, c, "refused: " + why, true);
     return false;
+  }
+  // Without a secret the proof shows only that the client speaks chorus;
+  // the kernel's word on its user is the job's proof (base/socket_owner.h).
+  // Asked now, not at accept: the client is waiting for our answer, so its
+  // socket is open, and a knock or a scan that closes at once costs nothing.
+  if (!secret.configured()) {
+    if (std::string why = same_user_refusal(c.fd.get(), "the client"); !why.empty()) {
+      drop(id, c, "refused: " + why, true);
+      return false;
+    }
   }
   c.authenticated = true;
   const std::vector<std::byte> answer = tcp_store::encode_server_proof(c.challenge, proof, secret);
@@ -296,6 +314,7 @@ void TcpStoreServer::Impl::accept_all() {
     Connection c;
     c.fd = UniqueFd(fd);
     c.peer = tcp_store::peer_name(fd);
+    c.peer_host = c.peer.substr(0, c.peer.rfind(':'));
     c.challenge = fresh_challenge();
     c.give_up_at = Clock::now() + kAuthTimeout;
     c.out = tcp_store::encode_server_challenge(c.challenge, tls != nullptr);
@@ -515,8 +534,10 @@ void TcpStoreServer::Impl::unregister(uint64_t id, Connection& c) {
 
 void TcpStoreServer::Impl::drop(uint64_t id, Connection& c, const std::string& reason, bool unexpected) {
   if (c.dead) return;
-  if (unexpected) {
+  if (unexpected && rejections.admit(c.peer_host)) {
     CHORUS_LOG(warn, -1, "TcpStoreServer ", where, ": dropping connection from ", c.peer, ": ", reason);
+  } else if (unexpected) {
+    CHORUS_LOG(debug, -1, "TcpStoreServer ", where, ": dropping connection from ", c.peer, ": ", reason);
   } else {
     CHORUS_LOG(debug, -1, "TcpStoreServer ", where, ": connection from ", c.peer, " ended: ", reason);
   }

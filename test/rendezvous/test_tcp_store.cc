@@ -19,6 +19,7 @@
 #include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous_test_helpers.h"
+#include "test/stderr_lines.h"
 
 using namespace std::chrono_literals;
 using chorus::test::bytes;
@@ -306,6 +307,37 @@ TEST_CASE("TcpStoreServer drops connections that send hostile bytes and keeps se
   store.set("after-attack", bytes("finally"));
   parked.join();
   REQUIRE_THROWS_AS(store.get("half", 20ms), chorus::TimeoutError);
+}
+
+TEST_CASE("TcpStoreServer: 10,000 garbage connections cost a few log lines and no wrong answer", "[tcp_store]") {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  chorus::TcpStore store("127.0.0.1", server.port(), 2s);
+  store.set("stable", bytes("still here"));
+  const std::vector<std::byte> garbage = bytes("GET / HTTP/1.1\r\n\r\n");
+  constexpr int kStrangers = 10'000;
+  int connected = 0;
+  const size_t lines = chorus::test::stderr_lines_during([&] {
+    for (int i = 0; i < kStrangers; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      address.sin_port = htons(server.port());
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+        ++connected;
+        [[maybe_unused]] ssize_t sent = ::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL);
+      }
+      ::close(fd);
+      if (i % 1000 == 999) CHECK(text(store.get("stable", 5s)) == "still here");
+    }
+    // The last ones are dropped by the time a request sent after them is answered.
+    store.set("after", bytes("the flood"));
+    CHECK(text(store.get("after", 5s)) == "the flood");
+  }, "TcpStoreServer");
+  std::printf("store: %d garbage connections (%d connected), %zu log lines\n", kStrangers, connected, lines);
+  CHECK(connected > kStrangers / 2);
+  CHECK(lines >= 1);
+  CHECK(lines < 50);
 }
 
 TEST_CASE("TcpStoreServer answers a multi-key get with one reply", "[tcp_store]") {

@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "transport/rejection_log.h"
+#include "base/rejection_log.h"
 
 #include "base/error.h"
 #include "fuzz/recording_owner.h"
@@ -210,26 +210,31 @@ TEST_CASE("tcp: a handshake challenge with nonzero padding is refused", "[hostil
 }  // namespace
 }  // namespace chorus::transport
 
-TEST_CASE("rejected connections: a line per source per interval, at most 20 an interval, the rest counted",
+TEST_CASE("rejected connections: a line per source per interval, at most 20 an interval, the rest summed up",
           "[hostile_input]") {
-  using chorus::transport::RejectionLog;
+  using chorus::RejectionLog;
   using namespace std::chrono_literals;
   RejectionLog log(10s);
   const RejectionLog::Clock::time_point start{};
   auto at = [&](std::chrono::milliseconds offset) { return start + 1h + offset; };
-  REQUIRE(log.admit("pid 7", at(0ms)) == std::optional<std::string>(""));
-  for (int i = 0; i < 1000; ++i) CHECK_FALSE(log.admit("pid 7", at(std::chrono::milliseconds(i))));
-  const std::optional<std::string> again = log.admit("pid 7", at(10s));
-  REQUIRE(again);
-  CHECK_THAT(*again, Catch::Contains("1000 more from it since its last line"));
-  // Many sources at once: 20 lines an interval, in all.
-  int lines = 1;  // pid 7's second, in this interval
+  CHECK(log.admit("pid 7", at(0ms)));
+  CHECK_FALSE(log.summary(at(0ms)));  // nothing counted yet
+  for (int i = 0; i < 1000; ++i) CHECK_FALSE(log.admit("pid 7", at(std::chrono::milliseconds(1 + i))));
+  CHECK(log.summary_due() == at(10001ms));
+  CHECK_FALSE(log.summary(at(10000ms)));  // its interval is not over
+  const std::optional<std::string> summary = log.summary(at(10001ms));
+  REQUIRE(summary);
+  CHECK_THAT(*summary, Catch::Contains("dropped 1000 more connections from 1 source in the last 10 s"));
+  CHECK_FALSE(log.summary(at(30s)));  // said once
+  CHECK(log.admit("pid 7", at(10001ms)));  // a new interval: the source's next line
+  // Many sources at once: 20 lines an interval in all, the rest in one summary.
+  int lines = 0;
   for (int source = 0; source < 100; ++source)
-    if (log.admit("10.0.0." + std::to_string(source), at(11s))) ++lines;
+    if (log.admit("10.0.0." + std::to_string(source), at(21s))) ++lines;
   CHECK(lines == static_cast<int>(RejectionLog::kMaxLinesPerInterval));
-  const std::optional<std::string> next = log.admit("10.0.1.1", at(21s));
-  REQUIRE(next);
-  CHECK_THAT(*next, Catch::Contains("81 from other sources not logged"));
-  CHECK(log.unlogged() == 1000 + 81);
+  const std::optional<std::string> many = log.summary(at(31s));
+  REQUIRE(many);
+  CHECK_THAT(*many, Catch::Contains("dropped 80 more connections from 80 sources"));
+  CHECK(log.unlogged() == 1000 + 80);
 }
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "base/long_lived_memory.h"
-#include "transport/rejection_log.h"
+#include "base/rejection_log.h"
 #include "transport/progress_poll.h"
 #include "transport/ibverbs/address.h"
 #include "transport/ibverbs/connection.h"

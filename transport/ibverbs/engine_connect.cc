@@ -160,12 +160,13 @@ void Engine::drop_locked(Connection& connection, const std::string& why) {
   }
   if (connection.state() == LinkState::ready) return;  // a linked connection fails the device instead
   const sockaddr* peer = rdma_get_peer_addr(connection.cm_id());
-  if (std::optional<std::string> note = rejections_.admit(ip_text(peer)))
+  if (rejections_.admit(ip_text(peer)))
     CHORUS_LOG(warn, rank(), "ibverbs: dropped a connection from ", ip_text(peer), " claiming to be rank ",
-               connection.peer_rank(), ": ", why, *note);
+               connection.peer_rank(), ": ", why);
   else
     CHORUS_LOG(debug, rank(), "ibverbs: dropped a connection from ", ip_text(peer), " claiming to be rank ",
                connection.peer_rank(), ": ", why);
+  if (std::optional<std::string> summary = rejections_.summary()) CHORUS_LOG(warn, rank(), "ibverbs: ", *summary);
   rdma_disconnect(connection.cm_id());
   destroy_connection_locked(connection.id());
 }
@@ -280,10 +281,11 @@ void Engine::on_cm_event_locked(const CmEvent& event) {
 void Engine::on_connect_request_locked(const CmEvent& event) {
   const sockaddr* from = rdma_get_peer_addr(event.id);
   auto refuse = [&](const std::string& why) {
-    if (std::optional<std::string> note = rejections_.admit(ip_text(from)))
-      CHORUS_LOG(warn, rank(), "ibverbs: refused a connection request from ", ip_text(from), ": ", why, *note);
+    if (rejections_.admit(ip_text(from)))
+      CHORUS_LOG(warn, rank(), "ibverbs: refused a connection request from ", ip_text(from), ": ", why);
     else
       CHORUS_LOG(debug, rank(), "ibverbs: refused a connection request from ", ip_text(from), ": ", why);
+    if (std::optional<std::string> summary = rejections_.summary()) CHORUS_LOG(warn, rank(), "ibverbs: ", *summary);
     rdma_reject(event.id, nullptr, 0);
     rdma_destroy_id(event.id);
   };

@@ -41,7 +41,7 @@
 #include "transport/shm/address.h"
 #include "transport/shm/connection.h"
 #include "transport/progress_poll.h"
-#include "transport/rejection_log.h"
+#include "base/rejection_log.h"
 #include "transport/shm/shm.h"
 #include "transport/shm/side_channel.h"
 

@@ -162,10 +162,12 @@ void Engine::reject(uint64_t id, const std::string& why) {
   auto found = handshakes_.find(id);
   if (found == handshakes_.end()) return;
   const pid_t pid = found->second->credentials.pid;
-  if (std::optional<std::string> note = rejections_.admit(cat("pid ", pid)))
-    CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why, *note);
+  if (rejections_.admit(cat("pid ", pid)))
+    CHORUS_LOG(warn, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why);
   else
     CHORUS_LOG(debug, rank(), "shm: dropped an incoming shared-memory connection (pid ", pid, "): ", why);
+  if (std::optional<std::string> summary = rejections_.summary())
+    CHORUS_LOG(warn, rank(), "shm: ", *summary);
   loop_.unwatch(found->second->fd.get());
   handshakes_.erase(found);
 }

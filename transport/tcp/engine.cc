@@ -208,6 +208,7 @@ bool Engine::wait_failed(std::exception_ptr error) {
 
 void Engine::after_wait() {
   if (!handshakes_.empty()) expire_handshakes();
+  if (rejections_.summary_due() <= Clock::now()) log_rejection_summary();
   if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
 }
 
@@ -236,8 +237,9 @@ void Engine::dispatch(uint64_t event_token, uint32_t events) {
 
 int Engine::wait_timeout_ms() const {
   const int linger = lingering_.load(std::memory_order_acquire) ? static_cast<int>(kParkLinger.count()) : -1;
-  if (handshakes_.empty()) return linger;
-  auto earliest = Clock::time_point::max();
+  // Rejections not yet summed up wake the loop when their line is due (base/rejection_log.h).
+  auto earliest = rejections_.summary_due();
+  if (handshakes_.empty() && earliest == Clock::time_point::max()) return linger;
   for (const auto& [id, incoming] : handshakes_) earliest = std::min(earliest, incoming->give_up_at());
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
   const int handshake = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));

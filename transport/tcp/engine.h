@@ -20,7 +20,7 @@
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/connection.h"
 #include "transport/progress_poll.h"
-#include "transport/rejection_log.h"
+#include "base/rejection_log.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp.h"
 
@@ -91,6 +91,8 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   void admit(uint64_t id);
   void reject_handshake(uint64_t id, const std::string& why);
   void expire_handshakes();
+  // The rejection log's summary line, when one is due.
+  void log_rejection_summary();
   int wait_timeout_ms() const;
   void run_cleanup_if_needed();
   void cleanup();

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/socket_owner.h"
 #include "transport/epoll_token.h"
 #include "transport/tcp/abort_frame.h"
 
@@ -59,6 +60,14 @@ void Engine::on_handshake_readable(uint64_t id) {
       return reject_handshake(id, incoming.failure());
     case IncomingHandshake::Status::received:
       break;
+  }
+  // Without a secret a hello's proof shows only that the dialer speaks
+  // chorus; the kernel's word on its user is the job's proof
+  // (base/socket_owner.h). Asked at the hello, not at accept: the dialer
+  // waits for our answer, so its socket is open (a knock has closed by then).
+  if (!options_.secret.configured()) {
+    if (std::string why = same_user_refusal(incoming.fd(), "the dialer"); !why.empty())
+      return reject_handshake(id, why);
   }
   Hello hello;
   std::string why = check_hello(incoming.bytes(), {nonce_, rank(), size(), options_.streams}, incoming.challenge(),
@@ -125,12 +134,13 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
   // (transport/knock.h) or a port scan: neither is worth a warning.
   if (why.starts_with("closed after 0 "))
     CHORUS_LOG(debug, rank(), "tcp: a connection from ", found->second->from().to_string(), " closed before its hello");
-  else if (std::optional<std::string> note = rejections_.admit(found->second->from().host_string()))
+  else if (rejections_.admit(found->second->from().host_string()))
     CHORUS_LOG(warn, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
-               " on ", listen_address_.to_string(), ": ", why, *note);
+               " on ", listen_address_.to_string(), ": ", why);
   else
     CHORUS_LOG(debug, rank(), "tcp: dropped an incoming connection from ", found->second->from().to_string(),
                " on ", listen_address_.to_string(), ": ", why);
+  log_rejection_summary();
   if (found->second->tls_started()) {
     const Hello& hello = found->second->accepted();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -139,6 +149,11 @@ void Engine::reject_handshake(uint64_t id, const std::string& why) {
   }
   loop_.unwatch(found->second->fd());
   handshakes_.erase(found);
+}
+
+void Engine::log_rejection_summary() {
+  if (std::optional<std::string> summary = rejections_.summary())
+    CHORUS_LOG(warn, rank(), "tcp: listener ", listen_address_.to_string(), ": ", *summary);
 }
 
 void Engine::expire_handshakes() {

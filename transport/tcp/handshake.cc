@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/socket_owner.h"
 #include "transport/tcp/frame.h"
 
 namespace chorus::transport::tcp {
@@ -128,6 +129,13 @@ class Dialer {
       throw IoError(cat("rank ", my_rank_, ": ", label(), " sent an invalid handshake challenge (", why,
                         "): not a chorus rank of this version"),
                     peer_.rank);
+    // Without a secret, whoever answers proves nothing by its bytes: the
+    // kernel's word on its user does (base/socket_owner.h).
+    if (!secret_.configured()) {
+      if (std::string why = same_user_refusal(fd, cat("the process listening at ", peer_.socket.to_string()));
+          !why.empty())
+        throw IoError(cat("rank ", my_rank_, ": will not connect to ", label(), ": ", why), peer_.rank);
+    }
     Hello hello{peer_.nonce, my_rank_, peer_.rank, stream_, streams_, fresh_challenge()};
     const HelloMessage hello_bytes = encode_hello(hello, listener_challenge, secret_);
     size_t sent = 0;
@@ -171,8 +179,8 @@ class Dialer {
         received += static_cast<size_t>(n);
       } else if (n == 0) {
         throw IoError(cat("rank ", my_rank_, ": ", label(), " closed the connection during the handshake (it ",
-                          "rejected our hello: a different job secret (CHORUS_SECRET), or an address from ",
-                          "another job or a stale run? its log says why)"),
+                          "rejected our hello: a different job secret (CHORUS_SECRET), another user's process with no ",
+                          "secret, or an address from another job or a stale run? its log says why)"),
                       peer_.rank);
       } else if (errno == EAGAIN || errno == EINTR) {
         if (!wait_ready(fd, POLLIN, deadline_)) timed_out(cat("waiting for ", what).c_str());
