@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -115,7 +116,7 @@ bool file_exists(const std::filesystem::path& path) {
 void write_file_atomically(const std::filesystem::path& directory, const std::filesystem::path& final_path,
                            std::span<const std::byte> value) {
   std::filesystem::path temporary = directory / temporary_name();
-  int raw = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int raw = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (raw < 0) throw_io("create", temporary, errno);
   {
     FileDescriptor fd(raw);
@@ -155,6 +156,9 @@ bool poll_until(Deadline deadline, Ready ready) {
 
 FileStore::FileStore(std::filesystem::path directory) : directory_(std::move(directory)) {
   std::error_code error;
+  // The directory this call makes is the job user's alone (the parents it
+  // makes follow the umask): keys hold the ranks' addresses.
+  const bool existed = std::filesystem::exists(directory_, error);
   std::filesystem::create_directories(directory_, error);
   if (error && error != std::errc::file_exists) {
     throw IoError(cat("FileStore: cannot create directory ", directory_.string(), ": ", error.message()));
@@ -162,6 +166,28 @@ FileStore::FileStore(std::filesystem::path directory) : directory_(std::move(dir
   if (!std::filesystem::is_directory(directory_, error)) {
     throw IoError(cat("FileStore: ", directory_.string(), " is not a directory",
                       error ? ": " + error.message() : std::string()));
+  }
+  if (!existed) ::chmod(directory_.c_str(), 0700);
+  refuse_foreign_directory();
+}
+
+// Whoever can write the directory can forge the job's keys (addresses,
+// abort records) and, for a file store, nothing proves a writer is a rank.
+// A directory made beforehand by another user (a name in /tmp taken before
+// the job starts) or one every user may write is therefore refused.
+void FileStore::refuse_foreign_directory() const {
+  struct stat info {};
+  if (::stat(directory_.c_str(), &info) != 0) throw_io("stat", directory_, errno);
+  const uid_t mine = ::geteuid();
+  if (info.st_uid != mine)
+    throw IoError(cat("FileStore: ", directory_.string(), " belongs to uid ", info.st_uid, ", not to uid ", mine,
+                      " that this job runs as: its owner could read and forge the job's keys. Use a directory of "
+                      "this user's (file:// stores are not shared between users)"));
+  if (info.st_mode & S_IWOTH) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    throw IoError(cat("FileStore: ", directory_.string(), " may be written by every user (mode ", mode,
+                      "): any of them could forge the job's keys. chmod o-w it, or use a directory of this user's"));
   }
 }
 

@@ -20,6 +20,7 @@ class FileStore : public Store {
   bool remove(const std::string& key) override;
 
  private:
+  void refuse_foreign_directory() const;
   std::filesystem::path directory_;
 };
 

@@ -10,12 +10,14 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -26,6 +28,7 @@
 #include "base/error.h"
 #include "base/job_secret.h"
 #include "base/socket_owner.h"
+#include "rendezvous/file_store.h"
 #include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "test/integration/hostile_peer.h"
@@ -347,4 +350,43 @@ TEST_CASE("a stranger of another user is refused by the store and every rank lis
   CHECK(count(transcript, "the client is a process of uid 65534") == 1);
   // Rejections are logged once per source per 10 s (base/rejection_log.h): at least one line names the user.
   CHECK(count(transcript, "the dialer is a process of uid 65534") >= 1);
+}
+
+TEST_CASE("a file store refuses a directory another user made or every user may write", "[other_users]") {
+  char made[] = "/tmp/chorus-other-users.XXXXXX";
+  REQUIRE(::mkdtemp(made));
+  const std::string base = made;
+  // Ours, mode 0700 by mkdtemp: used, and a directory it makes is 0700.
+  CHECK_NOTHROW(FileStore(base + "/fresh"));
+  struct stat info {};
+  REQUIRE(::stat((base + "/fresh").c_str(), &info) == 0);
+  CHECK((info.st_mode & 07777) == 0700);
+  // Ours but writable by everyone.
+  REQUIRE(::mkdir((base + "/open").c_str(), 0700) == 0);
+  REQUIRE(::chmod((base + "/open").c_str(), 0777) == 0);
+  std::string error;
+  try {
+    FileStore store(base + "/open");
+  } catch (const IoError& failure) {
+    error = failure.what();
+  }
+  CHECK(error.find("may be written by every user (mode 0777)") != std::string::npos);
+  if (can_switch_users()) {
+    // Another user's, made before the job (a name in /tmp taken first).
+    REQUIRE(::chmod(made, 0755) == 0);
+    const std::string squatted = base + "/squatted";
+    REQUIRE(::mkdir(squatted.c_str(), 0755) == 0);
+    REQUIRE(::chown(squatted.c_str(), kNobody, kNobody) == 0);
+    error.clear();
+    try {
+      FileStore store(squatted);
+    } catch (const IoError& failure) {
+      error = failure.what();
+    }
+    INFO(error);
+    CHECK(error.find("belongs to uid 65534, not to uid 0") != std::string::npos);
+  } else {
+    WARN("another user's directory: skipped, making one needs root");
+  }
+  std::filesystem::remove_all(base);
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
@@ -75,7 +76,14 @@ TEST_CASE("FileStore errors name the path and the reason", "[file_store]") {
     chorus::FileStore(locked).set("readable", bytes("yes"));
     ::chmod(root.path().c_str(), 0755);
     ::chmod(locked.c_str(), 0555);
-    // Root ignores permissions, so the check runs in a child as an unprivileged user.
+    // Root ignores permissions, so the check runs in a child as an
+    // unprivileged user, who must own the store (a store of another user's
+    // is refused: test_other_users).
+    if (::geteuid() == 0) {
+      for (const auto& entry : std::filesystem::directory_iterator(locked))
+        REQUIRE(::chown(entry.path().c_str(), 65534, 65534) == 0);
+      REQUIRE(::chown(locked.c_str(), 65534, 65534) == 0);
+    }
     pid_t child = chorus::test::fork_child([&] {
       if (::geteuid() == 0) {
         chorus::test::child_check(::setgid(65534) == 0 && ::setuid(65534) == 0, "drop privileges to nobody");
