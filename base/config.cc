@@ -1,6 +1,8 @@
 // The one place that reads the environment (see config.h).
 #include "base/config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -99,6 +102,16 @@ JobSecret secret_from_environment() {
   if (file) {
     std::ifstream in(*file, std::ios::binary);
     if (!in) throw InvalidArgument(cat("CHORUS_SECRET_FILE='", *file, "' cannot be read: ", std::strerror(errno)));
+    // A secret other users can read is theirs too, and one they can write
+    // is theirs to choose: refused, as ssh refuses such a private key.
+    // (Only for a file: a pipe, as from <(...), is its process's alone.)
+    struct stat info {};
+    if (::stat(file->c_str(), &info) == 0 && S_ISREG(info.st_mode) && (info.st_mode & 077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
+      throw InvalidArgument(cat("CHORUS_SECRET_FILE='", *file, "' may be read or written by other users (mode ", mode,
+                                "): chmod 600 it (chorus-run's own secret files are 0600 in a 0700 directory)"));
+    }
     std::string contents(kMaxSecretFileBytes + 1, '\0');
     in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
     contents.resize(static_cast<size_t>(in.gcount()));

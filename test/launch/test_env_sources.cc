@@ -4,6 +4,9 @@
 // environments must fail fast with an InvalidArgument naming the variable.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -98,8 +101,14 @@ TEST_CASE("a half-set environment fails at once with InvalidArgument naming the 
     std::vector<std::string> environment;
     std::vector<std::string> message_contains;
   };
+  // A secret file every user may read (issue 45).
+  const std::string open_secret = "/tmp/chorus-env-test-open-secret";
+  std::ofstream(open_secret) << "0123456789abcdef0123456789abcdef\n";
+  REQUIRE(::chmod(open_secret.c_str(), 0644) == 0);
   std::vector<Case> cases{
       {{"RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, {"torchrun", "WORLD_SIZE is not"}},
+      {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_SECRET_FILE=" + open_secret},
+       {"may be read or written by other users (mode 0644)", "chmod 600"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=2"}, {"CHORUS_*", "CHORUS_STORE is not"}},
       {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"}, {"Open MPI", "CHORUS_STORE", "MASTER_ADDR"}},
       {{"SLURM_PROCID=2", "SLURM_NTASKS=2", "CHORUS_STORE=tcp://127.0.0.1:1"}, {"Slurm", "SLURM_PROCID=2 is out of range"}},
