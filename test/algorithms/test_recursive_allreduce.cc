@@ -51,12 +51,12 @@ void check(Builder build, size_t (*expected_bytes)(const Call&, int), const Call
   }
 }
 
-struct Candidate {
+struct RecursiveAllreduce {
   const char* name;
   Builder build;
   size_t (*bytes)(const Call&, int);
 };
-const Candidate candidates[] = {
+const RecursiveAllreduce candidates[] = {
     {"recursive_doubling", recursive_doubling_allreduce.build, recursive_doubling_bytes},
     {"halving_doubling", halving_doubling_allreduce.build, halving_doubling_bytes},
 };
@@ -64,7 +64,7 @@ const Candidate candidates[] = {
 }  // namespace
 
 TEST_CASE("recursive allreduces, int32: every op, 1..33 ranks, awkward counts, in and out of place", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates) {
+  for (const RecursiveAllreduce& algorithm : candidates) {
     INFO(algorithm.name);
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
@@ -78,7 +78,7 @@ TEST_CASE("recursive allreduces, int32: every op, 1..33 ranks, awkward counts, i
 }
 
 TEST_CASE("recursive allreduces, float32: arithmetic ops, 1..33 ranks, in and out of place, small segments", "[exhaustive]") {
-  for (const Candidate& algorithm : candidates) {
+  for (const RecursiveAllreduce& algorithm : candidates) {
     INFO(algorithm.name);
     for (int size : reduction_rank_counts())
       for (size_t count : reduction_counts(size))
@@ -91,7 +91,7 @@ TEST_CASE("recursive allreduces, float32: arithmetic ops, 1..33 ranks, in and ou
 }
 
 TEST_CASE("recursive allreduces: float16, bfloat16, int8 and float64") {
-  for (const Candidate& algorithm : candidates) {
+  for (const RecursiveAllreduce& algorithm : candidates) {
     INFO(algorithm.name);
     for (int size : {1, 2, 3, 5, 6, 8, 11})
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}})
@@ -104,7 +104,7 @@ TEST_CASE("recursive allreduces: float16, bfloat16, int8 and float64") {
 }
 
 TEST_CASE("recursive allreduces pipeline 100003 elements in segments") {
-  for (const Candidate& algorithm : candidates)
+  for (const RecursiveAllreduce& algorithm : candidates)
     for (int size : {2, 5, 8, 12})
       for (bool in_place : {true, false})
         check(algorithm.build, algorithm.bytes,
@@ -145,7 +145,7 @@ TEST_CASE("halving-doubling sends one message per round when its groups are smal
 
 TEST_CASE("recursive allreduces keep scratch bounded for a 3 GiB buffer") {
   const size_t count = (size_t{3} << 30) / 4;
-  for (const Candidate& algorithm : candidates)
+  for (const RecursiveAllreduce& algorithm : candidates)
     for (int rank : {0, 3}) {
       const Call call = make_call(Collective::allreduce, rank, 6, count, DataType::float32, ReduceOp::sum, 0, true);
       const Plan plan = algorithm.build(call, default_tuning);
