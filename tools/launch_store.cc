@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "rendezvous/store_url.h"
 #include "rendezvous/tcp_store.h"
 
 namespace chorus::tools {
@@ -73,6 +74,18 @@ LaunchStore::~LaunchStore() {
     std::error_code ignored;
     std::filesystem::remove_all(temporary_directory_, ignored);
   }
+}
+
+std::string launch_store_problem(const std::string& choice) {
+  if (choice == "tcp" || choice == "embedded" || choice == "file") return std::string();
+  if (choice.find("://") == std::string::npos)
+    return cat("'", choice, "' is not tcp, embedded, file or a URL such as redis://host:port");
+  try {
+    (void)parse_store_url(choice);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return std::string();
 }
 
 }  // namespace chorus::tools

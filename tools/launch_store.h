@@ -29,4 +29,8 @@ class LaunchStore {
   std::string url_;
 };
 
+// Empty when `choice` is a store LaunchStore takes (tcp, embedded, file, or
+// a URL of a form the ranks accept); else why not, for the flag's message.
+std::string launch_store_problem(const std::string& choice);
+
 }  // namespace chorus::tools
