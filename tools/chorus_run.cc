@@ -7,7 +7,10 @@
 //
 // Every output line is prefixed "[rank N] "; SIGINT/SIGTERM/SIGHUP are
 // forwarded to the ranks; when a rank fails the others are stopped and
-// chorus-run exits non-zero naming the first rank that failed.
+// chorus-run's last line names the rank that failed first and why
+// ("rank 2 failed first: stopped by SIGSTOP (ranks 0, 1, 3 report it lost or
+// unresponsive)"): a rank stopped or killed, or named by the others, not
+// merely the first survivor to exit (tools/first_failure.h).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -70,8 +73,7 @@ int main(int argc, char** argv) {
 
   chorus::tools::LaunchResult result = chorus::tools::launch_local(options);
   if (result.exit_code != 0) {
-    std::fprintf(stderr, "chorus-run: %s%s\n", result.description.c_str(),
-                 result.first_failed_rank >= 0 ? " (the first rank to fail)" : "");
+    std::fprintf(stderr, "chorus-run: %s\n", result.description.c_str());
   }
   return result.exit_code;
 }

@@ -58,6 +58,7 @@ LaunchStore::LaunchStore(const std::string& choice, const JobSecret& secret) {
     url_ = cat("tcp://127.0.0.1:", server_->port());
   } else if (choice == "embedded") {
     url_ = cat("tcp://127.0.0.1:", free_loopback_port());
+    outlives_ranks_ = false;
   } else if (choice == "file") {
     temporary_directory_ = make_temporary_directory();
     url_ = "file://" + temporary_directory_.string();

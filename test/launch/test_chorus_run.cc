@@ -91,7 +91,7 @@ TEST_CASE("a rank exiting 1 stops the others within the grace period and is name
   INFO(run.output());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
-  CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 1 exited with status 1 (the first rank to fail)"));
+  CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 1 failed first: it exited with status 1"));
   // SIGTERM after the 1 s grace: well before the sleeps would have ended.
   CHECK(elapsed >= 0.9);
   CHECK(elapsed < 6);
@@ -113,6 +113,7 @@ TEST_CASE("a killed rank is named; ranks ignoring SIGTERM are SIGKILLed after tw
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
   CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 2 was killed by signal 9"));
+  CHECK_THAT(run.output(), Catch::Contains("chorus-run: rank 2 failed first: killed by SIGKILL"));
   CHECK(elapsed >= 0.9);
   CHECK(elapsed < 6);
   for (pid_t pid : printed_pids(run.output())) CHECK(process_gone(pid));
