@@ -161,6 +161,9 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   // Only a Mesh with unconnected pairs ever writes or reads it.
   if (settings.on_demand && bootstrap.store())
     connected.mesh->set_abort_record(std::make_shared<detail::StoreAbortRecord>(bootstrap.store(), generation, rank));
+  // Whom a failing rank blames, for the launcher serving the store (chorus-run's last line).
+  if (bootstrap.store())
+    connected.mesh->set_suspect_record(std::make_shared<detail::StoreSuspectRecord>(bootstrap.store(), generation));
   const std::string override_text = communicator_settings.link_model;
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;

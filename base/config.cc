@@ -164,6 +164,7 @@ std::optional<Connections> connections_from_string(std::string_view text) {
 
 Config Config::from_environment() {
   Config config;
+  check_log_setting();
   if (auto text = variable("CHORUS_TRANSPORT")) {
     config.transports = comma_list(*text);
     if (config.transports.empty())
@@ -245,6 +246,14 @@ Config Config::from_environment() {
 }
 
 std::string log_setting_from_environment() { return variable("CHORUS_LOG").value_or(""); }
+
+void check_log_setting() {
+  // The logger reads CHORUS_LOG itself and falls back to warn; a value that
+  // is no level is refused here, at connect, like every other setting.
+  if (auto text = variable("CHORUS_LOG"); text && !parse_log_level(*text))
+    throw InvalidArgument(cat("CHORUS_LOG='", *text, "' is not a log level: it must be error, warn, info, debug or ",
+                              "trace (any case)"));
+}
 
 std::optional<std::string> module_path_from_environment(std::string_view variable_name) {
   return variable(variable_name);

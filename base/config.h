@@ -133,6 +133,11 @@ std::vector<std::string> comma_list(std::string_view text);
 // logger, which runs before any connect and parses it itself.
 std::string log_setting_from_environment();
 
+// Throws InvalidArgument naming CHORUS_LOG and the levels when it is set to
+// something that is no level (Config::from_environment calls it; so do tools
+// that never connect).
+void check_log_setting();
+
 // The file an optional module's variable (CHORUS_TLS_MODULE,
 // CHORUS_CUDA_MODULE) names instead of the installed one, or nullopt when it
 // is unset or empty. Read by base/module_loader.h when the module is first

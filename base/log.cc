@@ -73,23 +73,26 @@ std::string format_line(LogLevel level, int rank, std::string_view message) {
 }
 
 LogLevel parse_level_from_environment() {
-  std::string setting = log_setting_from_environment();
-  if (setting.empty()) return LogLevel::warn;
-  // Levels are words, whatever their case: DEBUG, Debug, debug.
-  for (char& c : setting) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string_view name(setting);
-  if (name == "error") return LogLevel::error;
-  if (name == "warn" || name == "warning") return LogLevel::warn;
-  if (name == "info") return LogLevel::info;
-  if (name == "debug") return LogLevel::debug;
-  if (name == "trace") return LogLevel::trace;
-  write_to_stderr(format_line(LogLevel::warn, -1,
-                              cat("CHORUS_LOG='", name, "' is not a log level (expected error, warn, info, debug "
-                                                        "or trace); using warn")));
-  return LogLevel::warn;
+  // A value that is no level means the default here, quietly: the logger
+  // may run before any connect and has no way to fail, and connect refuses
+  // the value with InvalidArgument naming it (Config::from_environment).
+  return parse_log_level(log_setting_from_environment()).value_or(LogLevel::warn);
 }
 
 }  // namespace
+
+std::optional<LogLevel> parse_log_level(std::string_view name) {
+  if (name.empty()) return LogLevel::warn;
+  // Levels are words, whatever their case: DEBUG, Debug, debug.
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "error") return LogLevel::error;
+  if (lower == "warn" || lower == "warning") return LogLevel::warn;
+  if (lower == "info") return LogLevel::info;
+  if (lower == "debug") return LogLevel::debug;
+  if (lower == "trace") return LogLevel::trace;
+  return std::nullopt;
+}
 
 LogLevel log_level() {
   static const LogLevel level = parse_level_from_environment();

@@ -2,6 +2,7 @@
 // Every line carries the rank it concerns so interleaved output of many ranks reads.
 #pragma once
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -11,6 +12,10 @@ namespace chorus {
 enum class LogLevel : int { error = 0, warn = 1, info = 2, debug = 3, trace = 4 };
 
 LogLevel log_level();
+// A CHORUS_LOG value as a level: error, warn (or warning), info, debug or
+// trace, in any case (empty: the default, warn); nullopt for anything else,
+// which connect refuses (base/config.h) like any other malformed setting.
+std::optional<LogLevel> parse_log_level(std::string_view name);
 inline bool log_enabled(LogLevel level) { return static_cast<int>(level) <= static_cast<int>(log_level()); }
 void log_line(LogLevel level, int rank, std::string_view message);
 

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,8 +30,12 @@
 #include "benchmarks/check_data.h"
 #include "memory/cuda/runtime.h"
 #include "chorus/chorus.h"
+#include "base/config.h"
 #include "base/log.h"
+#include "rendezvous/launch_env.h"
+#include "tools/flag_checks.h"
 #include "tools/local_launcher.h"
+#include "transport/registry.h"
 #include "base/version.h"
 
 namespace {
@@ -116,6 +122,94 @@ Memory bench_memory(const std::string& device, const Context& context) {
   throw InvalidArgument(cat("--device ", device, " is not host, cuda or cuda:N"));
 }
 
+// Where --json will be written, refused now if it cannot be: the file is
+// written after the whole sweep, too late to find out.
+std::string json_problem(const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::path path(file);
+  const fs::path directory = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (fs::is_directory(path, ignored)) return cat("--json ", file, " is a directory");
+  if (!fs::is_directory(directory, ignored)) return cat("--json ", file, ": there is no directory ", directory.string());
+  if (::access(directory.c_str(), W_OK) != 0) return cat("--json ", file, ": cannot write in ", directory.string());
+  return std::string();
+}
+
+// The host memory one rank holds at the largest size: its input and output
+// buffers, as the root (which holds the most) when the operation has one.
+size_t bytes_per_rank(const BenchOptions& options, Operation operation, int ranks) {
+  const DataType type = *parse_data_type(options.type);
+  const size_t count = bench::count_for_bytes(operation, ranks, options.max_bytes, type);
+  const int root = std::clamp(options.settings.root, 0, ranks - 1);
+  size_t most = 0;
+  for (int rank : {root, (root + 1) % ranks}) {
+    const size_t in = bench::input_elements(operation, rank, ranks, root, count);
+    const size_t out = bench::output_elements(operation, rank, ranks, root, count);
+    const size_t elements = in > std::numeric_limits<size_t>::max() - out ? std::numeric_limits<size_t>::max() : in + out;
+    most = std::max(most, tools::saturating_multiply(elements, element_size(type)));
+  }
+  return most;
+}
+
+// What no single option's check sees, refused before any rank starts (and
+// again by each rank under a launcher, before it connects): contradictions,
+// names only the library knows, a bad CHORUS_* setting, and buffers larger
+// than this host. `forking`: --ranks N local ranks, all on this host.
+std::string check_options(const BenchOptions& options, bool forking) {
+  if (std::string problem = tools::environment_problem(); !problem.empty()) return problem;
+  if (options.min_bytes > options.max_bytes)
+    return cat("--min-bytes ", options.min_bytes, " is larger than --max-bytes ", options.max_bytes,
+               ": no size to measure");
+  const Operation operation = *bench::parse_operation(options.operation);
+  if (options.settings.in_place && operation != Operation::allreduce)
+    return cat("--in-place is for --op allreduce, not ", options.operation);
+  if (options.settings.root < 0) return cat("--root ", options.settings.root, " is not a rank");
+  // Under a launcher the job's size is its own; a launcher that says none
+  // is connect's to report.
+  int ranks = forking ? options.ranks : 0;
+  if (!forking) {
+    try {
+      ranks = detect_launch_env(process_environment()).size;
+    } catch (const Error&) {
+    }
+  }
+  if (forking && !options.fake_hosts.empty()) {
+    long long held = 0;
+    for (int host : options.fake_hosts) held += host;
+    if (held != options.ranks) return cat("--fake-hosts holds ", held, " ranks but --ranks is ", options.ranks);
+  }
+  if (ranks > 0 && bench::has_root(operation) && options.settings.root >= ranks)
+    return cat("--root ", options.settings.root, " is out of range for ", ranks, " ranks");
+  if (options.algorithm != "all" && options.algorithm != "auto" &&
+      !algorithms::find_candidate(bench::collective_of(operation), options.algorithm))
+    return cat("--algo ", options.algorithm, " is not a ", options.operation, " algorithm (valid: ",
+               algorithms::candidate_names(bench::collective_of(operation)), ", auto, all)");
+  const std::string& device = options.device;
+  const bool device_index = device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 11 &&
+                            device.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (device != "host" && device != "cuda" && !device_index)
+    return cat("--device ", device, " is not host, cuda or cuda:N");
+  for (size_t i = 0; i < options.transports.size(); ++i) {
+    const std::string& name = options.transports[i];
+    if (!transport::find_transport(name))
+      return cat("--transport ", name, " is not a transport of this build (it has: ", transport::transport_names(), ")");
+    if (std::find(options.transports.begin(), options.transports.begin() + static_cast<long>(i), name) !=
+        options.transports.begin() + static_cast<long>(i))
+      return cat("--transport names ", name, " twice");
+  }
+  if (options.trace_steps && options.trace.empty() && Config::from_environment().trace.empty())
+    return "--trace-steps adds the steps to a trace: give --trace FILE (or set CHORUS_TRACE) too";
+  if (!options.json_file.empty())
+    if (std::string problem = json_problem(options.json_file); !problem.empty()) return problem;
+  if (operation != Operation::barrier) {
+    const int counted = std::max(ranks, 1);
+    const std::string what = cat("--max-bytes ", tools::describe_bytes(options.max_bytes), " of ", options.operation);
+    return tools::memory_shortfall(what, bytes_per_rank(options, operation, counted),
+                                   forking ? options.ranks : tools::local_ranks_from_environment());
+  }
+  return std::string();
+}
+
 int run_rank(const BenchOptions& options) {
   bench::BenchSettings settings = options.settings;
   settings.operation = *bench::parse_operation(options.operation);
@@ -145,10 +239,6 @@ int run_rank(const BenchOptions& options) {
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
     throw InvalidArgument(cat("--root ", settings.root, " is out of range for ", context->size(), " ranks"));
-  if (options.algorithm != "all" && options.algorithm != "auto" &&
-      !algorithms::find_candidate(bench::collective_of(operation), options.algorithm))
-    throw InvalidArgument(cat("--algo ", options.algorithm, " is not a ", options.operation, " algorithm (valid: ",
-                              algorithms::candidate_names(bench::collective_of(operation)), ", auto, all)"));
 
   const bool reduction = bench::reduces(operation);
   const bool rooted = bench::has_root(operation);
@@ -218,7 +308,10 @@ int run_rank(const BenchOptions& options) {
                      {"links", describe_links(*context)}, {"algorithm", options.algorithm}});
     if (tables.size() == 1) document["rows"] = tables[0]["rows"];
     else document["tables"] = tables;
-    std::ofstream(options.json_file) << document.dump(2) << "\n";
+    std::ofstream json(options.json_file);
+    json << document.dump(2) << "\n";
+    json.close();
+    if (!json) throw IoError(cat("--json ", options.json_file, ": writing the rows failed"));
   }
   if (printer && settings.check) std::printf("# %s: %llu wrong elements in total\n", total_wrong ? "FAILED" : "OK",
                                              static_cast<unsigned long long>(total_wrong));
@@ -256,15 +349,18 @@ int main(int argc, char** argv) {
   });
   app.add_option("--root", options.settings.root, "Root of broadcast, reduce, gather and scatter")
       ->capture_default_str();
-  app.add_option("--min-bytes,-b", options.min_bytes, "Smallest message (suffixes K, M, G = 2^10, 2^20, 2^30)")
-      ->transform(CLI::AsSizeValue(false))
+  // At least a byte: the sizes grow from --min-bytes by multiplying, and 0 stays 0 forever.
+  app.add_option("--min-bytes,-b", options.min_bytes,
+                 "Smallest message, at least 1 byte (suffixes K, M, G, T = 2^10, 2^20, 2^30, 2^40)")
+      ->transform(chorus::tools::ByteSize(1))
       ->capture_default_str();
-  app.add_option("--max-bytes,-e", options.max_bytes, "Largest message (suffixes K, M, G)")
-      ->transform(CLI::AsSizeValue(false))
+  app.add_option("--max-bytes,-e", options.max_bytes,
+                 "Largest message (suffixes K, M, G, T); refused when the buffers would not fit in this host's memory")
+      ->transform(chorus::tools::ByteSize(1))
       ->capture_default_str();
   app.add_option("--step-factor,-f", options.step_factor, "Size multiplier between rows")
       ->capture_default_str()
-      ->check(CLI::Range(1.01, 1e6));
+      ->check(chorus::tools::FiniteRange(1.01, 1e6));
   app.add_option("--iters", options.settings.iters, "Timed iterations per size (0: fit --time-budget-ms)")
       ->capture_default_str()
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));
@@ -273,7 +369,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   app.add_option("--time-budget-ms", options.settings.budget_ms, "Time per size and algorithm when --iters is 0")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 3.6e6));
+      ->check(chorus::tools::FiniteRange(0.001, 3.6e6));
   app.add_option("--rounds", options.settings.rounds,
                  "Timed rounds per size (median reported); with --algo all the algorithms interleave")
       ->capture_default_str()
@@ -312,24 +408,14 @@ int main(int argc, char** argv) {
       });
   CLI11_PARSE(app, argc, argv);
   if (!fake_hosts_text.empty()) options.fake_hosts = *chorus::tools::parse_fake_hosts(fake_hosts_text);
-  // Contradictions no single option's check sees: refused before any rank starts.
-  if (options.min_bytes > options.max_bytes) {
-    std::fprintf(stderr, "chorus-bench: --min-bytes %zu is larger than --max-bytes %zu: no size to measure\n",
-                 options.min_bytes, options.max_bytes);
-    return 2;
-  }
-  if (options.settings.in_place && options.operation != "allreduce") {
-    std::fprintf(stderr, "chorus-bench: --in-place is for --op allreduce, not %s\n", options.operation.c_str());
-    return 2;
-  }
-  if (options.settings.root < 0) {
-    std::fprintf(stderr, "chorus-bench: --root %d is not a rank\n", options.settings.root);
-    return 2;
-  }
-
+  const bool forking = !bench::launched_by_a_launcher();
   try {
+    if (const std::string problem = check_options(options, forking); !problem.empty()) {
+      std::fprintf(stderr, "chorus-bench: %s\n", problem.c_str());
+      return 2;
+    }
     chorus::validate_reduction(*chorus::parse_data_type(options.type), *chorus::parse_reduce_op(options.redop));
-    if (!bench::launched_by_a_launcher()) {
+    if (forking) {
       if (options.ranks < 1) {
         std::fprintf(stderr, "chorus-bench: give --ranks N to fork N local ranks, or run under a launcher "
                              "(chorus-run, mpirun) that sets CHORUS_RANK/CHORUS_SIZE/CHORUS_STORE\n");

@@ -38,6 +38,8 @@
 #include "chorus/chorus.h"
 #include "base/log.h"
 #include "benchmarks/connect_bench_mpi.h"
+#include "tools/flag_checks.h"
+#include "tools/launch_store.h"
 #include "tools/local_launcher.h"
 #include "base/version.h"
 
@@ -226,13 +228,22 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (const std::string problem = chorus::tools::environment_problem(); !problem.empty())
+      throw chorus::InvalidArgument(problem);
+    for (const std::string& policy : split(connection_policies)) parse_connections(policy);
+    // Every store is checked before the first job runs: a bad one would fail only its own rows.
+    for (const std::string& store : split(stores))
+      if (const std::string problem = chorus::tools::launch_store_problem(store); !problem.empty())
+        throw chorus::InvalidArgument(chorus::cat("--stores: ", problem));
+    if (split(stores).empty()) throw chorus::InvalidArgument("--stores names no store");
+    if (split(connection_policies).empty()) throw chorus::InvalidArgument("--connections names no policy");
+    if (rank_counts.empty()) throw chorus::InvalidArgument("--ranks names no rank count");
     if (over_mpi) return chorus::bench::run_mpi_connect_bench(repeats);
     if (rank_of_job || one_job) {
       if (split(connection_policies).size() != 1)
         throw chorus::InvalidArgument("one job takes one --connections policy");
       return run_rank(launched_at_ns, result_file, connection_policies, sweep);
     }
-    for (const std::string& policy : split(connection_policies)) parse_connections(policy);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     std::printf("| store | connections | ranks | connect ms (median) | connect ms (min..max) | after the last rank "
                 "started ms (median) | launch to connected ms (median) | fds per rank after connect (mean / max) |%s\n",

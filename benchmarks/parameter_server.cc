@@ -16,9 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "chorus/chorus.h"
+#include "tools/flag_checks.h"
 
 namespace {
 
@@ -37,6 +41,17 @@ float expected_weight(size_t index, size_t step, int workers) {
   return static_cast<float>(value);
 }
 
+// The memory one rank holds: every weight and gradient of the job (8 bytes
+// a parameter) and its window, its shard plus a slot per worker.
+size_t bytes_per_rank(size_t params, size_t ranks) {
+  const size_t shard = (params + ranks - 1) / ranks;
+  const size_t window = chorus::tools::saturating_multiply(chorus::tools::saturating_multiply(shard, 1 + ranks), 4);
+  const size_t vectors = chorus::tools::saturating_multiply(params, 8);
+  return vectors > std::numeric_limits<size_t>::max() - window ? std::numeric_limits<size_t>::max() : vectors + window;
+}
+
+int run(size_t params, size_t steps);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,14 +60,43 @@ int main(int argc, char** argv) {
   size_t steps = 5;
   app.add_option("--params", params, "Weights in all, split into one shard per rank")
       ->capture_default_str()
+      ->check(chorus::tools::DecimalDigits())
       ->check(CLI::Range(size_t{1}, size_t{1} << 32));
-  app.add_option("--steps", steps, "Push/pull steps")->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--steps", steps, "Push/pull steps")
+      ->capture_default_str()
+      ->check(chorus::tools::DecimalDigits())
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.set_version_flag("--version", chorus::version());
   CLI11_PARSE(app, argc, argv);
+  // Before connecting, what every rank holds however many there are: the
+  // window is at least a shard and one slot, i.e. 4 more bytes a parameter
+  // than a job of one rank's 8 (checked exactly once the size is known).
+  std::string problem = chorus::tools::environment_problem();
+  if (problem.empty())
+    problem = chorus::tools::memory_shortfall(chorus::cat("--params ", params), bytes_per_rank(params, 1) - 4 * params,
+                                              chorus::tools::local_ranks_from_environment());
+  if (!problem.empty()) {
+    std::fprintf(stderr, "chorus-parameter-server: %s\n", problem.c_str());
+    return 2;
+  }
+  try {
+    return run(params, steps);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "chorus-parameter-server: %s\n", error.what());
+    return 1;
+  }
+}
 
+namespace {
+
+int run(size_t params, size_t steps) {
   auto context = chorus::connect_from_env();
   const int rank = context->rank();
   const int size = context->size();
+  const std::string memory = chorus::tools::memory_shortfall(
+      chorus::cat("--params ", params, " over ", size, " ranks"), bytes_per_rank(params, static_cast<size_t>(size)),
+      context->local_size());
+  if (!memory.empty()) throw chorus::InvalidArgument(memory);
   const size_t shard = (params + static_cast<size_t>(size) - 1) / static_cast<size_t>(size);
   auto shard_begin = [&](int owner) { return std::min(params, shard * static_cast<size_t>(owner)); };
   auto shard_length = [&](int owner) { return std::min(params, shard_begin(owner) + shard) - shard_begin(owner); };
@@ -112,3 +156,5 @@ int main(int argc, char** argv) {
               1e3 * pull_seconds / static_cast<double>(steps));
   return 0;
 }
+
+}  // namespace

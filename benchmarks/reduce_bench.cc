@@ -18,7 +18,9 @@
 
 #include "base/reduce.h"
 #include "base/types.h"
+#include "base/log.h"
 #include "base/version.h"
+#include "tools/flag_checks.h"
 
 namespace {
 
@@ -67,13 +69,25 @@ int main(int argc, char** argv) {
   std::vector<std::string> types = {"float32", "bfloat16", "float16", "float64", "int32"};
   int rounds = 5;
   app.add_option("--sizes", sizes, "Operand sizes (K, M, G suffixes = 2^10, 2^20, 2^30), at most 4G")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(chorus::tools::ByteSize(1))
       ->check(CLI::Range(size_t{1}, size_t{4} << 30));
   app.add_option("--dtypes", types, "Element types to time (sum)")->check([](const std::string& name) {
     return chorus::parse_data_type(name) ? std::string() : "unknown element type '" + name + "'";
   });
   app.add_option("--rounds", rounds, "Timed rounds per row (best is reported)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
+  if (const std::string problem = chorus::tools::log_setting_problem(); !problem.empty()) {
+    std::fprintf(stderr, "chorus-reduce-bench: %s\n", problem.c_str());
+    return 2;
+  }
+  // Each size holds an accumulator, an operand and a copy at once.
+  const size_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  const std::string memory = chorus::tools::memory_shortfall(
+      chorus::cat("--sizes ", chorus::tools::describe_bytes(largest)), chorus::tools::saturating_multiply(largest, 3), 0);
+  if (!memory.empty()) {
+    std::fprintf(stderr, "chorus-reduce-bench: %s\n", memory.c_str());
+    return 2;
+  }
 
   std::printf("# chorus-reduce-bench: sum kernels vs memcpy, best of %d rounds, GB/s of one operand\n", rounds);
   std::printf("# %12s %10s %10s %12s\n", "size(B)", "kernel", "GB/s", "vs memcpy");

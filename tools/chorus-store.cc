@@ -5,14 +5,17 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "base/config.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store.h"
+#include "tools/flag_checks.h"
 #include "base/version.h"
 
 int main(int argc, char** argv) {
@@ -38,6 +41,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
+    if (const std::string problem = chorus::tools::environment_problem(); !problem.empty())
+      throw chorus::InvalidArgument(problem);
     chorus::TcpStoreServerOptions options;
     options.host = host;
     options.port = port;
@@ -45,14 +50,20 @@ int main(int argc, char** argv) {
     options.tls = chorus::tls_from_environment();
     if (!options.secret.configured() && chorus::Config::from_environment().require_secret)
       throw chorus::InvalidArgument("CHORUS_REQUIRE_SECRET=1 but there is no CHORUS_SECRET or CHORUS_SECRET_FILE");
+    // The server's own error names the address; the flags to change are ours to name.
+    std::unique_ptr<chorus::TcpStoreServer> server;
+    try {
+      server = std::make_unique<chorus::TcpStoreServer>(options);
+    } catch (const chorus::IoError& error) {
+      throw chorus::IoError(chorus::cat("--host ", host, " --port ", port, ": ", error.what()));
+    }
     if (!options.secret.configured())
       std::cerr << "chorus-store: no CHORUS_SECRET or CHORUS_SECRET_FILE: any client that reaches this port may "
                    "read and write the job's keys"
                 << std::endl;
-    chorus::TcpStoreServer server(options);
     std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     // Launchers wait for this line (std::endl flushes it) before starting ranks.
-    std::cout << "chorus-store listening on " << shown << ":" << server.port() << std::endl;
+    std::cout << "chorus-store listening on " << shown << ":" << server->port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
     std::cout << "chorus-store: stopping (" << (received == SIGINT ? "SIGINT" : "SIGTERM") << ")" << std::endl;

@@ -9,10 +9,12 @@
 // Plan run on the model), "symmetric" (host 0's Plans, standing for every
 // host) or "formula" (the algorithm's cost formula, for jobs too large to
 // simulate and Plans that are not the same on every host).
-#include <cctype>
 #include <cstdio>
 #include <limits>
+#include <new>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +26,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "simulation/projection.h"
+#include "tools/flag_checks.h"
 
 namespace {
 
@@ -43,7 +46,7 @@ Collective parse_collective(const std::string& name) {
   throw InvalidArgument(cat("--op: unknown collective '", name, "' (valid: ", names, ")"));
 }
 
-// "8,1K,64K,1M" with K, M, G = 2^10, 2^20, 2^30.
+// "8,1K,64K,1M" with K, M, G, T = 2^10, 2^20, 2^30, 2^40.
 std::vector<size_t> parse_sizes(const std::string& text) {
   std::vector<size_t> sizes;
   size_t begin = 0;
@@ -51,19 +54,19 @@ std::vector<size_t> parse_sizes(const std::string& text) {
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, comma - begin);
     begin = comma + 1;
-    size_t digits = 0;
-    while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits]))) ++digits;
-    const std::string suffix = item.substr(digits);
-    const int shift = suffix.empty() ? 0 : suffix == "K" || suffix == "k" ? 10 : suffix == "M" || suffix == "m" ? 20
-                                           : suffix == "G" || suffix == "g" ? 30 : -1;
-    if (digits == 0 || digits > 12 || shift < 0)
-      throw InvalidArgument(cat("--sizes: expected sizes like 8,1K,64M,1G, got '", item, "'"));
-    const size_t value = std::stoull(item.substr(0, digits)) << shift;
-    if (value == 0) throw InvalidArgument("--sizes: a size must be at least 1 byte");
-    sizes.push_back(value);
+    std::string why;
+    const std::optional<size_t> value = tools::parse_byte_size(item, why);
+    if (!value) throw InvalidArgument(cat("--sizes: ", why));
+    if (*value == 0) throw InvalidArgument("--sizes: a size must be at least 1 byte");
+    sizes.push_back(*value);
   }
   return sizes;
 }
+
+// The least memory the model takes per rank: its rank and host tables,
+// copied a few times over (about 150 bytes a rank was measured at 10M
+// ranks), so a job no host could model is refused before it is built.
+constexpr size_t kModelBytesPerRank = 64;
 
 bool blocks_per_rank(Collective collective) {
   return collective == Collective::allgather || collective == Collective::reduce_scatter ||
@@ -187,8 +190,12 @@ int main(int argc, char** argv) {
   double gamma_gbps = 1e-9 / settings.network.gamma_seconds_per_byte;
   double oversubscription = 1;
   double step_us = algorithms::kExecutorStepSeconds * 1e6;
-  app.add_option("--hosts", hosts, "Hosts in the model network")->required();
-  app.add_option("--ranks-per-host", ranks_per_host, "Ranks on each host")->capture_default_str();
+  app.add_option("--hosts", hosts, "Hosts in the model network")
+      ->required()
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  app.add_option("--ranks-per-host", ranks_per_host, "Ranks on each host")
+      ->capture_default_str()
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option("--local", local_text, "Link between ranks of one host: alpha_us=..,gbps=.. (GB/s) (default: alpha_us=2,gbps=20)");
   app.add_option("--remote", remote_text,
                  "Each host's uplink and downlink, shared by its ranks: alpha_us=..,gbps=.. (default: alpha_us=5,gbps=12.5)");
@@ -196,7 +203,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-us", step_us, "The executor's own work per message on top of a link's alpha, us (what "
                                        "auto assumes: algorithms/model/cost_model.h)")->capture_default_str();
   app.add_option("--oversubscription", oversubscription,
-                 "The core carries hosts x uplink / this (1: full bisection)")->capture_default_str();
+                 "The core carries hosts x uplink / this (1: full bisection)")
+      ->capture_default_str()
+      ->check(tools::FiniteRange(1, 1e12));
   app.add_option("--op", op, "Collective: allreduce, broadcast, reduce, reduce_scatter, allgather, gather, scatter, "
                              "alltoall")->capture_default_str();
   app.add_option("--sizes", sizes_text, "Buffer sizes in bytes, K/M/G = 2^10/2^20/2^30 (the whole buffer, as "
@@ -206,16 +215,32 @@ int main(int argc, char** argv) {
   app.add_option("--step-budget", settings.options.step_budget,
                  "Most Plan steps one simulation may hold before falling back")
       ->capture_default_str()
+      ->check(tools::DecimalDigits())
       ->check(CLI::Range(size_t{1}, std::numeric_limits<size_t>::max()));
   app.add_flag("--csv", settings.csv, "Rows as bytes,algorithm,seconds,busbw_gbps,method,mark");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (const std::string problem = tools::log_setting_problem(); !problem.empty()) throw InvalidArgument(problem);
+    const long long ranks = static_cast<long long>(hosts) * ranks_per_host;
+    if (ranks > std::numeric_limits<int>::max())
+      throw InvalidArgument(cat("--hosts ", hosts, " x --ranks-per-host ", ranks_per_host, " is ", ranks,
+                                " ranks, more than a job can hold (", std::numeric_limits<int>::max(), ")"));
+    const std::string memory = tools::memory_shortfall(
+        cat("--hosts ", hosts, " x --ranks-per-host ", ranks_per_host, " (", ranks, " ranks to model)"),
+        tools::saturating_multiply(static_cast<size_t>(ranks), kModelBytesPerRank), 0);
+    if (!memory.empty()) throw InvalidArgument(memory);
     NetworkModel& network = settings.network;
     network.hosts = hosts;
     network.ranks_per_host = ranks_per_host;
-    if (!local_text.empty()) network.local = parse_link_model(local_text, network.local);
-    if (!remote_text.empty()) network.remote = parse_link_model(remote_text, network.remote);
+    for (auto [flag, text, link] : {std::tuple{"--local", &local_text, &network.local},
+                                    std::tuple{"--remote", &remote_text, &network.remote}}) {
+      try {
+        if (!text->empty()) *link = parse_link_model(*text, *link);
+      } catch (const InvalidArgument& error) {
+        throw InvalidArgument(cat(flag, " ", *text, ": ", error.what()));
+      }
+    }
     if (!(gamma_gbps > 0) || gamma_gbps > 1e12) throw InvalidArgument("--gamma-gbps must be a positive number");
     network.gamma_seconds_per_byte = 1e-9 / gamma_gbps;
     network.oversubscription = oversubscription;
@@ -251,6 +276,11 @@ int main(int argc, char** argv) {
     for (size_t bytes : settings.sizes) project_size(settings, bytes);
   } catch (const InvalidArgument& error) {
     std::fprintf(stderr, "chorus-project: error: %s\n", error.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The estimate above is a floor: a model past this host's memory still ends with the flags to change.
+    std::fprintf(stderr, "chorus-project: error: --hosts %d x --ranks-per-host %d: this host ran out of memory "
+                         "modelling so many ranks\n", hosts, ranks_per_host);
     return 2;
   }
   return 0;

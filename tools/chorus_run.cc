@@ -7,7 +7,10 @@
 //
 // Every output line is prefixed "[rank N] "; SIGINT/SIGTERM/SIGHUP are
 // forwarded to the ranks; when a rank fails the others are stopped and
-// chorus-run exits non-zero naming the first rank that failed.
+// chorus-run's last line names the rank that failed first and why
+// ("rank 2 failed first: stopped by SIGSTOP (ranks 0, 1, 3 report it lost or
+// unresponsive)"): a rank stopped or killed, or named by the others, not
+// merely the first survivor to exit (tools/first_failure.h).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -15,8 +18,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/flag_checks.h"
+#include "tools/launch_store.h"
 #include "tools/local_launcher.h"
 #include "base/version.h"
+
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-run: start N local ranks of a program with the chorus environment (CHORUS_RANK, "
@@ -32,12 +38,13 @@ int main(int argc, char** argv) {
   app.add_option("--store", options.store,
                  "Rendezvous store: tcp (served by chorus-run), embedded (rank 0 hosts it), file (a temporary "
                  "directory), or a URL: redis://host:port[/db], tcp://host:port of a chorus-store, file:///dir")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(chorus::tools::launch_store_problem);
   app.add_option("--grace,--timeout", grace_seconds,
                  "Seconds the other ranks get to exit after a rank fails or a signal is forwarded, before SIGTERM "
                  "(and as long again before SIGKILL)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(chorus::tools::FiniteRange(0.0, 86400.0));
   std::string fake_hosts_text;
   app.add_option("--fake-hosts", fake_hosts_text,
                  "Pretend the ranks run on several hosts of these sizes, e.g. 2,2: each rank gets CHORUS_HOST_ID "
@@ -50,12 +57,23 @@ int main(int argc, char** argv) {
              "torchrun, which chorus detects (see the README).");
   CLI11_PARSE(app, argc, argv);
   if (!fake_hosts_text.empty()) options.fake_hosts = *chorus::tools::parse_fake_hosts(fake_hosts_text);
+  long long held = 0;
+  for (int host : options.fake_hosts) held += host;
+  if (!options.fake_hosts.empty() && held != options.ranks) {
+    std::fprintf(stderr, "chorus-run: --fake-hosts %s holds %lld ranks but --ranks is %d\n", fake_hosts_text.c_str(),
+                 held, options.ranks);
+    return 2;
+  }
+  // What every rank would refuse at connect, refused once before any starts.
+  if (const std::string problem = chorus::tools::environment_problem(); !problem.empty()) {
+    std::fprintf(stderr, "chorus-run: %s\n", problem.c_str());
+    return 2;
+  }
   options.grace = std::chrono::milliseconds(static_cast<long long>(grace_seconds * 1000));
 
   chorus::tools::LaunchResult result = chorus::tools::launch_local(options);
   if (result.exit_code != 0) {
-    std::fprintf(stderr, "chorus-run: %s%s\n", result.description.c_str(),
-                 result.first_failed_rank >= 0 ? " (the first rank to fail)" : "");
+    std::fprintf(stderr, "chorus-run: %s\n", result.description.c_str());
   }
   return result.exit_code;
 }

@@ -39,6 +39,7 @@
 #include "base/version.h"
 #include "oracle/collective_cases.h"
 #include "oracle/reference_data.h"
+#include "tools/flag_checks.h"
 #include "tools/soak_ops.h"
 
 namespace {
@@ -501,23 +502,28 @@ int main(int argc, char** argv) {
                "checked bit-exactly. Run every rank with the same options, e.g. chorus-run -n 4 -- chorus-soak"};
   app.set_version_flag("--version", std::string("chorus-soak ") + chorus::version());
   SoakOptions options;
-  app.add_option("--seed", options.seed, "Seed of the sequence every rank derives")->capture_default_str();
+  using chorus::tools::DecimalDigits;
+  using chorus::tools::FiniteRange;
+  app.add_option("--seed", options.seed, "Seed of the sequence every rank derives")
+      ->capture_default_str()
+      ->check(DecimalDigits());
   app.add_option("--count", options.count, "Collectives to run (each call counts once per group that makes it)")
       ->capture_default_str()
+      ->check(DecimalDigits())
       ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   app.add_option("--seconds", options.seconds, "Stop after this long even before --count (0: no time bound)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(FiniteRange(0.0, 1e9));
   app.add_option("--max-bytes", options.max_bytes,
                  "Largest buffer of any call (suffixes K, M, G = 2^10, 2^20, 2^30); sizes are log-uniform up to it")
       ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(size_t{8}, std::numeric_limits<size_t>::max()));
+      ->transform(chorus::tools::ByteSize(8));
   app.add_option("--report-every", options.report_every, "Rank 0 prints progress every this many collectives (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(DecimalDigits());
   app.add_option("--timeout", options.timeout_seconds,
                  "Seconds any call may take before it fails (default: CHORUS_TIMEOUT, else 30)")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(FiniteRange(0.1, 86400.0));
   app.add_option("--collectives", options.kinds_text,
                  "Comma-separated subset: allreduce, broadcast, reduce, allgather, allgatherv, reduce_scatter, "
                  "reduce_scatter_v, gather, gatherv, scatter, scatterv, alltoall, alltoallv, barrier, sendrecv, or all")
@@ -525,7 +531,7 @@ int main(int argc, char** argv) {
   app.add_option("--split-chance", options.split_chance,
                  "Chance per step of splitting the job into sub-groups for a while (0: never)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(FiniteRange(0.0, 1.0));
   app.add_option("--batch", options.batch, "Most calls issued back to back in one step before any is checked")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
@@ -533,7 +539,8 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", options.trace, "Print every call before it is issued (every rank)");
   app.add_option("--inject-wrong", options.inject_wrong,
                  "Test the checking: every rank flips a byte of its first result from this collective on; the run "
-                 "passes only if every flipped byte is reported and nothing else is wrong");
+                 "passes only if every flipped byte is reported and nothing else is wrong")
+      ->check(DecimalDigits());
   CLI11_PARSE(app, argc, argv);
   // Contradictions no single option's check sees: refused before connecting.
   if (options.inject_wrong && *options.inject_wrong >= options.count) {
@@ -543,9 +550,23 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Every rank's largest call holds an input and an output of up to --max-bytes.
+  const std::string memory = chorus::tools::memory_shortfall(
+      cat("--max-bytes ", chorus::tools::describe_bytes(options.max_bytes)),
+      chorus::tools::saturating_multiply(options.max_bytes, 2), chorus::tools::local_ranks_from_environment());
+  if (!memory.empty()) {
+    std::fprintf(stderr, "chorus-soak: %s\n", memory.c_str());
+    return 2;
+  }
   std::shared_ptr<Context> context;
   try {
-    parse_kinds(options.kinds_text);
+    try {
+      parse_kinds(options.kinds_text);
+    } catch (const InvalidArgument& error) {
+      throw InvalidArgument(cat("--collectives: ", error.what()));
+    }
+    if (const std::string problem = chorus::tools::environment_problem(); !problem.empty())
+      throw InvalidArgument(problem);
     ConnectOptions connect_options;
     if (options.timeout_seconds)
       connect_options.timeout = std::chrono::milliseconds(static_cast<long long>(*options.timeout_seconds * 1000));

@@ -12,6 +12,7 @@ dropped and counted.
 
 import argparse
 import json
+import os
 import sys
 
 VERSION = "@VERSION@"  # meson.build writes the release in
@@ -38,9 +39,19 @@ def main(argv=None):
     parser.add_argument("-o", "--output", required=True, help="the merged trace to write")
     parser.add_argument("--version", action="version", version=f"chorus-trace-merge {VERSION}")
     args = parser.parse_args(argv)
+    # The output's directory is checked before any input is read: a merge of
+    # large traces should not end in a traceback about where it could not go.
+    directory = os.path.dirname(args.output) or "."
+    if os.path.isdir(args.output) or not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        print(f"chorus-trace-merge: -o/--output {args.output}: cannot write a file there", file=sys.stderr)
+        return 2
     merged, ranks = [], set()
     for path in args.traces:
-        events, damaged = events_of(path)
+        try:
+            events, damaged = events_of(path)
+        except (OSError, UnicodeDecodeError) as error:
+            print(f"chorus-trace-merge: cannot read the trace {path}: {error}", file=sys.stderr)
+            return 2
         if not events:
             print(f"chorus-trace-merge: {path} holds no trace events", file=sys.stderr)
             return 1
@@ -49,8 +60,12 @@ def main(argv=None):
                   file=sys.stderr)
         ranks.update(event.get("pid") for event in events)
         merged.extend(events)
-    with open(args.output, "w", encoding="utf-8") as out:
-        json.dump({"traceEvents": merged, "displayTimeUnit": "ms"}, out)
+    try:
+        with open(args.output, "w", encoding="utf-8") as out:
+            json.dump({"traceEvents": merged, "displayTimeUnit": "ms"}, out)
+    except OSError as error:
+        print(f"chorus-trace-merge: -o/--output {args.output}: {error}", file=sys.stderr)
+        return 2
     print(f"chorus-trace-merge: {len(merged)} events of {len(ranks)} rank(s) written to {args.output}")
     return 0
 

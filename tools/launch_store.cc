@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "rendezvous/store_url.h"
 #include "rendezvous/tcp_store.h"
 
 namespace chorus::tools {
@@ -57,6 +58,7 @@ LaunchStore::LaunchStore(const std::string& choice, const JobSecret& secret) {
     url_ = cat("tcp://127.0.0.1:", server_->port());
   } else if (choice == "embedded") {
     url_ = cat("tcp://127.0.0.1:", free_loopback_port());
+    outlives_ranks_ = false;
   } else if (choice == "file") {
     temporary_directory_ = make_temporary_directory();
     url_ = "file://" + temporary_directory_.string();
@@ -73,6 +75,18 @@ LaunchStore::~LaunchStore() {
     std::error_code ignored;
     std::filesystem::remove_all(temporary_directory_, ignored);
   }
+}
+
+std::string launch_store_problem(const std::string& choice) {
+  if (choice == "tcp" || choice == "embedded" || choice == "file") return std::string();
+  if (choice.find("://") == std::string::npos)
+    return cat("'", choice, "' is not tcp, embedded, file or a URL such as redis://host:port");
+  try {
+    (void)parse_store_url(choice);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return std::string();
 }
 
 }  // namespace chorus::tools

@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "base/job_secret.h"
 #include "base/log.h"
+#include "tools/first_failure.h"
 #include "tools/launch_store.h"
 #include "tools/rank_output.h"
 
@@ -68,7 +69,9 @@ class SignalWatch {
     struct sigaction action {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    // Without SA_NOCLDSTOP: a rank stopped (SIGSTOP, a debugger) wakes the
+    // supervisor too, which notes it as evidence of who failed first.
+    action.sa_flags = SA_RESTART;
     for (size_t i = 0; i < kWatchedSignals.size(); ++i) sigaction(kWatchedSignals[i], &action, &previous_[i]);
   }
   ~SignalWatch() {
@@ -135,6 +138,11 @@ class SecretFile {
   }
   std::string directory_, path_;
 };
+
+// How long the launcher looks for the ranks' suspect reports in the job's
+// store once every rank has ended: they are written before a rank exits,
+// so they are there or never will be.
+constexpr std::chrono::milliseconds kSuspectReadBudget{1000};
 
 std::string random_job_id() {
   std::random_device device;
@@ -266,7 +274,10 @@ void close_stream(Rank::Stream& stream) {
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& options, std::vector<Rank>& ranks, SignalWatch& signals)
-      : options_(options), ranks_(ranks), signals_(signals) {}
+      : options_(options), ranks_(ranks), signals_(signals), endings_(ranks.size()), signalled_(ranks.size(), 0) {}
+
+  // How each rank ended, for choose_first_failure once run() returns.
+  const std::vector<RankEnding>& endings() const { return endings_; }
 
   LaunchResult run() {
     for (const Rank& rank : ranks_) running_ += rank.pid > 0;
@@ -318,8 +329,11 @@ class Supervisor {
   }
 
   void signal_running_ranks(int signal_number) {
-    for (const Rank& rank : ranks_) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const Rank& rank = ranks_[i];
       if (rank.pid <= 0) continue;
+      // Remembered, so a rank dying of it is not taken for one that failed on its own.
+      if (signal_number < 64) signalled_[i] |= uint64_t{1} << signal_number;
       // The whole process group: a rank that is a shell script takes its children along.
       if (::kill(-rank.pid, signal_number) != 0) ::kill(rank.pid, signal_number);
     }
@@ -352,9 +366,10 @@ class Supervisor {
   }
 
   void reap() {
+    ++pass_;
     for (;;) {
       int status = 0;
-      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (pid == 0) return;
       if (pid < 0) {
         if (errno == EINTR) continue;
@@ -365,8 +380,20 @@ class Supervisor {
       for (size_t i = 0; i < ranks_.size(); ++i)
         if (ranks_[i].pid == pid) rank = static_cast<int>(i);
       if (rank < 0) continue;  // not ours (the embedding program's own child)
+      RankEnding& ending = endings_[static_cast<size_t>(rank)];
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        // A stop lasts until a SIGCONT; only one still in force tells on the rank.
+        ending.stop_signal = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+        ending.stopped_pass = pass_;
+        continue;
+      }
       ranks_[static_cast<size_t>(rank)].pid = -1;
       --running_;
+      ending.ended = true;
+      ending.status = status;
+      ending.ended_pass = pass_;
+      ending.killed_by_launcher = WIFSIGNALED(status) && WTERMSIG(status) < 64 &&
+                                  (signalled_[static_cast<size_t>(rank)] >> WTERMSIG(status) & 1) != 0;
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       // After a forwarded signal the ranks dying of it are no news.
       if (!failed || result_.first_failed_rank >= 0 || result_.interrupted_by_signal != 0) continue;
@@ -400,6 +427,9 @@ class Supervisor {
   std::vector<Rank>& ranks_;
   SignalWatch& signals_;
   LaunchResult result_;
+  std::vector<RankEnding> endings_;
+  std::vector<uint64_t> signalled_;  // by rank: bit n set once the launcher sent it signal n
+  int pass_ = 0;
   int running_ = 0;
   std::optional<Clock::time_point> stopping_since_;
   bool sent_sigterm_ = false;
@@ -419,8 +449,9 @@ LaunchResult launch_local(const LaunchOptions& options) {
   // Every job is authenticated: the caller's secret if it gave one, else a fresh one.
   std::unique_ptr<LaunchStore> store;
   std::unique_ptr<SecretFile> secret_file;
+  JobSecret secret;
   try {
-    JobSecret secret = secret_from_environment();
+    secret = secret_from_environment();
     if (!secret.configured()) {
       const std::string generated = random_secret();
       secret_file = std::make_unique<SecretFile>(generated);
@@ -488,8 +519,22 @@ LaunchResult launch_local(const LaunchOptions& options) {
     for (const Rank& rank : ranks)
       if (rank.pid > 0) ::kill(-rank.pid, SIGKILL);
   }
-  LaunchResult supervised = Supervisor(options, ranks, signals).run();
-  return result.exit_code != 0 ? result : supervised;
+  Supervisor supervisor(options, ranks, signals);
+  LaunchResult supervised = supervisor.run();
+  if (result.exit_code != 0) return result;
+  if (supervised.first_failed_rank >= 0 && supervised.interrupted_by_signal == 0) {
+    // The first to exit is usually a survivor that reported a lost peer: ask
+    // what the launcher saw and what the ranks reported (tools/first_failure.h).
+    const std::vector<SuspectReport> reports =
+        store->outlives_ranks()
+            ? read_suspect_reports(store->url(), job_id, secret, options.ranks, kSuspectReadBudget)
+            : std::vector<SuspectReport>();
+    const FirstFailure first = choose_first_failure(supervisor.endings(), supervised.first_failed_rank, reports);
+    supervised.first_failed_rank = first.rank;
+    supervised.exit_code = first.exit_code;
+    supervised.description = first.description;
+  }
+  return supervised;
 }
 
 std::optional<std::vector<int>> parse_fake_hosts(const std::string& text) {

@@ -4,7 +4,7 @@
 // loopback unless CHORUS_SOCKET_IFNAME says otherwise) and supervises them:
 // SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every rank, and
 // if one rank fails the others get a grace period, then SIGTERM, then SIGKILL;
-// the result names the first rank that failed.
+// the result names the rank that failed first (tools/first_failure.h).
 // Shared by chorus-bench --ranks N and the chorus-run launcher.
 #pragma once
 
@@ -42,12 +42,13 @@ struct LaunchOptions {
 };
 
 struct LaunchResult {
-  int exit_code = 0;        // 0 when every rank exited 0; else the first failed rank's
-                            // status (128 + signal when it was killed), or 128 + the
-                            // signal that interrupted the launcher
-  int first_failed_rank = -1;
+  int exit_code = 0;        // 0 when every rank exited 0; else the status of the rank that
+                            // failed first (128 + signal when it was killed), the first
+                            // exit's where the launcher had to kill that rank itself
+                            // (stopped, stuck), or 128 + the signal that interrupted the launcher
+  int first_failed_rank = -1;  // as tools/first_failure.h decides it, -1 if none
   int interrupted_by_signal = 0;  // SIGINT/SIGTERM/SIGHUP received (and forwarded), else 0
-  std::string description;  // "rank 2 was killed by signal 9 (Killed)", empty on success
+  std::string description;  // "rank 2 failed first: killed by SIGKILL", empty on success
 };
 
 // Ranks get stdin from /dev/null and each runs in its own process group, so a

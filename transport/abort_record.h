@@ -27,6 +27,17 @@ class AbortRecord {
   virtual std::optional<AbortReport> find(int rank, std::chrono::milliseconds wait) = 0;
 };
 
+// Where a failing rank names the peers it holds responsible: those it saw
+// die or stop answering (Mesh::suspects) when its Mesh first failed. A
+// local launcher reads them once the job is over, to name the rank that
+// failed first rather than the first survivor to exit (tools/first_failure.h).
+class SuspectRecord {
+ public:
+  virtual ~SuspectRecord() = default;
+  // Leaves `rank`'s suspects; best effort and bounded in time, as AbortRecord::post.
+  virtual void post(int rank, const std::vector<int>& suspects) = 0;
+};
+
 // The report as bytes: error class and blamed rank (8 bytes each, little
 // endian), then the text. decode checks what a store may hand back: too
 // short, or a text past kMaxAbortTextBytes, is nullopt.

@@ -87,6 +87,9 @@ class Mesh {
   // pair is unconnected (transport/abort_record.h). Null: nowhere (a failure
   // to connect then says only that the peer aborted or is gone).
   void set_abort_record(std::shared_ptr<AbortRecord> record) { abort_record_ = std::move(record); }
+  // Where this rank names its suspects when the Mesh first fails, if it has
+  // any (transport/abort_record.h). Null: nowhere.
+  void set_suspect_record(std::shared_ptr<SuspectRecord> record) { suspect_record_ = std::move(record); }
   // Whether every peer's Pairs exist (no connect() can have work to do).
   bool fully_connected() const { return unconnected_.load(std::memory_order_acquire) == 0; }
 
@@ -171,7 +174,8 @@ class Mesh {
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
   // Records `reason` as the Mesh's failure unless it has one; the first
-  // also goes to the abort record (post_abort_record).
+  // also goes to the abort record (post_abort_record), and the suspects
+  // then known to the suspect record.
   void note_failure(const std::exception_ptr& reason);
   // Returns whether this was the Mesh's first failure.
   bool note_failure_locked(std::exception_ptr reason);
@@ -202,6 +206,7 @@ class Mesh {
   std::unique_ptr<std::mutex[]> connecting_;
   std::atomic<int> unconnected_;
   std::shared_ptr<AbortRecord> abort_record_;
+  std::shared_ptr<SuspectRecord> suspect_record_;
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

@@ -87,6 +87,12 @@ void Mesh::note_failure(const std::exception_ptr& reason) {
   // Before the devices close their listeners to peers that knock: by the
   // time one learns this rank aborted, the words are there to read.
   if (first) post_abort_record(reason);
+  // Only a rank that saw a peer die or freeze names one; a rank that learnt
+  // of the failure from another (an abort relayed) has nobody to name.
+  if (first && suspect_record_) {
+    const std::vector<int> named = suspects();
+    if (!named.empty()) suspect_record_->post(rank_, named);
+  }
 }
 
 void Mesh::add_suspect_locked(int peer) {

@@ -116,6 +116,8 @@ TEST_CASE("a half-set environment fails at once with InvalidArgument naming the 
       {{}, {"no launcher environment found"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_CUDA_IPC_MESSAGES=yes"},
        {"CHORUS_CUDA_IPC_MESSAGES='yes' must be 0 or 1"}},
+      {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_LOG=loud"},
+       {"rank 0: CHORUS_LOG='loud' is not a log level: it must be error, warn, info, debug or trace"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_REQUIRE_SECRET=1"},
        {"rank 0: CHORUS_REQUIRE_SECRET=1 but this rank has no job secret"}},
       {{"CHORUS_RANK=0", "CHORUS_SIZE=1", "CHORUS_STORE=file:///tmp/chorus-env-test", "CHORUS_SECRET=abc"},
