@@ -48,13 +48,13 @@ TEST_CASE("chorus-project rejects bad arguments with a clear message", "[tool]")
     const char* message;
   };
   const Case cases[] = {
-      {"--hosts 0", "hosts and ranks per host must be at least 1"},
+      {"--hosts 0", "--hosts: Value 0 not in range 1"},
       {"--hosts 4 --op allreduc", "unknown collective 'allreduc'"},
-      {"--hosts 4 --sizes 8,1X", "expected sizes like"},
+      {"--hosts 4 --sizes 8,1X", "--sizes: '1X' is not a size"},
       {"--hosts 4 --sizes 0", "at least 1 byte"},
       {"--hosts 4 --remote gbps=fast", "gbps must be a positive number"},
       {"--hosts 4 --local speed=1", "unknown key 'speed'"},
-      {"--hosts 4 --oversubscription 0.5", "oversubscription must be a number >= 1"},
+      {"--hosts 4 --oversubscription 0.5", "--oversubscription: 0.5 is out of range"},
       {"--hosts 4 --algo ring,nope", "no allreduce algorithm 'nope'"},
       {"--hosts 4 --method guess", "--method: expected"},
       {"--hosts 70000 --ranks-per-host 70000", "more than a job can hold"},
@@ -62,7 +62,8 @@ TEST_CASE("chorus-project rejects bad arguments with a clear message", "[tool]")
   for (const Case& test : cases) {
     const Result result = run_tool(test.arguments);
     INFO(test.arguments << "\n" << result.output);
-    CHECK(result.status == 2);
+    // 2 for the tool's own checks, CLI11's code (105) for a range it checks.
+    CHECK((result.status == 2 || result.status == 105));
     CHECK(result.output.find(test.message) != std::string::npos);
   }
   CHECK(run_tool("").status != 0);  // --hosts is required
