@@ -27,8 +27,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
-
 std::string how_it_ended(const RankEnding& ending) {
   if (!ending.ended) return "was still running";
   if (WIFSIGNALED(ending.status))
@@ -47,6 +45,8 @@ int evidence_pass(const RankEnding& ending) {
 }
 
 }  // namespace
+
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
 std::string signal_text(int signal_number) {
   switch (signal_number) {

@@ -62,5 +62,7 @@ std::vector<SuspectReport> read_suspect_reports(const std::string& store_url, co
 
 // "SIGKILL", "SIGSTOP", ..., or "signal 42".
 std::string signal_text(int signal_number);
+// The exit code a shell would report for a waitpid status: 128 + the signal for a killed process.
+int exit_code_of(int status);
 
 }  // namespace chorus::tools

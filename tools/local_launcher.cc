@@ -155,7 +155,6 @@ std::string describe_status(int rank, int status) {
   return cat("rank ", rank, " exited with status ", WEXITSTATUS(status));
 }
 
-int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
 const char* signal_name(int signal_number) {
   switch (signal_number) {
