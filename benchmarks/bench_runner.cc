@@ -213,9 +213,20 @@ void Runner::size_device_buffers() {
 }
 
 double Runner::time_iterations(size_t count, const std::string& algorithm, int iters) {
-  auto start = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  if (settings_.barrier_each) {
+    double seconds = 0;
+    for (int i = 0; i < iters; ++i) {
+      barrier(context_);
+      const auto start = clock::now();
+      run_once(count, algorithm);
+      seconds += std::chrono::duration<double>(clock::now() - start).count();
+    }
+    return seconds;
+  }
+  const auto start = clock::now();
   for (int i = 0; i < iters; ++i) run_once(count, algorithm);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double>(clock::now() - start).count();
 }
 
 }  // namespace chorus::bench

@@ -32,6 +32,9 @@ struct BenchSettings {
   // allreduce only: the output is the input (as torch.distributed's
   // allreduce calls it), which some algorithms run through scratch.
   bool in_place = false;
+  // Each timed iteration alone, after a barrier (--barrier), the round's
+  // time the sum of them; otherwise a round times its iterations back to back.
+  bool barrier_each = false;
   // Host buffers registered with chorus::register_buffer (--register), so
   // verbs pins them once instead of once per message.
   bool register_buffers = false;

@@ -234,7 +234,8 @@ int run_rank(const BenchOptions& options) {
                  {"min_bytes", options.min_bytes}, {"max_bytes", options.max_bytes},
                  {"step_factor", options.step_factor}, {"iters", settings.iters}, {"warmup", settings.warmup},
                  {"time_budget_ms", settings.budget_ms}, {"rounds", settings.rounds}, {"check", settings.check},
-                 {"in_place", settings.in_place}, {"register", settings.register_buffers},
+                 {"in_place", settings.in_place}, {"barrier", settings.barrier_each},
+                 {"register", settings.register_buffers},
                  {"timeout_ms", context->timeout().count()}, {"streams", options.streams},
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
   if (bench::has_root(operation) && (settings.root < 0 || settings.root >= context->size()))
@@ -247,13 +248,14 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s%s%s, "
+    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s%s%s%s, "
                 "median of %d rounds\n",
                 options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
                 describe_links(*context).c_str(), to_string(settings.memory).c_str(), algorithm.c_str(),
                 options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", settings.check ? ", checked" : "",
-                settings.in_place ? ", in place" : "", settings.register_buffers ? ", registered" : "", settings.rounds);
+                settings.in_place ? ", in place" : "", settings.register_buffers ? ", registered" : "",
+                settings.barrier_each ? ", barrier before each iteration" : "", settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -377,6 +379,8 @@ int main(int argc, char** argv) {
   app.add_flag("--check", options.settings.check, "Verify every result bit-exactly and count wrong elements");
   app.add_flag("--in-place", options.settings.in_place,
                "allreduce only: the output buffer is the input, as torch.distributed calls it");
+  app.add_flag("--barrier", options.settings.barrier_each,
+               "Time each iteration alone after a barrier (the round's time is their sum), not back to back");
   app.add_flag("--register", options.settings.register_buffers,
                "Register the host buffers with chorus::register_buffer, so verbs pins them once, not per message");
   app.add_option("--json", options.json_file,

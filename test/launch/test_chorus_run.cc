@@ -282,6 +282,16 @@ TEST_CASE("chorus-run -n 4 chorus-bench --check and chorus-bench --ranks both ve
   CHECK(status == 0);
   CHECK_THAT(in_place.output(), Catch::Contains("float32 sum, checked, in place"));
   CHECK_THAT(in_place.output(), Catch::Contains("# OK: 0 wrong elements in total"));
+
+  // --barrier times each iteration alone after a barrier, and says so.
+  ChildProcess barrier({bench, "--ranks", "2", "--op", "allreduce", "--barrier", "--check", "-b", "8", "-e", "64K",
+                        "-f", "64", "--iters", "3", "--rounds", "1"},
+                       {});
+  status = barrier.wait(std::chrono::seconds(60));
+  INFO(barrier.output());
+  CHECK(status == 0);
+  CHECK_THAT(barrier.output(), Catch::Contains("float32 sum, checked, barrier before each iteration"));
+  CHECK_THAT(barrier.output(), Catch::Contains("# OK: 0 wrong elements in total"));
 }
 
 TEST_CASE("chorus-run --fake-hosts: shared memory within a fake host, TCP across", "[launch][chorus-run]") {
