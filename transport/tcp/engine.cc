@@ -208,7 +208,9 @@ bool Engine::wait_failed(std::exception_ptr error) {
 
 void Engine::after_wait() {
   if (!handshakes_.empty()) expire_handshakes();
-  if (rejections_.summary_due() <= Clock::now()) log_rejection_summary();
+  // The clock is read only while rejections wait for their summary line.
+  if (const auto due = rejections_.summary_due(); due != Clock::time_point::max() && due <= Clock::now())
+    log_rejection_summary();
   if (lingering_.load(std::memory_order_acquire)) unpark_if_idle();
 }
 
