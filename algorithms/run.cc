@@ -13,6 +13,7 @@
 
 #include "algorithms/shared_memory/board.h"
 #include "algorithms/execution/candidate.h"
+#include "algorithms/execution/deferred_root_checks.h"
 #include "algorithms/execution/local_steps.h"
 #include "algorithms/model/call_rules.h"
 #include "algorithms/execution/plan_cache.h"
@@ -186,6 +187,11 @@ class Bookkeeping {
     const double started_us = tracing ? trace_clock_us() : 0;
     Clock::time_point started{};
     try {
+      // Root checks earlier calls left (deferred_root_checks.h): a
+      // disagreement they hold fails this call, on every rank.
+      DeferredRootChecks* earlier = communicator_.deferred_root_checks();
+      if (earlier && earlier->empty()) earlier = nullptr;
+      if (earlier) earlier->settle(communicator_, deadline, DeferredRootChecks::Wait::make_room);
       if (!communicator_.set_up()) {
         started = Clock::now();
         timed_ = true;
@@ -207,6 +213,8 @@ class Bookkeeping {
         if (timed_) started = Clock::now();
       }
       run_choice(*choice_, call_, input, output, deadline, timed_ ? std::optional(started) : std::nullopt);
+      // And what arrived while this call ran (a board call polls no pair).
+      if (earlier && !earlier->empty()) earlier->settle(communicator_, deadline, DeferredRootChecks::Wait::none);
     } catch (...) {
       error = std::current_exception();
     }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/collective_checks.h"
+#include "algorithms/execution/deferred_root_checks.h"
 #include "api/context_state.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -21,6 +22,20 @@ WorkQueue& ContextState::work_queue() {
     work_queue_ready_.store(work_queue_.get(), std::memory_order_release);
   });
   return *work_queue_;
+}
+
+// A disagreement only a sender saw, when no later call came to raise it: it
+// is logged and relayed to any rank still in a call (the abort), since a
+// destructor cannot throw. Waits as a call would, up to the Context's
+// timeout: the neighbour sends its check as it starts the same call.
+ContextState::SettleRootChecksAtEnd::~SettleRootChecksAtEnd() {
+  algorithms::DeferredRootChecks* checks = state.communicator.deferred_root_checks();
+  if (!checks || checks->empty() || state.communicator.mesh().failed()) return;
+  try {
+    checks->settle(state.communicator, Deadline::after(state.timeout), algorithms::DeferredRootChecks::Wait::all);
+  } catch (const std::exception& error) {
+    CHORUS_LOG(error, state.communicator.rank(), "as the context ends: ", error.what());
+  }
 }
 
 }  // namespace detail

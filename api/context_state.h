@@ -29,6 +29,9 @@ struct ContextState {
       : communicator(std::move(communicator)), timeout(timeout) {
     // The application's Contexts (not the helper groups of one call) get a board.
     algorithms::enable_board(this->communicator);
+    // ... and let their rooted calls' senders go on without waiting for
+    // their root checks (algorithms/execution/deferred_root_checks.h).
+    this->communicator.enable_deferred_root_checks();
   }
 
   // Numbers collectives in issue order; equal on every rank for the same call.
@@ -56,6 +59,12 @@ struct ContextState {
   std::vector<std::shared_ptr<void>> kept_alive;
   algorithms::Communicator communicator;
   std::chrono::milliseconds timeout;
+  // Settles the root checks the last calls left, once the work queue below
+  // has finished (members go bottom up).
+  struct SettleRootChecksAtEnd {
+    ContextState& state;
+    ~SettleRootChecksAtEnd();
+  } settle_root_checks_at_end{*this};
   uint32_t sequence = 0;
   uint64_t windows = 0;
   // The member a receive from any peer looks at first (api/recv_any.cc):

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "algorithms/execution/deferred_root_checks.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -66,6 +67,10 @@ Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t gr
   CommunicatorSettings untraced = settings_;
   untraced.trace = nullptr;
   return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, std::move(untraced));
+}
+
+void Communicator::enable_deferred_root_checks() {
+  if (!deferred_root_checks_) deferred_root_checks_ = std::make_shared<DeferredRootChecks>();
 }
 
 void Communicator::note_started(uint32_t sequence) const {

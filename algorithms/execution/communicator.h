@@ -36,6 +36,7 @@ namespace chorus::algorithms {
 // The shared-memory board's state (shared_memory/board.h), which only the
 // Contexts the application holds have.
 class BoardCell;
+class DeferredRootChecks;
 
 struct CommunicatorSettings {
   // The job's agreed slowest link within a host and between hosts.
@@ -118,6 +119,10 @@ class Communicator {
   // Its board (shared_memory/board.h: enable_board); null: none.
   BoardCell* board_cell() const { return board_.get(); }
   void set_board_cell(std::shared_ptr<BoardCell> cell) { board_ = std::move(cell); }
+  // The root checks its calls left to settle later (deferred_root_checks.h);
+  // null: every rooted call waits for its own (a helper group's).
+  DeferredRootChecks* deferred_root_checks() const { return deferred_root_checks_.get(); }
+  void enable_deferred_root_checks();
   // Whether the candidates' set-up of the first call ran (run.h).
   bool set_up() const { return run_counters_->set_up.load(std::memory_order_acquire); }
   void mark_set_up() const { run_counters_->set_up.store(true, std::memory_order_release); }
@@ -146,6 +151,7 @@ class Communicator {
   std::shared_ptr<Telemetry> telemetry_;
   std::atomic<uint64_t>* position_ = nullptr;
   std::shared_ptr<BoardCell> board_;
+  std::shared_ptr<DeferredRootChecks> deferred_root_checks_;
   struct RunCounters {
     std::atomic<bool> set_up{false};
     std::atomic<uint64_t> sampled_calls{0};

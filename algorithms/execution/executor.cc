@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/execution/collective_watch.h"
+#include "algorithms/execution/deferred_root_checks.h"
 #include "algorithms/execution/local_steps.h"
 #include "memory/registry.h"
 #include "algorithms/execution/root_check.h"
@@ -91,9 +92,19 @@ class PlanRun {
     // The root check's two requests follow the Plan's.
     plan_requests_ = number_stripes();
     checks_root_ = RootCheck::needed(call);
+    // A rank that only sends leaves its check's receive to the Context's
+    // deferred checks (deferred_root_checks.h) and does not wait for its
+    // neighbour to reach the call.
+    deferred_ = checks_root_ ? communicator.deferred_root_checks() : nullptr;
+    if (deferred_) {
+      for (StepId id = 0; id < plan.size() && deferred_; ++id)
+        if (plan.step(id).kind == StepKind::recv) deferred_ = nullptr;
+    }
     requests_ = state_.reserve_requests(plan_requests_ + (checks_root_ ? 2 : 0));
     tag_.signature = call_signature(call);
     tag_.group = communicator.group();
+    const DeferredRootChecks* earlier = communicator.deferred_root_checks();
+    deferred_after_ = earlier && !earlier->empty();
   }
 
   void run() {
@@ -103,6 +114,7 @@ class PlanRun {
     // (see Device::begin_polling); it hands reading back only to sleep.
     transport::PollingScope polling(mesh);
     if (checks_root_) post_root_check();
+    if (deferred_after_) settle_earlier_checks();
     while (!finished()) {
       // Read the count before looking at requests: a completion after the
       // scan then changes it, and the wait below returns at once.
@@ -136,6 +148,7 @@ class PlanRun {
         watch.progressed(now);
       }
       if (watch.warning_due(now)) watch.warn_stall(describe_oldest_wait());
+      if (deferred_after_) settle_earlier_checks();
       if (poll_for_change(seen)) continue;
       mesh.end_polling();
       {
@@ -145,6 +158,9 @@ class PlanRun {
       }
       mesh.begin_polling();
     }
+    // A neighbour's check that arrived with this call's last message.
+    if (deferred_after_) settle_earlier_checks();
+    if (deferred_) deferred_->defer(communicator_, call_, RootCheck::check_tag(call_, root_check_tag()), sequence_);
   }
 
  private:
@@ -153,10 +169,26 @@ class PlanRun {
 
   // Before any step of the Plan (root_check.h says why).
   void post_root_check() {
+    root_check_pending_ = true;
+    if (deferred_) {
+      root_verified_ = true;  // later, by the deferred checks
+      root_check_.post_send(communicator_, call_, root_check_tag(), requests_[plan_requests_]);
+      return;
+    }
+    root_check_.post(communicator_, call_, root_check_tag(), requests_[plan_requests_], requests_[plan_requests_ + 1]);
+  }
+
+  transport::Tag root_check_tag() const {
     transport::Tag tag = tag_;
     tag.value = static_cast<uint64_t>(sequence_ & 0x7fffffffu) << 32;
-    root_check_pending_ = true;
-    root_check_.post(communicator_, call_, tag, requests_[plan_requests_], requests_[plan_requests_ + 1]);
+    return tag;
+  }
+
+  // The checks earlier calls left (deferred_root_checks.h), while this one
+  // runs: what has arrived is claimed and verified, nothing waited for.
+  void settle_earlier_checks() {
+    DeferredRootChecks* earlier = communicator_.deferred_root_checks();
+    if (earlier && !earlier->empty()) earlier->settle(communicator_, deadline_, DeferredRootChecks::Wait::none);
   }
 
   // Verifies the neighbour's root as soon as it arrives, not after the Plan:
@@ -164,12 +196,14 @@ class PlanRun {
   // messages are done.
   bool harvest_root_check() {
     const transport::Request& send = requests_[plan_requests_];
-    const transport::Request& recv = requests_[plan_requests_ + 1];
-    const auto received = recv.state();
-    if (received == transport::Request::State::failed) std::rethrow_exception(recv.error());
-    if (received == transport::Request::State::done && !root_verified_) {
-      root_check_.verify(call_, sequence_);
-      root_verified_ = true;
+    if (!root_verified_) {
+      const transport::Request& recv = requests_[plan_requests_ + 1];
+      const auto received = recv.state();
+      if (received == transport::Request::State::failed) std::rethrow_exception(recv.error());
+      if (received == transport::Request::State::done) {
+        root_check_.verify(call_, sequence_);
+        root_verified_ = true;
+      }
     }
     const auto sent = send.state();
     if (sent == transport::Request::State::failed) std::rethrow_exception(send.error());
@@ -292,6 +326,8 @@ class PlanRun {
   }
 
   std::string describe_oldest_wait() {
+    if (in_flight_.empty() && root_check_pending_ && deferred_)
+      return cat("the root check's message to rank ", RootCheck::right(call_), " (4 bytes)");
     if (in_flight_.empty() && root_check_pending_)
       return cat("the root check's message from rank ", RootCheck::left(call_), " (4 bytes)");
     if (in_flight_.empty()) return "its own steps";
@@ -317,6 +353,9 @@ class PlanRun {
   size_t plan_requests_ = 0;
   RootCheck root_check_;
   bool checks_root_ = false;
+  DeferredRootChecks* deferred_ = nullptr;  // this call's check is left there
+  // Whether earlier calls left checks to settle while this one waits.
+  bool deferred_after_ = false;
   bool root_check_pending_ = false;
   bool root_verified_ = false;
   PlanBuffers buffers_;

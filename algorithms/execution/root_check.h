@@ -18,20 +18,21 @@
 // are unchanged. Nothing is allocated: one 4-byte message each way per
 // rooted call, travelling in parallel with the Plan.
 //
-// What it costs: a rank that only sent (a broadcast's root, a gather's
-// leaves) now waits for a neighbour to start the same call. It must: where
-// every rank names itself root, each fails in that very call only if it
-// hears from a peer in it. So back-to-back small rooted calls, whose senders
-// used to run ahead, move at about one message latency per call (8-byte
-// broadcasts at 2 ranks over shm on a 2-core VM: 1-3 µs each before, 7-13
-// µs after); a rooted call followed by any other collective, as in a
-// training step, costs nothing measurable (the other call waits anyway).
+// What it costs: a rank that only sends (a broadcast's root, a gather's
+// leaves) would wait for a neighbour to start the same call, holding
+// back-to-back small rooted calls to a message latency each. On an
+// application's Context it does not: it posts its send and leaves the
+// receive to the Context's deferred checks (deferred_root_checks.h), which
+// settle it in a later call or as the Context ends. A rank that receives in
+// its Plan waits for its check as before (it waits for data anyway).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "algorithms/model/call.h"
 #include "algorithms/execution/communicator.h"
@@ -59,9 +60,21 @@ class RootCheck {
   // sequence and group; its slot and signature are set here.
   void post(const Communicator& communicator, const Call& call, transport::Tag tag, transport::Request& send,
             transport::Request& recv);
+  // The send alone, for a rank that leaves its receive to the deferred
+  // checks (deferred_root_checks.h).
+  void post_send(const Communicator& communicator, const Call& call, transport::Tag tag, transport::Request& send);
   // Once the receive is done: throws MismatchError naming this rank, the
   // left neighbour and both roots if the neighbour names another root.
   void verify(const Call& call, uint32_t sequence) const;
+
+  // The tag both messages travel with: `tag` (the call's sequence and
+  // group) with the check's slot and signature.
+  static transport::Tag check_tag(const Call& call, transport::Tag tag);
+  // verify()'s verdict for bytes received elsewhere: `name` is the call's
+  // ("broadcast", "gatherv").
+  static void verify_bytes(std::string_view name, int rank, int left, int root,
+                           const std::array<std::byte, 4>& theirs, uint32_t sequence);
+  static std::string name_of(const Call& call);
 
  private:
   // Little-endian 32 bits: exact for every root a Context can have, the same
