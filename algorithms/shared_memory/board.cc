@@ -187,7 +187,9 @@ Moved bytes_moved(const Call& call, bool in_pieces) {
       const uint64_t moved = in_pieces ? 2 * bytes * peers / (peers + 1) : bytes * peers;
       return {moved, moved};
     }
-    case Collective::allgather: return {bytes * peers, bytes * peers};
+    case Collective::allgather:
+    case Collective::reduce_scatter:
+    case Collective::alltoall: return {bytes * peers, bytes * peers};
     case Collective::broadcast: return call.rank == call.root ? Moved{bytes * peers, 0} : Moved{0, bytes};
     default: return {};
   }
@@ -209,6 +211,11 @@ bool serves_one_shot(const Candidate&, const Communicator& communicator, const C
     case Collective::broadcast: return call.count > 0 && call.bytes() <= board->capacity();
     // Each rank's block in its own slot (fixed counts only).
     case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= board->capacity();
+    // The whole input (every member's block) in its own slot.
+    case Collective::reduce_scatter:
+    case Collective::alltoall:
+      return !call.variable() && call.count > 0 &&
+             call.bytes() <= board->capacity() / static_cast<size_t>(call.size);
     case Collective::barrier: return true;
     default: return false;
   }
@@ -227,6 +234,9 @@ double one_shot_cost(const Candidate&, const Communicator& communicator, const C
   switch (call.collective) {
     // Every member reads every slot: the peers' data and its own, once.
     case Collective::allgather: return model.call_seconds + bytes * call.size * model.seconds_per_byte / 2;
+    // The whole input into the slot, then a block from every slot.
+    case Collective::reduce_scatter:
+    case Collective::alltoall: return model.call_seconds + bytes * call.size * model.seconds_per_byte;
     case Collective::broadcast: return model.call_seconds + bytes * model.seconds_per_byte / 2;
     case Collective::barrier: return model.call_seconds;
     default: return model.call_seconds + bytes * model.seconds_per_byte;
@@ -249,6 +259,12 @@ Moved run_one_shot(const Candidate&, const CandidateRun& run) {
     case Collective::allgather:
       board.allgather(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
       break;
+    case Collective::reduce_scatter:
+      board.reduce_scatter(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
+    case Collective::alltoall:
+      board.alltoall(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      break;
     default: board.barrier(run.communicator, run.call, run.sequence, run.deadline); break;
   }
   return bytes_moved(run.call, false);
@@ -269,9 +285,15 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
     return where + cat("which this Context has not (its ", communicator.size(),
                        " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
   if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
-  return where + cat("which takes ", self.name == kBoardPieces ? "allreduce" : "allreduce, broadcast, allgather",
-                     " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
-                     call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+  if (self.name == kBoardPieces || (call.collective != Collective::reduce_scatter && call.collective != Collective::alltoall))
+    return where + cat("which takes ", self.name == kBoardPieces ? "allreduce" : "allreduce, broadcast, allgather",
+                       " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
+                       call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+  return where + cat("which takes reduce_scatter and alltoall of fixed counts whose whole input (every rank's ",
+                     "block) is at most ", cell->board->capacity(), " bytes (this call: ",
+                     call.variable() ? std::string("variable counts")
+                                     : cat(call.bytes() * static_cast<size_t>(call.size), " bytes"),
+                     ")");
 }
 
 void first_call(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
@@ -291,6 +313,10 @@ constexpr Candidate kBoardCandidates[] = {
     {.name = kBoard, .collective = Collective::allgather, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::barrier, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
+     .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::reduce_scatter, .serves = serves_one_shot,
+     .cost_seconds = one_shot_cost, .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoard, .collective = Collective::alltoall, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .on_board = true},
 };
 

@@ -11,7 +11,8 @@
 // data. An 8-byte allreduce writes one line (its data, then its stamp) and
 // polls one line per peer, reducing the peers' data straight from their
 // slots, in member order, so every member computes bit-identical results.
-// Allreduce, broadcast, allgather (fixed counts) and barrier run on it.
+// Allreduce, broadcast, allgather, reduce_scatter and alltoall (fixed
+// counts) and barrier run on it.
 //
 // An allreduce past that size runs on the board too, in pieces as large as
 // a slot (1 MiB at up to 4 members, less beyond, board_exchange.h), each
@@ -82,7 +83,8 @@ class BoardCell {
 void enable_board(Communicator& communicator);
 
 // The board's candidates (candidate.h): "board" (one shot: allreduce,
-// broadcast, allgather of up to CHORUS_BOARD_BYTES, and barrier) and
+// broadcast, allgather of up to CHORUS_BOARD_BYTES, reduce_scatter and
+// alltoall whose whole input fits it, and barrier) and
 // "board_pieces" (allreduce of any size, in pieces as large as a slot).
 // They serve host calls on a Communicator whose board is set up, cost what
 // the board's model says (measured at set-up, agreed by every member:

@@ -301,6 +301,51 @@ void Board::allgather(const Communicator& communicator, const Call& call, const 
   finish(number);
 }
 
+// Every member writes its whole input (every member's block of it) to its
+// slot; then reduces block `rank` of every slot, in member order (the same
+// order on every member, so its block's bits are what any member would
+// compute), into its output.
+void Board::reduce_scatter(const Communicator& communicator, const Call& call, const void* input, void* output,
+                           uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t block = call.bytes();
+  publish(wait, input, block * static_cast<size_t>(size_), 0);
+  const size_t own = block * static_cast<size_t>(rank_);
+  for (int member = 0; member < size_; ++member) {
+    if (member != rank_) await_slot(wait, member);
+    const std::byte* theirs = data_of(slot(member, number)) + own;
+    if (member == 0)
+      std::memcpy(output, theirs, block);
+    else
+      reduce_unchecked(call.type, call.op, output, theirs, call.count);
+  }
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
+// Every member writes its whole input (block m for member m) to its slot,
+// then copies block `rank` of each member's slot into that member's block
+// of its output.
+void Board::alltoall(const Communicator& communicator, const Call& call, const void* input, void* output,
+                     uint32_t sequence, Deadline deadline) {
+  const Wait wait = next_call(communicator, call, sequence, deadline);
+  const uint64_t number = wait.call_number;
+  const size_t block = call.bytes();
+  publish(wait, input, block * static_cast<size_t>(size_), 0);
+  const size_t own = block * static_cast<size_t>(rank_);
+  auto* blocks = static_cast<std::byte*>(output);
+  // Each member starts with the next member's slot, so they spread their reads.
+  for (int step = 0; step < size_; ++step) {
+    const int member = (rank_ + step) % size_;
+    if (member != rank_) await_slot(wait, member);
+    std::memcpy(blocks + block * static_cast<size_t>(member), data_of(slot(member, number)) + own, block);
+  }
+  least_known_finished_ = number - 1;  // every peer arrived in this call
+  finish(number);
+}
+
 // ---------------------------------------------------------------- waiting
 
 void Board::await_slot(const Wait& wait, int member) {

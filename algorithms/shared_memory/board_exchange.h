@@ -69,6 +69,12 @@ class Board {
   // order (in place: input is this rank's block of it).
   void allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
                  uint32_t sequence, Deadline deadline);
+  // Fixed counts: `call.count` elements per block, input holding size()
+  // blocks (in member order), which must fit a one-shot call.
+  void reduce_scatter(const Communicator& communicator, const Call& call, const void* input, void* output,
+                      uint32_t sequence, Deadline deadline);
+  void alltoall(const Communicator& communicator, const Call& call, const void* input, void* output,
+                uint32_t sequence, Deadline deadline);
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
   // A member's first line: written by it alone.

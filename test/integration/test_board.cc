@@ -178,6 +178,86 @@ TEST_CASE("small allreduce, broadcast, allgather and barrier run on the board, b
   }
 }
 
+TEST_CASE("small reduce_scatter (in place and not) and alltoall run on the board, bit-exact, at 2 to 5 ranks",
+          "[board]") {
+  for (int size : {2, 3, 4, 5}) {
+    CAPTURE(size);
+    const auto directory = fresh_directory("blocks-" + std::to_string(size));
+    const auto ranks = static_cast<size_t>(size);
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          const int rank = context.rank();
+          const auto me = static_cast<size_t>(rank);
+          // Named: whether `auto` takes the board at these sizes is the
+          // measured models' call.
+          CollectiveOptions board;
+          board.algorithm = "board";
+          for (int round = 0; round < 4; ++round) {
+            // Blocks whose whole input fits the default 4 KiB, and one that
+            // fills it at 4 ranks (256 int32 x 4).
+            for (size_t count : {size_t{1}, size_t{3}, size_t{64}, size_t{1024 / ranks}}) {
+              // reduce_scatter: block b of rank r holds (r + 1) * (b + i + round) % 5 + 1.
+              const auto input_of = [&](int r, size_t at) {
+                const size_t b = at / count, i = at % count;
+                return static_cast<int32_t>((r + 1) * ((b + i + static_cast<size_t>(round)) % 5 + 1));
+              };
+              std::vector<int32_t> input(count * ranks), output(count, -1), in_place(count * ranks);
+              for (size_t at = 0; at < input.size(); ++at) input[at] = in_place[at] = input_of(rank, at);
+              reduce_scatter(context, std::span<const int32_t>(input), std::span(output), ReduceOp::sum, board);
+              reduce_scatter(context, std::span(in_place), ReduceOp::sum, board);
+              std::vector<float> maxima(count * ranks), maximum(count);
+              for (size_t at = 0; at < maxima.size(); ++at) maxima[at] = static_cast<float>(input_of(rank, at));
+              reduce_scatter(context, std::span<const float>(maxima), std::span(maximum), ReduceOp::max, board);
+              for (size_t i = 0; i < count; ++i) {
+                int32_t sum = 0;
+                for (int r = 0; r < size; ++r) sum += input_of(r, me * count + i);
+                if (output[i] != sum || in_place[me * count + i] != sum) ++wrong;
+                if (maximum[i] != static_cast<float>(input_of(size - 1, me * count + i))) ++wrong;
+              }
+              // alltoall: rank r's block b is r * 1000 + b * 10 + i % 10 (+ round).
+              std::vector<int32_t> sent(count * ranks), received(count * ranks);
+              for (size_t at = 0; at < sent.size(); ++at)
+                sent[at] = rank * 1000 + static_cast<int32_t>(at / count * 10 + at % count % 10) + round;
+              alltoall(context, std::span<const int32_t>(sent), std::span(received), board);
+              for (int r = 0; r < size; ++r)
+                for (size_t i = 0; i < count; ++i) {
+                  const int32_t expected = r * 1000 + static_cast<int32_t>(me * 10 + i % 10) + round;
+                  const size_t at = static_cast<size_t>(r) * count + i;
+                  if (received[at] != expected) ++wrong;
+                }
+            }
+          }
+        },
+        20s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    const std::map<std::string, int> counts = algorithms_traced(directory);
+    CHECK(counts.at("reduce_scatter/board") == size * 4 * 4 * 3);
+    CHECK(counts.at("alltoall/board") == size * 4 * 4);
+  }
+}
+
+TEST_CASE("a reduce_scatter or alltoall whose whole input exceeds CHORUS_BOARD_BYTES is refused by name on the board",
+          "[board]") {
+  // 4 ranks x 300 int32 = 4,800 bytes: over the 4 KiB default.
+  const auto outcomes = run_ranks(4, [&](Context& context) {
+    std::vector<int32_t> input(1200, 1), output(300);
+    CollectiveOptions board;
+    board.algorithm = "board";
+    reduce_scatter(context, std::span<const int32_t>(input), std::span(output), ReduceOp::sum, board);
+  });
+  for (const auto& outcome : outcomes) {
+    REQUIRE(outcome.error);
+    try {
+      std::rethrow_exception(outcome.error);
+    } catch (const InvalidArgument& error) {
+      CHECK_THAT(error.what(), Catch::Contains("whole input (every rank's block) is at most 4096 bytes (this call: "
+                                               "4800 bytes)"));
+    }
+  }
+}
+
 TEST_CASE("broadcasts past CHORUS_BOARD_BYTES, or calls with an algorithm named, run on messages; allreduces past "
           "it run on the board in pieces; 0 turns the board off",
           "[board]") {
