@@ -140,22 +140,25 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
                       uint32_t sequence, Deadline deadline) {
   if (call.bytes() > capacity_) return allreduce_in_pieces(communicator, call, input, output, sequence, deadline);
   const Wait wait = next_call(communicator, call, sequence, deadline);
-  const uint64_t number = wait.call_number;
-  const size_t bytes = call.bytes();
-  publish(wait, input, bytes, 0);
-  // In member order on every member, whatever order they arrive in, so all
-  // of them compute the same bits.
+  publish(wait, input, call.bytes(), 0);
+  reduce_slots(wait, output, 0);
+  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
+  finish(wait.call_number);
+}
+
+// In member order on every member, whatever order they arrive in, so all
+// of them compute the same bits.
+void Board::reduce_slots(const Wait& wait, void* output, size_t offset) {
+  const Call& call = wait.call;
   for (int member = 0; member < size_; ++member) {
-    SlotHeader& theirs = slot(member, number);
     if (member != rank_) await_slot(wait, member);
+    const std::byte* theirs = data_of(slot(member, wait.call_number)) + offset;
     if (member == 0)
-      std::memcpy(output, data_of(theirs), bytes);
+      std::memcpy(output, theirs, call.bytes());
     else
-      reduce_unchecked(call.type, call.op, output, data_of(theirs), call.count);
+      reduce_unchecked(call.type, call.op, output, theirs, call.count);
   }
   if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
-  least_known_finished_ = number - 1;  // every peer arrived in this call
-  finish(number);
 }
 
 void Board::allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
@@ -284,45 +287,38 @@ void Board::barrier(const Communicator& communicator, const Call& call, uint32_t
 void Board::allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
                       uint32_t sequence, Deadline deadline) {
   const Wait wait = next_call(communicator, call, sequence, deadline);
-  const uint64_t number = wait.call_number;
-  const size_t bytes = call.bytes();
-  publish(wait, input, bytes, 0);
+  publish(wait, input, call.bytes(), 0);
+  copy_slots(wait, output, 0, input);
+  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
+  finish(wait.call_number);
+}
+
+// Each member starts with the next member's slot, so they spread their reads.
+void Board::copy_slots(const Wait& wait, void* output, size_t offset, const void* own) {
+  const size_t bytes = wait.call.bytes();
   auto* blocks = static_cast<std::byte*>(output);
-  for (int member = 0; member < size_; ++member) {
+  for (int step = 0; step < size_; ++step) {
+    const int member = (rank_ + step) % size_;
     std::byte* block = blocks + static_cast<size_t>(member) * bytes;
-    if (member == rank_) {
-      if (block != input) std::memcpy(block, input, bytes);
+    if (member == rank_ && own) {
+      if (block != own) std::memcpy(block, own, bytes);
       continue;
     }
-    await_slot(wait, member);
-    std::memcpy(block, data_of(slot(member, number)), bytes);
+    if (member != rank_) await_slot(wait, member);
+    std::memcpy(block, data_of(slot(member, wait.call_number)) + offset, bytes);
   }
-  least_known_finished_ = number - 1;  // every peer arrived in this call
-  finish(number);
 }
 
 // Every member writes its whole input (every member's block of it) to its
-// slot; then reduces block `rank` of every slot, in member order (the same
-// order on every member, so its block's bits are what any member would
-// compute), into its output.
+// slot; then reduces block `rank` of every slot into its output.
 void Board::reduce_scatter(const Communicator& communicator, const Call& call, const void* input, void* output,
                            uint32_t sequence, Deadline deadline) {
   const Wait wait = next_call(communicator, call, sequence, deadline);
-  const uint64_t number = wait.call_number;
   const size_t block = call.bytes();
   publish(wait, input, block * static_cast<size_t>(size_), 0);
-  const size_t own = block * static_cast<size_t>(rank_);
-  for (int member = 0; member < size_; ++member) {
-    if (member != rank_) await_slot(wait, member);
-    const std::byte* theirs = data_of(slot(member, number)) + own;
-    if (member == 0)
-      std::memcpy(output, theirs, block);
-    else
-      reduce_unchecked(call.type, call.op, output, theirs, call.count);
-  }
-  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
-  least_known_finished_ = number - 1;  // every peer arrived in this call
-  finish(number);
+  reduce_slots(wait, output, block * static_cast<size_t>(rank_));
+  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
+  finish(wait.call_number);
 }
 
 // Every member writes its whole input (block m for member m) to its slot,
@@ -331,19 +327,11 @@ void Board::reduce_scatter(const Communicator& communicator, const Call& call, c
 void Board::alltoall(const Communicator& communicator, const Call& call, const void* input, void* output,
                      uint32_t sequence, Deadline deadline) {
   const Wait wait = next_call(communicator, call, sequence, deadline);
-  const uint64_t number = wait.call_number;
   const size_t block = call.bytes();
   publish(wait, input, block * static_cast<size_t>(size_), 0);
-  const size_t own = block * static_cast<size_t>(rank_);
-  auto* blocks = static_cast<std::byte*>(output);
-  // Each member starts with the next member's slot, so they spread their reads.
-  for (int step = 0; step < size_; ++step) {
-    const int member = (rank_ + step) % size_;
-    if (member != rank_) await_slot(wait, member);
-    std::memcpy(blocks + block * static_cast<size_t>(member), data_of(slot(member, number)) + own, block);
-  }
-  least_known_finished_ = number - 1;  // every peer arrived in this call
-  finish(number);
+  copy_slots(wait, output, block * static_cast<size_t>(rank_), nullptr);
+  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
+  finish(wait.call_number);
 }
 
 // ---------------------------------------------------------------- waiting

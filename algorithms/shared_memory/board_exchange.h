@@ -121,6 +121,13 @@ class Board {
   // Writes this member's slot of the Wait's call: `bytes` of `data`, then
   // the header, the stamp last (release), once the peers are done with it.
   void publish(const Wait& wait, const void* data, size_t bytes, int root);
+  // Reduces the Wait's call's `call.count` elements at `offset` of every
+  // member's slot (waiting for each) into `output`.
+  void reduce_slots(const Wait& wait, void* output, size_t offset);
+  // Copies `call.bytes()` at `offset` of every member's slot (waiting for
+  // each) into that member's block of `output`; this member's own block
+  // from `own` where it is not null.
+  void copy_slots(const Wait& wait, void* output, size_t offset, const void* own);
   // Waits until `member`'s slot of `call` holds `stamp` and checks its signature.
   void await_slot(const Wait& wait, int member);
   // Waits until every peer finished board call `call` - 2 (so read what
