@@ -222,8 +222,14 @@ bool serves_one_shot(const Candidate&, const Communicator& communicator, const C
 }
 
 bool serves_pieces(const Candidate&, const Communicator& communicator, const Call& call) {
-  return ready_board(communicator) && call.memory.on_host() && call.collective == Collective::allreduce &&
-         call.count > 0;
+  if (!ready_board(communicator) || !call.memory.on_host() || call.count == 0) return false;
+  switch (call.collective) {
+    case Collective::allreduce: return true;
+    case Collective::allgather:
+    case Collective::reduce_scatter:
+    case Collective::alltoall: return !call.variable();
+    default: return false;
+  }
 }
 
 // From the board's model, measured when it was set up (Board::measure):
@@ -245,8 +251,15 @@ double one_shot_cost(const Candidate&, const Communicator& communicator, const C
 
 double pieces_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   const Board& board = *ready_board(communicator);
+  const BoardModel& model = board.model();
+  if (call.collective != Collective::allreduce) {
+    // One board call a piece; the bytes as the one shot moves them.
+    const double pieces = std::ceil(static_cast<double>(call.count) / static_cast<double>(board.block_piece_count(call)));
+    const double bytes = static_cast<double>(call.bytes()) * call.size;
+    return pieces * model.call_seconds + bytes * model.seconds_per_byte * (call.collective == Collective::allgather ? 0.5 : 1);
+  }
   const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
-  return 2 * pieces * board.model().call_seconds + static_cast<double>(call.bytes()) * board.model().seconds_per_byte;
+  return 2 * pieces * model.call_seconds + static_cast<double>(call.bytes()) * model.seconds_per_byte;
 }
 
 Moved run_one_shot(const Candidate&, const CandidateRun& run) {
@@ -257,13 +270,9 @@ Moved run_one_shot(const Candidate&, const CandidateRun& run) {
       break;
     case Collective::broadcast: board.broadcast(run.communicator, run.call, run.output, run.sequence, run.deadline); break;
     case Collective::allgather:
-      board.allgather(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
-      break;
     case Collective::reduce_scatter:
-      board.reduce_scatter(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
-      break;
     case Collective::alltoall:
-      board.alltoall(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+      board.blocks(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
       break;
     default: board.barrier(run.communicator, run.call, run.sequence, run.deadline); break;
   }
@@ -271,8 +280,12 @@ Moved run_one_shot(const Candidate&, const CandidateRun& run) {
 }
 
 Moved run_pieces(const Candidate&, const CandidateRun& run) {
-  ready_board(run.communicator)
-      ->allreduce_in_pieces(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+  Board& board = *ready_board(run.communicator);
+  if (run.call.collective != Collective::allreduce) {
+    board.blocks(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
+    return bytes_moved(run.call, false);
+  }
+  board.allreduce_in_pieces(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
   return bytes_moved(run.call, true);
 }
 
@@ -285,8 +298,11 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
     return where + cat("which this Context has not (its ", communicator.size(),
                        " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
   if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
-  if (self.name == kBoardPieces || (call.collective != Collective::reduce_scatter && call.collective != Collective::alltoall))
-    return where + cat("which takes ", self.name == kBoardPieces ? "allreduce" : "allreduce, broadcast, allgather",
+  if (self.name == kBoardPieces)
+    return where + cat("which takes allreduce, and allgather, reduce_scatter and alltoall of fixed counts (this call: ",
+                       call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+  if (call.collective != Collective::reduce_scatter && call.collective != Collective::alltoall)
+    return where + cat("which takes allreduce, broadcast, allgather",
                        " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
                        call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
   return where + cat("which takes reduce_scatter and alltoall of fixed counts whose whole input (every rank's ",
@@ -318,6 +334,12 @@ constexpr Candidate kBoardCandidates[] = {
      .cost_seconds = one_shot_cost, .run = run_one_shot, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::alltoall, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::allgather, .serves = serves_pieces, .cost_seconds = pieces_cost,
+     .run = run_pieces, .why_not = why_not, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::reduce_scatter, .serves = serves_pieces,
+     .cost_seconds = pieces_cost, .run = run_pieces, .why_not = why_not, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::alltoall, .serves = serves_pieces, .cost_seconds = pieces_cost,
+     .run = run_pieces, .why_not = why_not, .on_board = true},
 };
 
 }  // namespace

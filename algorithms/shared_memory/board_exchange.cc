@@ -1,5 +1,6 @@
 // The collectives on a board (algorithms/shared_memory/board.h, board_exchange.h).
 #include "algorithms/shared_memory/board_exchange.h"
+#include "algorithms/shared_memory/board_wait.h"
 
 #include <sched.h>
 #include <time.h>
@@ -50,20 +51,6 @@ inline void cpu_relax() {
 
 
 }  // namespace
-
-struct Board::Wait {
-  const Communicator& communicator;
-  const Call& call;
-  uint32_t sequence;
-  uint64_t call_number;  // on this board
-  uint64_t stamp;
-  uint64_t signature;
-  Deadline deadline;
-  // When this call first waited: what its timeout message counts from.
-  mutable std::optional<Clock::time_point> waiting_since;
-
-  std::string this_collective() const { return cat(to_string(call.collective), " #", sequence); }
-};
 
 size_t Board::slot_bytes(int members, size_t capacity) {
   const size_t share = kPiecesRegionBytes / (2 * static_cast<size_t>(std::max(members, 1)));
@@ -126,10 +113,19 @@ Board::Wait Board::next_call(const Communicator& communicator, const Call& call,
 }
 
 void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) {
+  std::byte* mine = claim_slot(wait);
+  if (bytes > 0) std::memcpy(mine, data, bytes);
+  stamp_slot(wait, root);
+}
+
+std::byte* Board::claim_slot(const Wait& wait) {
   // Peers may still read what this member wrote here two calls ago.
   make_room(wait);
+  return data_of(slot(rank_, wait.call_number));
+}
+
+void Board::stamp_slot(const Wait& wait, int root) {
   SlotHeader& mine = slot(rank_, wait.call_number);
-  if (bytes > 0) std::memcpy(data_of(mine), data, bytes);
   mine.signature.store(wait.signature, std::memory_order_relaxed);
   mine.root.store(static_cast<uint64_t>(root), std::memory_order_relaxed);
   before_peers_hear();
@@ -141,24 +137,24 @@ void Board::allreduce(const Communicator& communicator, const Call& call, const 
   if (call.bytes() > capacity_) return allreduce_in_pieces(communicator, call, input, output, sequence, deadline);
   const Wait wait = next_call(communicator, call, sequence, deadline);
   publish(wait, input, call.bytes(), 0);
-  reduce_slots(wait, output, 0);
+  reduce_slots(wait, output, 0, call.count);
   least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
   finish(wait.call_number);
 }
 
 // In member order on every member, whatever order they arrive in, so all
 // of them compute the same bits.
-void Board::reduce_slots(const Wait& wait, void* output, size_t offset) {
+void Board::reduce_slots(const Wait& wait, void* output, size_t offset, size_t count) {
   const Call& call = wait.call;
   for (int member = 0; member < size_; ++member) {
     if (member != rank_) await_slot(wait, member);
     const std::byte* theirs = data_of(slot(member, wait.call_number)) + offset;
     if (member == 0)
-      std::memcpy(output, theirs, call.bytes());
+      std::memcpy(output, theirs, count * call.element_bytes());
     else
-      reduce_unchecked(call.type, call.op, output, theirs, call.count);
+      reduce_unchecked(call.type, call.op, output, theirs, count);
   }
-  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, call.count, static_cast<size_t>(size_));
+  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, count, static_cast<size_t>(size_));
 }
 
 void Board::allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
@@ -281,56 +277,6 @@ void Board::barrier(const Communicator& communicator, const Call& call, uint32_t
   for (int member = 0; member < size_; ++member)
     if (member != rank_) await_slot(wait, member);
   least_known_finished_ = wait.call_number - 1;
-  finish(wait.call_number);
-}
-
-void Board::allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
-                      uint32_t sequence, Deadline deadline) {
-  const Wait wait = next_call(communicator, call, sequence, deadline);
-  publish(wait, input, call.bytes(), 0);
-  copy_slots(wait, output, 0, input);
-  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
-  finish(wait.call_number);
-}
-
-// Each member starts with the next member's slot, so they spread their reads.
-void Board::copy_slots(const Wait& wait, void* output, size_t offset, const void* own) {
-  const size_t bytes = wait.call.bytes();
-  auto* blocks = static_cast<std::byte*>(output);
-  for (int step = 0; step < size_; ++step) {
-    const int member = (rank_ + step) % size_;
-    std::byte* block = blocks + static_cast<size_t>(member) * bytes;
-    if (member == rank_ && own) {
-      if (block != own) std::memcpy(block, own, bytes);
-      continue;
-    }
-    if (member != rank_) await_slot(wait, member);
-    std::memcpy(block, data_of(slot(member, wait.call_number)) + offset, bytes);
-  }
-}
-
-// Every member writes its whole input (every member's block of it) to its
-// slot; then reduces block `rank` of every slot into its output.
-void Board::reduce_scatter(const Communicator& communicator, const Call& call, const void* input, void* output,
-                           uint32_t sequence, Deadline deadline) {
-  const Wait wait = next_call(communicator, call, sequence, deadline);
-  const size_t block = call.bytes();
-  publish(wait, input, block * static_cast<size_t>(size_), 0);
-  reduce_slots(wait, output, block * static_cast<size_t>(rank_));
-  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
-  finish(wait.call_number);
-}
-
-// Every member writes its whole input (block m for member m) to its slot,
-// then copies block `rank` of each member's slot into that member's block
-// of its output.
-void Board::alltoall(const Communicator& communicator, const Call& call, const void* input, void* output,
-                     uint32_t sequence, Deadline deadline) {
-  const Wait wait = next_call(communicator, call, sequence, deadline);
-  const size_t block = call.bytes();
-  publish(wait, input, block * static_cast<size_t>(size_), 0);
-  copy_slots(wait, output, block * static_cast<size_t>(rank_), nullptr);
-  least_known_finished_ = wait.call_number - 1;  // every peer arrived in this call
   finish(wait.call_number);
 }
 

@@ -65,16 +65,16 @@ class Board {
   void broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                  Deadline deadline);
   void barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
-  // `call.count` elements per rank; output holds every rank's block in rank
-  // order (in place: input is this rank's block of it).
-  void allgather(const Communicator& communicator, const Call& call, const void* input, void* output,
-                 uint32_t sequence, Deadline deadline);
-  // Fixed counts: `call.count` elements per block, input holding size()
-  // blocks (in member order), which must fit a one-shot call.
-  void reduce_scatter(const Communicator& communicator, const Call& call, const void* input, void* output,
-                      uint32_t sequence, Deadline deadline);
-  void alltoall(const Communicator& communicator, const Call& call, const void* input, void* output,
-                uint32_t sequence, Deadline deadline);
+  // allgather, reduce_scatter and alltoall of fixed counts (`call.count`
+  // elements per block; output holds every member's block in member order,
+  // an allgather's input this member's block of it in place; a
+  // reduce_scatter's or alltoall's input every member's block): in one
+  // board call where what a member publishes fits capacity(), else in
+  // pieces (board_blocks.cc).
+  void blocks(const Communicator& communicator, const Call& call, const void* input, void* output,
+              uint32_t sequence, Deadline deadline);
+  // The elements of each block one piece of blocks() moves.
+  size_t block_piece_count(const Call& call) const;
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
   // A member's first line: written by it alone.
@@ -121,13 +121,18 @@ class Board {
   // Writes this member's slot of the Wait's call: `bytes` of `data`, then
   // the header, the stamp last (release), once the peers are done with it.
   void publish(const Wait& wait, const void* data, size_t bytes, int root);
-  // Reduces the Wait's call's `call.count` elements at `offset` of every
-  // member's slot (waiting for each) into `output`.
-  void reduce_slots(const Wait& wait, void* output, size_t offset);
-  // Copies `call.bytes()` at `offset` of every member's slot (waiting for
-  // each) into that member's block of `output`; this member's own block
-  // from `own` where it is not null.
-  void copy_slots(const Wait& wait, void* output, size_t offset, const void* own);
+  // Reduces `count` elements at `offset` of every member's slot (waiting
+  // for each) into `output`, in member order.
+  void reduce_slots(const Wait& wait, void* output, size_t offset, size_t count);
+  // Copies `bytes` at `offset` of every member's slot (waiting for each) to
+  // output + member x block_stride; this member's own from `own` where it
+  // is not null.
+  void copy_slots(const Wait& wait, std::byte* output, size_t block_stride, size_t offset, size_t bytes,
+                  const std::byte* own);
+  // publish() in two steps, for a member that fills its slot itself: the
+  // slot's data once the peers are done with it, then the header and stamp.
+  std::byte* claim_slot(const Wait& wait);
+  void stamp_slot(const Wait& wait, int root);
   // Waits until `member`'s slot of `call` holds `stamp` and checks its signature.
   void await_slot(const Wait& wait, int member);
   // Waits until every peer finished board call `call` - 2 (so read what

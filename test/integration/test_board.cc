@@ -238,6 +238,64 @@ TEST_CASE("small reduce_scatter (in place and not) and alltoall run on the board
   }
 }
 
+TEST_CASE("the block collectives (allgather, reduce_scatter, alltoall) larger than a slot run on the board in pieces, "
+          "bit-exact, at 2 to 5 ranks",
+          "[board]") {
+  // A slot holds 1 MiB at up to 4 members, 816 KiB at 5 (board_exchange.h):
+  // an allgather of 300,007 int32 per block takes two pieces, a
+  // reduce_scatter or alltoall of 140,001 per block (a piece of every
+  // member's block per call) two to five, the last one short.
+  CollectiveOptions pieces;
+  pieces.algorithm = "board_pieces";
+  for (int size : {2, 3, 5}) {
+    CAPTURE(size);
+    const auto directory = fresh_directory("block-pieces-" + std::to_string(size));
+    const auto ranks = static_cast<size_t>(size);
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          const int rank = context.rank();
+          const auto me = static_cast<size_t>(rank);
+          const auto value = [](size_t r, size_t block, size_t i) {
+            return static_cast<int32_t>((r + 1) * ((block * 7 + i) % 11 + 1));
+          };
+          {
+            const size_t count = 300007;
+            std::vector<int32_t> mine(count), all(count * ranks, -1), in_place(count * ranks, -1);
+            for (size_t i = 0; i < count; ++i) mine[i] = in_place[me * count + i] = value(me, 0, i);
+            allgather(context, std::span<const int32_t>(mine), std::span(all), pieces);
+            allgather(context, std::span(in_place), pieces);
+            for (size_t r = 0; r < ranks; ++r)
+              for (size_t i = 0; i < count; ++i)
+                if (all[r * count + i] != value(r, 0, i) || in_place[r * count + i] != value(r, 0, i)) ++wrong;
+          }
+          const size_t count = 140001;
+          std::vector<int32_t> input(count * ranks), output(count, -1), in_place(count * ranks), received(count * ranks);
+          for (size_t block = 0; block < ranks; ++block)
+            for (size_t i = 0; i < count; ++i) input[block * count + i] = in_place[block * count + i] = value(me, block, i);
+          reduce_scatter(context, std::span<const int32_t>(input), std::span(output), ReduceOp::sum, pieces);
+          reduce_scatter(context, std::span(in_place), ReduceOp::sum, pieces);
+          alltoall(context, std::span<const int32_t>(input), std::span(received), pieces);
+          for (size_t i = 0; i < count; ++i) {
+            int32_t sum = 0;
+            for (size_t r = 0; r < ranks; ++r) sum += value(r, me, i);
+            if (output[i] != sum || in_place[me * count + i] != sum) ++wrong;
+          }
+          for (size_t r = 0; r < ranks; ++r)
+            for (size_t i = 0; i < count; ++i)
+              if (received[r * count + i] != value(r, me, i)) ++wrong;
+        },
+        60s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    const std::map<std::string, int> counts = algorithms_traced(directory);
+    CHECK(counts.at("allgather/board_pieces") == size * 2);
+    CHECK(counts.at("reduce_scatter/board_pieces") == size * 2);
+    CHECK(counts.at("alltoall/board_pieces") == size);
+    CHECK(counts.size() == 3);
+  }
+}
+
 TEST_CASE("a reduce_scatter or alltoall whose whole input exceeds CHORUS_BOARD_BYTES is refused by name on the board",
           "[board]") {
   // 4 ranks x 300 int32 = 4,800 bytes: over the 4 KiB default.
