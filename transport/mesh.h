@@ -89,7 +89,8 @@ class Mesh {
   void set_abort_record(std::shared_ptr<AbortRecord> record) { abort_record_ = std::move(record); }
   // Where this rank names its suspects when the Mesh first fails, if it has
   // any (transport/abort_record.h). Null: nowhere.
-  void set_suspect_record(std::shared_ptr<SuspectRecord> record) { suspect_record_ = std::move(record); }
+  // Any thread: a device may fail (and read it) while connect still sets it.
+  void set_suspect_record(std::shared_ptr<SuspectRecord> record);
   // Whether every peer's Pairs exist (no connect() can have work to do).
   bool fully_connected() const { return unconnected_.load(std::memory_order_acquire) == 0; }
 
@@ -206,7 +207,7 @@ class Mesh {
   std::unique_ptr<std::mutex[]> connecting_;
   std::atomic<int> unconnected_;
   std::shared_ptr<AbortRecord> abort_record_;
-  std::shared_ptr<SuspectRecord> suspect_record_;
+  std::shared_ptr<SuspectRecord> suspect_record_;  // under mutex_
   mutable std::mutex mutex_;
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

@@ -78,20 +78,27 @@ bool Mesh::note_failure_locked(std::exception_ptr reason) {
   return first;
 }
 
+void Mesh::set_suspect_record(std::shared_ptr<SuspectRecord> record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  suspect_record_ = std::move(record);
+}
+
 void Mesh::note_failure(const std::exception_ptr& reason) {
   bool first = false;
+  std::shared_ptr<SuspectRecord> suspect_record;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     first = note_failure_locked(reason);
+    suspect_record = suspect_record_;
   }
   // Before the devices close their listeners to peers that knock: by the
   // time one learns this rank aborted, the words are there to read.
   if (first) post_abort_record(reason);
   // Only a rank that saw a peer die or freeze names one; a rank that learnt
   // of the failure from another (an abort relayed) has nobody to name.
-  if (first && suspect_record_) {
+  if (first && suspect_record) {
     const std::vector<int> named = suspects();
-    if (!named.empty()) suspect_record_->post(rank_, named);
+    if (!named.empty()) suspect_record->post(rank_, named);
   }
 }
 
