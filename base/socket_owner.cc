@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -122,9 +123,16 @@ SocketOwner look_up(const End& source, const End& destination) {
     owner.error = cat("sock_diag reply failed: ", errno_string(receive_error));
     return owner;
   }
-  int length = static_cast<int>(received);
-  for (auto* header = reinterpret_cast<nlmsghdr*>(reply.data()); NLMSG_OK(header, length);
-       header = NLMSG_NEXT(header, length)) {
+  // NLMSG_OK and NLMSG_NEXT by hand: the macros compare the header's
+  // unsigned length with an int, which clang's -Wsign-compare refuses.
+  size_t remaining = static_cast<size_t>(received);
+  char* at = reply.data();
+  while (remaining >= sizeof(nlmsghdr)) {
+    auto* header = reinterpret_cast<nlmsghdr*>(at);
+    if (header->nlmsg_len < sizeof(nlmsghdr) || header->nlmsg_len > remaining) break;
+    const size_t step = std::min<size_t>(NLMSG_ALIGN(header->nlmsg_len), remaining);
+    at += step;
+    remaining -= step;
     if (header->nlmsg_type == NLMSG_ERROR) {
       const int error = -static_cast<const nlmsgerr*>(NLMSG_DATA(header))->error;
       if (error == ENOENT) {
