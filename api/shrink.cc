@@ -166,6 +166,10 @@ std::shared_ptr<Context> shrink(const Context& context, const ShrinkOptions& opt
   auto job_store = std::make_shared<PrefixStore>(agreement.prefix() + "job", origin.store);
   StoreBootstrap bootstrap(job_store, new_rank, new_size, state.timeout);
   std::shared_ptr<Context> survivors = detail::connect_with(bootstrap, origin.options, origin.config, generation);
+  // The survivors connect with the job's connect timeout (origin.options),
+  // and keep the collective timeout this Context had, set_timeout included:
+  // a job that shortened it to notice stopped ranks fast keeps noticing fast.
+  survivors->set_timeout(state.timeout);
   detail::ContextState& next = detail::state_of(*survivors);
   next.origin->store = origin.store;  // the job's store, not this generation's prefix of it
   next.kept_alive = state.kept_alive;  // rank 0's embedded store server, if this rank hosts it

@@ -3,7 +3,8 @@
 // it). Instead of restarting the whole job, the survivors call shrink: they
 // agree through the job's store on who is still there, renumber themselves
 // 0..n-1 in their old order, and connect a new Context among themselves,
-// with the same options as the first.
+// with the same options as the first and this Context's current timeout
+// (Context::set_timeout carries over).
 //
 //   try {
 //     chorus::allreduce(*context, grads, chorus::ReduceOp::sum);

@@ -774,6 +774,7 @@ static void check_peer_lost_and_shrink(void) {
   float data[16];
   int32_t one = 1;
   int size = 0;
+  int64_t timeout_ms = 0;
   size_t i;
   chorus_status status;
   /* Any peer's death fails whatever the context is doing, so the victim
@@ -797,9 +798,13 @@ static void check_peer_lost_and_shrink(void) {
     fail(__LINE__, "the error does not name rank %d (peer %d): %s", victim, chorus_last_error_peer(),
          chorus_last_error());
   ++checks;
+  /* The survivors keep the timeout the context had when it shrank. */
+  CHECK_OK(chorus_context_set_timeout(context, 17000));
   CHECK_OK(chorus_context_shrink(context, 0, &survivors));
   CHECK_OK(chorus_context_size(survivors, &size));
   CHECK(size == job_size - 1);
+  CHECK_OK(chorus_context_timeout(survivors, &timeout_ms));
+  CHECK(timeout_ms == 17000);
   CHECK_OK(chorus_allreduce(survivors, &one, &one, 1, CHORUS_INT32, CHORUS_SUM, NULL));
   CHECK(one == job_size - 1);
   CHECK_OK(chorus_context_destroy(survivors));

@@ -17,7 +17,7 @@ RANKS = Path(__file__).parent / "ranks"
 
 @pytest.fixture
 def run_job():
-    def run(script, ranks, *, transport=None, timeout=300, args=()):
+    def run(script, ranks, *, transport=None, timeout=300, args=(), env_extra=None):
         launcher = os.environ.get("CHORUS_RUN")
         if not launcher:
             pytest.fail("CHORUS_RUN must name build/tools/chorus-run")
@@ -25,6 +25,7 @@ def run_job():
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(RANKS), env.get("PYTHONPATH")]))
         if transport:
             env["CHORUS_TRANSPORT"] = transport
+        env.update(env_extra or {})
         completed = subprocess.run([launcher, "-n", str(ranks), "--", sys.executable, str(RANKS / script), *args],
                                    env=env, capture_output=True, text=True, timeout=timeout)
         output = completed.stdout + completed.stderr

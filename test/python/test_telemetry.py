@@ -14,7 +14,11 @@ from conftest import oks
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_statistics_and_trace_per_rank(run_job, tmp_path, ranks):
-    output = run_job("telemetry.py", ranks, args=[str(tmp_path / "job.json")])
+    # The allreduces are named onto the board: under auto the cost model may
+    # put 16 KiB at 2 ranks on messages (it did on a loaded CI machine), and
+    # this test is about what the trace records, not about the choice.
+    output = run_job("telemetry.py", ranks, args=[str(tmp_path / "job.json")],
+                     env_extra={"CHORUS_ALGO": "allreduce:board_pieces"})
     assert len(oks(output, "telemetry")) == ranks, output
     # Bytes sent by all ranks are bytes received by all ranks.
     stats = [line.split("] ", 1)[1].split() for line in output.splitlines() if "] stats " in line]
@@ -39,8 +43,8 @@ def test_statistics_and_trace_per_rank(run_job, tmp_path, ranks):
         assert [e["args"]["seq"] for e in mine if e["cat"] == "collective"] == list(range(5))
         assert all(e["args"]["dtype"] == "float32" and e["args"]["bytes"] == 16384 for e in mine
                    if e["cat"] == "collective"), mine
-        # The allreduces run on the board (in pieces: 16 KiB is past its one
-        # shot's 4 KiB); the 16 KiB broadcast on messages.
+        # The allreduces ran on the board (in pieces, as named); the 16 KiB
+        # broadcast on messages.
         transports = [e["args"]["transport"] for e in mine if e["cat"] == "collective"]
         assert transports == ["board"] * 4 + ["shm"], mine
         messages = [e["name"] for e in mine if e["cat"] == "message"]
