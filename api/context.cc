@@ -7,6 +7,7 @@
 
 #include "api/collective_checks.h"
 #include "algorithms/execution/deferred_root_checks.h"
+#include "algorithms/shared_memory/board.h"
 #include "api/context_state.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -29,10 +30,14 @@ WorkQueue& ContextState::work_queue() {
 // destructor cannot throw. Waits as a call would, up to the Context's
 // timeout: the neighbour sends its check as it starts the same call.
 ContextState::SettleRootChecksAtEnd::~SettleRootChecksAtEnd() {
-  algorithms::DeferredRootChecks* checks = state.communicator.deferred_root_checks();
-  if (!checks || checks->empty() || state.communicator.mesh().failed()) return;
+  if (state.communicator.mesh().failed()) return;
+  const Deadline deadline = Deadline::after(state.timeout);
   try {
-    checks->settle(state.communicator, Deadline::after(state.timeout), algorithms::DeferredRootChecks::Wait::all);
+    // The small broadcasts' on the shared-memory board (board_ring.cc).
+    algorithms::settle_board_checks(state.communicator, deadline);
+    algorithms::DeferredRootChecks* checks = state.communicator.deferred_root_checks();
+    if (checks && !checks->empty())
+      checks->settle(state.communicator, deadline, algorithms::DeferredRootChecks::Wait::all);
   } catch (const std::exception& error) {
     CHORUS_LOG(error, state.communicator.rank(), "as the context ends: ", error.what());
   }

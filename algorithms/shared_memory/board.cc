@@ -355,7 +355,16 @@ std::span<const Candidate> board_candidates() { return kBoardCandidates; }
 
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
   BoardCell* cell = communicator.board_cell();
-  if (cell && cell->board) cell->board->announce(sequence, call_signature(call), call.root, /*on_board=*/false);
+  if (!cell || !cell->board) return;
+  cell->board->announce(sequence, call_signature(call), call.root, /*on_board=*/false);
+  // What arrived of the ring's root checks (board_ring.cc), without waiting.
+  if (cell->board->ring_checks_pending()) cell->board->settle_ring_checks(communicator, Deadline::never(), 0);
+}
+
+void settle_board_checks(const Communicator& communicator, Deadline deadline) {
+  BoardCell* cell = communicator.board_cell();
+  if (!cell || !cell->board || !cell->board->ring_checks_pending()) return;
+  cell->board->settle_ring_checks(communicator, deadline, std::numeric_limits<uint64_t>::max());
 }
 
 }  // namespace chorus::algorithms

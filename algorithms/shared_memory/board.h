@@ -12,7 +12,8 @@
 // polls one line per peer, reducing the peers' data straight from their
 // slots, in member order, so every member computes bit-identical results.
 // Allreduce, broadcast, allgather, reduce_scatter and alltoall (fixed
-// counts) and barrier run on it.
+// counts) and barrier run on it; a small broadcast on a ring of entries of
+// its own, where the root does not wait (board_ring.cc).
 //
 // An allreduce past that size runs on the board too, in pieces as large as
 // a slot (1 MiB at up to 4 members, less beyond, board_exchange.h), each
@@ -99,5 +100,10 @@ std::span<const Candidate> board_candidates();
 // on the board for the same number then fails with MismatchError at once.
 // run.h calls it for every candidate but the board's own.
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence);
+
+// Settles, waiting up to `deadline`, the root checks the board's small
+// broadcasts left (board_ring.cc), as the Context ends: a disagreement
+// throws MismatchError (and fails the Communicator). Nothing without a board.
+void settle_board_checks(const Communicator& communicator, Deadline deadline);
 
 }  // namespace chorus::algorithms

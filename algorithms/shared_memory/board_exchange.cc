@@ -60,7 +60,7 @@ size_t Board::slot_bytes(int members, size_t capacity) {
 
 size_t Board::region_bytes(int members, size_t slot_bytes) {
   const size_t slot = round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine);
-  return static_cast<size_t>(members) * (sizeof(MemberLine) + 2 * slot);
+  return static_cast<size_t>(members) * (sizeof(MemberLine) + kRingEntries * kRingEntryBytes + 2 * slot);
 }
 
 Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size, size_t capacity,
@@ -72,9 +72,12 @@ Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size
       capacity_(capacity),
       slot_bytes_(slot_bytes),
       slot_stride_(round_up(sizeof(SlotHeader) + slot_bytes, kCacheLine)),
-      member_stride_(sizeof(MemberLine) + 2 * slot_stride_),
-      known_finished_(static_cast<size_t>(size), 0) {
+      member_stride_(sizeof(MemberLine) + kRingEntries * kRingEntryBytes + 2 * slot_stride_),
+      known_finished_(static_cast<size_t>(size), 0),
+      known_ring_finished_(static_cast<size_t>(size), 0),
+      pending_ring_checks_(kRingEntries) {
   static_assert(sizeof(MemberLine) == kCacheLine && sizeof(SlotHeader) == 32);
+  static_assert(sizeof(RingEntry) <= kCacheLine && kRingEntryBytes % kCacheLine == 0);
   static_assert(std::atomic<uint64_t>::is_always_lock_free);
   if (slot_bytes < capacity || slot_bytes % kCacheLine != 0)
     throw InvalidArgument(cat("rank ", rank, ": a board's slots of ", slot_bytes, " bytes must be whole cache ",
@@ -108,6 +111,8 @@ void Board::announce(uint32_t sequence, uint64_t signature, int root, bool on_bo
 
 Board::Wait Board::next_call(const Communicator& communicator, const Call& call, uint32_t sequence,
                              Deadline deadline) {
+  // What arrived of this member's deferred root checks (board_ring.cc).
+  if (ring_checks_pending()) settle_ring_checks(communicator, deadline, 0);
   const uint64_t number = ++calls_;
   return Wait{communicator, call, sequence, number, stamp_of(number, sequence), call_signature(call), deadline, {}};
 }
@@ -239,7 +244,7 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
     SlotHeader& theirs = slot(member, number);
     if (member != rank_) {
       const auto reduced = [&] { return theirs.reduced.load(std::memory_order_acquire) == wait.stamp; };
-      if (!reduced()) wait_until(wait, member, /*for_slot=*/true, reduced);
+      if (!reduced()) wait_until(wait, member, &theirs.stamp, reduced);
       after_peer_heard();
     }
     const ElementRange theirs_chunk = chunk(member);
@@ -256,6 +261,7 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
 // it on messages, instead of leaving its buffer unwritten.
 void Board::broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                       Deadline deadline) {
+  if (call.bytes() <= kRingDataBytes) return ring_broadcast(communicator, call, data, sequence, deadline);
   const Wait wait = next_call(communicator, call, sequence, deadline);
   const uint64_t number = wait.call_number;
   announce(sequence, wait.signature, call.root, /*on_board=*/true);
@@ -285,7 +291,7 @@ void Board::barrier(const Communicator& communicator, const Call& call, uint32_t
 void Board::await_slot(const Wait& wait, int member) {
   SlotHeader& theirs = slot(member, wait.call_number);
   const auto arrived = [&] { return theirs.stamp.load(std::memory_order_acquire) == wait.stamp; };
-  if (!arrived()) wait_until(wait, member, /*for_slot=*/true, arrived);
+  if (!arrived()) wait_until(wait, member, &theirs.stamp, arrived);
   after_peer_heard();
   const uint64_t signature = theirs.signature.load(std::memory_order_relaxed);
   if (signature != wait.signature) mismatch(wait, member, signature, theirs.root.load(std::memory_order_relaxed));
@@ -302,7 +308,7 @@ void Board::make_room(const Wait& wait) {
     if (member == rank_ || known >= needed) continue;
     const MemberLine& theirs = line(member);
     const auto finished = [&] { return theirs.finished.load(std::memory_order_acquire) >= needed; };
-    if (!finished()) wait_until(wait, member, /*for_slot=*/false, finished);
+    if (!finished()) wait_until(wait, member, nullptr, finished);
     after_peer_heard();
     known = needed;
   }
@@ -310,7 +316,7 @@ void Board::make_room(const Wait& wait) {
 }
 
 template <class Arrived>
-void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& arrived) const {
+void Board::wait_until(const Wait& wait, int member, const std::atomic<uint64_t>* awaited, Arrived&& arrived) const {
   transport::Mesh& mesh = wait.communicator.mesh();
   const Clock::time_point started = Clock::now();
   if (!wait.waiting_since) wait.waiting_since = started;
@@ -340,7 +346,7 @@ void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& ar
       if (arrived()) return;
       fail(wait, mesh.explain_loss(mesh.failure()));
     }
-    check_mismatch(wait, member, for_slot);
+    check_mismatch(wait, member, awaited);
     const Clock::time_point now = Clock::now();
     if (watch.timed_out(now)) {
       if (arrived()) return;
@@ -352,7 +358,12 @@ void Board::wait_until(const Wait& wait, int member, bool for_slot, Arrived&& ar
   }
 }
 
-void Board::check_mismatch(const Wait& wait, int member, bool for_slot) const {
+template void Board::wait_until<const Board::WordEquals&>(const Wait&, int, const std::atomic<uint64_t>*,
+                                                         const WordEquals&) const;
+template void Board::wait_until<const Board::WordAtLeast&>(const Wait&, int, const std::atomic<uint64_t>*,
+                                                          const WordAtLeast&) const;
+
+void Board::check_mismatch(const Wait& wait, int member, const std::atomic<uint64_t>* awaited) const {
   const MemberLine& theirs = line(member);
   // The signature belongs to the announcement only if the announcement is
   // the same after reading it (the member writes the signature first).
@@ -369,11 +380,11 @@ void Board::check_mismatch(const Wait& wait, int member, bool for_slot) const {
                    cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
                        "): peer rank ", member, " runs it on messages where this rank runs it on the "
                        "shared-memory board: did the ranks ask for different algorithms?"))));
-  // Past this collective without writing the slot this rank waits for. Its
-  // announcement was written after that slot would have been, so a last
-  // look at the slot tells a late sight from a peer that skipped it.
-  if (ahead > 0 && for_slot) {
-    if (slot(member, wait.call_number).stamp.load(std::memory_order_acquire) == wait.stamp) return;
+  // Past this collective without writing the stamp this rank waits for.
+  // Its announcement was written after that stamp would have been, so a
+  // last look at it tells a late sight from a peer that skipped it.
+  if (ahead > 0 && awaited) {
+    if (awaited->load(std::memory_order_acquire) == wait.stamp) return;
     fail(wait, std::make_exception_ptr(MismatchError(
                    cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
                        "): peer rank ", member, " went on to collective #", their_sequence,

@@ -62,6 +62,7 @@ class Board {
   // A failure aborts the Communicator's Mesh before it is thrown.
   void allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                  uint32_t sequence, Deadline deadline);
+  // A broadcast of up to kRingDataBytes runs on the ring (ring_broadcast).
   void broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                  Deadline deadline);
   void barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
@@ -77,12 +78,36 @@ class Board {
   size_t block_piece_count(const Call& call) const;
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
+
+  // Small broadcasts run on a ring of entries per member (board_ring.cc),
+  // so that a root need not wait for anyone: up to kRingRunAhead calls ahead
+  // of the slowest member, as an MPI's eager sends let its root run ahead.
+  static constexpr size_t kRingEntries = 16;
+  static constexpr size_t kRingEntryBytes = 64 + 1024;
+  static constexpr size_t kRingDataBytes = kRingEntryBytes - 64;
+  static constexpr uint64_t kRingRunAhead = kRingEntries - 2;
+  // The root checks of ring broadcasts this member was the root of and has
+  // not checked yet: those whose left neighbour's entry has arrived, and
+  // (waiting, up to `deadline`) those of ring calls up to `wait_through`. A
+  // disagreement fails the Communicator (MismatchError). Every board call
+  // settles them as it starts, and the Context as it ends (settle_board_checks).
+  void settle_ring_checks(const Communicator& communicator, Deadline deadline, uint64_t wait_through);
+  bool ring_checks_pending() const { return ring_checked_through_ != ring_calls_; }
   // A member's first line: written by it alone.
   struct alignas(64) MemberLine {
     std::atomic<uint64_t> finished;   // the last board call it finished (its number, from 1)
     std::atomic<uint64_t> announced;  // (sequence << 2) | on board << 1 | 1 of its current call; 0: none
     std::atomic<uint64_t> announced_signature;
     std::atomic<uint64_t> announced_root;
+    // The last ring call whose entries it no longer reads (its own root
+    // checks included): where a member may write its entry again.
+    std::atomic<uint64_t> ring_finished;
+  };
+  // An entry of a member's ring: this header on its own line, the data on the next lines.
+  struct RingEntry {
+    std::atomic<uint64_t> stamp;  // (ring call << 32) | sequence; 0: empty
+    std::atomic<uint64_t> signature;
+    std::atomic<uint64_t> root;
   };
   // A slot's header, its data right behind it (on the same line, up to 32 bytes).
   struct SlotHeader {
@@ -101,8 +126,13 @@ class Board {
   }
   SlotHeader& slot(int member, uint64_t call) const {
     return *reinterpret_cast<SlotHeader*>(base_ + static_cast<size_t>(member) * member_stride_ + sizeof(MemberLine) +
-                                          (call % 2) * slot_stride_);
+                                          kRingEntries * kRingEntryBytes + (call % 2) * slot_stride_);
   }
+  RingEntry& ring_entry(int member, uint64_t ring_call) const {
+    return *reinterpret_cast<RingEntry*>(base_ + static_cast<size_t>(member) * member_stride_ + sizeof(MemberLine) +
+                                         (ring_call % kRingEntries) * kRingEntryBytes);
+  }
+  static std::byte* data_of(RingEntry& entry) { return reinterpret_cast<std::byte*>(&entry) + 64; }
   static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
   static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
 
@@ -139,18 +169,39 @@ class Board {
   // this member wrote in the slot it writes now).
   void make_room(const Wait& wait);
   void finish(uint64_t call) { line(rank_).finished.store(call, std::memory_order_release); }
-  // The spin-yield-sleep loop until `arrived()`, on `member`'s slot
-  // (for_slot) or its `finished` word.
+  // The spin-yield-sleep loop until `arrived()`, on a stamp `member`
+  // writes when it reaches the Wait's call (awaited: the call's stamp
+  // there) or on its `finished` words (awaited null).
   template <class Arrived>
-  [[gnu::noinline]] void wait_until(const Wait& wait, int member, bool for_slot, Arrived&& arrived) const;
+  [[gnu::noinline]] void wait_until(const Wait& wait, int member, const std::atomic<uint64_t>* awaited,
+                                    Arrived&& arrived) const;
+  // The predicates of waits outside board_exchange.cc (wait_until is
+  // instantiated there for them): a word equal to, or at least, a value.
+  struct WordEquals {
+    const std::atomic<uint64_t>& word;
+    uint64_t value;
+    bool operator()() const { return word.load(std::memory_order_acquire) == value; }
+  };
+  struct WordAtLeast {
+    const std::atomic<uint64_t>& word;
+    uint64_t value;
+    bool operator()() const { return word.load(std::memory_order_acquire) >= value; }
+  };
+  // The ring (board_ring.cc).
+  void ring_broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
+                      Deadline deadline);
+  void make_ring_room(const Wait& wait, uint64_t ring_call);
+  void await_ring_entry(const Wait& wait, int member, uint64_t ring_call);
+  void publish_ring_finished();
   [[noreturn]] void fail(const Wait& wait, std::exception_ptr error) const;
   // The MismatchError for `member` having called `their_signature` (and
   // `their_root`, where known) where this member called the Wait's.
   [[noreturn]] void mismatch(const Wait& wait, int member, uint64_t their_signature,
                              std::optional<uint64_t> their_root) const;
   // A MismatchError when `member` shows it is in `wait`'s sequence with
-  // another call, or (for_slot) past it without writing the slot; nothing otherwise.
-  void check_mismatch(const Wait& wait, int member, bool for_slot) const;
+  // another call, or past it without writing the awaited stamp (where one
+  // is awaited); nothing otherwise.
+  void check_mismatch(const Wait& wait, int member, const std::atomic<uint64_t>* awaited) const;
 
   std::unique_ptr<transport::SharedRegion> region_;
   std::byte* base_;
@@ -165,6 +216,21 @@ class Board {
   // and the least of it (so make_room looks at no peer in the common case).
   std::vector<uint64_t> known_finished_;
   uint64_t least_known_finished_ = 0;
+  // The ring: calls so far, what each peer is known to have finished of
+  // it, and this member's root checks not settled yet: those of ring calls
+  // after ring_checked_through_, each at its call's index (ring_call 0: none).
+  uint64_t ring_calls_ = 0;
+  std::vector<uint64_t> known_ring_finished_;
+  uint64_t least_known_ring_finished_ = 0;
+  struct PendingRingCheck {
+    uint64_t ring_call = 0;
+    uint64_t stamp = 0;
+    uint64_t signature = 0;
+    uint32_t sequence = 0;
+    Call call;
+  };
+  std::vector<PendingRingCheck> pending_ring_checks_;
+  uint64_t ring_checked_through_ = 0;
   BoardModel model_;
 };
 
