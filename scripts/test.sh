@@ -19,9 +19,9 @@ fi
 
 SECONDS=0
 # (chorus.torch.hvd's suites run once, under torch 2.x below: test/torch/meson.build.)
-# A failure here does not stop the torch 2.x suites (one CI run shows both);
-# the failed tests' tails end the run (scripts/failed-tests.py), where CI's
-# tail shows them, and test.sh fails.
+# A failure here does not stop the steps below (one CI run shows them all):
+# as test.sh exits, the failed tests' tails end its output
+# (scripts/failed-tests.py), where CI's tail shows them, and it fails.
 main_suite=0
 meson test -C build --print-errorlogs --num-processes 2 --no-suite torch-1.13-hvd || main_suite=$?
 echo "test.sh: meson test: ${SECONDS} s"
@@ -32,6 +32,7 @@ report_main_suite() {
     exit 1
   fi
 }
+trap report_main_suite EXIT
 
 # The Python module and PyTorch backend again against torch 2.x from PyPI
 # (build-torch2/, a virtual environment reused across runs): build/ above
@@ -39,11 +40,9 @@ report_main_suite() {
 SECONDS=0
 if ! scripts/torch2-test.sh; then
   python3 scripts/failed-tests.py build-torch2/meson-logs/testlog.json
-  report_main_suite
   exit 1
 fi
 echo "test.sh: torch 2.x: ${SECONDS} s"
-report_main_suite
 
 # chorus as a pip-installed wheel in a fresh virtual environment, against
 # the same torch 2.x (docs/packaging.md).
