@@ -222,12 +222,16 @@ class Board {
   uint64_t ring_calls_ = 0;
   std::vector<uint64_t> known_ring_finished_;
   uint64_t least_known_ring_finished_ = 0;
+  // What a check needs, and what rebuilds its call for an error's words.
   struct PendingRingCheck {
     uint64_t ring_call = 0;
     uint64_t stamp = 0;
     uint64_t signature = 0;
     uint32_t sequence = 0;
-    Call call;
+    size_t count = 0;
+    DataType type = DataType::uint8;
+    int root = 0;
+    uint64_t group_digest = 0;
   };
   std::vector<PendingRingCheck> pending_ring_checks_;
   uint64_t ring_checked_through_ = 0;

@@ -73,9 +73,12 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
     pending.stamp = wait.stamp;
     pending.signature = wait.signature;
     pending.sequence = sequence;
-    pending.call = call;
-    // Settled now if the neighbour is already there (it seldom is, back to back).
-    settle_ring_checks(communicator, deadline, 0);
+    pending.count = call.count;
+    pending.type = call.type;
+    pending.root = call.root;
+    pending.group_digest = call.group_digest;
+    // Settled by this member's next call (back to back, the neighbour is
+    // seldom there yet): its ring_finished stays where it was.
     return;
   }
   await_ring_entry(wait, call.root, number);
@@ -119,11 +122,18 @@ void Board::settle_ring_checks(const Communicator& communicator, Deadline deadli
     PendingRingCheck& pending = pending_ring_checks_[number % kRingEntries];
     if (pending.ring_call == number) {
       RingEntry& theirs = ring_entry(left, number);
-      const WordEquals arrived{theirs.stamp, pending.stamp};
-      if (!arrived() && number > wait_through) break;
-      // In the words of the call it belongs to (its sequence, its timeout clock).
-      const Wait wait{communicator, pending.call, pending.sequence, 0, pending.stamp, pending.signature, deadline, {}};
-      await_ring_entry(wait, left, number);
+      const bool arrived = theirs.stamp.load(std::memory_order_acquire) == pending.stamp;
+      if (!arrived && number > wait_through) break;
+      if (!arrived || theirs.signature.load(std::memory_order_relaxed) != pending.signature) {
+        // The slow path, in the words of the call it belongs to (its
+        // sequence, its timeout counted from now).
+        Call call = make_call(Collective::broadcast, rank_, size_, pending.count, pending.type, ReduceOp::sum,
+                              pending.root, true);
+        call.group_digest = pending.group_digest;
+        const Wait wait{communicator, call, pending.sequence, 0, pending.stamp, pending.signature, deadline, {}};
+        await_ring_entry(wait, left, number);
+      }
+      after_peer_heard();
       pending.ring_call = 0;
     }
     ring_checked_through_ = number;
