@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/copy.h"
 #include "base/reduce.h"
 #include "base/types.h"
 #include "base/log.h"
@@ -102,6 +103,19 @@ int main(int argc, char** argv) {
     });
     const double memcpy_gbps = static_cast<double>(bytes) / memcpy_seconds / 1e9;
     std::printf("  %12zu %10s %10.2f %12s\n", bytes, "memcpy", memcpy_gbps, "1.00");
+    // chorus's own copy (base/copy.h), and its vector loop at every size.
+    const double copy_seconds = best_seconds_per_call(rounds, repeat, [&] {
+      chorus::copy_bytes(copy.data(), operand.data(), bytes);
+      asm volatile("" ::: "memory");
+    });
+    const double copy_gbps = static_cast<double>(bytes) / copy_seconds / 1e9;
+    std::printf("  %12zu %10s %10.2f %12.2f\n", bytes, "copy_bytes", copy_gbps, copy_gbps / memcpy_gbps);
+    const double loop_seconds = best_seconds_per_call(rounds, repeat, [&] {
+      chorus::vector_copy(copy.data(), operand.data(), bytes);
+      asm volatile("" ::: "memory");
+    });
+    const double loop_gbps = static_cast<double>(bytes) / loop_seconds / 1e9;
+    std::printf("  %12zu %10s %10.2f %12.2f\n", bytes, "vec_copy", loop_gbps, loop_gbps / memcpy_gbps);
     for (const std::string& name : types) {
       const auto type = chorus::parse_data_type(name);
       if (!type) {

@@ -16,6 +16,7 @@
 
 #include "algorithms/shared_memory/board_exchange.h"
 #include "algorithms/shared_memory/board_wait.h"
+#include "base/copy.h"
 #include "base/reduce.h"
 
 namespace chorus::algorithms {
@@ -27,11 +28,11 @@ void Board::copy_slots(const Wait& wait, std::byte* output, size_t block_stride,
     const int member = (rank_ + step) % size_;
     std::byte* block = output + static_cast<size_t>(member) * block_stride;
     if (member == rank_ && own) {
-      if (block != own) std::memcpy(block, own, bytes);
+      if (block != own) copy_bytes(block, own, bytes);
       continue;
     }
     if (member != rank_) await_slot(wait, member);
-    std::memcpy(block, data_of(slot(member, wait.call_number)) + offset, bytes);
+    copy_bytes(block, data_of(slot(member, wait.call_number)) + offset, bytes);
   }
 }
 
@@ -57,19 +58,19 @@ void Board::blocks(const Communicator& communicator, const Call& call, const voi
     std::byte* mine = claim_slot(wait);
     switch (call.collective) {
       case Collective::allgather:
-        std::memcpy(mine, from + first * element, bytes);
+        copy_bytes(mine, from + first * element, bytes);
         stamp_slot(wait, 0);
         copy_slots(wait, to + first * element, call.bytes(), 0, bytes, from + first * element);
         break;
       case Collective::reduce_scatter:
         for (size_t member = 0; member < members; ++member)
-          std::memcpy(mine + member * bytes, from + (member * call.count + first) * element, bytes);
+          copy_bytes(mine + member * bytes, from + (member * call.count + first) * element, bytes);
         stamp_slot(wait, 0);
         reduce_slots(wait, to + first * element, rank * bytes, count);
         break;
       default:  // alltoall
         for (size_t member = 0; member < members; ++member)
-          std::memcpy(mine + member * bytes, from + (member * call.count + first) * element, bytes);
+          copy_bytes(mine + member * bytes, from + (member * call.count + first) * element, bytes);
         stamp_slot(wait, 0);
         copy_slots(wait, to + first * element, call.bytes(), rank * bytes, bytes, nullptr);
         break;

@@ -17,6 +17,7 @@
 #include "algorithms/model/aligned_chunks.h"
 #include "algorithms/execution/collective_watch.h"
 #include "algorithms/execution/communicator.h"
+#include "base/copy.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/peer_order.h"
@@ -119,7 +120,7 @@ Board::Wait Board::next_call(const Communicator& communicator, const Call& call,
 
 void Board::publish(const Wait& wait, const void* data, size_t bytes, int root) {
   std::byte* mine = claim_slot(wait);
-  if (bytes > 0) std::memcpy(mine, data, bytes);
+  if (bytes > 0) copy_bytes(mine, data, bytes);
   stamp_slot(wait, root);
 }
 
@@ -155,7 +156,7 @@ void Board::reduce_slots(const Wait& wait, void* output, size_t offset, size_t c
     if (member != rank_) await_slot(wait, member);
     const std::byte* theirs = data_of(slot(member, wait.call_number)) + offset;
     if (member == 0)
-      std::memcpy(output, theirs, count * call.element_bytes());
+      copy_bytes(output, theirs, count * call.element_bytes());
     else
       reduce_unchecked(call.type, call.op, output, theirs, count);
   }
@@ -249,7 +250,7 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
     }
     const ElementRange theirs_chunk = chunk(member);
     const size_t offset = theirs_chunk.first * element;
-    std::memcpy(output + offset, data_of(theirs) + offset, theirs_chunk.count * element);
+    copy_bytes(output + offset, data_of(theirs) + offset, theirs_chunk.count * element);
   }
   least_known_finished_ = number - 1;  // every peer arrived in this call
   finish(number);
@@ -270,7 +271,7 @@ void Board::broadcast(const Communicator& communicator, const Call& call, void* 
   publish(wait, data, rank_ == call.root ? bytes : 0, call.root);
   if (rank_ != call.root) {
     await_slot(wait, call.root);
-    std::memcpy(data, data_of(slot(call.root, number)), bytes);
+    copy_bytes(data, data_of(slot(call.root, number)), bytes);
   }
   const int left = (rank_ + size_ - 1) % size_;
   if (left != call.root || rank_ == call.root) await_slot(wait, left);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "base/copy.h"
 #include "base/long_lived_memory.h"
 #include "base/reduce.h"
 
@@ -55,7 +56,12 @@ class HostMemoryBackend final : public MemoryBackend {
   }
 
   void copy(std::byte* to, const std::byte* from, size_t bytes) override {
-    if (bytes > 0 && to != from) std::memmove(to, from, bytes);
+    if (bytes == 0 || to == from) return;
+    // memmove where the ranges overlap; copy_bytes (base/copy.h) otherwise.
+    if (to + bytes <= from || from + bytes <= to)
+      copy_bytes(to, from, bytes);
+    else
+      std::memmove(to, from, bytes);
   }
 
   void reduce(DataType type, ReduceOp op, std::byte* accumulator, const std::byte* operand, size_t count) override {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/copy.h"
 #include "base/error.h"
 #include "transport/abort_report.h"
 #include "transport/peer_errors.h"
@@ -74,7 +75,7 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
             arrived.claimant = receive;
             claimed_eager(arrived.bytes);
           } else {
-            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            if (!data.empty()) copy_bytes(data.data(), arrived.payload.data(), data.size());
             claimed_eager(arrived.bytes);
             matching_.remove(arrived);
             request.complete();
@@ -174,7 +175,7 @@ void Connection::land(std::span<const std::byte> bytes) {
   if (bytes.size() > incoming_total_ - incoming_landed_)
     return corrupt(cat("more bytes than its message of ", incoming_total_, " announced"));
   if (incoming_request_) {
-    if (!bytes.empty()) std::memcpy(incoming_target_ + incoming_landed_, bytes.data(), bytes.size());
+    if (!bytes.empty()) copy_bytes(incoming_target_ + incoming_landed_, bytes.data(), bytes.size());
   } else {
     // Grows only with bytes that really arrived: a peer announcing a huge
     // message costs this rank nothing until it sends it.
@@ -204,7 +205,7 @@ void Connection::finish_incoming() {
   message->complete = true;
   if (!message->claimed()) return;
   const PostedReceive receive = message->claimant;
-  if (!message->payload.empty()) std::memcpy(receive.buffer.data(), message->payload.data(), message->payload.size());
+  if (!message->payload.empty()) copy_bytes(receive.buffer.data(), message->payload.data(), message->payload.size());
   matching_.remove(*message);
   receive.request->complete();
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/copy.h"
 #include "base/log.h"
 
 namespace chorus::transport::shm {
@@ -48,7 +49,7 @@ bool RingWriter::try_write(RecordKind kind, RecordHeader header, std::span<const
   header.sequence = sequence_++;
   header.length = payload.size();
   std::memcpy(data_ + offset, &header, sizeof(header));
-  if (!payload.empty()) std::memcpy(data_ + offset + kRecordHeaderBytes, payload.data(), payload.size());
+  if (!payload.empty()) copy_bytes(data_ + offset + kRecordHeaderBytes, payload.data(), payload.size());
   head_ += needed;
   return true;
 }

@@ -1,0 +1,59 @@
+// copy_bytes and its vector loop (base/copy.h) against a byte-by-byte
+// reference: every size up to a few KiB and across the thresholds, every
+// alignment of source and destination within a cache line, and the bytes
+// on either side of the destination untouched.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/copy.h"
+
+using chorus::copy_bytes;
+using chorus::vector_copy;
+
+namespace {
+
+// 0 where every copied byte is right and the guards around it are intact.
+template <class Copy>
+int wrong_bytes(Copy copy, size_t bytes, size_t source_offset, size_t destination_offset) {
+  constexpr size_t kGuard = 64;
+  std::vector<uint8_t> source(bytes + 128), destination(bytes + 128 + 2 * kGuard, 0xEE);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 131 + 7);
+  uint8_t* to = destination.data() + kGuard + destination_offset;
+  copy(to, source.data() + source_offset, bytes);
+  int wrong = 0;
+  for (size_t i = 0; i < bytes; ++i)
+    if (to[i] != source[source_offset + i]) ++wrong;
+  for (uint8_t* guard = destination.data(); guard < to; ++guard)
+    if (*guard != 0xEE) ++wrong;
+  for (uint8_t* guard = to + bytes; guard < destination.data() + destination.size(); ++guard)
+    if (*guard != 0xEE) ++wrong;
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("copy_bytes and its vector loop copy every size and alignment exactly", "[copy]") {
+  std::vector<size_t> sizes;
+  for (size_t bytes = 0; bytes <= 300; ++bytes) sizes.push_back(bytes);
+  for (size_t bytes : {size_t{1023}, size_t{1024}, chorus::kVectorCopyFrom - 1, chorus::kVectorCopyFrom,
+                       chorus::kVectorCopyFrom + 1, size_t{4096} + 97, size_t{65536} + 31})
+    sizes.push_back(bytes);
+  const auto with_copy_bytes = [](void* to, const void* from, size_t bytes) { copy_bytes(to, from, bytes); };
+  const auto with_loop = [](void* to, const void* from, size_t bytes) { vector_copy(to, from, bytes); };
+  int wrong = 0;
+  for (size_t bytes : sizes)
+    for (size_t source_offset : {size_t{0}, size_t{1}, size_t{8}, size_t{16}, size_t{33}, size_t{63}})
+      for (size_t destination_offset : {size_t{0}, size_t{7}, size_t{16}, size_t{32}, size_t{48}}) {
+        wrong += wrong_bytes(with_copy_bytes, bytes, source_offset, destination_offset);
+        wrong += wrong_bytes(with_loop, bytes, source_offset, destination_offset);
+      }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("copy_bytes copies past its vector range with memcpy, exactly", "[copy]") {
+  const auto with_copy_bytes = [](void* to, const void* from, size_t bytes) { copy_bytes(to, from, bytes); };
+  CHECK(wrong_bytes(with_copy_bytes, chorus::kVectorCopyBelow + 5, 3, 16) == 0);
+}
