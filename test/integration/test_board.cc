@@ -529,27 +529,35 @@ TEST_CASE("ranks whose large allreduces differ in count fail in the first piece 
 // The root of a small broadcast does not wait for its root check
 // (board_ring.cc): a root that only its left neighbour contradicts learns
 // it in that call or its next, as on messages (deferred_root_checks.h).
+// A small broadcast (on the ring) where each rank names root_of(rank), then
+// a barrier; every rank must fail with MismatchError in one of the two.
+Verdicts small_broadcast_disagreeing(int size, int (*root_of)(int rank, int size)) {
+  std::vector<int> failed_in(static_cast<size_t>(size), 0);
+  const Verdicts verdicts = verdicts_of(run_ranks(
+      size,
+      [&](Context& context) {
+        barrier(context);
+        failed_in[static_cast<size_t>(context.rank())] = 1;
+        std::vector<int32_t> data(4, context.rank());
+        broadcast(context, std::span(data), root_of(context.rank(), size));
+        failed_in[static_cast<size_t>(context.rank())] = 2;
+        barrier(context);
+        failed_in[static_cast<size_t>(context.rank())] = 0;
+      },
+      20s));
+  for (int rank = 0; rank < size; ++rank) {
+    INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
+    CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+    CHECK(failed_in[static_cast<size_t>(rank)] >= 1);
+  }
+  return verdicts;
+}
+
 TEST_CASE("on the board, a rank naming another root fails every rank, in that call or the next", "[board]") {
   for (int size : {2, 3, 4}) {
     CAPTURE(size);
-    std::vector<int> failed_in(static_cast<size_t>(size), 0);
-    const Verdicts verdicts = verdicts_of(run_ranks(
-        size,
-        [&](Context& context) {
-          barrier(context);
-          failed_in[static_cast<size_t>(context.rank())] = 1;
-          std::vector<int32_t> data(4, context.rank());
-          broadcast(context, std::span(data), context.rank() == size - 1 ? 1 % size : 0);
-          failed_in[static_cast<size_t>(context.rank())] = 2;
-          barrier(context);
-          failed_in[static_cast<size_t>(context.rank())] = 0;
-        },
-        20s));
-    for (int rank = 0; rank < size; ++rank) {
-      INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
-      CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
-      CHECK(failed_in[static_cast<size_t>(rank)] >= 1);
-    }
+    const Verdicts verdicts =
+        small_broadcast_disagreeing(size, [](int rank, int ranks) { return rank == ranks - 1 ? 1 % ranks : 0; });
     // Rank 0 learns it first hand, or from the last rank, which sees the
     // member it waits on (its root, 1, or a neighbour) name root 0.
     const std::string first_hand =
@@ -567,25 +575,8 @@ TEST_CASE("every rank naming itself root of a small broadcast on the board fails
           "[board]") {
   for (int size : {2, 3, 4}) {
     CAPTURE(size);
-    std::vector<int> failed_in(static_cast<size_t>(size), 0);
-    const Verdicts verdicts = verdicts_of(run_ranks(
-        size,
-        [&](Context& context) {
-          barrier(context);
-          failed_in[static_cast<size_t>(context.rank())] = 1;
-          std::vector<int32_t> data(2, context.rank());
-          broadcast(context, std::span(data), context.rank());
-          failed_in[static_cast<size_t>(context.rank())] = 2;
-          barrier(context);
-          failed_in[static_cast<size_t>(context.rank())] = 0;
-        },
-        20s));
-    for (int rank = 0; rank < size; ++rank) {
-      INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
-      CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
-      CHECK(failed_in[static_cast<size_t>(rank)] >= 1);
-      CHECK(verdicts.texts[static_cast<size_t>(rank)].find(" names root ") != std::string::npos);
-    }
+    const Verdicts verdicts = small_broadcast_disagreeing(size, [](int rank, int) { return rank; });
+    for (const std::string& text : verdicts.texts) CHECK(text.find(" names root ") != std::string::npos);
   }
 }
 
