@@ -217,8 +217,8 @@ int run_shrink(Context& context, const Arguments& arguments) {
   }
   print_result(rank, "ok",
                cat_fields("failure=", failure, " new_rank=", survivors->rank(), " new_size=", survivors->size(),
-                          " after=", arguments.after, " shrink_ms=", shrunk_at - failed_at, " failed_at_ms=",
-                          failed_at),
+                          " after=", arguments.after, " shrink_ms=", shrunk_at - failed_at, " after_ms=",
+                          monotonic_ms() - shrunk_at, " failed_at_ms=", failed_at),
                failure_text);
   return 0;
 }
