@@ -174,8 +174,9 @@ void trace_run(const Communicator& communicator, const Call& call, uint32_t sequ
 // logged and thrown.
 class Bookkeeping {
  public:
-  Bookkeeping(const Communicator& communicator, const Call& call, uint32_t sequence, bool caller_waits)
-      : communicator_(communicator), call_(call), sequence_(sequence), caller_waits_(caller_waits) {}
+  Bookkeeping(const Communicator& communicator, const Call& call, uint32_t sequence, bool caller_waits,
+              HeldChoice* held)
+      : communicator_(communicator), call_(call), sequence_(sequence), caller_waits_(caller_waits), held_(held) {}
 
   // Runs `choice` (through its wrappers) on the buffers.
   void run(const std::string& requested, const void* input, void* output, Deadline deadline) {
@@ -199,10 +200,16 @@ class Bookkeeping {
           if (candidate->first_call) candidate->first_call(communicator_, sequence_, deadline);
         communicator_.mark_set_up();
       }
-      choice_ = communicator_.plan_cache().find(call_, requested);
-      if (!choice_) {
-        choice_ = choose(communicator_, call_, requested);
-        communicator_.plan_cache().add(call_, requested, choice_);
+      if (held_ && *held_) {
+        choice_ = held_->get();
+      } else {
+        owned_ = communicator_.plan_cache().find(call_, requested);
+        if (!owned_) {
+          owned_ = choose(communicator_, call_, requested);
+          communicator_.plan_cache().add(call_, requested, owned_);
+        }
+        choice_ = owned_.get();
+        if (held_) *held_ = owned_;
       }
       const Choice& runs = choice_->innermost();
       const bool sampled = runs.cost_seconds < kSampledBelowSeconds && !tracing && !logged;
@@ -223,7 +230,8 @@ class Bookkeeping {
                                   : std::chrono::nanoseconds(0);
     const auto took = call_took * static_cast<int64_t>(weight_);
     telemetry.count_collective(!error, error ? 0 : moved_.sent, error ? 0 : moved_.received, took);
-    if (caller_waits_) telemetry.count_waiting(took);
+    // (A locked add: skipped for the calls the sampling left untimed.)
+    if (caller_waits_ && took.count() != 0) telemetry.count_waiting(took);
     const Choice* runs = choice_ ? &choice_->innermost() : nullptr;
     CHORUS_LOG(debug, communicator_.rank(), to_string(call_.collective), " #", sequence_, " (",
                call_.variable() ? cat("variable counts, ", call_.total_count()) : cat(call_.count), " ",
@@ -278,7 +286,11 @@ class Bookkeeping {
   const Call& call_;
   const uint32_t sequence_;
   const bool caller_waits_;
-  std::shared_ptr<const Choice> choice_;
+  HeldChoice* const held_;
+  // The choice run: the held one (no reference counted per call), else the
+  // plan cache's, kept alive by owned_ for the run.
+  const Choice* choice_ = nullptr;
+  std::shared_ptr<const Choice> owned_;
   bool timed_ = false;
   uint64_t weight_ = 1;
   Moved moved_;
@@ -297,9 +309,10 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 }
 
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
-                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits) {
+                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits,
+                    HeldChoice* held) {
   assert(call.topology && problem_of(communicator, call, input, output).empty());
-  Bookkeeping(communicator, call, sequence, caller_waits).run(algorithm, input, output, deadline);
+  Bookkeeping(communicator, call, sequence, caller_waits, held).run(algorithm, input, output, deadline);
 }
 
 bool runs_at_issue(Collective collective, std::string_view algorithm) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,13 @@
 #include "base/deadline.h"
 
 namespace chorus::algorithms {
+
+struct Choice;
+// A choice that run_collective made, held by a caller that will run the
+// same call again (api/issue.cc): the next run takes it as it is, without
+// the plan cache's lookup. A choice depends only on the call and on what the
+// Communicator fixes for its lifetime (plan_cache.h), so it stays right.
+using HeldChoice = std::shared_ptr<const Choice>;
 
 // The checks the public API makes with its own words, for callers below it
 // (the algorithm layer's tests): the call describes this communicator's
@@ -35,9 +43,12 @@ Call checked_call(const Communicator& communicator, Call call, const void* input
 // before this returns, so no transport thread writes into the caller's
 // buffers afterwards. `caller_waits`: a blocking call, whose whole run
 // counts as time the caller spent waiting (Telemetry), without reading the
-// clock twice more.
+// clock twice more. `held`, where given: a choice made for this call and
+// `algorithm` before on this communicator, run as it is; where it is null,
+// the choice made now is left there.
 void run_collective(const Communicator& communicator, const Call& call, const void* input, void* output,
-                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits = false);
+                    const std::string& algorithm, uint32_t sequence, Deadline deadline, bool caller_waits = false,
+                    HeldChoice* held = nullptr);
 
 // Whether the candidate named `algorithm` runs at issue on the caller's
 // stream (candidate.h: NCCL), so the API runs it now, neither queued nor

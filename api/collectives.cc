@@ -27,8 +27,8 @@ Work allreduce_impl(Context& context, const void* input, void* output, size_t co
   check_not_null(context, "allreduce", "output", output, count);
   if (input != output)
     check_overlap(context, "allreduce", input, count * element_size(type), output, count * element_size(type));
-  Call call = make_call(context, Collective::allreduce, count, type, op, 0, input == output);
-  return issue(context, std::move(call), input, output, options, async);
+  return issue(context, CallShape{Collective::allreduce, count, type, op, 0, input == output}, input, output, options,
+               async);
 }
 
 Work broadcast_impl(Context& context, void* data, size_t count, DataType type, int root,
@@ -37,13 +37,13 @@ Work broadcast_impl(Context& context, void* data, size_t count, DataType type, i
   check_bytes(context, "broadcast", count, type);
   check_not_null(context, "broadcast", "data", data, count);
   check_root(context, "broadcast", root);
-  Call call = make_call(context, Collective::broadcast, count, type, ReduceOp::sum, root, true);
-  return issue(context, std::move(call), data, data, options, async);
+  return issue(context, CallShape{Collective::broadcast, count, type, ReduceOp::sum, root, true}, data, data, options,
+               async);
 }
 
 Work barrier_impl(Context& context, const CollectiveOptions& options, bool async) {
-  Call call = make_call(context, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0, true);
-  return issue(context, std::move(call), nullptr, nullptr, options, async);
+  return issue(context, CallShape{Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0, true}, nullptr, nullptr,
+               options, async);
 }
 
 // Only root's output is written: other ranks' output is not even looked at.
@@ -59,8 +59,8 @@ Work reduce_impl(Context& context, const void* input, void* output, size_t count
     if (input != output)
       check_overlap(context, "reduce", input, count * element_size(type), output, count * element_size(type));
   }
-  Call call = make_call(context, Collective::reduce, count, type, op, root, is_root && input == output);
-  return issue(context, std::move(call), input, is_root ? output : nullptr, options, async);
+  return issue(context, CallShape{Collective::reduce, count, type, op, root, is_root && input == output}, input,
+               is_root ? output : nullptr, options, async);
 }
 
 // `call` carries count or counts; in place means output is this rank's

@@ -4,6 +4,7 @@
 // reaches it through ContextAccess. Internal (not installed).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/execution/communicator.h"
+#include "algorithms/run.h"
 #include "algorithms/shared_memory/board.h"
 #include "api/work_queue.h"
 #include "base/config.h"
@@ -67,6 +69,20 @@ struct ContextState {
   } settle_root_checks_at_end{*this};
   uint32_t sequence = 0;
   uint64_t windows = 0;
+  // The last few blocking calls of fixed counts on host memory, as issued
+  // (their Calls complete) with their choices (api/issue.cc): a training
+  // loop repeats a few shapes, and a call of one of them runs again from
+  // here, neither building its Call nor looking up its choice. Only the one
+  // thread that issues on this Context touches them (docs/c_api.md,
+  // "Threads"), and only while no async call runs.
+  struct RepeatedCall {
+    algorithms::Call call;
+    std::string algorithm;
+    algorithms::HeldChoice choice;  // null: an empty record
+  };
+  static constexpr size_t kRepeatedCalls = 4;
+  std::array<RepeatedCall, kRepeatedCalls> repeated_calls;
+  size_t next_repeated_call = 0;  // the record the next new shape replaces
   // The member a receive from any peer looks at first (api/recv_any.cc):
   // one after the last one it took from, so a chatty peer cannot starve the rest.
   std::atomic<int> next_any_source{0};

@@ -22,14 +22,107 @@ namespace {
 Deadline deadline_for(const Context& context, const CollectiveOptions& options) {
   return Deadline::after_first_use(operation_timeout(context, options));
 }
+
+using RepeatedCall = ContextState::RepeatedCall;
+
+bool same_shape(const Call& call, const CallShape& shape) {
+  return call.collective == shape.collective && call.count == shape.count && call.type == shape.type &&
+         call.op == shape.op && call.root == shape.root && call.in_place == shape.in_place;
+}
+
+CallShape shape_of(const Call& call) {
+  return {call.collective, call.count, call.type, call.op, call.root, call.in_place};
+}
+
+// std::string's == calls memcmp; an algorithm's name is a few letters.
+bool same_name(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// What a call must be for its record to stand for it: blocking, of fixed
+// counts, on host memory without a stream, with no steps around its run.
+bool repeatable(const Call& call, const CollectiveOptions& options, bool async, const RunSteps& steps) {
+  return !async && !call.variable() && call.group_digest == 0 && options.memory.on_host() && !options.cuda_stream &&
+         !steps.before && !steps.after;
+}
+
+// The record of a blocking call of this shape, where one may run it now:
+// no async call queued or running (which the call would have to wait for
+// first), and no trace log (whose line about the issue it would skip).
+RepeatedCall* repeated_call(ContextState& state, const CallShape& shape, const CollectiveOptions& options) {
+  if (!options.memory.on_host() || options.cuda_stream) return nullptr;
+  for (RepeatedCall& record : state.repeated_calls) {
+    if (!record.choice || !same_shape(record.call, shape) || !same_name(record.algorithm, options.algorithm)) continue;
+    if (!state.queue_idle() || log_enabled(LogLevel::trace)) return nullptr;
+    return &record;
+  }
+  return nullptr;
+}
+
+// What issue() does for a blocking call, with the Call and choice held.
+Work run_repeated(Context& context, ContextState& state, RepeatedCall& record, const void* input, void* output,
+                  const CollectiveOptions& options) {
+  context.throw_if_failed();
+  const uint32_t sequence = state.next_sequence();
+  algorithms::run_collective(state.communicator, record.call, input, output, record.algorithm, sequence,
+                             deadline_for(context, options), /*caller_waits=*/true, &record.choice);
+  return Work();
+}
+
+// A new shape's record, once its call ran: in an empty one, else in turn.
+void remember(ContextState& state, Call call, const std::string& algorithm, algorithms::HeldChoice choice) {
+  RepeatedCall* record = nullptr;
+  for (RepeatedCall& candidate : state.repeated_calls)
+    if (!candidate.choice) {
+      record = &candidate;
+      break;
+    }
+  if (!record) {
+    record = &state.repeated_calls[state.next_repeated_call];
+    state.next_repeated_call = (state.next_repeated_call + 1) % ContextState::kRepeatedCalls;
+  }
+  *record = RepeatedCall{std::move(call), algorithm, std::move(choice)};
+}
+
+Work issue_new(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
+               bool async, RunSteps steps);
 }  // namespace
+
+Work issue(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
+           bool async, RunSteps steps) {
+  if (repeatable(call, options, async, steps)) {
+    ContextState& state = state_of(context);
+    if (RepeatedCall* record = repeated_call(state, shape_of(call), options))
+      return run_repeated(context, state, *record, input, output, options);
+  }
+  return issue_new(context, std::move(call), input, output, options, async, std::move(steps));
+}
+
+Work issue(Context& context, const CallShape& shape, const void* input, void* output,
+           const CollectiveOptions& options, bool async) {
+  if (!async) {
+    ContextState& state = state_of(context);
+    if (RepeatedCall* record = repeated_call(state, shape, options))
+      return run_repeated(context, state, *record, input, output, options);
+  }
+  return issue_new(context,
+                   algorithms::make_call(shape.collective, context.rank(), context.size(), shape.count, shape.type,
+                                         shape.op, shape.root, shape.in_place),
+                   input, output, options, async, {});
+}
+
+namespace {
 
 // Runs inline after every earlier async collective, or queues behind them.
 // The sequence number is taken here, at issue time, so the order of issue is
 // the order on the wire whichever thread ends up running the call.
-Work issue(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
-           bool async, RunSteps steps) {
+Work issue_new(Context& context, Call call, const void* input, void* output, const CollectiveOptions& options,
+               bool async, RunSteps steps) {
   context.throw_if_failed();
+  const bool repeats = repeatable(call, options, async, steps);
   ContextState& state = state_of(context);
   const algorithms::Communicator& communicator = state.communicator;
   call.memory = options.memory;
@@ -63,9 +156,11 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
     }
     if (stream_order) stream_order->inputs_ready();
     if (steps.before) steps.before();
+    algorithms::HeldChoice choice;
     algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
-                               deadline_for(context, options), /*caller_waits=*/true);
+                               deadline_for(context, options), /*caller_waits=*/true, repeats ? &choice : nullptr);
     if (steps.after) steps.after();
+    if (repeats && !backend && choice) remember(state, std::move(call), options.algorithm, std::move(choice));
     return Work();
   }
   // The deadline starts when the collective starts running, not when queued.
@@ -90,5 +185,7 @@ Work issue(Context& context, Call call, const void* input, void* output, const C
   work->telemetry = communicator.shared_telemetry();
   return Work(std::move(work));
 }
+
+}  // namespace
 
 }  // namespace chorus::detail

@@ -29,4 +29,19 @@ struct RunSteps {
 Work issue(Context& context, algorithms::Call call, const void* input, void* output,
            const CollectiveOptions& options, bool async, RunSteps steps = {});
 
+// A call of fixed counts, as the public API knows it before it builds a Call.
+struct CallShape {
+  algorithms::Collective collective;
+  size_t count;
+  DataType type;
+  ReduceOp op;
+  int root;
+  bool in_place;
+};
+
+// issue() for a call of fixed counts, which builds its Call only where the
+// Context has not just run one of the same shape (ContextState::RepeatedCall).
+Work issue(Context& context, const CallShape& shape, const void* input, void* output,
+           const CollectiveOptions& options, bool async);
+
 }  // namespace chorus::detail

@@ -12,7 +12,6 @@ namespace {
 constexpr std::array<std::string_view, data_type_count> data_type_names = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64",
 };
-constexpr std::array<size_t, data_type_count> data_type_sizes = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 constexpr std::array<std::string_view, reduce_op_count> reduce_op_names = {
     "sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
 };
@@ -59,12 +58,9 @@ std::string lowercase(std::string_view text) {
 
 }  // namespace
 
-size_t element_size(DataType type) {
-  if (!valid(type)) {
-    throw InvalidArgument(invalid_data_type_message(type));
-  }
-  return data_type_sizes[static_cast<size_t>(type)];
-}
+namespace detail {
+void throw_invalid_data_type(DataType type) { throw InvalidArgument(invalid_data_type_message(type)); }
+}  // namespace detail
 
 bool is_floating_point(DataType type) {
   switch (type) {

@@ -23,7 +23,18 @@ inline constexpr size_t reduce_op_count = static_cast<size_t>(ReduceOp::bxor) + 
 struct float16_t { uint16_t bits; };
 struct bfloat16_t { uint16_t bits; };
 
-size_t element_size(DataType type);
+namespace detail {
+inline constexpr size_t data_type_bytes[data_type_count] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+[[noreturn]] void throw_invalid_data_type(DataType type);
+}  // namespace detail
+
+// Bytes of one element. Inline: every call asks, several times. Throws
+// InvalidArgument for a value outside the enum.
+inline size_t element_size(DataType type) {
+  const auto index = static_cast<size_t>(type);
+  if (index >= data_type_count) detail::throw_invalid_data_type(type);
+  return detail::data_type_bytes[index];
+}
 bool is_floating_point(DataType type);
 std::string_view to_string(DataType type);
 std::string_view to_string(ReduceOp op);

@@ -5,14 +5,9 @@
 namespace chorus::transport {
 
 namespace {
-constexpr uint64_t kKnownBit = uint64_t{1} << 63;
-constexpr uint64_t kRunningBit = uint64_t{1} << 32;
+constexpr uint64_t kKnownBit = kPositionKnownBit;
+constexpr uint64_t kRunningBit = kPositionRunningBit;
 }  // namespace
-
-uint64_t encode_position(Position position) {
-  if (!position.known) return 0;
-  return kKnownBit | (position.running ? kRunningBit : 0) | position.sequence;
-}
 
 Position decode_position(uint64_t code) {
   Position position;

@@ -25,8 +25,14 @@ struct Position {
 
 // 64 bits on the wire: bit 63 known, bit 32 running, bits 0-31 the sequence.
 // 0 means "nothing known" (an old peer, a group it has no Context of, or a
-// rank that has not called any collective there yet).
-uint64_t encode_position(Position position);
+// rank that has not called any collective there yet). Inline: every
+// collective writes its position twice.
+inline constexpr uint64_t kPositionKnownBit = uint64_t{1} << 63;
+inline constexpr uint64_t kPositionRunningBit = uint64_t{1} << 32;
+constexpr uint64_t encode_position(Position position) {
+  if (!position.known) return 0;
+  return kPositionKnownBit | (position.running ? kPositionRunningBit : 0) | position.sequence;
+}
 Position decode_position(uint64_t code);
 
 // "in #12", "finished #11 and called nothing since", "has called nothing".

@@ -73,16 +73,6 @@ void Communicator::enable_deferred_root_checks() {
   if (!deferred_root_checks_) deferred_root_checks_ = std::make_shared<DeferredRootChecks>();
 }
 
-void Communicator::note_started(uint32_t sequence) const {
-  position_->store(transport::encode_position({.known = true, .running = true, .sequence = sequence}),
-                   std::memory_order_relaxed);
-}
-
-void Communicator::note_finished(uint32_t sequence) const {
-  position_->store(transport::encode_position({.known = true, .running = false, .sequence = sequence}),
-                   std::memory_order_relaxed);
-}
-
 bool Communicator::accepts(const Memory& memory) const {
   if (memory.on_host()) return all_accept_host_;
   if (size() == 1) return true;  // no peer: the memory backend does it all

@@ -105,8 +105,14 @@ class Communicator {
   // Where this rank is in this Communicator's collectives (its slot of the
   // Mesh's transport::PositionTable): set when a collective starts and ends,
   // read by the peers' liveness probes.
-  void note_started(uint32_t sequence) const;
-  void note_finished(uint32_t sequence) const;
+  void note_started(uint32_t sequence) const {
+    position_->store(transport::encode_position({.known = true, .running = true, .sequence = sequence}),
+                     std::memory_order_relaxed);
+  }
+  void note_finished(uint32_t sequence) const {
+    position_->store(transport::encode_position({.known = true, .running = false, .sequence = sequence}),
+                     std::memory_order_relaxed);
+  }
   // Counters and trace track of the calls run on this Communicator.
   Telemetry& telemetry() const { return *telemetry_; }
   // For what may outlive the Communicator (a Work the caller still holds).

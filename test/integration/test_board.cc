@@ -14,21 +14,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "chorus/chorus.h"
 #include "test/integration/rank_threads.h"
+#include "test/integration/trace_files.h"
 
 using namespace chorus;
 using namespace std::chrono_literals;
+using chorus::testing::algorithms_traced;
 using chorus::testing::require_all_ok;
 using chorus::testing::run_ranks;
 
@@ -42,32 +40,7 @@ class BoardBytes {
 };
 
 std::filesystem::path fresh_directory(const std::string& name) {
-  auto directory = std::filesystem::temp_directory_path() / ("chorus-board-" + std::to_string(::getpid())) / name;
-  std::filesystem::remove_all(directory);
-  std::filesystem::create_directories(directory);
-  return directory;
-}
-
-// How many spans of each collective ran with each algorithm, over every
-// rank's trace file in `directory` ("allreduce/board" -> 12).
-// How many calls each algorithm ran, keyed "collective/algorithm", or with
-// `with_bytes` "collective/bytes/algorithm".
-std::map<std::string, int> algorithms_traced(const std::filesystem::path& directory, bool with_bytes = false) {
-  std::map<std::string, int> counts;
-  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-    std::ifstream in(entry.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string json = text.str();
-    while (!json.empty() && std::isspace(static_cast<unsigned char>(json.back()))) json.pop_back();
-    if (json.empty() || json.back() != ']') json += "\n]";
-    for (const nlohmann::json& event : nlohmann::json::parse(json)) {
-      if (event.at("ph") != "X" || event.at("cat") != "collective") continue;
-      const std::string bytes = with_bytes ? std::to_string(event.at("args").at("bytes").get<size_t>()) + "/" : "";
-      ++counts[event.at("name").get<std::string>() + "/" + bytes + event.at("args").at("algorithm").get<std::string>()];
-    }
-  }
-  return counts;
+  return chorus::testing::fresh_directory("board", name);
 }
 
 // What each rank's error says, and its class ("" where it had none).

@@ -18,6 +18,7 @@
 #include "base/trace.h"
 #include "chorus/chorus.h"
 #include "test/integration/rank_threads.h"
+#include "test/integration/trace_files.h"
 
 using namespace chorus;
 using chorus::testing::require_all_ok;
@@ -26,23 +27,10 @@ using chorus::testing::run_ranks;
 namespace {
 
 std::filesystem::path fresh_directory(const std::string& name) {
-  auto directory = std::filesystem::temp_directory_path() / ("chorus-telemetry-" + std::to_string(::getpid())) / name;
-  std::filesystem::remove_all(directory);
-  std::filesystem::create_directories(directory);
-  return directory;
+  return chorus::testing::fresh_directory("telemetry", name);
 }
 
-// The trace as a viewer reads it: the array format allows the closing
-// bracket to be missing (the process still holds the file open).
-nlohmann::json read_trace(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string json = text.str();
-  while (!json.empty() && std::isspace(static_cast<unsigned char>(json.back()))) json.pop_back();
-  if (json.empty() || json.back() != ']') json += "\n]";
-  return nlohmann::json::parse(json);
-}
+using chorus::testing::read_trace;
 
 std::vector<std::filesystem::path> files_in(const std::filesystem::path& directory) {
   std::vector<std::filesystem::path> files;
