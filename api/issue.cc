@@ -73,13 +73,15 @@ Work run_repeated(Context& context, ContextState& state, RepeatedCall& record, c
 }
 
 // A new shape's record, once its call ran: in an empty one, else in turn.
+// (A shape already held ran the long way because async calls were queued
+// or the trace log was on: its record stays.)
 void remember(ContextState& state, Call call, const std::string& algorithm, algorithms::HeldChoice choice) {
   RepeatedCall* record = nullptr;
-  for (RepeatedCall& candidate : state.repeated_calls)
-    if (!candidate.choice) {
-      record = &candidate;
-      break;
-    }
+  for (RepeatedCall& candidate : state.repeated_calls) {
+    if (candidate.choice && same_shape(candidate.call, shape_of(call)) && same_name(candidate.algorithm, algorithm))
+      return;
+    if (!candidate.choice && !record) record = &candidate;
+  }
   if (!record) {
     record = &state.repeated_calls[state.next_repeated_call];
     state.next_repeated_call = (state.next_repeated_call + 1) % ContextState::kRepeatedCalls;
