@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithms/run.h"
+#include "api/collective_checks.h"
 #include "api/context_state.h"
 #include "api/device_memory.h"
 #include "api/work_queue.h"
@@ -111,8 +112,7 @@ Work issue(Context& context, const CallShape& shape, const void* input, void* ou
       return run_repeated(context, state, *record, input, output, options);
   }
   return issue_new(context,
-                   algorithms::make_call(shape.collective, context.rank(), context.size(), shape.count, shape.type,
-                                         shape.op, shape.root, shape.in_place),
+                   make_call(context, shape.collective, shape.count, shape.type, shape.op, shape.root, shape.in_place),
                    input, output, options, async, {});
 }
 
