@@ -162,16 +162,27 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   // Its own group too: its calls and the agreement's never meet.
   const Communicator timing = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 3), /*traced=*/false);
-  measured.seconds_per_byte *= messages_model_scale(timing, sequence, deadline);
-  uint64_t model[2] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
-                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15)};
-  helper_collective(measurement, Collective::allreduce, model, 2, DataType::uint64, ReduceOp::max, sequence,
+  const double scale = messages_model_scale(timing, sequence, deadline);
+  measured.seconds_per_byte *= scale;
+  measured.small_alltoall_seconds_per_byte *= scale;
+  measured.alltoall_seconds_per_byte *= scale;
+  uint64_t model[4] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+                       static_cast<uint64_t>(measured.seconds_per_byte * 1e15),
+                       static_cast<uint64_t>(measured.small_alltoall_seconds_per_byte * 1e15),
+                       static_cast<uint64_t>(measured.alltoall_seconds_per_byte * 1e15)};
+  helper_collective(measurement, Collective::allreduce, model, 4, DataType::uint64, ReduceOp::max, sequence,
                     deadline);
   board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
-                    .seconds_per_byte = static_cast<double>(model[1]) * 1e-15});
+                    .seconds_per_byte = static_cast<double>(model[1]) * 1e-15,
+                    .small_alltoall_seconds_per_byte = static_cast<double>(model[2]) * 1e-15,
+                    .alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15});
+  const BoardModel& agreed = board->model();
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
-             " bytes through shared memory; measured ", board->model().call_seconds * 1e6, " us a call, ",
-             board->model().seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces");
+             " bytes through shared memory; measured ", agreed.call_seconds * 1e6, " us a call, ",
+             agreed.seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces, ",
+             agreed.small_alltoall_seconds_per_byte * 1e12, " / ", agreed.alltoall_seconds_per_byte * 1e12,
+             " ps a byte of a member's input to an alltoall of ", Board::kSmallAlltoallBytes, " / ",
+             Board::kMeasuredBytes, " bytes");
   return board;
 }
 
@@ -233,16 +244,21 @@ bool serves_pieces(const Candidate&, const Communicator& communicator, const Cal
 }
 
 // From the board's model, measured when it was set up (Board::measure):
-// one board call, and each byte as a piece of an allreduce moves it.
+// one board call, and each byte as a piece of an allreduce moves it, or,
+// for an alltoall, as a piece of an alltoall does.
 double one_shot_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   const BoardModel& model = ready_board(communicator)->model();
   const double bytes = static_cast<double>(call.bytes());
   switch (call.collective) {
     // Every member reads every slot: the peers' data and its own, once.
     case Collective::allgather: return model.call_seconds + bytes * call.size * model.seconds_per_byte / 2;
-    // The whole input into the slot, then a block from every slot.
-    case Collective::reduce_scatter:
-    case Collective::alltoall: return model.call_seconds + bytes * call.size * model.seconds_per_byte;
+    // The whole input into the slot, then a block from every slot (summed,
+    // for reduce_scatter).
+    case Collective::reduce_scatter: return model.call_seconds + bytes * call.size * model.seconds_per_byte;
+    case Collective::alltoall: {
+      const size_t input = call.bytes() * static_cast<size_t>(call.size);
+      return model.call_seconds + static_cast<double>(input) * model.alltoall_byte_seconds(input);
+    }
     case Collective::broadcast: return model.call_seconds + bytes * model.seconds_per_byte / 2;
     case Collective::barrier: return model.call_seconds;
     default: return model.call_seconds + bytes * model.seconds_per_byte;
@@ -255,8 +271,20 @@ double pieces_cost(const Candidate&, const Communicator& communicator, const Cal
   if (call.collective != Collective::allreduce) {
     // One board call a piece; the bytes as the one shot moves them.
     const double pieces = std::ceil(static_cast<double>(call.count) / static_cast<double>(board.block_piece_count(call)));
+    // A byte of an alltoall as measured; allgather and reduce_scatter by
+    // the allreduce's byte (half of it for allgather, which copies one
+    // block out): measured against messages, that prices them within 5% at
+    // 2 and 4 ranks, where the alltoall's own byte would choose the board
+    // for reduce_scatter at 2 ranks from 256 KiB, 1.1-1.2x slower there
+    // than the messages' recursive halving and ring.
     const double bytes = static_cast<double>(call.bytes()) * call.size;
-    return pieces * model.call_seconds + bytes * model.seconds_per_byte * (call.collective == Collective::allgather ? 0.5 : 1);
+    switch (call.collective) {
+      case Collective::alltoall:
+        return pieces * model.call_seconds +
+               bytes * model.alltoall_byte_seconds(call.bytes() * static_cast<size_t>(call.size));
+      case Collective::allgather: return pieces * model.call_seconds + bytes * model.seconds_per_byte / 2;
+      default: return pieces * model.call_seconds + bytes * model.seconds_per_byte;
+    }
   }
   const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
   return 2 * pieces * model.call_seconds + static_cast<double>(call.bytes()) * model.seconds_per_byte;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <chrono>
 #include <cstring>
@@ -175,6 +176,15 @@ void Board::allreduce_in_pieces(const Communicator& communicator, const Call& ca
   }
 }
 
+double BoardModel::alltoall_byte_seconds(size_t input_bytes) const {
+  if (input_bytes <= Board::kSmallAlltoallBytes) return small_alltoall_seconds_per_byte;
+  if (input_bytes >= Board::kMeasuredBytes) return alltoall_seconds_per_byte;
+  const double small = std::log2(static_cast<double>(Board::kSmallAlltoallBytes));
+  const double along = (std::log2(static_cast<double>(input_bytes)) - small) /
+                       (std::log2(static_cast<double>(Board::kMeasuredBytes)) - small);
+  return small_alltoall_seconds_per_byte + along * (alltoall_seconds_per_byte - small_alltoall_seconds_per_byte);
+}
+
 BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
   // As the links are measured at connect (transport/link_probe.h): the
   // fastest of a few calls is a call's cost (the others also wait for
@@ -207,6 +217,26 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
   const size_t bytes = count * sizeof(float);
   const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
   model.seconds_per_byte = std::max(0.0, fastest - calls * model.call_seconds) / static_cast<double>(bytes);
+
+  // An alltoall in pieces at two sizes of a member's input: its byte costs
+  // 3x more once the members' buffers outgrow the caches (board_exchange.h).
+  const auto alltoall_seconds_per_byte = [&](size_t input_bytes) {
+    const size_t block_count = std::max<size_t>(1, input_bytes / (sizeof(float) * static_cast<size_t>(size_)));
+    const Call exchange =
+        make_call(Collective::alltoall, rank_, size_, block_count, DataType::float32, ReduceOp::sum, 0, false);
+    blocks(communicator, exchange, data.data(), result.data(), sequence, deadline);
+    for (double& seconds : took) {
+      const Clock::time_point started = Clock::now();
+      blocks(communicator, exchange, data.data(), result.data(), sequence, deadline);
+      seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    }
+    const double pieces =
+        std::ceil(static_cast<double>(block_count) / static_cast<double>(block_piece_count(exchange)));
+    return std::max(0.0, *std::min_element(took.begin(), took.end()) - pieces * model.call_seconds) /
+           static_cast<double>(block_count * sizeof(float) * static_cast<size_t>(size_));
+  };
+  model.small_alltoall_seconds_per_byte = alltoall_seconds_per_byte(kSmallAlltoallBytes);
+  model.alltoall_seconds_per_byte = alltoall_seconds_per_byte(kMeasuredBytes);
   return model;
 }
 

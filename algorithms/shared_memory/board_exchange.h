@@ -22,12 +22,28 @@ class Communicator;
 inline constexpr size_t kPiecesRegionBytes = size_t{8} << 20;
 inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
 
-// What one board call costs and what a byte of an allreduce in pieces
-// costs, measured by every member when the board is set up and agreed (the
+// What one board call costs, what a byte of an allreduce in pieces costs,
+// and what a byte of a member's input to an alltoall costs at two sizes,
+// measured by every member when the board is set up and agreed (the
 // slowest member's), so every member's selection reads the same numbers.
+//
+// The alltoall has byte costs of its own because the allreduce's priced it
+// up to 5x too high, and `auto` chose messages (pairwise) at 4 ranks from
+// 256 KiB where the board was 1.1-1.7x faster. On 4 ranks of the 2-core VM
+// a byte of a 4 MiB allreduce in pieces took 740 ps (each piece waits
+// twice, on the members reducing it, descheduled when oversubscribed); a
+// byte of a member's input to an alltoall took 140-155 ps at 256 KiB,
+// 160-180 ps at 1 MiB and 300-530 ps at 4 MiB, once the members' buffers
+// (input, output and slots) outgrow the caches. So the alltoall is
+// measured at both ends, and a size between is priced on a line between
+// them in log2 of the size.
 struct BoardModel {
   double call_seconds = 1e-6;
   double seconds_per_byte = 0.2e-9;
+  double small_alltoall_seconds_per_byte = 0.2e-9;  // at Board::kSmallAlltoallBytes and under
+  double alltoall_seconds_per_byte = 0.2e-9;        // at Board::kMeasuredBytes and over
+  // What a byte of an alltoall whose members each put in `input_bytes` costs.
+  double alltoall_byte_seconds(size_t input_bytes) const;
 };
 
 class Board {
@@ -49,11 +65,13 @@ class Board {
   // The most one piece of a larger allreduce holds.
   size_t piece_bytes() const { return slot_bytes_; }
   const BoardModel& model() const { return model_; }
-  // The transfer measure() times a byte with.
+  // The transfer measure() times a byte with, and the small alltoall.
   static constexpr size_t kMeasuredBytes = size_t{4} << 20;
+  static constexpr size_t kSmallAlltoallBytes = size_t{256} << 10;
   void set_model(const BoardModel& model) { model_ = model; }
   // Times board calls on every member (they all call it alike, right after
-  // set-up): barriers for a call, and allreduces of one piece for a byte.
+  // set-up): barriers for a call, allreduces in pieces for a byte of an
+  // allreduce, and alltoalls in pieces for a byte of a block call.
   // What this member measured; the set-up agrees on the slowest. The
   // calls carry `sequence`, a number no call of the Communicator has.
   BoardModel measure(const Communicator& communicator, uint32_t sequence, Deadline deadline);

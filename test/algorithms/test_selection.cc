@@ -8,12 +8,37 @@
 #include "algorithms/execution/candidate.h"
 #include "algorithms/selection/registry.h"
 #include "algorithms/selection/selection.h"
+#include "algorithms/shared_memory/board_exchange.h"
 #include "backends/registry.h"
 #include "base/error.h"
 #include "base/log.h"
 
 using namespace chorus;
 using namespace chorus::algorithms;
+
+TEST_CASE("the board prices a byte of an alltoall from its two measured sizes, on a line in log2 of the size") {
+  BoardModel model;
+  model.small_alltoall_seconds_per_byte = 100e-12;
+  model.alltoall_seconds_per_byte = 400e-12;
+  // At and past either end: that end's measurement.
+  REQUIRE(model.alltoall_byte_seconds(1) == 100e-12);
+  REQUIRE(model.alltoall_byte_seconds(Board::kSmallAlltoallBytes) == 100e-12);
+  REQUIRE(model.alltoall_byte_seconds(Board::kMeasuredBytes) == 400e-12);
+  REQUIRE(model.alltoall_byte_seconds(Board::kMeasuredBytes * 16) == 400e-12);
+  // 256 KiB and 4 MiB are 4 doublings apart: each adds a quarter of the step.
+  STATIC_REQUIRE(Board::kMeasuredBytes == 16 * Board::kSmallAlltoallBytes);
+  REQUIRE(model.alltoall_byte_seconds(Board::kSmallAlltoallBytes * 2) == Approx(175e-12));
+  REQUIRE(model.alltoall_byte_seconds(Board::kSmallAlltoallBytes * 4) == Approx(250e-12));
+  REQUIRE(model.alltoall_byte_seconds(Board::kSmallAlltoallBytes * 8) == Approx(325e-12));
+  // Rising with the size in between, never past either end.
+  double last = 0;
+  for (size_t bytes = Board::kSmallAlltoallBytes; bytes <= Board::kMeasuredBytes; bytes += 64 << 10) {
+    const double cost = model.alltoall_byte_seconds(bytes);
+    REQUIRE(cost >= last);
+    REQUIRE(cost <= 400e-12);
+    last = cost;
+  }
+}
 
 TEST_CASE("call signatures describe the call they came from") {
   Call allreduce = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
