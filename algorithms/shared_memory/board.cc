@@ -273,10 +273,9 @@ double pieces_cost(const Candidate&, const Communicator& communicator, const Cal
     const double pieces = std::ceil(static_cast<double>(call.count) / static_cast<double>(board.block_piece_count(call)));
     // A byte of an alltoall as measured; allgather and reduce_scatter by
     // the allreduce's byte (half of it for allgather, which copies one
-    // block out): measured against messages, that prices them within 5% at
-    // 2 and 4 ranks, where the alltoall's own byte would choose the board
-    // for reduce_scatter at 2 ranks from 256 KiB, 1.1-1.2x slower there
-    // than the messages' recursive halving and ring.
+    // block out). Priced by the alltoall's byte, reduce_scatter went to the
+    // board at 2 ranks from 256 KiB, 1.1-1.2x slower there than the
+    // messages' recursive halving and ring.
     const double bytes = static_cast<double>(call.bytes()) * call.size;
     switch (call.collective) {
       case Collective::alltoall:
