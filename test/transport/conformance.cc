@@ -252,7 +252,7 @@ std::chrono::milliseconds abort_nap(int attempt) {
 
 void check_no_byte_lands_after_abort(const std::string& transport,
                                      const std::function<void(TestMesh&, const std::atomic<bool>& stop)>& companion) {
-  const size_t size = size_t{256} << 20;
+  const size_t size = kAbortMessageBytes;
   Buffer outgoing(size), incoming_buffer(size);
   std::memset(outgoing.data(), 0xab, size);
   const std::span<std::byte> incoming = incoming_buffer.bytes();
@@ -268,7 +268,7 @@ void check_no_byte_lands_after_abort(const std::string& transport,
     mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming);
     // Posted from a thread of its own: a transport may write the message
     // in post_send itself while the reader keeps up (tcp with TLS on an idle
-    // machine did, all 256 MiB), and the abort must be able to land then.
+    // machine wrote all 256 MiB there), and the abort must be able to land then.
     std::thread sender([&] { mesh.pair(0, 1).post_send(send, {1, 1}, outgoing); });
     std::atomic<bool> stop{false};
     std::thread helper;
@@ -288,7 +288,7 @@ void check_no_byte_lands_after_abort(const std::string& transport,
     REQUIRE_THROWS_AS(wait_ok(send, 5s), Error);
     return;
   }
-  FAIL("the 256 MiB transfer finished before the abort in every attempt");
+  FAIL("the " + std::to_string(size >> 20) + " MiB transfer finished before the abort in every attempt");
 }
 
 // ---------------------------------------------------------------- a peer in another process

@@ -155,7 +155,7 @@ TEST_CASE("transport: after abort returns, no byte lands in the receive buffer",
 
 TEST_CASE("transport: a sender that aborts mid-transfer fails its receiver promptly, naming it", "[transport]") {
   FOR_EACH_TRANSPORT(transport);
-  const size_t size = size_t{256} << 20;
+  const size_t size = kAbortMessageBytes;
   const Buffer outgoing = pattern(9, size);
   ReceiveBuffer incoming(size);
   // As for the receiver's abort: an attempt the transfer outran proves nothing.
@@ -180,7 +180,7 @@ TEST_CASE("transport: a sender that aborts mid-transfer fails its receiver promp
     }
     return;
   }
-  FAIL("the 256 MiB transfer finished before the abort in every attempt");
+  FAIL("the " + std::to_string(size >> 20) + " MiB transfer finished before the abort in every attempt");
 }
 
 TEST_CASE("transport: a peer that closes its context fails the waiter quickly, naming it", "[transport]") {
