@@ -245,6 +245,22 @@ bool poll_until_finished(Device& device, Request& request, std::chrono::millisec
 
 // ---------------------------------------------------------------- abort
 
+size_t abort_message_bytes() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr size_t kDefault = size_t{32} << 20;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  constexpr size_t kDefault = size_t{32} << 20;
+#else
+  constexpr size_t kDefault = size_t{256} << 20;
+#endif
+#else
+  constexpr size_t kDefault = size_t{256} << 20;
+#endif
+  const char* configured = std::getenv("CHORUS_TEST_ABORT_BYTES");
+  return configured && *configured ? std::stoull(configured) : kDefault;
+}
+
 std::chrono::milliseconds abort_nap(int attempt) {
   constexpr std::chrono::milliseconds naps[kAbortAttempts] = {5ms, 2ms, 1ms, 0ms, 0ms};
   return naps[std::clamp(attempt, 0, kAbortAttempts - 1)];
@@ -252,7 +268,7 @@ std::chrono::milliseconds abort_nap(int attempt) {
 
 void check_no_byte_lands_after_abort(const std::string& transport,
                                      const std::function<void(TestMesh&, const std::atomic<bool>& stop)>& companion) {
-  const size_t size = kAbortMessageBytes;
+  const size_t size = abort_message_bytes();
   Buffer outgoing(size), incoming_buffer(size);
   std::memset(outgoing.data(), 0xab, size);
   const std::span<std::byte> incoming = incoming_buffer.bytes();

@@ -155,7 +155,7 @@ TEST_CASE("transport: after abort returns, no byte lands in the receive buffer",
 
 TEST_CASE("transport: a sender that aborts mid-transfer fails its receiver promptly, naming it", "[transport]") {
   FOR_EACH_TRANSPORT(transport);
-  const size_t size = kAbortMessageBytes;
+  const size_t size = abort_message_bytes();
   const Buffer outgoing = pattern(9, size);
   ReceiveBuffer incoming(size);
   // As for the receiver's abort: an attempt the transfer outran proves nothing.
