@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -133,28 +135,30 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
     if (mapped == MAP_FAILED) throw std::bad_alloc();
     ::madvise(mapped, bytes, MADV_HUGEPAGE);  // a hint; without it, small pages
     data_ = static_cast<std::byte*>(mapped);
-    mapped_ = true;
+    mapped_bytes_ = bytes;
   } else {
     data_ = new std::byte[std::max<size_t>(bytes, 1)];
   }
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), mapped_(other.mapped_) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     this->~Buffer();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    mapped_ = other.mapped_;
+    mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
   }
   return *this;
 }
 
 Buffer::~Buffer() {
   if (!data_) return;
-  if (mapped_) ::munmap(data_, size_);
+  if (mapped_bytes_ != 0) ::munmap(data_, mapped_bytes_);
   else delete[] data_;
   data_ = nullptr;
 }
@@ -204,6 +208,47 @@ size_t first_mismatch(std::span<const std::byte> data, uint64_t seed) {
     if (word != pattern_word(seed, i)) return first_in_word(i, 8);
   }
   return first_in_word(words, data.size() % 8);
+}
+
+Buffer repeating_pattern(uint64_t seed, size_t bytes) {
+  const size_t period = kRepeatPeriodBytes;
+  if (bytes <= period) return pattern(seed, bytes);
+  const int fd = ::memfd_create("chorus-test-pattern", MFD_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "memfd_create");
+  auto fail = [&](const char* what) {
+    const int error = errno;
+    ::close(fd);
+    throw std::system_error(error, std::generic_category(), what);
+  };
+  if (::ftruncate(fd, static_cast<off_t>(period)) != 0) fail("ftruncate");
+  void* first = ::mmap(nullptr, period, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (first == MAP_FAILED) fail("mmap");
+  fill_pattern({static_cast<std::byte*>(first), period}, seed);
+  ::munmap(first, period);
+  const size_t copies = (bytes + period - 1) / period;
+  void* region = ::mmap(nullptr, copies * period, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) fail("mmap");
+  Buffer buffer;
+  buffer.data_ = static_cast<std::byte*>(region);
+  buffer.size_ = bytes;
+  buffer.mapped_bytes_ = copies * period;
+  for (size_t copy = 0; copy < copies; ++copy) {
+    if (::mmap(buffer.data_ + copy * period, period, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+        MAP_FAILED)
+      fail("mmap");
+  }
+  ::close(fd);
+  return buffer;
+}
+
+size_t first_mismatch_repeating(std::span<const std::byte> data, uint64_t seed) {
+  const size_t period = kRepeatPeriodBytes;
+  for (size_t start = 0; start < data.size(); start += period) {
+    const std::span<const std::byte> stretch = data.subspan(start, std::min(period, data.size() - start));
+    const size_t wrong = first_mismatch(stretch, seed);
+    if (wrong != stretch.size()) return start + wrong;
+  }
+  return data.size();
 }
 
 ReceiveBuffer::ReceiveBuffer(size_t bytes, std::byte fill) : bytes_(bytes), fill_(fill), storage_(bytes + kGuardBytes) {

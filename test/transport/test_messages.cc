@@ -342,7 +342,7 @@ TEST_CASE("transport: a message larger than 4 GiB arrives intact", "[transport][
   const size_t size = configured && *configured ? std::stoull(configured) : (size_t{1} << 32) + 4099;
   Requests requests;  // outlives the mesh
   TestMesh mesh = make_mesh(transport, 2);
-  const Buffer outgoing = pattern(4242, size);
+  const Buffer outgoing = repeating_pattern(4242, size);
   ReceiveBuffer incoming(size, std::byte{0});
   Request& recv = requests.add();
   Request& send = requests.add();
@@ -352,7 +352,7 @@ TEST_CASE("transport: a message larger than 4 GiB arrives intact", "[transport][
   wait_ok(send, 300s);
   wait_ok(recv, 300s);
   WARN(transport << ": " << size << " bytes moved in " << seconds_since(started) << " s");
-  const size_t wrong = first_mismatch(incoming.data(), 4242);
+  const size_t wrong = first_mismatch_repeating(incoming.data(), 4242);
   INFO("first wrong byte at " << wrong);
   REQUIRE(wrong == size);
   REQUIRE(incoming.guard_intact());
