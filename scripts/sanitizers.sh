@@ -113,12 +113,33 @@ since() {
 mark
 script_wall=$mark_wall script_cpu=$mark_cpu
 
+# CI's budget: a test that runs a suite already run under ASan again over
+# another transport or connection mode is left out (the transport
+# conformance suites run every transport there; docs/sanitizers.md).
+asan_variants=(threads-tcp threads-on-demand roots-tcp roots-on-demand processes-tcp processes-on-demand
+  split-on-demand collectives-tcp collectives-on-demand collectives-3hosts-interleaved soak-tcp soak-2hosts huge-buffer-tcp)
+# Also CI's budget: tests of the launcher's orchestration, whose time goes
+# to timeouts, killed ranks and starting processes (first-failure 57 s,
+# tool-flags 25 s, setup-mistakes 15 s under ASan), and the soak run over
+# shm (52 s), whose collectives `threads`, `processes` and `collectives`
+# run there already. chorus-run's own test stays.
+asan_variants+=(first-failure tool-flags setup-mistakes soak-shm)
+# asan_tests_of SUITE-OPTIONS...: the names of the tests the ASan run runs
+# (less the GPU suite, which skips without a GPU, and the Soft-RoCE suite,
+# a VM of its own, scripts/rdma-tests.sh), less the variants above.
+asan_tests_of() {
+  meson test -C build-asan --no-rebuild --list --no-suite rdma --no-suite cuda "$@" 2>/dev/null | sed 's#.* / ##' |
+    grep -vxF -f <(printf '%s\n' "${asan_variants[@]}")
+}
+
 if [ "$which" != tsan ]; then
   mark
   configure build-asan address,undefined
-  # Not built: the GPU suite (it skips without a GPU) and the Soft-RoCE
-  # suite (a VM of its own, scripts/rdma-tests.sh), neither run here.
-  build build-asan --no-suite cuda --no-suite rdma
+  # Only what those tests run: the tests left out above, and the tools and
+  # benchmarks only they start (chorus-store, chorus-connect-bench,
+  # chorus-reduce-bench), are about a tenth of the tree's compiling.
+  # shellcheck disable=SC2046
+  build build-asan $(asan_tests_of)
   since "$mark_wall" "$mark_cpu" "asan build"
 fi
 
@@ -131,27 +152,15 @@ if [ "$which" != tsan ] && ! $build_only; then
   export ASAN_OPTIONS="$asan"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
-  # algorithms, mpi and python run apart, below. CI's budget: a test that
-  # runs a suite already run here again over another transport or connection
-  # mode is left out (the transport conformance suites run every transport
-  # here; docs/sanitizers.md).
-  asan_variants=(threads-tcp threads-on-demand roots-tcp roots-on-demand processes-tcp processes-on-demand
-    split-on-demand collectives-tcp collectives-on-demand collectives-3hosts-interleaved soak-tcp soak-2hosts huge-buffer-tcp)
-  # Also CI's budget: tests of the launcher's orchestration, whose time goes
-  # to timeouts, killed ranks and starting processes (first-failure 57 s,
-  # tool-flags 25 s, setup-mistakes 15 s under ASan), and the soak run over
-  # shm (52 s), whose collectives `threads`, `processes` and `collectives`
-  # run here already. chorus-run's own test stays.
-  asan_variants+=(first-failure tool-flags setup-mistakes soak-shm)
+  # algorithms, mpi and python run apart, below; the variants above not at all.
   # The message over 4 GiB ([large]) runs over shm (single copy) and
   # cuda_ipc on host memory here, 3 s each. Over tcp, tcp with TLS and shm's
   # rings it takes about 30 s a run, nearly all of it the kernel's (system
   # time): the normal suite runs it there, checking every byte and the
   # guard past the buffer's end (docs/sanitizers.md).
   asan_without_large=(transport-conformance-tcp transport-conformance-tcp-tls transport-conformance-shm-ring)
-  asan_tests=$(meson test -C build-asan --no-rebuild --list --no-suite mpi --no-suite algorithms --no-suite python \
-    --no-suite rdma --no-suite cuda 2>/dev/null | sed 's#.* / ##' |
-    grep -vxF -f <(printf '%s\n' "${asan_variants[@]}" "${asan_without_large[@]}"))
+  asan_tests=$(asan_tests_of --no-suite mpi --no-suite algorithms --no-suite python |
+    grep -vxF -f <(printf '%s\n' "${asan_without_large[@]}"))
   # ~[exhaustive]~[sweep]: the simulator's longest sweeps are left out; every
   # algorithm keeps a case that runs here (test/algorithms/meson.build). It
   # runs beside the list below, most of whose tests run alone (is_parallel:
