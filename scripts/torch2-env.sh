@@ -12,13 +12,18 @@ cd "$(dirname "$0")/.."
 venv=${CHORUS_TORCH2_VENV:-/var/cache/chorus/venv-torch2}
 requirements=$PWD/scripts/torch2-requirements.txt
 stamp="$venv/chorus-requirements.txt"
+# One maker at a time: .ci/run starts one early, in the background, and
+# torch2-test.sh's call then waits for it here (and finds the environment
+# made, or makes it again if that one failed).
+mkdir -p "$(dirname "$venv")"
+exec 9> "$venv.lock"
+flock 9
 if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
   echo "$venv/bin/python"
   exit 0
 fi
 {
   echo "torch2-env: making $venv from $requirements"
-  mkdir -p "$(dirname "$venv")"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --progress-bar off -r "$requirements"
   # The stamp only once everything installed: an interrupted install is redone.
