@@ -126,6 +126,13 @@ class Connection {
     return probe_answers_.position(probe, group);
   }
   bool send_queue_empty();
+  // The bytes this side wrote that the peer's kernel has not acknowledged
+  // (SIOCOUTQ; 0 once the socket is closed or broken). Closing a
+  // socket that still holds unread bytes (a liveness probe that came in
+  // late, say) resets the connection, and a reset throws away what this
+  // side's kernel had not yet delivered: the tail of this rank's last
+  // message, which a slower peer was still receiving.
+  size_t undelivered_bytes();
   // After the progress thread stopped: half-close, drop what the peer still
   // sent (closing with unread bytes would reset the connection), close.
   void close_socket();

@@ -2,7 +2,9 @@
 // and liveness-probe control frames, and closing the socket.
 #include "transport/tcp/connection.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -114,6 +116,14 @@ void Connection::send_probe(uint64_t probe, uint64_t group) {
 bool Connection::send_queue_empty() {
   std::lock_guard<std::mutex> lock(mutex_);
   return failed_ || (send_queue_.empty() && !(tls_ && tls_->unsent_output()));
+}
+
+size_t Connection::undelivered_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!fd_.valid()) return 0;
+  int unacknowledged = 0;
+  if (::ioctl(fd_.get(), SIOCOUTQ, &unacknowledged) != 0 || unacknowledged < 0) return 0;
+  return static_cast<size_t>(unacknowledged);
 }
 
 void Connection::close_socket() {

@@ -20,6 +20,13 @@ namespace {
 constexpr auto kAbortFrameBudget = std::chrono::milliseconds(250);
 // How long a closing device waits for its goodbye frames to leave.
 constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
+// How long it then waits for its peers' kernels to acknowledge every byte
+// it wrote (Connection::undelivered_bytes): a peer still receiving this
+// rank's last message takes it within this. A peer that takes nothing for
+// kDeliveryStall (stopped, or not reading what it was sent) is not waited
+// for further.
+constexpr auto kDeliveryBudget = std::chrono::seconds(2);
+constexpr auto kDeliveryStall = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -139,8 +146,19 @@ void Engine::shutdown() {
     cleanup_started_ = cleanup_done_ = true;
     admitted_.clear();
   }
+  for (Connection* connection : connections) connection->fail_everything(destroyed, {}, Clock::now());
+  // Half-closed now (the FIN follows the data): the bytes already written
+  // still travel, and the sockets close once the peers hold them.
+  const auto give_up = Clock::now() + kDeliveryBudget;
   for (Connection* connection : connections) {
-    connection->fail_everything(destroyed, {}, Clock::now());
+    size_t undelivered = connection->undelivered_bytes();
+    auto moved = Clock::now();
+    while (undelivered > 0 && Clock::now() < give_up && Clock::now() - moved < kDeliveryStall) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const size_t now = connection->undelivered_bytes();
+      if (now < undelivered) moved = Clock::now();
+      undelivered = now;
+    }
     connection->close_socket();
   }
   handshakes_.clear();
