@@ -1,4 +1,4 @@
-// copy_bytes and its vector loop (base/copy.h) against a byte-by-byte
+// copy_bytes, its vector loop and stream_copy (base/copy.h) against a byte-by-byte
 // reference: every size up to a few KiB and across the thresholds, every
 // alignment of source and destination within a cache line, and the bytes
 // on either side of the destination untouched.
@@ -11,6 +11,7 @@
 #include "base/copy.h"
 
 using chorus::copy_bytes;
+using chorus::stream_copy;
 using chorus::vector_copy;
 
 namespace {
@@ -43,14 +44,26 @@ TEST_CASE("copy_bytes and its vector loop copy every size and alignment exactly"
     sizes.push_back(bytes);
   const auto with_copy_bytes = [](void* to, const void* from, size_t bytes) { copy_bytes(to, from, bytes); };
   const auto with_loop = [](void* to, const void* from, size_t bytes) { vector_copy(to, from, bytes); };
+  // Streaming stores start at the destination's first 64-byte boundary: the
+  // offsets put the head at every length from 0 to 63.
+  const auto streaming = [](void* to, const void* from, size_t bytes) { stream_copy(to, from, bytes); };
   int wrong = 0;
   for (size_t bytes : sizes)
     for (size_t source_offset : {size_t{0}, size_t{1}, size_t{8}, size_t{16}, size_t{33}, size_t{63}})
-      for (size_t destination_offset : {size_t{0}, size_t{7}, size_t{16}, size_t{32}, size_t{48}}) {
+      for (size_t destination_offset : {size_t{0}, size_t{7}, size_t{16}, size_t{32}, size_t{48}, size_t{63}}) {
         wrong += wrong_bytes(with_copy_bytes, bytes, source_offset, destination_offset);
         wrong += wrong_bytes(with_loop, bytes, source_offset, destination_offset);
+        wrong += wrong_bytes(streaming, bytes, source_offset, destination_offset);
       }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("stream_copy copies a few MiB exactly, and streaming starts past half a cache", "[copy]") {
+  const auto streaming = [](void* to, const void* from, size_t bytes) { stream_copy(to, from, bytes); };
+  CHECK(wrong_bytes(streaming, (size_t{3} << 20) + 77, 5, 9) == 0);
+  CHECK_FALSE(chorus::streams_past_cache(0));
+  CHECK_FALSE(chorus::streams_past_cache(size_t{64} << 10));
+  CHECK(chorus::streams_past_cache(size_t{1} << 40));
 }
 
 TEST_CASE("copy_bytes copies past its vector range with memcpy, exactly", "[copy]") {
