@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -60,24 +61,29 @@ transport::Device* one_device(const Communicator& communicator) {
 }
 
 // How the cost model prices messages against how they run now: the
-// predicted time of the cheapest Plan for an allreduce of
-// Board::kMeasuredBytes over its measured time (fastest of two after one
-// that warms up). The board's byte cost is measured by the clock, the
-// messages' is the link probe's pair transfer priced by a formula; the
-// board's, multiplied by this, is in the same terms as the Plans' costs it
-// is compared with (on 4 ranks of the 2-core VM the formula priced a 4 MiB
-// ring at 2.9 ms that took 5.8-7.5, and the board's 4.6 ms took 4.8-5.1).
-double messages_model_scale(const Communicator& helpers, uint32_t sequence, Deadline deadline) {
-  const size_t count = Board::kMeasuredBytes / sizeof(float);
-  std::vector<float> data(count, 1.0f);
-  const Call call = make_call(Collective::allreduce, helpers.rank(), helpers.size(), count, DataType::float32,
-                              ReduceOp::sum, 0, true);
+// predicted time of the cheapest Plan for `call` over its measured time
+// (fastest of two after one that warms up). The board's byte cost is
+// measured by the clock, the messages' is the link probe's pair transfer
+// priced by a formula; the board's, multiplied by this, is in the same
+// terms as the Plans' costs it is compared with (on 4 ranks of the 2-core
+// VM the formula priced a 4 MiB ring allreduce at 2.9 ms that took 5.8-7.5,
+// and the board's 4.6 ms took 4.8-5.1).
+//
+// Each collective by its own: the formula is wrong by different factors
+// for different Plans. At 2 ranks on the VM it priced a 4 MiB allreduce
+// about 2x too high and a pairwise alltoall of 16 MiB a member about
+// right, so the alltoall priced by the allreduce's factor lost to
+// `pairwise` where the board was 1.3-1.5x faster.
+// `input` and `output` hold what `call` needs (the board's measure() buffers).
+double messages_model_scale(const Communicator& helpers, const Call& call, std::span<float> input,
+                            std::span<float> output, uint32_t sequence, Deadline deadline) {
   const Algorithm* plan = cheapest_flat_plan(call, helpers.cost_model());
   if (!plan) return 1;
+  float* const result = call.in_place ? input.data() : output.data();
   double fastest = std::numeric_limits<double>::max();
   for (int round = 0; round < 3; ++round) {
     const Clock::time_point started = Clock::now();
-    run_helper_collective(helpers, call, data.data(), data.data(), plan->name, sequence, deadline);
+    run_helper_collective(helpers, call, input.data(), result, plan->name, sequence, deadline);
     const double took = std::chrono::duration<double>(Clock::now() - started).count();
     if (round > 0) fastest = std::min(fastest, took);
   }
@@ -156,16 +162,37 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   // slowest member's numbers, so every member's selection reads the same.
   // The board calls carry the number before this call's, which no call of
   // this Communicator has (a peer already in this call is then ahead).
-  BoardModel measured = board->measure(communicator, sequence - 1, deadline);
+  // One pair of buffers for every timing below: fresh pages are slow to
+  // fault in on some VMs (0.5 GB/s on the project's).
+  std::vector<float> data(board->measure_floats(), 1.0f), result(board->measure_floats());
+  BoardModel measured = board->measure(communicator, data, result, sequence - 1, deadline);
   const Communicator measurement = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 2), /*traced=*/false);
   // Its own group too: its calls and the agreement's never meet.
   const Communicator timing = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 3), /*traced=*/false);
-  const double scale = messages_model_scale(timing, sequence, deadline);
-  measured.seconds_per_byte *= scale;
-  measured.small_alltoall_seconds_per_byte *= scale;
-  measured.alltoall_seconds_per_byte *= scale;
+  const int size = communicator.size();
+  const size_t allreduce_count = Board::kMeasuredBytes / sizeof(float);
+  const size_t alltoall_block = measured.large_alltoall_bytes / (sizeof(float) * static_cast<size_t>(size));
+  const double allreduce_scale = messages_model_scale(
+      timing, make_call(Collective::allreduce, rank, size, allreduce_count, DataType::float32, ReduceOp::sum, 0, true),
+      data, result, sequence, deadline);
+  measured.seconds_per_byte *= allreduce_scale;
+  // The messages' alltoall talks to every peer: with connections on demand
+  // it would open pairs that the application's own calls may never need,
+  // so there the alltoall takes the allreduce's factor (every member alike).
+  uint8_t every_pair_open = size == 2 || communicator.mesh().fully_connected() ? 1 : 0;
+  if (size > 2)
+    helper_collective(agreement, Collective::allreduce, &every_pair_open, 1, DataType::uint8, ReduceOp::min,
+                      sequence, deadline);
+  const double alltoall_scale =
+      every_pair_open ? messages_model_scale(timing,
+                                             make_call(Collective::alltoall, rank, size, alltoall_block,
+                                                       DataType::float32, ReduceOp::sum, 0, false),
+                                             data, result, sequence, deadline)
+                      : allreduce_scale;
+  measured.small_alltoall_seconds_per_byte *= alltoall_scale;
+  measured.alltoall_seconds_per_byte *= alltoall_scale;
   uint64_t model[4] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
                        static_cast<uint64_t>(measured.seconds_per_byte * 1e15),
                        static_cast<uint64_t>(measured.small_alltoall_seconds_per_byte * 1e15),
@@ -175,14 +202,15 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
                     .seconds_per_byte = static_cast<double>(model[1]) * 1e-15,
                     .small_alltoall_seconds_per_byte = static_cast<double>(model[2]) * 1e-15,
-                    .alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15});
+                    .alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15,
+                    .large_alltoall_bytes = measured.large_alltoall_bytes});
   const BoardModel& agreed = board->model();
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
              " bytes through shared memory; measured ", agreed.call_seconds * 1e6, " us a call, ",
              agreed.seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces, ",
              agreed.small_alltoall_seconds_per_byte * 1e12, " / ", agreed.alltoall_seconds_per_byte * 1e12,
              " ps a byte of a member's input to an alltoall of ", Board::kSmallAlltoallBytes, " / ",
-             Board::kMeasuredBytes, " bytes");
+             agreed.large_alltoall_bytes, " bytes");
   return board;
 }
 
@@ -222,11 +250,11 @@ bool serves_one_shot(const Candidate&, const Communicator& communicator, const C
     case Collective::broadcast: return call.count > 0 && call.bytes() <= board->capacity();
     // Each rank's block in its own slot (fixed counts only).
     case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= board->capacity();
-    // The whole input (every member's block) in its own slot.
+    // The whole input but this member's own block in its own slot.
     case Collective::reduce_scatter:
     case Collective::alltoall:
       return !call.variable() && call.count > 0 &&
-             call.bytes() <= board->capacity() / static_cast<size_t>(call.size);
+             call.bytes() <= board->capacity() / static_cast<size_t>(call.size - 1);
     case Collective::barrier: return true;
     default: return false;
   }
@@ -332,10 +360,10 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
     return where + cat("which takes allreduce, broadcast, allgather",
                        " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
                        call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
-  return where + cat("which takes reduce_scatter and alltoall of fixed counts whose whole input (every rank's ",
-                     "block) is at most ", cell->board->capacity(), " bytes (this call: ",
+  return where + cat("which takes reduce_scatter and alltoall of fixed counts whose input for the other ranks (",
+                     call.size - 1, " blocks) is at most ", cell->board->capacity(), " bytes (this call: ",
                      call.variable() ? std::string("variable counts")
-                                     : cat(call.bytes() * static_cast<size_t>(call.size), " bytes"),
+                                     : cat(call.bytes() * static_cast<size_t>(call.size - 1), " bytes"),
                      ")");
 }
 

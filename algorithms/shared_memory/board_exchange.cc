@@ -178,14 +178,26 @@ void Board::allreduce_in_pieces(const Communicator& communicator, const Call& ca
 
 double BoardModel::alltoall_byte_seconds(size_t input_bytes) const {
   if (input_bytes <= Board::kSmallAlltoallBytes) return small_alltoall_seconds_per_byte;
-  if (input_bytes >= Board::kMeasuredBytes) return alltoall_seconds_per_byte;
+  if (input_bytes >= large_alltoall_bytes) return alltoall_seconds_per_byte;
   const double small = std::log2(static_cast<double>(Board::kSmallAlltoallBytes));
   const double along = (std::log2(static_cast<double>(input_bytes)) - small) /
-                       (std::log2(static_cast<double>(Board::kMeasuredBytes)) - small);
+                       (std::log2(static_cast<double>(large_alltoall_bytes)) - small);
   return small_alltoall_seconds_per_byte + along * (alltoall_seconds_per_byte - small_alltoall_seconds_per_byte);
 }
 
-BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+size_t Board::large_alltoall_bytes(int members) {
+  // The members' outputs together: members x a member's input.
+  size_t input = kMeasuredBytes;
+  while (input < kLargestMeasuredBytes && !streams_past_cache(input * static_cast<size_t>(members))) input *= 2;
+  return input;
+}
+
+size_t Board::measure_floats() const {
+  return std::max({kMeasuredBytes, slot_bytes_, large_alltoall_bytes(size_)}) / sizeof(float);
+}
+
+BoardModel Board::measure(const Communicator& communicator, std::span<float> data, std::span<float> result,
+                          uint32_t sequence, Deadline deadline) {
   // As the links are measured at connect (transport/link_probe.h): the
   // fastest of a few calls is a call's cost (the others also wait for
   // members arriving late, or descheduled), and the fastest of transfers
@@ -200,9 +212,8 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
     barrier(communicator, barrier_call, sequence, deadline);
     model.call_seconds = std::min(model.call_seconds, std::chrono::duration<double>(Clock::now() - started).count());
   }
+  const size_t large_alltoall = large_alltoall_bytes(size_);
   const size_t count = std::max(kMeasuredBytes, slot_bytes_) / sizeof(float);
-  std::vector<float> data(count, 1.0f);
-  std::vector<float> result(count);
   const Call transfer =
       make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
   // The first faults the pages in.
@@ -236,7 +247,8 @@ BoardModel Board::measure(const Communicator& communicator, uint32_t sequence, D
            static_cast<double>(block_count * sizeof(float) * static_cast<size_t>(size_));
   };
   model.small_alltoall_seconds_per_byte = alltoall_seconds_per_byte(kSmallAlltoallBytes);
-  model.alltoall_seconds_per_byte = alltoall_seconds_per_byte(kMeasuredBytes);
+  model.alltoall_seconds_per_byte = alltoall_seconds_per_byte(large_alltoall);
+  model.large_alltoall_bytes = large_alltoall;
   return model;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "algorithms/model/call.h"
@@ -36,12 +37,16 @@ inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
 // 160-180 ps at 1 MiB and 300-530 ps at 4 MiB, once the members' buffers
 // (input, output and slots) outgrow the caches. So the alltoall is
 // measured at both ends, and a size between is priced on a line between
-// them in log2 of the size.
+// them in log2 of the size. The large end is where the members' outputs
+// together pass half the cache and the board streams them (base/copy.h:
+// 8 MiB a member at 2 members on the VM, 4 MiB from 4), so the rate it
+// extends to larger calls is a streamed one.
 struct BoardModel {
   double call_seconds = 1e-6;
   double seconds_per_byte = 0.2e-9;
   double small_alltoall_seconds_per_byte = 0.2e-9;  // at Board::kSmallAlltoallBytes and under
-  double alltoall_seconds_per_byte = 0.2e-9;        // at Board::kMeasuredBytes and over
+  double alltoall_seconds_per_byte = 0.2e-9;        // at large_alltoall_bytes and over
+  size_t large_alltoall_bytes = size_t{4} << 20;
   // What a byte of an alltoall whose members each put in `input_bytes` costs.
   double alltoall_byte_seconds(size_t input_bytes) const;
 };
@@ -68,13 +73,21 @@ class Board {
   // The transfer measure() times a byte with, and the small alltoall.
   static constexpr size_t kMeasuredBytes = size_t{4} << 20;
   static constexpr size_t kSmallAlltoallBytes = size_t{256} << 10;
+  // The large alltoall it times, a member's input: kMeasuredBytes, or
+  // where the board starts streaming, at most kLargestMeasuredBytes.
+  static constexpr size_t kLargestMeasuredBytes = size_t{16} << 20;
+  static size_t large_alltoall_bytes(int members);
   void set_model(const BoardModel& model) { model_ = model; }
   // Times board calls on every member (they all call it alike, right after
   // set-up): barriers for a call, allreduces in pieces for a byte of an
   // allreduce, and alltoalls in pieces for a byte of a block call.
   // What this member measured; the set-up agrees on the slowest. The
   // calls carry `sequence`, a number no call of the Communicator has.
-  BoardModel measure(const Communicator& communicator, uint32_t sequence, Deadline deadline);
+  // `data` and `result` hold measure_floats() each (the set-up's timings
+  // share them: fresh pages are slow to fault in on some VMs).
+  BoardModel measure(const Communicator& communicator, std::span<float> data, std::span<float> result,
+                     uint32_t sequence, Deadline deadline);
+  size_t measure_floats() const;
   // The collectives, for a call of at most capacity() bytes on host memory
   // (allreduce: any size; larger ones run in pieces, see below).
   // A failure aborts the Communicator's Mesh before it is thrown.
@@ -172,11 +185,16 @@ class Board {
   // Reduces `count` elements at `offset` of every member's slot (waiting
   // for each) into `output`, in member order.
   void reduce_slots(const Wait& wait, void* output, size_t offset, size_t count);
-  // Copies `bytes` at `offset` of every member's slot (waiting for each) to
-  // output + member x block_stride; this member's own from `own` where it
-  // is not null.
-  void copy_slots(const Wait& wait, std::byte* output, size_t block_stride, size_t offset, size_t bytes,
-                  const std::byte* own);
+  // An allgather's piece: copies `bytes` of every member's slot (waiting
+  // for each) to output + member x block_stride; this member's own from `own`.
+  void copy_slots(const Wait& wait, std::byte* output, size_t block_stride, size_t bytes, const std::byte* own);
+  // For a reduce_scatter's or alltoall's piece of `bytes` a block, each
+  // slot packed with every member's piece but its writer's (board_blocks.cc):
+  // copies this member's piece of every slot, and `own` for its own block,
+  // to output + member x block_stride; or reduces them, in member order, into
+  // `output`.
+  void copy_packed_slots(const Wait& wait, std::byte* output, size_t block_stride, size_t bytes, const std::byte* own);
+  void reduce_packed_slots(const Wait& wait, std::byte* output, size_t count, const std::byte* own);
   // publish() in two steps, for a member that fills its slot itself: the
   // slot's data once the peers are done with it, then the header and stamp.
   std::byte* claim_slot(const Wait& wait);
@@ -254,6 +272,9 @@ class Board {
   std::vector<PendingRingCheck> pending_ring_checks_;
   uint64_t ring_checked_through_ = 0;
   BoardModel model_;
+  // An in-place reduce_scatter's own piece, kept while the reduction writes
+  // over it (reduce_packed_slots).
+  std::vector<std::byte> own_piece_;
 };
 
 }  // namespace chorus::algorithms
