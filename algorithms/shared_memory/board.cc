@@ -261,9 +261,12 @@ bool serves_one_shot(const Candidate&, const Communicator& communicator, const C
 }
 
 bool serves_pieces(const Candidate&, const Communicator& communicator, const Call& call) {
-  if (!ready_board(communicator) || !call.memory.on_host() || call.count == 0) return false;
+  const Board* board = ready_board(communicator);
+  if (!board || !call.memory.on_host() || call.count == 0) return false;
   switch (call.collective) {
     case Collective::allreduce: return true;
+    // What one shot (the ring, or a slot) does not take.
+    case Collective::broadcast: return call.bytes() > board->capacity();
     case Collective::allgather:
     case Collective::reduce_scatter:
     case Collective::alltoall: return !call.variable();
@@ -296,6 +299,11 @@ double one_shot_cost(const Candidate&, const Communicator& communicator, const C
 double pieces_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   const Board& board = *ready_board(communicator);
   const BoardModel& model = board.model();
+  if (call.collective == Collective::broadcast) {
+    // A one-shot broadcast's bytes, in as many board calls as pieces.
+    const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
+    return pieces * model.call_seconds + static_cast<double>(call.bytes()) * model.seconds_per_byte / 2;
+  }
   if (call.collective != Collective::allreduce) {
     // One board call a piece; the bytes as the one shot moves them.
     const double pieces = std::ceil(static_cast<double>(call.count) / static_cast<double>(board.block_piece_count(call)));
@@ -336,6 +344,10 @@ Moved run_one_shot(const Candidate&, const CandidateRun& run) {
 
 Moved run_pieces(const Candidate&, const CandidateRun& run) {
   Board& board = *ready_board(run.communicator);
+  if (run.call.collective == Collective::broadcast) {
+    board.broadcast_in_pieces(run.communicator, run.call, run.output, run.sequence, run.deadline);
+    return bytes_moved(run.call, false);
+  }
   if (run.call.collective != Collective::allreduce) {
     board.blocks(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
     return bytes_moved(run.call, false);
@@ -354,7 +366,8 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
                        " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
   if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
   if (self.name == kBoardPieces)
-    return where + cat("which takes allreduce, and allgather, reduce_scatter and alltoall of fixed counts (this call: ",
+    return where + cat("which takes allreduce, broadcast past ", cell->board->capacity(),
+                       " bytes, and allgather, reduce_scatter and alltoall of fixed counts (this call: ",
                        call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
   if (call.collective != Collective::reduce_scatter && call.collective != Collective::alltoall)
     return where + cat("which takes allreduce, broadcast, allgather",
@@ -381,6 +394,8 @@ constexpr Candidate kBoardCandidates[] = {
      .run = run_pieces, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::broadcast, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .on_board = true},
+    {.name = kBoardPieces, .collective = Collective::broadcast, .serves = serves_pieces, .cost_seconds = pieces_cost,
+     .run = run_pieces, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::allgather, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
      .run = run_one_shot, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::barrier, .serves = serves_one_shot, .cost_seconds = one_shot_cost,

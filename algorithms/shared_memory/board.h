@@ -86,8 +86,9 @@ void enable_board(Communicator& communicator);
 // The board's candidates (candidate.h): "board" (one shot: allreduce,
 // broadcast, allgather of up to CHORUS_BOARD_BYTES, reduce_scatter and
 // alltoall whose whole input fits it, and barrier) and
-// "board_pieces" (allreduce of any size, in pieces as large as a slot;
-// allgather, reduce_scatter and alltoall of fixed counts, board_blocks.cc).
+// "board_pieces" (allreduce of any size and broadcast past
+// CHORUS_BOARD_BYTES, in pieces as large as a slot; allgather,
+// reduce_scatter and alltoall of fixed counts, board_blocks.cc).
 // They serve host calls on a Communicator whose board is set up, cost what
 // the board's model says (measured at set-up, agreed by every member:
 // Board::measure), and are set up on the Communicator's first call.

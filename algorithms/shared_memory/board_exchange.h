@@ -176,6 +176,10 @@ class Board {
   // board call of two shots (allreduce_piece).
   void allreduce_in_pieces(const Communicator& communicator, const Call& call, const void* input, void* output,
                            uint32_t sequence, Deadline deadline);
+  // A broadcast of any size in pieces of at most piece_bytes(), each one
+  // board call as a one-shot broadcast on the slots is.
+  void broadcast_in_pieces(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
+                           Deadline deadline);
 
  private:
   // One board call of a large allreduce: `count` elements from `input`
@@ -229,6 +233,9 @@ class Board {
     bool operator()() const { return word.load(std::memory_order_acquire) >= value; }
   };
   // The ring (board_ring.cc).
+  // One board call of a broadcast on the slots: `bytes` of `data`.
+  void slot_broadcast(const Communicator& communicator, const Call& call, std::byte* data, size_t bytes,
+                      uint32_t sequence, Deadline deadline);
   void ring_broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
                       Deadline deadline);
   void make_ring_room(const Wait& wait, uint64_t ring_call);

@@ -327,8 +327,8 @@ TEST_CASE("a reduce_scatter or alltoall whose input for the other ranks exceeds 
   }
 }
 
-TEST_CASE("broadcasts past CHORUS_BOARD_BYTES, or calls with an algorithm named, run on messages; allreduces past "
-          "it may run on the board in pieces; 0 turns the board off",
+TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one shot but may in pieces, calls with "
+          "an algorithm named run on it; 0 turns the board off",
           "[board]") {
   // Whether `auto` takes the board where it may is the cost model's call
   // (measured at set-up; a loaded machine may say messages): the counts
@@ -398,6 +398,58 @@ TEST_CASE("broadcasts past CHORUS_BOARD_BYTES, or calls with an algorithm named,
       CHECK(counts["broadcast/64/board"] >= 3);
     }
     CHECK(counts["allreduce/16/ring"] == 3);
+  }
+}
+
+TEST_CASE("broadcasts larger than a slot run on the board in pieces from every root, bit-exact, at 2 to 5 ranks",
+          "[board]") {
+  // A slot holds 1 MiB at up to 4 members and 816 KiB at 5: 5,000 bytes
+  // (past the 4 KiB one-shot limit) take one piece, 2 MiB + 12 bytes three.
+  CollectiveOptions pieces;
+  pieces.algorithm = "board_pieces";
+  for (int size : {2, 3, 5}) {
+    CAPTURE(size);
+    const auto directory = fresh_directory("broadcast-pieces-" + std::to_string(size));
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          for (size_t count : {size_t{1250}, (size_t{2} << 20) / 4 + 3})
+            for (int root = 0; root < size; ++root) {
+              const auto value = [&](size_t i) { return static_cast<int32_t>((i * 7 + static_cast<size_t>(root)) % 1000); };
+              std::vector<int32_t> data(count, -1);
+              if (context.rank() == root)
+                for (size_t i = 0; i < count; ++i) data[i] = value(i);
+              broadcast(context, std::span(data), root, pieces);
+              for (size_t i = 0; i < count; ++i)
+                if (data[i] != value(i)) ++wrong;
+            }
+        },
+        60s, [&](int, ConnectOptions& options) { options.trace = (directory / "trace-{rank}.json").string(); }));
+    CHECK(wrong == 0);
+    const std::map<std::string, int> counts = algorithms_traced(directory);
+    CHECK(counts.at("broadcast/board_pieces") == size * size * 2);
+  }
+}
+
+TEST_CASE("a rank naming another root of a broadcast in pieces on the board fails every rank", "[board]") {
+  CollectiveOptions pieces;
+  pieces.algorithm = "board_pieces";
+  for (int size : {2, 3}) {
+    CAPTURE(size);
+    const Verdicts verdicts = verdicts_of(run_ranks(
+        size,
+        [&](Context& context) {
+          std::vector<float> data((size_t{3} << 20) / 4, static_cast<float>(context.rank()));
+          broadcast(context, std::span(data), context.rank() == size - 1 ? 1 % size : 0, pieces);
+          barrier(context);
+        },
+        20s));
+    for (int rank = 0; rank < size; ++rank) {
+      INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
+      CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+      CHECK(verdicts.texts[static_cast<size_t>(rank)].find(" names root ") != std::string::npos);
+    }
   }
 }
 
