@@ -72,28 +72,40 @@ void Board::copy_packed_slots(const Wait& wait, std::byte* output, size_t block_
 
 void Board::reduce_packed_slots(const Wait& wait, std::byte* output, size_t count, const std::byte* own) {
   const Call& call = wait.call;
-  const size_t bytes = count * call.element_bytes();
-  if (own == output && rank_ != 0) {
-    // In place, the first member's piece would land on this member's own
-    // before it is reduced.
-    own_piece_.resize(bytes);
-    copy_bytes(own_piece_.data(), own, bytes);
-    own = own_piece_.data();
-  }
-  // In member order, whatever this member's place: every algorithm's
-  // reduce_scatter reduces the same way.
-  for (int member = 0; member < size_; ++member) {
-    const std::byte* theirs = own;
-    if (member != rank_) {
-      await_slot(wait, member);
-      theirs = data_of(slot(member, wait.call_number)) + packed_index(rank_, member) * bytes;
+  const size_t element = call.element_bytes();
+  const size_t bytes = count * element;
+  for (int member = 0; member < size_; ++member)
+    if (member != rank_) await_slot(wait, member);
+  // Chunk by chunk, so that the output's chunk stays in the cache while
+  // every member's is reduced into it: one trip to memory for the output,
+  // not one per member.
+  const size_t per_chunk = std::max<size_t>(1, kReduceChunkBytes / element);
+  // In place, the first member's chunk would land on this member's own
+  // before it is reduced: that is kept aside first.
+  const bool in_place = own == output && rank_ != 0;
+  if (in_place) own_piece_.resize(per_chunk * element);
+  for (size_t first = 0; first < count; first += per_chunk) {
+    const size_t n = std::min(per_chunk, count - first);
+    const size_t offset = first * element;
+    std::byte* to = output + offset;
+    const std::byte* mine = own + offset;
+    if (in_place) {
+      copy_bytes(own_piece_.data(), mine, n * element);
+      mine = own_piece_.data();
     }
-    if (member == 0)
-      copy_bytes(output, theirs, bytes);
-    else
-      reduce_unchecked(call.type, call.op, output, theirs, count);
+    // In member order, whatever this member's place: every algorithm's
+    // reduce_scatter reduces the same way.
+    for (int member = 0; member < size_; ++member) {
+      const std::byte* theirs =
+          member == rank_ ? mine
+                          : data_of(slot(member, wait.call_number)) + packed_index(rank_, member) * bytes + offset;
+      if (member == 0)
+        copy_bytes(to, theirs, n * element);
+      else
+        reduce_unchecked(call.type, call.op, to, theirs, n);
+    }
+    if (call.op == ReduceOp::avg) average_unchecked(call.type, to, n, static_cast<size_t>(size_));
   }
-  if (call.op == ReduceOp::avg) average_unchecked(call.type, output, count, static_cast<size_t>(size_));
 }
 
 size_t Board::block_piece_count(const Call& call) const {

@@ -284,9 +284,12 @@ class Board {
   std::vector<PendingRingCheck> pending_ring_checks_;
   uint64_t ring_checked_through_ = 0;
   BoardModel model_;
-  // An in-place reduce_scatter's own piece, kept while the reduction writes
+  // An in-place reduce_scatter's own chunk, kept while the reduction writes
   // over it (reduce_packed_slots).
   std::vector<std::byte> own_piece_;
+  // What reduce_packed_slots reduces at a time: the output's chunk stays in
+  // the cache through every member's pass.
+  static constexpr size_t kReduceChunkBytes = size_t{32} << 10;
 };
 
 }  // namespace chorus::algorithms
