@@ -115,9 +115,10 @@ class Board {
   // of the slowest member, as an MPI's eager sends let its root run ahead.
   // 64 entries, not 16: oversubscribed, a root that waits for room yields
   // its core, and each wait costs a scheduler round; back to back on the
-  // 2-core VM 64 took 0.54 us a call at 4 ranks against 0.67-1.34 with 16
-  // and 0.89 with 32, and 1.8-2.0 us at 8 ranks against 3.4-3.8 with 16
-  // (128 was no faster). At 2 ranks, where no one waits, all are alike.
+  // 2-core VM an 8-byte broadcast took 0.51-0.77 us at 4 ranks with 64
+  // against 0.67-1.34 with 16 and 0.66-0.89 with 32, and 1.8-2.1 us at 8
+  // ranks against 3.4-3.6 with 16 (128: slower at 4 ranks, mixed at 8).
+  // At 2 ranks, where no one waits for room, all are alike.
   static constexpr size_t kRingEntries = 64;
   static constexpr size_t kRingEntryBytes = 64 + 1024;
   static constexpr size_t kRingDataBytes = kRingEntryBytes - 64;
