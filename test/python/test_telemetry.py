@@ -14,11 +14,13 @@ from conftest import oks
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_statistics_and_trace_per_rank(run_job, tmp_path, ranks):
-    # The allreduces are named onto the board: under auto the cost model may
-    # put 16 KiB at 2 ranks on messages (it did on a loaded CI machine), and
-    # this test is about what the trace records, not about the choice.
+    # The allreduces are named onto the board and the broadcast onto a Plan
+    # (messages): under auto the cost model may put 16 KiB at 2 ranks on
+    # messages (it did on a loaded CI machine) and takes the board for a
+    # 16 KiB broadcast, and this test is about what the trace records of
+    # each, not about the choice.
     output = run_job("telemetry.py", ranks, args=[str(tmp_path / "job.json")],
-                     env_extra={"CHORUS_ALGO": "allreduce:board_pieces"})
+                     env_extra={"CHORUS_ALGO": "allreduce:board_pieces,broadcast:binomial"})
     assert len(oks(output, "telemetry")) == ranks, output
     # Bytes sent by all ranks are bytes received by all ranks.
     stats = [line.split("] ", 1)[1].split() for line in output.splitlines() if "] stats " in line]
@@ -44,7 +46,7 @@ def test_statistics_and_trace_per_rank(run_job, tmp_path, ranks):
         assert all(e["args"]["dtype"] == "float32" and e["args"]["bytes"] == 16384 for e in mine
                    if e["cat"] == "collective"), mine
         # The allreduces ran on the board (in pieces, as named); the 16 KiB
-        # broadcast on messages.
+        # broadcast on messages (binomial, as named).
         transports = [e["args"]["transport"] for e in mine if e["cat"] == "collective"]
         assert transports == ["board"] * 4 + ["shm"], mine
         messages = [e["name"] for e in mine if e["cat"] == "message"]
