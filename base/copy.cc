@@ -1,11 +1,12 @@
-// copy_bytes' loop (base/copy.h): unaligned vector loads and stores, four
-// at a time, then single vectors, then the tail through memcpy's small path.
+// copy_bytes' loop and stream_copy (base/copy.h): unaligned vector loads,
+// four at a time, stored as they are or streamed past the cache, then the
+// tail through memcpy's small path.
 #include "base/copy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
-
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,91 +16,80 @@ namespace chorus {
 namespace {
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void copy_avx2(std::byte* to, const std::byte* from, size_t bytes) {
-  size_t at = 0;
+// The two stores each loop takes: cached (unaligned) or streaming. A
+// streaming store needs its vector aligned, so a streaming loop starts at
+// the destination's first 64-byte boundary (the head by memcpy) and fences
+// at the end: streaming stores are weakly ordered, and the peer that is
+// told the data arrived must see it.
+enum class Store : uint8_t { cached, streaming };
+
+template <Store kStore>
+size_t head_bytes(const std::byte* to, size_t bytes) {
+  if constexpr (kStore == Store::cached) return 0;
+  return std::min<size_t>((64 - reinterpret_cast<uintptr_t>(to) % 64) % 64, bytes);
+}
+
+template <Store kStore>
+__attribute__((target("avx2"))) inline void store(std::byte* at, __m256i value) {
+  if constexpr (kStore == Store::streaming)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(at), value);
+  else
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), value);
+}
+
+template <Store kStore>
+inline void store(std::byte* at, __m128i value) {
+  if constexpr (kStore == Store::streaming)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(at), value);
+  else
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at), value);
+}
+
+template <Store kStore>
+__attribute__((target("avx2"))) void loop_avx2(std::byte* to, const std::byte* from, size_t bytes) {
+  size_t at = head_bytes<kStore>(to, bytes);
+  std::memcpy(to, from, at);
   for (; at + 128 <= bytes; at += 128) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 32));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 64));
     const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 96));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + at), a);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + at + 32), b);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + at + 64), c);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + at + 96), d);
+    store<kStore>(to + at, a);
+    store<kStore>(to + at + 32, b);
+    store<kStore>(to + at + 64, c);
+    store<kStore>(to + at + 96, d);
   }
   for (; at + 32 <= bytes; at += 32)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + at),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at)));
+    store<kStore>(to + at, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at)));
+  if constexpr (kStore == Store::streaming) _mm_sfence();
   if (at < bytes) std::memcpy(to + at, from + at, bytes - at);
 }
 
-void copy_sse2(std::byte* to, const std::byte* from, size_t bytes) {
-  size_t at = 0;
-  for (; at + 64 <= bytes; at += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 32));
-    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + at), a);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + at + 16), b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + at + 32), c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + at + 48), d);
-  }
-  if (at < bytes) std::memcpy(to + at, from + at, bytes - at);
-}
-
-// Non-temporal stores: from the first 64-byte boundary of the destination
-// (a streaming store needs its vector aligned), the head and tail by memcpy.
-__attribute__((target("avx2"))) void stream_avx2(std::byte* to, const std::byte* from, size_t bytes) {
-  size_t at = (64 - reinterpret_cast<uintptr_t>(to) % 64) % 64;
-  if (at > bytes) at = bytes;
-  std::memcpy(to, from, at);
-  for (; at + 128 <= bytes; at += 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 64));
-    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + at + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + at), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + at + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + at + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + at + 96), d);
-  }
-  _mm_sfence();
-  if (at < bytes) std::memcpy(to + at, from + at, bytes - at);
-}
-
-void stream_sse2(std::byte* to, const std::byte* from, size_t bytes) {
-  size_t at = (64 - reinterpret_cast<uintptr_t>(to) % 64) % 64;
-  if (at > bytes) at = bytes;
+template <Store kStore>
+void loop_sse2(std::byte* to, const std::byte* from, size_t bytes) {
+  size_t at = head_bytes<kStore>(to, bytes);
   std::memcpy(to, from, at);
   for (; at + 64 <= bytes; at += 64) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 32));
     const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + at), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + at + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + at + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + at + 48), d);
+    store<kStore>(to + at, a);
+    store<kStore>(to + at + 16, b);
+    store<kStore>(to + at + 32, c);
+    store<kStore>(to + at + 48, d);
   }
-  _mm_sfence();
+  if constexpr (kStore == Store::streaming) _mm_sfence();
   if (at < bytes) std::memcpy(to + at, from + at, bytes - at);
 }
 
 using CopyLoop = void (*)(std::byte*, const std::byte*, size_t);
 // Chosen on first use (a function-local static: not before the CPU model is known).
-CopyLoop copy_loop() {
+template <Store kStore>
+CopyLoop loop_for_this_cpu() {
   static const CopyLoop loop = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? copy_avx2 : copy_sse2;
-  }();
-  return loop;
-}
-
-CopyLoop stream_loop() {
-  static const CopyLoop loop = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? stream_avx2 : stream_sse2;
+    return __builtin_cpu_supports("avx2") ? loop_avx2<kStore> : loop_sse2<kStore>;
   }();
   return loop;
 }
@@ -109,7 +99,8 @@ CopyLoop stream_loop() {
 
 void vector_copy(void* destination, const void* source, size_t bytes) {
 #if defined(__x86_64__)
-  copy_loop()(static_cast<std::byte*>(destination), static_cast<const std::byte*>(source), bytes);
+  loop_for_this_cpu<Store::cached>()(static_cast<std::byte*>(destination), static_cast<const std::byte*>(source),
+                                     bytes);
 #else
   std::memcpy(destination, source, bytes);
 #endif
@@ -117,7 +108,8 @@ void vector_copy(void* destination, const void* source, size_t bytes) {
 
 void stream_copy(void* destination, const void* source, size_t bytes) {
 #if defined(__x86_64__)
-  stream_loop()(static_cast<std::byte*>(destination), static_cast<const std::byte*>(source), bytes);
+  loop_for_this_cpu<Store::streaming>()(static_cast<std::byte*>(destination), static_cast<const std::byte*>(source),
+                                        bytes);
 #else
   std::memcpy(destination, source, bytes);
 #endif
