@@ -283,8 +283,8 @@ double one_shot_cost(const Candidate&, const Communicator& communicator, const C
   switch (call.collective) {
     // Every member reads every slot: the peers' data and its own, once.
     case Collective::allgather: return model.call_seconds + bytes * call.size * model.seconds_per_byte / 2;
-    // The whole input into the slot, then a block from every slot (summed,
-    // for reduce_scatter).
+    // The peers' blocks into the slot, then a block from every slot
+    // (summed, for reduce_scatter): about the whole input's bytes.
     case Collective::reduce_scatter: return model.call_seconds + bytes * call.size * model.seconds_per_byte;
     case Collective::alltoall: {
       const size_t input = call.bytes() * static_cast<size_t>(call.size);

@@ -416,7 +416,9 @@ TEST_CASE("broadcasts larger than a slot run on the board in pieces from every r
         [&](Context& context) {
           for (size_t count : {size_t{1250}, (size_t{2} << 20) / 4 + 3})
             for (int root = 0; root < size; ++root) {
-              const auto value = [&](size_t i) { return static_cast<int32_t>((i * 7 + static_cast<size_t>(root)) % 1000); };
+              const auto value = [&](size_t i) {
+                return static_cast<int32_t>((i * 7 + static_cast<size_t>(root)) % 1000);
+              };
               std::vector<int32_t> data(count, -1);
               if (context.rank() == root)
                 for (size_t i = 0; i < count; ++i) data[i] = value(i);
