@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memory/cuda/deferred_frees.h"
 #include "memory/cuda/module_api.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"
@@ -63,6 +64,7 @@ class ModuleRuntime final : public Runtime {
  public:
   explicit ModuleRuntime(const ModuleApi& api)
       : api_(api),
+        frees_([this](void* pointer, DeferredFrees::Kind kind) { free_now(pointer, kind); }),
         flags_([this](size_t count) { return allocate_flags(count); },
                [this](uint32_t* block) { api_.host_free(block); }) {
     int count = 0;
@@ -97,10 +99,10 @@ class ModuleRuntime final : public Runtime {
   std::byte* staging_buffer(size_t bytes) override {
     thread_local Pinned staging;
     if (bytes > staging.bytes) {
-      staging.reset(api_, nullptr, 0);
+      staging.reset(*this, nullptr, 0);
       void* pointer = nullptr;
       check(api_.host_allocate(bytes, &pointer), "allocating pinned host memory for a staged collective");
-      staging.reset(api_, static_cast<std::byte*>(pointer), bytes);
+      staging.reset(*this, static_cast<std::byte*>(pointer), bytes);
     }
     return staging.data;
   }
@@ -110,9 +112,7 @@ class ModuleRuntime final : public Runtime {
     check(api_.host_allocate(bytes, &pointer), "allocating pinned host memory");
     return static_cast<std::byte*>(pointer);
   }
-  void free_pinned(std::byte* data) override {
-    if (CudaStatus status = api_.host_free(data)) CHORUS_LOG(warn, -1, "freeing pinned host memory: ", status);
-  }
+  void free_pinned(std::byte* data) override { frees_.free(data, DeferredFrees::Kind::pinned); }
 
   void copy_to_host(std::byte* host, const std::byte* device_memory, size_t bytes, int device) override {
     copy_and_wait(host, device_memory, bytes, device, "copying from cuda:");
@@ -171,6 +171,8 @@ class ModuleRuntime final : public Runtime {
   // For the backends and stream orders.
   const ModuleApi& api() const { return api_; }
   StreamFlags& flags() { return flags_; }
+  // Every free of device or pinned memory goes here (deferred_frees.h).
+  DeferredFrees& frees() { return frees_; }
 
   void check_device(int device) const {
     if (devices_ == 0)
@@ -187,7 +189,7 @@ class ModuleRuntime final : public Runtime {
     thread_local ThreadState state;
     if (state.devices.size() <= static_cast<size_t>(device)) state.devices.resize(static_cast<size_t>(device) + 1);
     ThreadDevice& entry = state.devices[static_cast<size_t>(device)];
-    state.api = &api_;
+    state.runtime = this;
     if (!entry.stream) check(api_.stream_create(device, &entry.stream), cat("creating a stream on cuda:", device));
     else check(api_.set_device(device), cat("selecting cuda:", device));
     return entry;
@@ -199,30 +201,36 @@ class ModuleRuntime final : public Runtime {
 
  private:
   struct Pinned {
-    const ModuleApi* api = nullptr;
+    ModuleRuntime* runtime = nullptr;
     std::byte* data = nullptr;
     size_t bytes = 0;
-    void reset(const ModuleApi& owner, std::byte* pointer, size_t size) {
-      if (data) api->host_free(data);
-      api = &owner;
+    void reset(ModuleRuntime& owner, std::byte* pointer, size_t size) {
+      if (data) runtime->frees().free(data, DeferredFrees::Kind::pinned);
+      runtime = &owner;
       data = pointer;
       bytes = size;
     }
     ~Pinned() {
-      if (data) api->host_free(data);
+      if (data) runtime->frees().free(data, DeferredFrees::Kind::pinned);
     }
   };
 
   // Freed when the thread ends (errors ignored: at process exit the CUDA
   // runtime may already be gone).
   struct ThreadState {
-    const ModuleApi* api = nullptr;
+    ModuleRuntime* runtime = nullptr;
     std::vector<ThreadDevice> devices;
     ~ThreadState() {
       for (ThreadDevice& entry : devices)
-        if (entry.scratch) api->device_free(entry.scratch);
+        if (entry.scratch) runtime->frees().free(entry.scratch, DeferredFrees::Kind::device);
     }
   };
+
+  void free_now(void* pointer, DeferredFrees::Kind kind) {
+    const bool pinned = kind == DeferredFrees::Kind::pinned;
+    if (CudaStatus status = pinned ? api_.host_free(pointer) : api_.device_free(pointer))
+      CHORUS_LOG(warn, -1, pinned ? "freeing pinned host memory: " : "freeing device memory: ", status);
+  }
 
   uint32_t* allocate_flags(size_t count) {
     void* pointer = nullptr;
@@ -239,6 +247,7 @@ class ModuleRuntime final : public Runtime {
   }
 
   const ModuleApi& api_;
+  DeferredFrees frees_;
   int devices_ = 0;
   std::string no_device_reason_;
   std::vector<std::unique_ptr<DeviceBackend>> backends_;
@@ -256,13 +265,15 @@ class ModuleStreamOrder final : public StreamOrder {
     check(api.event_create(device, &event_), cat("creating an event on cuda:", device));
     check(api.event_record(event_, stream), cat("recording an event on the caller's stream of cuda:", device));
     if (async) {
-      ticket_ = runtime.flags().take();
+      // Until finished(), no free may run (deferred_frees.h).
+      runtime.frees().begin_wait([&] {
+        ticket_ = runtime.flags().take();
+        if (CudaStatus status = api.stream_wait_flag(stream, ticket_.flag, ticket_.value)) {
+          runtime.flags().release(ticket_);
+          throw_cuda(cat("ordering the caller's stream of cuda:", device, " after an async collective"), status);
+        }
+      });
       holding_ticket_ = true;
-      if (CudaStatus status = api.stream_wait_flag(stream, ticket_.flag, ticket_.value)) {
-        runtime.flags().release(ticket_);
-        holding_ticket_ = false;
-        throw_cuda(cat("ordering the caller's stream of cuda:", device, " after an async collective"), status);
-      }
     }
   }
 
@@ -279,6 +290,7 @@ class ModuleStreamOrder final : public StreamOrder {
     if (!holding_ticket_) return;
     holding_ticket_ = false;
     runtime_.flags().release(ticket_);
+    runtime_.frees().end_wait();
   }
 
  private:
@@ -332,7 +344,7 @@ std::byte* DeviceBackend::thread_scratch(size_t bytes) {
   if (bytes > entry.scratch_bytes) {
     if (entry.scratch) {
       runtime_.wait(device_, entry.stream, "finishing work before freeing scratch");
-      runtime_.api().device_free(entry.scratch);
+      runtime_.frees().free(entry.scratch, DeferredFrees::Kind::device);
       entry.scratch = nullptr;
       entry.scratch_bytes = 0;
     }
@@ -347,8 +359,10 @@ std::byte* DeviceBackend::thread_scratch(size_t bytes) {
 std::shared_ptr<std::byte> DeviceBackend::allocate(size_t bytes) {
   void* pointer = nullptr;
   check(runtime_.api().device_allocate(device_, bytes, &pointer), "allocating a collective buffer");
-  const ModuleApi* api = &runtime_.api();
-  return std::shared_ptr<std::byte>(static_cast<std::byte*>(pointer), [api](std::byte* data) { api->device_free(data); });
+  ModuleRuntime* runtime = &runtime_;
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(pointer), [runtime](std::byte* data) {
+    runtime->frees().free(data, DeferredFrees::Kind::device);
+  });
 }
 
 void DeviceBackend::copy(std::byte* to, const std::byte* from, size_t bytes) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -268,6 +269,55 @@ TEST_CASE("a collective waits for the caller's stream, and the stream for an asy
     CHECK(wrong == 0);
     work.wait();
     cudaFreeHost(pinned);
+    cudaStreamDestroy(stream);
+  }));
+}
+
+TEST_CASE("async calls of a fresh worker grow and free its buffers while the caller's stream waits", "[cuda]") {
+  // A new Context's worker allocates its staging buffer during its first
+  // async call, and frees it to grow during each larger one, all while the
+  // caller's stream waits on the calls' flags. cudaFreeHost then waits for
+  // the flag, which only that worker sets: on the H200 the stream never
+  // passed (memory/cuda/deferred_frees.h).
+  testing::require_all_ok(testing::run_ranks(2, [&](Context& context) {
+    const int rank = context.rank();
+    const std::vector<size_t> counts = {5, 300, 40000};  // staged (under 256 KiB), each larger
+    cudaStream_t stream = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+    for (size_t count : counts) {
+      buffers.push_back(std::make_unique<DeviceBuffer>(count * sizeof(int32_t)));
+      const std::vector<int32_t> values(count, rank + 1);
+      buffers.back()->upload(values.data());
+    }
+    // The ranks share this process: every upload's device-wide synchronize
+    // happens before any stream waits on a flag.
+    barrier(context);
+    CollectiveOptions options;
+    options.memory = Memory::cuda(0);
+    options.cuda_stream = stream;
+    std::vector<Work> works;
+    for (size_t index = 0; index < counts.size(); ++index)
+      works.push_back(allreduce_async(context, buffers[index]->get(), buffers[index]->get(), counts[index],
+                                      DataType::int32, ReduceOp::sum, options));
+    const auto started = std::chrono::steady_clock::now();
+    cudaError_t state;
+    while ((state = cudaStreamQuery(stream)) == cudaErrorNotReady &&
+           std::chrono::steady_clock::now() - started < std::chrono::seconds(30))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (state != cudaSuccess) {
+      // Stuck for good: the Works could never be waited for or dropped.
+      std::fprintf(stderr, "rank %d: the caller's stream has not passed its async calls after 30 s (%s)\n", rank,
+                   cudaGetErrorString(state));
+      std::_Exit(1);
+    }
+    for (Work& work : works) work.wait();
+    for (size_t index = 0; index < counts.size(); ++index) {
+      std::vector<int32_t> result(counts[index]);
+      buffers[index]->download(result.data());
+      CHECK(result == std::vector<int32_t>(counts[index], 3));
+    }
+    barrier(context);  // no rank frees (a device-wide wait) while another's stream still waits
     cudaStreamDestroy(stream);
   }));
 }

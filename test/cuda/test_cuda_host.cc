@@ -4,14 +4,18 @@
 // The GPU itself is test_cuda_device.cc's (suite "cuda").
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/execution/staging.h"
 #include "memory/cuda/runtime.h"
+#include "memory/cuda/deferred_frees.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"
 #include "chorus/chorus.h"
@@ -73,6 +77,52 @@ TEST_CASE("stream flags grow by blocks when every slot is in flight", "[cuda][ho
   for (size_t i : {0u, 1u, 2u, 4u}) CHECK(*tickets[i].flag < tickets[i].value);
   for (size_t i : {0u, 1u, 2u, 4u}) flags.release(tickets[i]);
   CHECK(flags.in_use() == 0);
+}
+
+TEST_CASE("frees wait while a stream waits on a flag, and no wait is queued during a free", "[cuda][host]") {
+  std::vector<std::pair<void*, cuda::DeferredFrees::Kind>> freed;
+  std::atomic<bool> freeing{false};
+  std::atomic<bool> queued_during_free{false};
+  cuda::DeferredFrees frees([&](void* pointer, cuda::DeferredFrees::Kind kind) {
+    freeing = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    freed.emplace_back(pointer, kind);
+    freeing = false;
+  });
+  int a = 0, b = 0, c = 0;
+  frees.free(&a, cuda::DeferredFrees::Kind::device);  // no wait: at once
+  REQUIRE(freed.size() == 1);
+  frees.begin_wait([] {});
+  frees.begin_wait([] {});
+  frees.free(&b, cuda::DeferredFrees::Kind::pinned);
+  frees.free(nullptr, cuda::DeferredFrees::Kind::pinned);  // nothing to free
+  CHECK(freed.size() == 1);
+  CHECK(frees.kept() == 1);
+  frees.end_wait();
+  frees.free(&c, cuda::DeferredFrees::Kind::device);  // one wait still queued
+  CHECK(freed.size() == 1);
+  CHECK(frees.kept() == 2);
+  frees.end_wait();
+  CHECK(frees.waits() == 0);
+  // The next free makes the kept ones too; a wait asked for meanwhile is
+  // queued only after it.
+  std::thread waiter([&] {
+    while (!freeing) std::this_thread::yield();
+    frees.begin_wait([&] { queued_during_free = freeing.load(); });
+  });
+  int d = 0;
+  frees.free(&d, cuda::DeferredFrees::Kind::device);
+  waiter.join();
+  CHECK_FALSE(queued_during_free);
+  REQUIRE(freed.size() == 4);
+  CHECK(freed[1] == std::make_pair(static_cast<void*>(&b), cuda::DeferredFrees::Kind::pinned));
+  CHECK(freed[2] == std::make_pair(static_cast<void*>(&c), cuda::DeferredFrees::Kind::device));
+  CHECK(freed[3] == std::make_pair(static_cast<void*>(&d), cuda::DeferredFrees::Kind::device));
+  // A queue that throws counts no wait.
+  CHECK(frees.waits() == 1);
+  CHECK_THROWS_AS(frees.begin_wait([] { throw IoError("queue failed"); }), IoError);
+  CHECK(frees.waits() == 1);
+  frees.end_wait();
 }
 
 TEST_CASE("staging keeps in-place layouts as one range", "[cuda][host]") {
