@@ -146,7 +146,8 @@ Work issue_new(Context& context, Call call, const void* input, void* output, con
   // stream (now, at issue) and the stream after the call.
   std::shared_ptr<StreamOrder> stream_order =
       prepare_device_call(context, algorithms::to_string(call.collective), options,
-                          {{"input", input}, {"output", output}}, async && !backend);
+                          {{"input", input}, {"output", output}},
+                          async && !backend && options.cuda_stream_waits_for_async);
   if (backend) stream_order.reset();
   if (!async || backend) {
     // The caller waits for the whole call: the queue of earlier async calls

@@ -30,6 +30,12 @@ struct CollectiveOptions {
   // before the call, and work queued there after the call runs after the
   // result is in place, for async calls too, without blocking the host.
   void* cuda_stream = nullptr;
+  // Async calls on CUDA memory only. true: work queued on cuda_stream after
+  // the call waits for its result, from the issue on (a flag the stream
+  // waits on). false: nothing is queued on the caller's stream; its work
+  // sees the result once Work::wait() has returned. That is NCCL's and
+  // torch.distributed's contract, which chorus.torch keeps.
+  bool cuda_stream_waits_for_async = true;
 };
 
 // Where a buffer lives: Memory::cuda(n) for memory of CUDA device n, host

@@ -42,6 +42,9 @@ void place(CollectiveOptions& options, const Placement& placement) {
 #if CHORUS_TORCH_CUDA_TENSORS
   // Null for torch's default stream: the legacy default stream, as chorus reads it.
   options.cuda_stream = placement.stream->native_handle();
+  // As NCCL: the stream is ordered after the call by wait() (work.cc), not
+  // from the issue on, so DDP's backward goes on while its buckets reduce.
+  options.cuda_stream_waits_for_async = false;
 #endif
 }
 

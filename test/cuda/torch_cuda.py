@@ -158,8 +158,10 @@ def check_collectives(group, rank, device, label):
 
 
 def check_stream_order(group, rank, device, label):
-    """Work queued on the caller's stream after an async call runs after the
-    result, and work after wait() on another stream too."""
+    """As NCCL's: the collective reads its input after the work queued on the
+    caller's stream before the call, and wait() makes the current stream wait
+    for the result, the issuing stream and any other. (Work queued on the
+    stream after an async call but before wait() may run first, with NCCL too.)"""
     side = torch.cuda.Stream(device=device)
     side.wait_stream(torch.cuda.current_stream(device))
     count = COUNTS[-1]
@@ -167,10 +169,10 @@ def check_stream_order(group, rank, device, label):
         tensor = torch.full((count,), float(rank + 1), device=device)
         tensor.mul_(1)  # queued on the side stream before the call: the collective must read after it
         work = dist.all_reduce(tensor, async_op=True, group=group)
-        doubled = tensor * 2  # queued after the call, without waiting: the stream must not run ahead
-    work.wait()
+        work.wait()
+        doubled = tensor * 2  # queued after wait(), with no host synchronize
     side.synchronize()
-    check_equal(doubled, torch.full((count,), 6.0, device=device), f"work on the caller's stream after async ({label})")
+    check_equal(doubled, torch.full((count,), 6.0, device=device), f"work on the caller's stream after wait() ({label})")
 
     # A non-contiguous tensor is copied back on the stream of the call;
     # wait() on another stream must order that stream after the copy.
