@@ -5,15 +5,25 @@
 #                                programs, libchorus and its modules, and the
 #                                Debian libraries they link into gpu-bundle/
 #                                (git-ignored)
-#   scripts/gpu-test.sh run [suite|bench|torch|all]
+#   scripts/gpu-test.sh run [PARTS]
 #                                on the GPU machine, from the repository root
-#                                with gpu-bundle/ carried there: the suite
-#                                "cuda" (kernels, memory kinds, ranks sharing
-#                                the GPU, stream ordering), the benchmarks
-#                                beside their peers, with and without MPS, and
-#                                chorus.torch on CUDA tensors (built there by
-#                                scripts/gpu-torch.sh against the machine's
-#                                torch; test/cuda/torch_cuda.py).
+#                                with gpu-bundle/ carried there. PARTS is
+#                                "all" (the default) or a comma-separated list,
+#                                run in this order whatever the list's:
+#                                  probes  the machine itself: a stream waiting
+#                                          on a host flag, small copies with
+#                                          processes sharing the GPU
+#                                  torch   chorus.torch on CUDA tensors (built
+#                                          there by scripts/gpu-torch.sh against
+#                                          the machine's torch;
+#                                          test/cuda/torch_cuda.py)
+#                                  staged  small allreduces through pinned
+#                                          memory
+#                                  suite   the suite "cuda" (kernels, memory
+#                                          kinds, ranks sharing the GPU, stream
+#                                          ordering), every collective checked
+#                                  bench   the benchmarks beside their peers,
+#                                          with and without MPS
 #                                Results land in $OUT (or gpu-results/).
 #
 # The device tool's run (DEVELOPERS: ../.library/device/README.md): carry
@@ -34,7 +44,8 @@ gather() {
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local programs=(build/tools/chorus-run build/benchmarks/chorus-bench build/test/cuda/test_cuda_device
-    build/test/cuda/test_cuda_host build/test/transport/test_transport_conformance)
+    build/test/cuda/test_cuda_host build/test/transport/test_transport_conformance
+    build/benchmarks/chorus-cuda-copy-latency build/benchmarks/chorus-cuda-stream-wait-probe)
   cp "${programs[@]}" test/cuda/run_bench_ranks.sh benchmarks/cuda/torch_gloo_cuda.py "$bundle/bin/"
   cp -L build/libchorus.so.0 build/memory/cuda/libchorus_cuda.so build/libchorus_tls.so "$bundle/lib/"
   [ -f build/api/mpi/libchorus_mpi.so.0 ] && cp -L build/api/mpi/libchorus_mpi.so.0 "$bundle/lib/"
@@ -84,6 +95,43 @@ run() {
     fi
     tail -n 25 "$out/$name.txt"
   }
+  # A step whose processes may hang: still running after `stacks_after`
+  # seconds, each process of it has every thread's stack taken by cuda-gdb
+  # (the machine has no gdb) into $out/NAME-stacks.txt, then the limit ends it.
+  step_watched() {
+    local name=$1 limit=$2 stacks_after=$3
+    shift 3
+    echo "== $name (at $((SECONDS - started)) s)"
+    if [ $((SECONDS - started + 5)) -gt "$deadline" ]; then
+      echo "   SKIPPED: past the run's budget of $deadline s"
+      status=1
+      return 0
+    fi
+    # setsid: the step's processes form one group, found again by its id.
+    setsid timeout "$limit" "$@" > "$out/$name.txt" 2>&1 &
+    local leader=$! waited=0 code=0 pid gdb=/usr/local/cuda/bin/cuda-gdb
+    command -v cuda-gdb > /dev/null && gdb=cuda-gdb
+    while kill -0 "$leader" 2> /dev/null && [ "$waited" -lt "$stacks_after" ]; do
+      sleep 1
+      waited=$((waited + 1))
+    done
+    if kill -0 "$leader" 2> /dev/null; then
+      for pid in $(pgrep -g "$leader"); do
+        [ "$pid" = "$leader" ] && continue
+        echo "=== stacks of pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2> /dev/null | cut -c1-160)" \
+          >> "$out/$name-stacks.txt"
+        timeout 25 "$gdb" -p "$pid" -batch -ex "thread apply all bt" >> "$out/$name-stacks.txt" 2>&1 || true
+      done
+      echo "   still running after $stacks_after s: stacks in $name-stacks.txt"
+    fi
+    wait "$leader" || code=$?
+    kill -KILL -- "-$leader" 2> /dev/null || true  # what timeout's signal left: spawned ranks
+    if [ "$code" -ne 0 ]; then
+      status=1
+      echo "   FAILED (exit $code; $out/$name.txt):"
+    fi
+    tail -n 25 "$out/$name.txt"
+  }
   # chorus-bench on device buffers, N processes sharing the GPU.
   bench_cuda() {
     local name=$1 ranks=$2
@@ -103,45 +151,58 @@ run() {
     tail -n 25 "$out/$name.txt"
   }
   # Whether the run's parts include `part`.
-  wants() { [ "$parts" = all ] || [ "$parts" = "$1" ]; }
+  wants() { [ "$parts" = all ] || [[ ",$parts," == *",$1,"* ]]; }
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; uname -r
     /usr/local/cuda/bin/nvcc --version | tail -n 2; python3 -c "import torch; print('torch', torch.__version__)"; } \
     2>&1 | tee "$out/gpu.txt" || true
   local torch_build=
   if wants torch; then
     # Compiling chorus.torch takes the CPUs, not the GPU: it runs beside the
-    # suite and has ended before any benchmark starts.
+    # stream-wait probe, and has ended before anything is timed.
     timeout 240 env -u LD_LIBRARY_PATH bash scripts/gpu-torch.sh build --out "$torch_package" \
       > "$out/torch_build.txt" 2>&1 &
     torch_build=$!
   fi
-  if wants suite; then
-    # The suite's parts need no quiet GPU: they run side by side, each to
-    # its own file, and are reported in order once all have ended.
-    local names=(test_cuda_host test_cuda_device conformance_cuda_ipc bench_ranks_checked) name pids=()
-    timeout 60 "$bin/test_cuda_host" > "$out/test_cuda_host.txt" 2>&1 & pids+=($!)
-    timeout 150 "$bin/test_cuda_device" > "$out/test_cuda_device.txt" 2>&1 & pids+=($!)
-    timeout 150 env CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc \
-      "$bin/test_transport_conformance" '~[registry]' '~[large]' > "$out/conformance_cuda_ipc.txt" 2>&1 & pids+=($!)
-    timeout 200 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
-      > "$out/bench_ranks_checked.txt" 2>&1 & pids+=($!)
-    local index
-    for index in "${!names[@]}"; do
-      name=${names[$index]}
-      code=0
-      wait "${pids[$index]}" || code=$?
-      ended "$name" "$code"
-    done
-  fi
+  wants probes && step stream_wait_probe 60 "$bin/chorus-cuda-stream-wait-probe"
   if [ -n "$torch_build" ]; then
     code=0
     wait "$torch_build" || code=$?
     ended torch_build "$code"
   fi
-  wants bench && bench
+  wants probes && step copy_latency 60 "$bin/chorus-cuda-copy-latency" --processes 1,2,4
   wants torch && torch_part
+  wants staged && staged
+  wants suite && suite
+  wants bench && bench
   wants bench && bench_more
   return "$status"
+}
+
+# The suite's parts need no quiet GPU: they run side by side, each to its
+# own file, and are reported in order once all have ended (run's helpers).
+suite() {
+  local names=(test_cuda_host test_cuda_device conformance_cuda_ipc bench_ranks_checked) name pids=() index code
+  timeout 60 "$bin/test_cuda_host" > "$out/test_cuda_host.txt" 2>&1 & pids+=($!)
+  timeout 150 "$bin/test_cuda_device" > "$out/test_cuda_device.txt" 2>&1 & pids+=($!)
+  timeout 150 env CHORUS_TEST_TRANSPORT=cuda_ipc CHORUS_TRANSPORT=cuda_ipc \
+    "$bin/test_transport_conformance" '~[registry]' '~[large]' > "$out/conformance_cuda_ipc.txt" 2>&1 & pids+=($!)
+  timeout 200 "$bin/run_bench_ranks.sh" "$bin/test_cuda_device" "$bin/chorus-run" "$bin/chorus-bench" \
+    > "$out/bench_ranks_checked.txt" 2>&1 & pids+=($!)
+  for index in "${!names[@]}"; do
+    name=${names[$index]}
+    code=0
+    wait "${pids[$index]}" || code=$?
+    ended "$name" "$code"
+  done
+}
+
+# Small allreduces staged through pinned memory, time-sliced, at 4 and 2
+# processes, checked (docs/cuda.md, "MPS": copies to the device under 32 KiB
+# wait for the process's turn of the GPU).
+staged() {
+  bench_cuda staged-4 4 --check -b 8 -e 128K -f 4 --time-budget-ms 50
+  bench_cuda staged-2 2 --check -b 8 -e 128K -f 4 --time-budget-ms 50
+  bench_cuda staged-ring-4 4 --algo ring -b 1K -e 128K -f 2 --time-budget-ms 50
 }
 
 # The benchmarks, each beside its peer (run's helpers and variables).
@@ -207,7 +268,8 @@ bench_more() {
 # their RPATH.
 torch_part() {
   step torch_smoke 60 bash scripts/gpu-torch.sh smoke --out "$torch_package" --chorus-run "$bin/chorus-run"
-  step torch_cuda 150 env -u LD_LIBRARY_PATH PYTHONPATH="$PWD/$torch_package" python3 test/cuda/torch_cuda.py
+  step_watched torch_cuda 120 60 env -u LD_LIBRARY_PATH PYTHONPATH="$PWD/$torch_package" python3 \
+    test/cuda/torch_cuda.py --rank-timeout 100
 }
 
 # CHORUS_CUDA_IPC_MESSAGES=1 (the IPC message protocol, off by default since
