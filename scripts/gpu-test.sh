@@ -17,6 +17,9 @@
 #                                          there by scripts/gpu-torch.sh against
 #                                          the machine's torch;
 #                                          test/cuda/torch_cuda.py)
+#                                  python  chorus.Context on CuPy arrays and
+#                                          torch CUDA tensors (the same build;
+#                                          test/cuda/python_cuda.py)
 #                                  staged  small allreduces through pinned
 #                                          memory
 #                                  suite   the suite "cuda" (kernels, memory
@@ -156,7 +159,7 @@ run() {
     /usr/local/cuda/bin/nvcc --version | tail -n 2; python3 -c "import torch; print('torch', torch.__version__)"; } \
     2>&1 | tee "$out/gpu.txt" || true
   local torch_build=
-  if wants torch; then
+  if wants torch || wants python; then
     # Compiling chorus.torch takes the CPUs, not the GPU: it runs beside the
     # stream-wait probe, and has ended before anything is timed.
     timeout 240 env -u LD_LIBRARY_PATH bash scripts/gpu-torch.sh build --out "$torch_package" \
@@ -171,6 +174,8 @@ run() {
   fi
   wants probes && step copy_latency 60 "$bin/chorus-cuda-copy-latency" --processes 1,2,4
   wants torch && torch_part
+  wants python && step python_cuda 90 "$bin/chorus-run" -n 2 -- env -u LD_LIBRARY_PATH \
+    PYTHONPATH="$PWD/$torch_package" python3 test/cuda/python_cuda.py
   wants staged && staged
   wants suite && suite
   wants bench && bench

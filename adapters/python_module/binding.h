@@ -89,7 +89,8 @@ class Call {
   // Exports `object` for the call's lifetime (an async call's: until done).
   BufferView& read(const py::handle& object, const char* argument);
   BufferView& write(const py::handle& object, const char* argument);
-  // A fresh numpy array of `type` to write into.
+  // A fresh numpy array of `type` to write into (TypeError for a call on
+  // CUDA arrays: chorus allocates host outputs only, the caller passes out=).
   BufferView& allocate(DataType type, const py::tuple& shape);
   // TypeError unless `output` holds the same type as `input`.
   void expect_same_type(const BufferView& input, const BufferView& output) const;
@@ -112,12 +113,18 @@ class Call {
   }
 
  private:
+  // The buffer just exported joins the call: every buffer of one call lives
+  // in one place (host memory or one CUDA device), which sets the options'
+  // memory and stream.
+  BufferView& joined(std::unique_ptr<BufferView> view);
+
   Context& context_;
   std::shared_ptr<Context> shared_;
   const char* name_;
   bool async_;
   std::optional<DataType> override_type_;
   CollectiveOptions options_;
+  bool memory_set_ = false;
   std::vector<std::unique_ptr<BufferView>> views_;
 };
 

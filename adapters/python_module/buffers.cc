@@ -2,12 +2,35 @@
 
 #include <string_view>
 
+#include "adapters/python_module/cuda_interface.h"
+#include "chorus/collective_options.h"
+
 namespace chorus::python {
 
 namespace {
 
 std::string type_name_of(const py::handle& object) {
   return py::str(py::type::handle_of(object).attr("__name__")).cast<std::string>();
+}
+
+// The element type: dtype= where given (its size must be the item size),
+// else the one `format` (a buffer format or a typestr, named by `source`) gave.
+DataType checked_type(const std::string& what, size_t itemsize, const std::string& source,
+                      const std::string& format, std::optional<DataType> parsed,
+                      std::optional<DataType> override_type) {
+  if (override_type) {
+    if (element_size(*override_type) != itemsize)
+      throw py::value_error(what + ": dtype " + std::string(to_string(*override_type)) + " has " +
+                            std::to_string(element_size(*override_type)) + "-byte elements but the buffer's are " +
+                            std::to_string(itemsize) + " bytes (" + source + " '" + format + "')");
+    return *override_type;
+  }
+  if (!parsed)
+    throw py::type_error(what + ": " + source + " '" + format + "' (" + std::to_string(itemsize) +
+                         "-byte items) has no chorus type; chorus moves int8, uint8, int32, uint32, int64, "
+                         "uint64, float16, float32, float64 and, with dtype=chorus.bfloat16, bfloat16 "
+                         "stored as uint16");
+  return *parsed;
 }
 
 }  // namespace
@@ -58,12 +81,17 @@ const char* numpy_storage_name(DataType type) {
 
 BufferView::BufferView(const py::handle& object, Access access, const char* what,
                        std::optional<DataType> override_type) {
+  if (py::hasattr(object, "__cuda_array_interface__")) {
+    take_cuda_array(object, access, what, override_type);
+    return;
+  }
   if (!PyObject_CheckBuffer(object.ptr()))
     throw py::type_error(std::string(what) + " must support the buffer protocol (a numpy array, bytearray, "
-                         "memoryview or array.array), got " + type_name_of(object));
+                         "memoryview or array.array) or the CUDA Array Interface, got " + type_name_of(object));
   // Ask for strides rather than contiguity so a strided view gets our message
   // (with the remedy) instead of the exporter's generic BufferError.
   if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_RECORDS_RO) != 0) throw py::error_already_set();
+  exported_ = true;
   object_ = py::reinterpret_borrow<py::object>(object);
   try {
     if (!PyBuffer_IsContiguous(&view_, 'C'))
@@ -73,31 +101,47 @@ BufferView::BufferView(const py::handle& object, Access access, const char* what
       throw py::value_error(std::string(what) + " is read-only but this call writes into it");
     const size_t itemsize = static_cast<size_t>(view_.itemsize);
     const std::string format = view_.format != nullptr ? view_.format : "B";
-    if (override_type) {
-      if (element_size(*override_type) != itemsize)
-        throw py::value_error(std::string(what) + ": dtype " + std::string(to_string(*override_type)) + " has " +
-                              std::to_string(element_size(*override_type)) + "-byte elements but the buffer's are " +
-                              std::to_string(itemsize) + " bytes (format '" + format + "')");
-      type_ = *override_type;
-    } else {
-      const std::optional<DataType> type = data_type_of_format(format, itemsize);
-      if (!type)
-        throw py::type_error(std::string(what) + ": buffer format '" + format + "' (" + std::to_string(itemsize) +
-                             "-byte items) has no chorus type; chorus moves int8, uint8, int32, uint32, int64, "
-                             "uint64, float16, float32, float64 and, with dtype=chorus.bfloat16, bfloat16 "
-                             "stored as uint16");
-      type_ = *type;
-    }
+    type_ = checked_type(what, itemsize, "buffer format", format, data_type_of_format(format, itemsize), override_type);
     count_ = static_cast<size_t>(view_.len) / itemsize;
+    data_ = view_.buf;
   } catch (...) {
     PyBuffer_Release(&view_);
+    exported_ = false;
     throw;
   }
 }
 
-BufferView::~BufferView() { PyBuffer_Release(&view_); }
+void BufferView::take_cuda_array(const py::handle& object, Access access, const std::string& what,
+                                 std::optional<DataType> override_type) {
+  const std::optional<CudaArray> array = cuda_array_of(object, what);
+  object_ = py::reinterpret_borrow<py::object>(object);
+  if (access == Access::write && array->readonly)
+    throw py::value_error(what + " is a read-only CUDA array but this call writes into it");
+  type_ = checked_type(what, array->itemsize, "__cuda_array_interface__ typestr", array->typestr, array->type,
+                       override_type);
+  count_ = array->count;
+  data_ = array->data;
+  stream_ = array->stream;
+  cuda_shape_ = array->shape;
+  if (count_ == 0 && data_ == nullptr) {
+    fits_any_memory_ = true;
+    return;
+  }
+  // The device the pointer belongs to, as the CUDA runtime says (in a
+  // process or build without CUDA, every pointer is host memory).
+  memory_ = memory_of(data_);
+  if (memory_.on_host())
+    throw py::value_error(what + ": its __cuda_array_interface__ points at memory that this process's CUDA "
+                          "runtime does not know as device memory (host memory, or a process or build of chorus "
+                          "without CUDA: docs/cuda.md)");
+}
+
+BufferView::~BufferView() {
+  if (exported_) PyBuffer_Release(&view_);
+}
 
 py::tuple BufferView::shape() const {
+  if (!exported_) return cuda_shape_;
   if (view_.shape == nullptr) return py::make_tuple(count_);
   py::tuple shape(static_cast<size_t>(view_.ndim));
   for (int axis = 0; axis < view_.ndim; ++axis) shape[static_cast<size_t>(axis)] = view_.shape[axis];

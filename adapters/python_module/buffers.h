@@ -1,6 +1,8 @@
 // Python buffers as chorus sees them: one export of a buffer-protocol object
-// (numpy array, memoryview, bytearray, array.array), checked to be
-// C-contiguous (and writable where chorus writes), and its chorus DataType.
+// (numpy array, memoryview, bytearray, array.array), or a CUDA array
+// (`__cuda_array_interface__`: CuPy, Numba, PyTorch, JAX; cuda_interface.h),
+// checked to be C-contiguous (and writable where chorus writes), with its
+// chorus DataType and where it lives.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -9,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "base/memory.h"
 #include "base/types.h"
 
 namespace chorus::python {
@@ -31,18 +34,33 @@ class BufferView {
   BufferView(const BufferView&) = delete;
   BufferView& operator=(const BufferView&) = delete;
 
-  void* data() const { return view_.buf; }
+  void* data() const { return data_; }
   size_t count() const { return count_; }
   DataType type() const { return type_; }
   // The shape the exporter reports (for shaping outputs chorus allocates).
   py::tuple shape() const;
   const py::object& object() const { return object_; }
+  // Host memory, or the CUDA device the array's memory belongs to.
+  const Memory& memory() const { return memory_; }
+  // A CUDA array's stream (its interface's; null: the legacy default stream).
+  void* stream() const { return stream_; }
+  // An empty CUDA array may have no pointer, so no device: it fits any call.
+  bool fits_any_memory() const { return fits_any_memory_; }
 
  private:
+  void take_cuda_array(const py::handle& object, Access access, const std::string& what,
+                       std::optional<DataType> override_type);
+
   Py_buffer view_{};
+  bool exported_ = false;  // view_ holds an export to release
   py::object object_;
+  void* data_ = nullptr;
   size_t count_ = 0;
   DataType type_ = DataType::uint8;
+  Memory memory_ = Memory::host();
+  void* stream_ = nullptr;
+  bool fits_any_memory_ = false;
+  py::tuple cuda_shape_;
 };
 
 // The chorus type of a struct-module format with the given item size

@@ -152,6 +152,7 @@ void bind_reductions(py::module_& module, py::class_<PyContext>& context) {
       [](PyContext& self, const py::object& data, size_t iterations) {
         const std::shared_ptr<Context> target = self.shared();
         const BufferView buffer(data, Access::write, "_allreduce_loop_cpp: data", std::nullopt);
+        if (!buffer.memory().on_host()) throw py::type_error("_allreduce_loop_cpp: host memory only");
         py::gil_scoped_release released;
         const auto start = std::chrono::steady_clock::now();
         for (size_t i = 0; i < iterations; ++i)

@@ -17,10 +17,19 @@
 namespace chorus::python {
 namespace {
 
+// Registration pins host pages for RDMA; device memory is not pinned that way.
+std::unique_ptr<BufferView> host_view(const py::handle& object) {
+  auto view = std::make_unique<BufferView>(object, Access::read, "register_buffer", std::nullopt);
+  if (!view->memory().on_host())
+    throw py::type_error("register_buffer takes host memory; this is a CUDA array (" + to_string(view->memory()) +
+                         "), which chorus moves without registration");
+  return view;
+}
+
 class PyRegisteredBuffer {
  public:
   explicit PyRegisteredBuffer(const py::handle& object)
-      : view_(std::make_unique<BufferView>(object, Access::read, "register_buffer", std::nullopt)),
+      : view_(host_view(object)),
         registration_(register_buffer(view_->data(), view_->count() * element_size(view_->type()))) {}
   ~PyRegisteredBuffer() { close(); }
 

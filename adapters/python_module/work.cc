@@ -129,17 +129,37 @@ Call::Call(PyContext& context, const char* name, bool async, const py::object& d
 
 BufferView& Call::read(const py::handle& object, const char* argument) {
   const std::string what = std::string(name_) + ": " + argument;
-  views_.push_back(std::make_unique<BufferView>(object, Access::read, what.c_str(), override_type_));
-  return *views_.back();
+  return joined(std::make_unique<BufferView>(object, Access::read, what.c_str(), override_type_));
 }
 
 BufferView& Call::write(const py::handle& object, const char* argument) {
   const std::string what = std::string(name_) + ": " + argument;
-  views_.push_back(std::make_unique<BufferView>(object, Access::write, what.c_str(), override_type_));
+  return joined(std::make_unique<BufferView>(object, Access::write, what.c_str(), override_type_));
+}
+
+BufferView& Call::joined(std::unique_ptr<BufferView> view) {
+  if (!view->fits_any_memory()) {
+    if (!memory_set_) {
+      memory_set_ = true;
+      options_.memory = view->memory();
+      options_.cuda_stream = view->stream();
+    } else if (view->memory() != options_.memory) {
+      throw py::type_error(std::string(name_) + ": buffers in " + to_string(options_.memory) + " and in " +
+                           to_string(view->memory()) + "; every buffer of one call must live in one place");
+    } else if (view->stream() != options_.cuda_stream) {
+      throw py::value_error(std::string(name_) + ": CUDA arrays whose __cuda_array_interface__ names different "
+                            "streams; chorus orders a call after one stream");
+    }
+  }
+  views_.push_back(std::move(view));
   return *views_.back();
 }
 
 BufferView& Call::allocate(DataType type, const py::tuple& shape) {
+  if (!options_.memory.on_host())
+    throw py::type_error(std::string(name_) + ": its input is CUDA memory (" + to_string(options_.memory) +
+                         "), so pass out= (a CUDA array of shape " + py::str(static_cast<py::handle>(shape)).cast<std::string>() + " and type " +
+                         std::string(to_string(type)) + "): chorus allocates numpy (host) outputs only");
   py::module_ numpy;
   try {
     numpy = py::module_::import("numpy");

@@ -113,3 +113,58 @@ def test_register_buffer(solo):
         chorus.register_buffer(bytearray())
     with pytest.raises(ValueError, match="contiguous"):
         chorus.register_buffer(np.zeros((4, 4), np.float32)[:, 1])
+
+
+class FakeCudaArray:
+    """An object describing memory through the CUDA Array Interface, as CuPy's
+    arrays do. It points at a numpy array's host memory, so every check that
+    comes before asking where the memory lives can be seen without a GPU
+    (test/cuda/python_cuda.py runs real CUDA arrays on the GPU machine)."""
+
+    def __init__(self, host, **fields):
+        self.host = host
+        self.__cuda_array_interface__ = {"version": 3, "shape": host.shape, "typestr": host.dtype.str,
+                                         "data": (host.ctypes.data, False), "strides": None, "stream": 1}
+        self.__cuda_array_interface__.update(fields)
+
+
+def test_cuda_array_interface_checked_before_the_memory(solo):
+    data = np.ones(8, np.float32)
+    # Parsed and checked; then the pointer is found to be host memory.
+    with pytest.raises(ValueError, match="allreduce: data: its __cuda_array_interface__ points at memory that this "
+                                         "process's CUDA runtime does not know as device memory"):
+        solo.allreduce(FakeCudaArray(data))
+    bad = [
+        ({"typestr": "<c8"}, TypeError, r"typestr '<c8' \(8-byte items\) has no chorus type"),
+        ({"typestr": ">f4"}, TypeError, "typestr '>f4'"),
+        ({"typestr": "f"}, ValueError, "'f' is not a valid typestr"),
+        ({"strides": (8,)}, ValueError, "CUDA array that is not C-contiguous"),
+        ({"strides": (4, 4)}, ValueError, "2 strides for 1 dimensions"),
+        ({"mask": object()}, ValueError, "masked CUDA array"),
+        ({"version": 1}, ValueError, "version 1; chorus reads versions 2 and 3"),
+        ({"stream": 0}, ValueError, "stream 0, which the interface disallows"),
+        ({"data": (data.ctypes.data, True)}, ValueError, "read-only CUDA array but this call writes into it"),
+        ({"data": data.ctypes.data}, TypeError, r"'data' is not a \(pointer, read_only\) tuple"),
+        ({"shape": [8]}, TypeError, "'shape' is not a tuple"),
+    ]
+    for fields, error, words in bad:
+        with pytest.raises(error, match=words):
+            solo.allreduce(FakeCudaArray(data, **fields))
+    with pytest.raises(ValueError, match="dtype float64 has 8-byte elements but the buffer's are 4 bytes "
+                                         r"\(__cuda_array_interface__ typestr '<f4'\)"):
+        solo.allreduce(FakeCudaArray(data), dtype="float64")
+    # Strides equal to C order's are contiguous; an axis of one element may have any.
+    matrix = np.ones((1, 8), np.float32)
+    with pytest.raises(ValueError, match="does not know as device memory"):
+        solo.allreduce(FakeCudaArray(matrix, strides=(999, 4)))
+    # bfloat16 has no typestr: dtype= names it over 2-byte storage.
+    with pytest.raises(ValueError, match="does not know as device memory"):
+        solo.allreduce(FakeCudaArray(np.ones(8, np.uint16)), dtype="bfloat16")
+    # An empty CUDA array may have no pointer at all: nothing moves.
+    empty = FakeCudaArray(np.ones(0, np.float32), data=(0, False), shape=(0,))
+    assert solo.allreduce(empty) is empty
+    # An object whose interface is not a dict says so.
+    class NotADict:
+        __cuda_array_interface__ = ["version", 3]
+    with pytest.raises(TypeError, match="__cuda_array_interface__ is not a dict"):
+        solo.allreduce(NotADict())
