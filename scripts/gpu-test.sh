@@ -22,6 +22,8 @@
 #                                          test/cuda/python_cuda.py)
 #                                  staged  small allreduces through pinned
 #                                          memory
+#                                  mapped  the mapped allreduce's leader variant
+#                                          beside auto, time-sliced, checked
 #                                  suite   the suite "cuda" (kernels, memory
 #                                          kinds, ranks sharing the GPU, stream
 #                                          ordering), every collective checked
@@ -177,6 +179,7 @@ run() {
   wants python && step python_cuda 90 "$bin/chorus-run" -n 2 -- env -u LD_LIBRARY_PATH \
     PYTHONPATH="$PWD/$torch_package" python3 test/cuda/python_cuda.py
   wants staged && staged
+  wants mapped && mapped
   wants suite && suite
   wants bench && bench
   wants bench && bench_more
@@ -208,6 +211,19 @@ staged() {
   bench_cuda staged-4 4 --check -b 8 -e 128K -f 4 --time-budget-ms 50
   bench_cuda staged-2 2 --check -b 8 -e 128K -f 4 --time-budget-ms 50
   bench_cuda staged-ring-4 4 --algo ring -b 1K -e 128K -f 2 --time-budget-ms 50
+}
+
+# mapped_leader (one process reduces for all: one turn of a time-sliced
+# GPU per call, algorithms/shared_memory/mapped_allreduce.h) beside auto,
+# every size of the targets, 4 and 2 processes, checked. Its numbers decide
+# whether auto takes it.
+mapped() {
+  local ranks
+  for ranks in 4 2; do
+    bench_cuda "leader-$ranks" "$ranks" --algo mapped_leader --check -b 8 -e 16M -f 8 --time-budget-ms 100
+    bench_cuda "leader-64M-$ranks" "$ranks" --algo mapped_leader --check -b 64M -e 64M --time-budget-ms 300
+    bench_cuda "auto-64M-$ranks" "$ranks" --check -b 64M -e 64M --time-budget-ms 300
+  done
 }
 
 # The benchmarks, each beside its peer (run's helpers and variables).

@@ -51,10 +51,15 @@ class MappedCall {
                                        child_group(communicator.group(), sequence, kMappedColor))),
         backend_(backend) {}
 
-  void run(bool one_shot) {
+  enum class Variant { one_shot, two_shots, leader };
+
+  void run(Variant variant) {
     map_peers();
-    if (one_shot) run_one_shot();
-    else run_two_shots();
+    switch (variant) {
+      case Variant::one_shot: run_one_shot(); break;
+      case Variant::two_shots: run_two_shots(); break;
+      case Variant::leader: run_leader(); break;
+    }
   }
 
  private:
@@ -154,6 +159,22 @@ class MappedCall {
     barrier(2);
   }
 
+  // Rank 0 alone reduces every input into its scratch, in rank order, then
+  // copies the result into every rank's output; nobody else touches the
+  // device. Scratch first: a rank's output may be its input, which the
+  // reduction still reads (its stream runs the copies after it). B: the
+  // results are in place, and nobody reads any buffer any more.
+  void run_leader() {
+    if (rank() == 0) {
+      std::byte* result = backend_.thread_scratch(bytes_);
+      backend_.begin_queueing();
+      reduce_from_all(result, {0, call_.count}, 0);
+      for (int p = 0; p < size(); ++p) backend_.copy(outputs_[static_cast<size_t>(p)], result, bytes_);
+      backend_.finish_queued();
+    }
+    barrier(1);
+  }
+
   const Communicator& communicator_;
   const Call& call_;
   const std::byte* input_;
@@ -201,10 +222,17 @@ Moved run(const Candidate& self, const CandidateRun& run) {
   return {};
 }
 
+// Only by name until a GPU has measured it (mapped_allreduce.h).
+double mapped_leader_cost(const Candidate&, const Communicator&, const Call&) {
+  return std::numeric_limits<double>::infinity();
+}
+
 constexpr Candidate kMappedCandidates[] = {
     {.name = kMappedOneShot, .collective = Collective::allreduce, .serves = mapped_serves, .cost_seconds = mapped_one_shot_cost,
      .run = run, .why_not = mapped_why_not},
     {.name = kMappedTwoShot, .collective = Collective::allreduce, .serves = mapped_serves, .cost_seconds = mapped_two_shot_cost,
+     .run = run, .why_not = mapped_why_not},
+    {.name = kMappedLeader, .collective = Collective::allreduce, .serves = mapped_serves, .cost_seconds = mapped_leader_cost,
      .run = run, .why_not = mapped_why_not},
 };
 
@@ -220,9 +248,13 @@ void run_mapped_allreduce(const Communicator& communicator, const Call& call, co
 void run_mapped_allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                           std::string_view algorithm, uint32_t sequence, Deadline deadline, MemoryBackend& backend) {
   if (call.count == 0) return;
-  const bool one_shot = algorithm == kMappedOneShot ||
-                        (algorithm != kMappedTwoShot && call.count * call.element_bytes() <= kMappedOneShotMaxBytes);
-  MappedCall(communicator, call, input, output, sequence, deadline, backend).run(one_shot);
+  using Variant = MappedCall::Variant;
+  const Variant variant = algorithm == kMappedLeader    ? Variant::leader
+                          : algorithm == kMappedOneShot ? Variant::one_shot
+                          : algorithm == kMappedTwoShot ? Variant::two_shots
+                          : call.count * call.element_bytes() <= kMappedOneShotMaxBytes ? Variant::one_shot
+                                                                                        : Variant::two_shots;
+  MappedCall(communicator, call, input, output, sequence, deadline, backend).run(variant);
 }
 
 }  // namespace chorus::algorithms

@@ -24,6 +24,13 @@
 // scratch when in place (peers may still read its input); B, after which
 // nobody reads any input; in place, the scratch is copied into the output.
 // One batch of kernels (two in place) and two barriers.
+// Leader ("mapped_leader"): A; rank 0 alone reduces every input, in rank
+// order, into its scratch and copies the result into every rank's output,
+// one batch; B. On a GPU that processes share by time slices every rank's
+// batch of kernels waits for that rank's turn; here only one process uses
+// the device (on the H200, small copies waited about 274 us per other
+// process that had work queued, docs/cuda.md). Named only: `auto` does not
+// take it until a GPU has measured it against the others.
 //
 // Selection: under "auto" (and no CHORUS_ALGO entry for allreduce) a
 // communicator whose members all map each other's memory of the call's
@@ -50,6 +57,7 @@ namespace chorus::algorithms {
 
 inline constexpr std::string_view kMappedOneShot = "mapped_one_shot";
 inline constexpr std::string_view kMappedTwoShot = "mapped_two_shot";
+inline constexpr std::string_view kMappedLeader = "mapped_leader";
 // Measured on the H100, 4 processes time-sliced: one shot 665 us flat up to
 // 2 MiB, two shots 1254 us there (docs/cuda.md); larger sizes unmeasured.
 inline constexpr size_t kMappedOneShotMaxBytes = size_t{2} << 20;

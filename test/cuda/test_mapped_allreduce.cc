@@ -117,12 +117,13 @@ float expected_sum(int size, size_t i, int call_number) {
 
 }  // namespace
 
-TEST_CASE("mapped allreduce: one and two shots, in and out of place, every size of chunk", "[cuda][mapped]") {
+TEST_CASE("mapped allreduce: one and two shots and the leader, in and out of place, every size of chunk",
+          "[cuda][mapped]") {
   for (const int size : {2, 3, 4}) {
     Ranks ranks = make_ranks(size);
     // 1 element (chunks empty for most ranks), uneven counts, several aligned chunks.
     for (const size_t count : {size_t{1}, size_t{63}, size_t{1000}, size_t{100'003}}) {
-      for (const std::string_view algorithm : {kMappedOneShot, kMappedTwoShot}) {
+      for (const std::string_view algorithm : {kMappedOneShot, kMappedTwoShot, kMappedLeader}) {
         for (const bool in_place : {false, true}) {
           const auto results = allreduce_everywhere(ranks, count, ReduceOp::sum, in_place, algorithm);
           for (int rank = 0; rank < size; ++rank) {
@@ -146,6 +147,9 @@ TEST_CASE("mapped allreduce: average, max, and calls in a row reuse the mappings
   const auto maxima = allreduce_everywhere(ranks, count, ReduceOp::max, true, kMappedOneShot);
   for (const auto& got : maxima)
     for (size_t i = 0; i < count; ++i) REQUIRE(got[i] == static_cast<float>(2 + i % 7));
+  const auto led = allreduce_everywhere(ranks, count, ReduceOp::avg, true, kMappedLeader);
+  for (const auto& got : led)
+    for (size_t i = 0; i < count; ++i) REQUIRE(got[i] == expected_sum(3, i, 0) / 3);
   const int opened = ranks.memory->opens.load();
   const auto repeated = allreduce_everywhere(ranks, count, ReduceOp::sum, false, kMappedTwoShot, /*calls=*/5);
   for (const auto& got : repeated)
@@ -178,6 +182,8 @@ TEST_CASE("mapped allreduce: which calls the selection runs mapped, and naming i
   CHECK(outermost(yes, small, "auto") == kStaged);       // staged whole
   CHECK(chosen(yes, small, kMappedTwoShot) == kMappedTwoShot);
   CHECK(chosen(yes, device, kMappedTwoShot) == kMappedTwoShot);
+  CHECK(chosen(yes, device, kMappedLeader) == kMappedLeader);  // by name only
+  CHECK(chosen(yes, device, "auto") != kMappedLeader);
   CHECK(chosen(yes, device, "ring") == "ring");  // a Plan named: the Plan
   CHECK(chosen(yes, host, "auto").rfind("mapped", 0) != 0);
   CHECK(chosen(yes, broadcast, "auto").rfind("mapped", 0) != 0);
