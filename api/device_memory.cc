@@ -79,6 +79,14 @@ std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_v
   return support.order_on_stream(options.cuda_stream, options.memory.device, async);
 }
 
+void wait_for_inputs(StreamOrder& order, Deadline deadline, int rank, std::string_view call) {
+  try {
+    order.inputs_ready(deadline);
+  } catch (const TimeoutError& error) {
+    throw TimeoutError(cat("rank ", rank, ": ", call, ": ", error.what()));
+  }
+}
+
 void check_device_buffers(Context& context, std::string_view call, const CollectiveOptions& options,
                           std::span<const NamedBuffer> buffers) {
   if (!options.memory.on_host()) checked_buffers(context, call, options, buffers);

@@ -157,11 +157,13 @@ Work issue_new(Context& context, Call call, const void* input, void* output, con
       state.work_queue().drain();
       communicator.telemetry().count_waiting(std::chrono::steady_clock::now() - drain_started);
     }
-    if (stream_order) stream_order->inputs_ready();
+    const Deadline deadline = deadline_for(context, options);
+    if (stream_order)
+      wait_for_inputs(*stream_order, deadline, context.rank(), algorithms::to_string(call.collective));
     if (steps.before) steps.before();
     algorithms::HeldChoice choice;
-    algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence,
-                               deadline_for(context, options), /*caller_waits=*/true, repeats ? &choice : nullptr);
+    algorithms::run_collective(communicator, call, input, output, options.algorithm, sequence, deadline,
+                               /*caller_waits=*/true, repeats ? &choice : nullptr);
     if (steps.after) steps.after();
     if (repeats && !backend && choice) remember(state, std::move(call), options.algorithm, std::move(choice));
     return Work();
@@ -179,9 +181,11 @@ Work issue_new(Context& context, Call call, const void* input, void* output, con
         if (order) order->finished();
       }
     } release{stream_order.get()};
-    if (stream_order) stream_order->inputs_ready();
+    const Deadline deadline = Deadline::after(timeout);
+    if (stream_order)
+      wait_for_inputs(*stream_order, deadline, communicator.rank(), algorithms::to_string(call.collective));
     if (steps.before) steps.before();
-    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, Deadline::after(timeout));
+    algorithms::run_collective(communicator, call, input, output, algorithm, sequence, deadline);
     if (steps.after) steps.after();
   });
   // Read by the caller's Work::wait only, never by the worker.

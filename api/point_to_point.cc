@@ -168,10 +168,10 @@ Work transfer(Context& context, Message message, const CollectiveOptions& option
     // work already queued on the caller's stream. The stream is not held
     // for an async message (nothing would release it before the caller's
     // Work::wait); a blocking one returns with the bytes in place.
+    const auto timeout = detail::operation_timeout(context, options);
     if (std::unique_ptr<StreamOrder> order =
             detail::prepare_device_call(context, message.name(), options, {{"data", message.data}}, false))
-      order->inputs_ready();
-    const auto timeout = detail::operation_timeout(context, options);
+      detail::wait_for_inputs(*order, Deadline::after(timeout), context.rank(), message.name());
     if (async) {
       auto pending = std::make_shared<PendingMessage>(context, message, timeout);
       post(context, message, pending->request, pending->deadline);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string_view>
 
+#include "base/deadline.h"
 #include "base/memory.h"
 #include "memory/memory_backend.h"
 
@@ -36,8 +37,9 @@ struct PointerInfo {
 class StreamOrder {
  public:
   virtual ~StreamOrder() = default;
-  // Returns once the caller's work queued before the issue is done.
-  virtual void inputs_ready() = 0;
+  // Returns once the caller's work queued before the issue is done; a
+  // TimeoutError (saying what it waited for) once `deadline` passes first.
+  virtual void inputs_ready(Deadline deadline) = 0;
   // The collective ended (well or not): the caller's stream may go on.
   virtual void finished() = 0;
 };

@@ -87,8 +87,14 @@ CudaStatus event_record(void* event, void* stream) {
   return check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
 }
 
-CudaStatus event_synchronize(void* event) {
-  return check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+CudaStatus event_query(void* event, int* done) {
+  const cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  *done = state == cudaSuccess;
+  if (state == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error: nothing for a later check to report
+    return nullptr;
+  }
+  return check(state, "cudaEventQuery");
 }
 
 CudaStatus device_allocate(int device, size_t bytes, void** pointer) {
@@ -211,7 +217,7 @@ CudaStatus pci_bus_id(int device, char id[32]) {
 
 const ModuleApi api_table = {
     kModuleApiVersion, device_count,  describe_pointer, set_device,   stream_create,    stream_synchronize,
-    event_create,      event_destroy, event_record,     event_synchronize, device_allocate, device_free,
+    event_create,      event_destroy, event_record,     event_query,  device_allocate, device_free,
     host_allocate,     host_free,     copy_async,       reduce_async, average_async,    stream_wait_flag,
     ipc_export,        ipc_open,      ipc_close,        pci_bus_id,   nccl_unique_id,   nccl_init,
     nccl_destroy,      nccl_allreduce, nccl_reduce,     nccl_broadcast,

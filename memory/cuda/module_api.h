@@ -35,7 +35,8 @@ struct ModuleApi {
   CudaStatus (*event_create)(int device, void** event);  // timing disabled
   CudaStatus (*event_destroy)(void* event);
   CudaStatus (*event_record)(void* event, void* stream);
-  CudaStatus (*event_synchronize)(void* event);
+  // *done = 1 once the work recorded before the event has ended, else 0.
+  CudaStatus (*event_query)(void* event, int* done);
 
   CudaStatus (*device_allocate)(int device, size_t bytes, void** pointer);
   CudaStatus (*device_free)(void* pointer);
@@ -81,7 +82,7 @@ struct ModuleApi {
   CudaStatus (*nccl_broadcast)(void* data, size_t count, int type, int root, void* communicator, void* stream);
 };
 
-inline constexpr uint32_t kModuleApiVersion = 4;
+inline constexpr uint32_t kModuleApiVersion = 5;
 inline constexpr size_t kIpcHandleBytes = 64;
 
 }  // namespace chorus::cuda

@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -282,8 +284,25 @@ class ModuleStreamOrder final : public StreamOrder {
     if (event_) runtime_.api().event_destroy(event_);
   }
 
-  void inputs_ready() override {
-    check(runtime_.api().event_synchronize(event_), cat("waiting for the caller's stream of cuda:", device_));
+  // Polled rather than cudaEventSynchronize'd, so a stream that never gets
+  // there (waiting on something that waits for this call) is a TimeoutError
+  // that says so, not a hang. For 10 ms the thread yields between looks, as
+  // cudaEventSynchronize does by default with more contexts than cores (a
+  // kernel just queued ends within that); then it sleeps 1 ms between them.
+  void inputs_ready(Deadline deadline) override {
+    const auto started = Clock::now();
+    for (;;) {
+      int done = 0;
+      check(runtime_.api().event_query(event_, &done), cat("waiting for the caller's stream of cuda:", device_));
+      if (done) return;
+      if (deadline.expired())
+        throw TimeoutError(cat("the work queued on the caller's stream of cuda:", device_,
+                               " before this call had not ended after ", deadline.timeout().count(),
+                               " ms; the call reads its buffers only after it (is that stream waiting for "
+                               "something that waits for this call?)"));
+      if (Clock::now() - started < std::chrono::milliseconds(10)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   void finished() override {
