@@ -322,6 +322,30 @@ TEST_CASE("async calls of a fresh worker grow and free its buffers while the cal
   }));
 }
 
+TEST_CASE("a caller's stream that does not get to the call is a TimeoutError, not a hang", "[cuda]") {
+  testing::require_all_ok(testing::run_ranks(2, [&](Context& context) {
+    cudaStream_t stream = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    DeviceBuffer data(1024 * sizeof(int32_t));
+    // The stream is held 2 s by a host function; the call may wait 300 ms.
+    check_cuda(cudaLaunchHostFunc(
+                   stream, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(2)); }, nullptr),
+               "cudaLaunchHostFunc");
+    CollectiveOptions options;
+    options.memory = Memory::cuda(0);
+    options.cuda_stream = stream;
+    options.timeout = std::chrono::milliseconds(300);
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(allreduce(context, data.get(), data.get(), 1024, DataType::int32, ReduceOp::sum, options),
+                      Catch::Contains("rank " + std::to_string(context.rank()) +
+                                      ": allreduce: the work queued on the caller's stream of cuda:0 before this "
+                                      "call had not ended after 300 ms"));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cudaStreamDestroy(stream);
+  }));
+}
+
 TEST_CASE("allreduce through NCCL: one rank, and ranks sharing a GPU refused", "[cuda][nccl]") {
   testing::require_all_ok(testing::run_ranks(1, [&](Context& context) {
     std::vector<float> values(1000);
