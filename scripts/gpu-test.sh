@@ -209,6 +209,9 @@ suite() {
 # wait for the process's turn of the GPU).
 staged() {
   bench_cuda staged-4 4 --check -b 8 -e 128K -f 4 --time-budget-ms 50
+  # Small uploads as 32 KiB to device scratch, then on the device (memory/cuda/runtime.cc).
+  step staged-4-padded 60 env CHORUS_CUDA_PADDED_UPLOAD=1 "$bin/chorus-run" -n 4 -- "$bin/chorus-bench" \
+    --device cuda --check -b 8 -e 128K -f 4 --time-budget-ms 50
   bench_cuda staged-2 2 --check -b 8 -e 128K -f 4 --time-budget-ms 50
   bench_cuda staged-ring-4 4 --algo ring -b 1K -e 128K -f 2 --time-budget-ms 50
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -37,10 +38,30 @@ struct ThreadDevice {
   void* stream = nullptr;
   std::byte* scratch = nullptr;
   size_t scratch_bytes = 0;
+  // A padded upload's pinned bounce and device landing (kPaddedUploadBytes each).
+  std::byte* upload_bounce = nullptr;
+  std::byte* upload_landing = nullptr;
   bool queueing = false;  // between begin_queueing and finish_queued: no wait per operation
 };
 
 class ModuleRuntime;
+
+// Several processes sharing a GPU by time slices: on the H200 (2026-11-30,
+// benchmarks/cuda/copy_latency.cu) a copy to the device under 32 KiB waited
+// for the process's turn (274 us per other process), one of 32 KiB did not.
+// With CHORUS_CUDA_PADDED_UPLOAD=1 a small upload goes as 32 KiB to device
+// scratch, then from there to the buffer on the device. Off by default:
+// whether that device-to-device copy waits for the turn too is unmeasured
+// (the probe's h2d_padded and d2d_sync rows will say).
+constexpr size_t kPaddedUploadBytes = size_t{32} << 10;
+
+bool padded_uploads() {
+  static const bool wanted = [] {
+    const char* value = std::getenv("CHORUS_CUDA_PADDED_UPLOAD");
+    return value && std::strcmp(value, "1") == 0;
+  }();
+  return wanted;
+}
 
 class DeviceBackend final : public MemoryBackend {
  public:
@@ -120,6 +141,8 @@ class ModuleRuntime final : public Runtime {
     copy_and_wait(host, device_memory, bytes, device, "copying from cuda:");
   }
   void copy_to_device(std::byte* device_memory, const std::byte* host, size_t bytes, int device) override {
+    if (bytes > 0 && bytes < kPaddedUploadBytes && padded_uploads())
+      return padded_upload(device_memory, host, bytes, device);
     copy_and_wait(device_memory, host, bytes, device, "copying to cuda:");
   }
   void copy(std::byte* to, const std::byte* from, size_t bytes, int device) override {
@@ -223,8 +246,11 @@ class ModuleRuntime final : public Runtime {
     ModuleRuntime* runtime = nullptr;
     std::vector<ThreadDevice> devices;
     ~ThreadState() {
-      for (ThreadDevice& entry : devices)
-        if (entry.scratch) runtime->frees().free(entry.scratch, DeferredFrees::Kind::device);
+      for (ThreadDevice& entry : devices) {
+        runtime->frees().free(entry.scratch, DeferredFrees::Kind::device);
+        runtime->frees().free(entry.upload_landing, DeferredFrees::Kind::device);
+        runtime->frees().free(entry.upload_bounce, DeferredFrees::Kind::pinned);
+      }
     }
   };
 
@@ -239,6 +265,23 @@ class ModuleRuntime final : public Runtime {
     check(api_.host_allocate(count * sizeof(uint32_t), &pointer), "allocating pinned stream flags");
     std::memset(pointer, 0, count * sizeof(uint32_t));
     return static_cast<uint32_t*>(pointer);
+  }
+
+  void padded_upload(std::byte* device_memory, const std::byte* host, size_t bytes, int device) {
+    ThreadDevice& entry = thread_device(device);
+    if (!entry.upload_bounce) {
+      void* bounce = nullptr;
+      void* landing = nullptr;
+      check(api_.host_allocate(kPaddedUploadBytes, &bounce), "allocating a pinned bounce buffer");
+      entry.upload_bounce = static_cast<std::byte*>(bounce);
+      check(api_.device_allocate(device, kPaddedUploadBytes, &landing), "allocating device scratch for uploads");
+      entry.upload_landing = static_cast<std::byte*>(landing);
+    }
+    std::memcpy(entry.upload_bounce, host, bytes);
+    check(api_.copy_async(entry.upload_landing, entry.upload_bounce, kPaddedUploadBytes, entry.stream),
+          cat("copying to cuda:", device));
+    check(api_.copy_async(device_memory, entry.upload_landing, bytes, entry.stream), cat("copying on cuda:", device));
+    wait(device, entry.stream, "copying to cuda:");
   }
 
   void copy_and_wait(std::byte* to, const std::byte* from, size_t bytes, int device, const char* what) {
