@@ -81,24 +81,34 @@ run() {
   # start after it is skipped and says so, so a hang early cannot eat the
   # call and leave nothing recorded.
   local deadline=${GPU_TEST_BUDGET_S:-420}
-  # Every step is bounded and recorded; a failing one marks the run failed
-  # and the others still run (one pass says it all).
-  step() {
-    local name=$1 limit=$2
-    shift 2
-    echo "== $name (at $((SECONDS - started)) s)"
+  # Announces a step; false (the run marked failed) for one that would start
+  # past the budget.
+  may_start() {
+    echo "== $1 (at $((SECONDS - started)) s)"
     if [ $((SECONDS - started + 5)) -gt "$deadline" ]; then
       echo "   SKIPPED: past the run's budget of $deadline s"
       status=1
-      return 0
+      return 1
     fi
-    local code=0
-    timeout "$limit" "$@" > "$out/$name.txt" 2>&1 || code=$?
+  }
+  # What a step ended with: its output's tail, and the run marked failed
+  # unless it exited 0.
+  report() {
+    local name=$1 code=$2
     if [ "$code" -ne 0 ]; then
       status=1
       echo "   FAILED (exit $code; $out/$name.txt):"
     fi
     tail -n 25 "$out/$name.txt"
+  }
+  # Every step is bounded and recorded; a failing one marks the run failed
+  # and the others still run (one pass says it all).
+  step() {
+    local name=$1 limit=$2 code=0
+    shift 2
+    may_start "$name" || return 0
+    timeout "$limit" "$@" > "$out/$name.txt" 2>&1 || code=$?
+    report "$name" "$code"
   }
   # A step whose processes may hang: still running after `stacks_after`
   # seconds, each process of it has every thread's stack taken by cuda-gdb
@@ -106,12 +116,7 @@ run() {
   step_watched() {
     local name=$1 limit=$2 stacks_after=$3
     shift 3
-    echo "== $name (at $((SECONDS - started)) s)"
-    if [ $((SECONDS - started + 5)) -gt "$deadline" ]; then
-      echo "   SKIPPED: past the run's budget of $deadline s"
-      status=1
-      return 0
-    fi
+    may_start "$name" || return 0
     # setsid: the step's processes form one group, found again by its id.
     setsid timeout "$limit" "$@" > "$out/$name.txt" 2>&1 &
     local leader=$! waited=0 code=0 pid gdb=/usr/local/cuda/bin/cuda-gdb
@@ -131,11 +136,7 @@ run() {
     fi
     wait "$leader" || code=$?
     kill -KILL -- "-$leader" 2> /dev/null || true  # what timeout's signal left: spawned ranks
-    if [ "$code" -ne 0 ]; then
-      status=1
-      echo "   FAILED (exit $code; $out/$name.txt):"
-    fi
-    tail -n 25 "$out/$name.txt"
+    report "$name" "$code"
   }
   # chorus-bench on device buffers, N processes sharing the GPU.
   bench_cuda() {
@@ -147,13 +148,8 @@ run() {
   local sweep=(-b 8 -e 16M -f 8 --time-budget-ms 100) largest=(-b 64M -e 64M --time-budget-ms 300)
   # Reports a part that ran in the background and ended with `code`.
   ended() {
-    local name=$1 code=$2
-    echo "== $name (ended by $((SECONDS - started)) s)"
-    if [ "$code" -ne 0 ]; then
-      status=1
-      echo "   FAILED (exit $code; $out/$name.txt):"
-    fi
-    tail -n 25 "$out/$name.txt"
+    echo "== $1 (ended by $((SECONDS - started)) s)"
+    report "$1" "$2"
   }
   # Whether the run's parts include `part`.
   wants() { [ "$parts" = all ] || [[ ",$parts," == *",$1,"* ]]; }
