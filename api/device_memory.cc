@@ -79,7 +79,7 @@ std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_v
   return support.order_on_stream(options.cuda_stream, options.memory.device, async);
 }
 
-void wait_for_inputs(StreamOrder& order, Deadline deadline, int rank, std::string_view call) {
+void wait_for_inputs(StreamOrder& order, const Deadline& deadline, int rank, std::string_view call) {
   try {
     order.inputs_ready(deadline);
   } catch (const TimeoutError& error) {

@@ -28,7 +28,7 @@ std::unique_ptr<StreamOrder> prepare_device_call(Context& context, std::string_v
                                                  const CollectiveOptions& options,
                                                  std::initializer_list<NamedBuffer> buffers, bool async);
 // StreamOrder::inputs_ready, its TimeoutError naming `rank` and `call`.
-void wait_for_inputs(StreamOrder& order, Deadline deadline, int rank, std::string_view call);
+void wait_for_inputs(StreamOrder& order, const Deadline& deadline, int rank, std::string_view call);
 // The same checks of the buffers alone, for a call that moves them through
 // buffers of its own (a grouped call's members). Nothing for host memory.
 void check_device_buffers(Context& context, std::string_view call, const CollectiveOptions& options,

@@ -39,7 +39,7 @@ class StreamOrder {
   virtual ~StreamOrder() = default;
   // Returns once the caller's work queued before the issue is done; a
   // TimeoutError (saying what it waited for) once `deadline` passes first.
-  virtual void inputs_ready(Deadline deadline) = 0;
+  virtual void inputs_ready(const Deadline& deadline) = 0;
   // The collective ended (well or not): the caller's stream may go on.
   virtual void finished() = 0;
 };

@@ -332,7 +332,7 @@ class ModuleStreamOrder final : public StreamOrder {
   // that says so, not a hang. For 10 ms the thread yields between looks, as
   // cudaEventSynchronize does by default with more contexts than cores (a
   // kernel just queued ends within that); then it sleeps 1 ms between them.
-  void inputs_ready(Deadline deadline) override {
+  void inputs_ready(const Deadline& deadline) override {
     const auto started = Clock::now();
     for (;;) {
       int done = 0;
