@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/shared_memory/board.h"
+#include "algorithms/shared_memory/host_boards.h"
 #include "algorithms/execution/candidate.h"
 #include "algorithms/execution/communicator.h"
 #include "algorithms/execution/in_place_copy.h"
@@ -44,6 +45,7 @@ struct Registry {
     for (const Algorithm& algorithm : all_algorithms()) plan_candidates.push_back(plan_candidate(algorithm));
     for (const Candidate& candidate : plan_candidates) add(&candidate);
     for (const Candidate& candidate : board_candidates()) add(&candidate);
+    for (const Candidate& candidate : host_board_candidates()) add(&candidate);
     for (const Candidate& candidate : mapped_candidates()) add(&candidate);
     add(&staging_candidate());
     add(&in_place_copy_candidate());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/shared_memory/board_exchange.h"
+#include "algorithms/shared_memory/host_boards.h"
 #include "algorithms/execution/communicator.h"
 #include "algorithms/execution/helper_plan.h"
 #include "algorithms/plans/flat_plans.h"
@@ -234,11 +235,6 @@ Moved bytes_moved(const Call& call, bool in_pieces) {
   }
 }
 
-Board* ready_board(const Communicator& communicator) {
-  BoardCell* cell = communicator.board_cell();
-  return cell && cell->state == BoardCell::State::ready ? cell->board.get() : nullptr;
-}
-
 // ---------------------------------------------------------------- the candidates
 
 // One shot: a call that fits a slot, in one board call.
@@ -380,16 +376,9 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
                      ")");
 }
 
-void first_call(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
-  BoardCell* cell = communicator.board_cell();
-  if (!cell || cell->state != BoardCell::State::untried) return;
-  if (may_have_board(communicator)) cell->board = set_up(communicator, sequence, deadline);
-  cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
-}
-
 constexpr Candidate kBoardCandidates[] = {
     {.name = kBoard, .collective = Collective::allreduce, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
-     .run = run_one_shot, .why_not = why_not, .first_call = first_call, .on_board = true},
+     .run = run_one_shot, .why_not = why_not, .first_call = set_up_board, .on_board = true},
     {.name = kBoardPieces, .collective = Collective::allreduce, .serves = serves_pieces, .cost_seconds = pieces_cost,
      .run = run_pieces, .why_not = why_not, .on_board = true},
     {.name = kBoard, .collective = Collective::broadcast, .serves = serves_one_shot, .cost_seconds = one_shot_cost,
@@ -421,10 +410,23 @@ void enable_board(Communicator& communicator) {
   if (!communicator.board_cell()) communicator.set_board_cell(std::make_shared<BoardCell>());
 }
 
+void set_up_board(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  BoardCell* cell = communicator.board_cell();
+  if (!cell || cell->state != BoardCell::State::untried) return;
+  if (may_have_board(communicator)) cell->board = set_up(communicator, sequence, deadline);
+  cell->state = cell->board ? BoardCell::State::ready : BoardCell::State::unusable;
+}
+
+Board* ready_board(const Communicator& communicator) {
+  BoardCell* cell = communicator.board_cell();
+  return cell && cell->state == BoardCell::State::ready ? cell->board.get() : nullptr;
+}
+
 std::span<const Candidate> board_candidates() { return kBoardCandidates; }
 
 void announce_on_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
   BoardCell* cell = communicator.board_cell();
+  if (cell && cell->host_boards) announce_on_host_board(communicator, call, sequence);
   if (!cell || !cell->board) return;
   cell->board->announce(sequence, call_signature(call), call.root, /*on_board=*/false);
   // What arrived of the ring's root checks (board_ring.cc), without waiting.

@@ -64,6 +64,7 @@ namespace chorus::algorithms {
 
 class Communicator;
 class Board;
+struct HostBoards;
 
 // A Communicator's board: not set up, set up, or known not to work. Only the
 // Contexts the application holds have one (helper groups made per call do not).
@@ -77,11 +78,19 @@ class BoardCell {
   enum class State : uint8_t { untried, ready, unusable };
   State state = State::untried;
   std::unique_ptr<Board> board;
+  // A Context spanning hosts: a board on each host (host_boards.h); null: none.
+  std::unique_ptr<HostBoards> host_boards;
 };
 
 // Gives the Communicator a board, set up on its first call: for the
 // Contexts the application holds, not for helper groups made per call.
 void enable_board(Communicator& communicator);
+// Sets the board of a Communicator that enable_board gave a cell up (the
+// first call's set-up, which every member runs alike); nothing where it was
+// tried already.
+void set_up_board(const Communicator& communicator, uint32_t sequence, Deadline deadline);
+// Its board if it is set up; null otherwise.
+Board* ready_board(const Communicator& communicator);
 
 // The board's candidates (candidate.h): "board" (one shot: allreduce,
 // broadcast, allgather of up to CHORUS_BOARD_BYTES, reduce_scatter and

@@ -1,0 +1,195 @@
+// Boards per host under a Context that spans hosts (host_boards.h).
+#include "algorithms/shared_memory/host_boards.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "algorithms/composition/hierarchy.h"
+#include "algorithms/execution/helper_plan.h"
+#include "algorithms/execution/local_steps.h"
+#include "algorithms/shared_memory/board.h"
+#include "algorithms/shared_memory/board_exchange.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "memory/registry.h"
+
+namespace chorus::algorithms {
+namespace {
+
+// The color of the helper group in which the members agree on the boards.
+constexpr int kHostBoardsColor = 0x4842;  // "HB"
+
+// Every host holds the same number (2 or more) of the members, and there
+// are two hosts or more: alike on every member.
+bool uniform_hosts(const Communicator& communicator) {
+  const Topology& topology = communicator.topology();
+  if (topology.hosts() < 2 || communicator.settings().board_bytes == 0) return false;
+  const size_t local = topology.ranks_on(0).size();
+  for (int host = 1; host < topology.hosts(); ++host)
+    if (topology.ranks_on(host).size() != local) return false;
+  return local >= 2;
+}
+
+const HostBoards* host_boards(const Communicator& communicator) {
+  // Null also for a helper group (no cell).
+  const BoardCell* cell = communicator.board_cell();
+  return cell ? cell->host_boards.get() : nullptr;
+}
+
+// Every member sets its host's board up, then the whole Context agrees
+// that every host has one (the largest of "mine failed"). In the first call
+// that names the candidate, which every member makes alike.
+const HostBoards& set_up(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  BoardCell& cell = *communicator.board_cell();
+  const Topology& topology = communicator.topology();
+  const int host = topology.host_of(communicator.rank());
+  const int local_rank = topology.local_rank(communicator.rank());
+  std::vector<int> rail_members;
+  for (int h = 0; h < topology.hosts(); ++h) rail_members.push_back(topology.ranks_on(h)[static_cast<size_t>(local_rank)]);
+  // Both share the Context's group: the liveness probes then read the
+  // Context's position, and a rail's messages meet a peer's Plan for the
+  // same call as a mismatch rather than never meeting it.
+  cell.host_boards = std::make_unique<HostBoards>(HostBoards{
+      .host = communicator.subgroup(topology.ranks_on(host), communicator.group(), /*traced=*/false),
+      .rail = communicator.subgroup(rail_members, communicator.group(), /*traced=*/false),
+      .host_index = host});
+  HostBoards& boards = *cell.host_boards;
+  enable_board(boards.host);
+  set_up_board(boards.host, sequence, deadline);
+  uint8_t some_host_failed = ready_board(boards.host) ? 0 : 1;
+  std::vector<int> everyone(static_cast<size_t>(communicator.size()));
+  for (int member = 0; member < communicator.size(); ++member) everyone[static_cast<size_t>(member)] = member;
+  const Communicator agreement = communicator.subgroup(
+      everyone, child_group(communicator.group(), sequence, kHostBoardsColor), /*traced=*/false);
+  run_helper_collective(agreement,
+                        make_call(Collective::allreduce, agreement.rank(), agreement.size(), 1, DataType::uint8,
+                                  ReduceOp::max, 0, true),
+                        &some_host_failed, &some_host_failed, "ring", sequence, deadline);
+  boards.ready = some_host_failed == 0;
+  CHORUS_LOG(debug, communicator.rank(), "host boards: ", topology.hosts(), " hosts of ", boards.host.size(),
+             " ranks, ", boards.ready ? "each with a board" : "not every one with a board");
+  return boards;
+}
+
+bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
+  const HostBoards* boards = host_boards(communicator);
+  return communicator.board_cell() && uniform_hosts(communicator) && (!boards || boards->ready) &&
+         call.collective == Collective::allreduce && call.memory.on_host() && call.count > 0 &&
+         call.bytes() <= communicator.settings().board_bytes;
+}
+
+Call rail_call(const HostBoards& boards, const Call& call) {
+  Call across = phase_call(call, Collective::allreduce, boards.host_index, boards.rail.size(), call.count, 0, true);
+  across.group_digest = call.group_digest;
+  if (across.op == ReduceOp::avg) across.op = ReduceOp::sum;
+  return across;
+}
+
+// Named only, until a machine with cores for every rank of every host
+// measures it: on the 2-core VM, 2 hosts x 2 ranks in network namespaces,
+// it took 96-138 us for 8-512 B where recursive doubling took 70-81 and
+// Open MPI 74-89 (best of 6 alternating runs; benchmarks/README.md): four spinning
+// processes on two cores make every phase wait for a partner to be
+// scheduled, and the board saves only what a local message costs.
+double cost_seconds(const Candidate&, const Communicator&, const Call&) {
+  return std::numeric_limits<double>::infinity();
+}
+
+// The board numbers its members 0..L-1; the caller knows the Context's ranks.
+[[noreturn]] void rethrow_with_ranks(const HostBoards& boards, const Communicator& communicator) {
+  std::string ranks;
+  for (int member = 0; member < boards.host.size(); ++member) {
+    const int mesh_rank = boards.host.mesh_rank(member);
+    int rank = -1;
+    for (int r = 0; r < communicator.size(); ++r)
+      if (communicator.mesh_rank(r) == mesh_rank) rank = r;
+    ranks += cat(member == 0 ? "" : ", ", rank);
+  }
+  const std::string where = cat(" (on the board of host ", boards.host_index, ", whose members 0..",
+                                boards.host.size() - 1, " are this Context's ranks ", ranks, ")");
+  try {
+    throw;
+  } catch (const MismatchError& error) {
+    throw MismatchError(error.what() + where);
+  } catch (const TimeoutError& error) {
+    throw TimeoutError(error.what() + where);
+  }
+}
+
+Moved run(const Candidate&, const CandidateRun& run) {
+  const HostBoards* known = host_boards(run.communicator);
+  const Call& call = run.call;
+  if (!known) {
+    try {
+      set_up(run.communicator, run.sequence, run.deadline);
+    } catch (const MismatchError&) {
+      rethrow_with_ranks(*host_boards(run.communicator), run.communicator);
+    } catch (const TimeoutError&) {
+      rethrow_with_ranks(*host_boards(run.communicator), run.communicator);
+    }
+  }
+  const HostBoards& boards = *host_boards(run.communicator);
+  if (!boards.ready)
+    throw InvalidArgument(cat("rank ", run.communicator.rank(), ": allreduce algorithm '", kHierarchicalBoard,
+                              "' cannot run: some host of this Context could not set up a board (CHORUS_LOG=debug ",
+                              "says why on its ranks)"));
+  Call local = phase_call(call, Collective::allreduce, boards.host.rank(), boards.host.size(), call.count, 0,
+                          call.in_place);
+  local.group_digest = call.group_digest;
+  if (local.op == ReduceOp::avg) local.op = ReduceOp::sum;
+  try {
+    ready_board(boards.host)->allreduce(boards.host, local, run.input, run.output, run.sequence, run.deadline);
+  } catch (const MismatchError&) {
+    rethrow_with_ranks(boards, run.communicator);
+  } catch (const TimeoutError&) {
+    rethrow_with_ranks(boards, run.communicator);
+  }
+  // The Plan the cost priced (the remote links' cheapest), not the rail
+  // Communicator's own choice.
+  const Call across = rail_call(boards, call);
+  const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
+  run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
+                        run.deadline);
+  if (call.op == ReduceOp::avg) finish_collective(call, run.output, memory_backend(call.memory));
+  // As the board counts its call, and the rail's as an allreduce of H
+  // members moves at the least (2 (H - 1) / H of the buffer).
+  const uint64_t bytes = call.bytes();
+  const auto local_peers = static_cast<uint64_t>(boards.host.size() - 1);
+  const auto hosts = static_cast<uint64_t>(boards.rail.size());
+  const uint64_t moved = bytes * local_peers + 2 * bytes * (hosts - 1) / hosts;
+  return {moved, moved};
+}
+
+std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+  const std::string where =
+      cat("rank ", communicator.rank(), ": allreduce algorithm '", self.name, "' runs on a board on every host, ");
+  const HostBoards* boards = host_boards(communicator);
+  if (!communicator.board_cell() || !uniform_hosts(communicator))
+    return where + cat("which this Context has not (it needs two hosts or more, each holding the same number of its ",
+                       "ranks, at least 2, sharing memory; CHORUS_BOARD_BYTES not 0; topology: ",
+                       communicator.topology().describe(), ")");
+  if (boards && !boards->ready) return where + "which some host of this Context could not set up";
+  if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
+  return where + cat("which takes allreduces of up to ", communicator.settings().board_bytes, " bytes (this call: ", call.bytes(),
+                     " bytes)");
+}
+
+constexpr Candidate kCandidates[] = {
+    {.name = kHierarchicalBoard, .collective = Collective::allreduce, .serves = serves,
+     .cost_seconds = cost_seconds, .run = run, .why_not = why_not, .on_board = true},
+};
+
+}  // namespace
+
+std::span<const Candidate> host_board_candidates() { return kCandidates; }
+
+void announce_on_host_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
+  const HostBoards* boards = host_boards(communicator);
+  if (!boards) return;
+  if (Board* board = ready_board(boards->host)) board->announce(sequence, call_signature(call), call.root, false);
+}
+
+}  // namespace chorus::algorithms

@@ -1,0 +1,67 @@
+// A board on every host of a Context that spans hosts, for the local phase
+// of small allreduces ("hierarchical_board").
+//
+// Across hosts a small allreduce is a few round trips of the network: on
+// messages, recursive doubling pays log2(P) rounds, of which the local ones
+// cost a message each way through shared memory (send, receive, the
+// progress thread, a completion: 5-20 us on the 2-core VM) where the board
+// needs one cache line. So a Context whose hosts each hold the same number
+// L >= 2 of its ranks gives every host a board of its own:
+//   1. the ranks of each host allreduce on their host's board (every one of
+//      them ends with the host's sum, the same bits on all, board.h);
+//   2. the ranks of equal local rank, one per host (a "rail"), allreduce
+//      those sums on messages, with the flat Plan the remote links favour
+//      (the rails run side by side; each rail's members hold the same host
+//      sums, and a Plan computes the same bits from the same inputs, so
+//      every rail ends with the same result).
+// No leader and no broadcast back: the network is paid once per rail, and
+// nobody waits for a leader. The rails put L times the bytes on each
+// uplink, so it serves only calls that fit the board in one shot
+// (CHORUS_BOARD_BYTES); larger calls stay with the hierarchical Plans.
+// An average is summed in both phases and divided once at the end, as the
+// flat Plans do, so it rounds the same.
+//
+// Named only (CHORUS_ALGO, CollectiveOptions::algorithm): `auto` does not
+// take it until a machine that gives every rank of every host a core has
+// measured it (on the 2-core VM it lost to recursive doubling; see
+// cost_seconds). So it is set up in the first call that names it, which
+// every member makes alike, not in every Context's first call: each host's
+// ranks set their board up among themselves (board.h), then the whole
+// Context agrees that every host has one (one helper allreduce). Where some
+// host has none, every member refuses the call alike.
+//
+// Errors: a host peer that runs the call on messages is a MismatchError at
+// once (announce_on_board announces every other call on the host board
+// too); a rail's messages carry the Context's group and the call's number,
+// so a rail peer that runs something else is a mismatch on its messages.
+// The board's own errors number its members 0..L-1 on the host; they are
+// rethrown with the Context's rank of each.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "algorithms/execution/candidate.h"
+#include "algorithms/execution/communicator.h"
+
+namespace chorus::algorithms {
+
+inline constexpr std::string_view kHierarchicalBoard = "hierarchical_board";
+
+// A host's board and this rank's rail, agreed by the whole Context.
+struct HostBoards {
+  Communicator host;  // this host's ranks, with a board (its BoardCell)
+  Communicator rail;  // the ranks of this local rank, one per host, in host order
+  int host_index = 0;
+  // Every host set its board up (agreed by every member).
+  bool ready = false;
+};
+
+std::span<const Candidate> host_board_candidates();
+
+// Announces a call that runs on messages on this rank's host board, if the
+// Communicator has host boards (board.h: announce_on_board).
+void announce_on_host_board(const Communicator& communicator, const Call& call, uint32_t sequence);
+
+}  // namespace chorus::algorithms
