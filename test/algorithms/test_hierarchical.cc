@@ -248,8 +248,16 @@ TEST_CASE("hierarchical: auto picks the two-level algorithms where the uplinks a
   REQUIRE(chosen(two_by_two, 4 << 20) == "hierarchical");
   // Small messages: one remote round instead of two, by either variant; with
   // many ranks per host the leaders' trees beat the rails' direct exchanges.
-  REQUIRE(chosen(two_by_two, 8).starts_with("hierarchical"));
-  REQUIRE(chosen(Topology::blocks({8, 8}), 8) == "hierarchical_leader");
+  // Smallest messages: recursive doubling, whose first rounds stay within
+  // each host (priced by round), pays one remote round as the two-level
+  // variants do and fewer local ones. Past that, its crossing rounds share
+  // the uplinks: with many ranks per host the leaders' trees win, on 2
+  // hosts of 2 the rails; uneven hosts make its rounds cross more often.
+  REQUIRE(chosen(two_by_two, 8) == "recursive_doubling");
+  REQUIRE(chosen(Topology::blocks({8, 8}), 8) == "recursive_doubling");
+  REQUIRE(chosen(Topology::blocks({8, 8}), 512) == "hierarchical_leader");
+  REQUIRE(chosen(two_by_two, 4096) == "hierarchical");
+  REQUIRE(chosen(Topology::blocks({1, 2, 3}), 8) == "hierarchical_leader");
   REQUIRE(chosen(Topology::blocks({1, 2, 3}), 64 << 20) == "hierarchical");
   // One host: the flat algorithms only.
   const std::string single = chosen(Topology::single_host(4), 64 << 20);
@@ -264,6 +272,33 @@ TEST_CASE("hierarchical: auto picks the two-level algorithms where the uplinks a
                                  two_by_two);
     REQUIRE(std::string(select_algorithm(blocks, "auto", model, {}).name) == "hierarchical");
   }
+}
+
+TEST_CASE("recursive doubling across hosts is priced round by round: local rounds at the local link, crossing "
+          "ones at the remote link shared by a host's crossing ranks") {
+  const CostModel model = two_level_model();
+  const Algorithm& doubling = *find_algorithm(Collective::allreduce, "recursive_doubling");
+  const size_t bytes = 4096;
+  const auto round = [&](LinkLevel level, int sharing) {
+    const CostModel link = model.at(level);
+    return link.alpha_seconds +
+           static_cast<double>(bytes) * (sharing * link.beta_seconds_per_byte + link.gamma_seconds_per_byte);
+  };
+  const auto cost = [&](const Topology& topology) {
+    return doubling.cost_seconds(allreduce_call(topology, bytes / 4, DataType::float32, ReduceOp::sum, true), model);
+  };
+  // {0,1} {2,3}: distance 1 within the hosts, distance 2 across, both ranks of a host crossing.
+  CHECK(cost(Topology::blocks({2, 2})) == Approx(round(LinkLevel::local, 1) + round(LinkLevel::remote, 2)));
+  // {0,2} {1,3}: distance 1 across, distance 2 within.
+  CHECK(cost(Topology(std::vector<int>{0, 1, 0, 1})) ==
+        Approx(round(LinkLevel::remote, 2) + round(LinkLevel::local, 1)));
+  // One rank a host: every round crosses, one rank each: the flat price.
+  CHECK(cost(Topology::blocks({1, 1, 1, 1})) == Approx(2 * round(LinkLevel::remote, 1)));
+  // 3 ranks on 2 hosts {0,1} {2}: ranks 0 and 1 fold within their host, then 0 and 2 cross.
+  CHECK(cost(Topology::blocks({2, 1})) ==
+        Approx(round(LinkLevel::remote, 1) + 2 * (model.at(LinkLevel::local).alpha_seconds +
+                                                   bytes * model.at(LinkLevel::local).beta_seconds_per_byte) +
+               bytes * model.gamma_seconds_per_byte));
 }
 
 TEST_CASE("hierarchical: composed plans order conflicting steps and nothing else") {
