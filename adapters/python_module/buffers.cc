@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "adapters/python_module/cuda_interface.h"
+#include "adapters/python_module/dlpack.h"
 #include "chorus/collective_options.h"
 
 namespace chorus::python {
@@ -85,9 +86,14 @@ BufferView::BufferView(const py::handle& object, Access access, const char* what
     take_cuda_array(object, access, what, override_type);
     return;
   }
+  if (!PyObject_CheckBuffer(object.ptr()) && py::hasattr(object, "__dlpack__")) {
+    take_dlpack(object, access, what, override_type);
+    return;
+  }
   if (!PyObject_CheckBuffer(object.ptr()))
     throw py::type_error(std::string(what) + " must support the buffer protocol (a numpy array, bytearray, "
-                         "memoryview or array.array) or the CUDA Array Interface, got " + type_name_of(object));
+                         "memoryview or array.array), the CUDA Array Interface or DLPack, got " +
+                         type_name_of(object));
   // Ask for strides rather than contiguity so a strided view gets our message
   // (with the remedy) instead of the exporter's generic BufferError.
   if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_RECORDS_RO) != 0) throw py::error_already_set();
@@ -122,7 +128,7 @@ void BufferView::take_cuda_array(const py::handle& object, Access access, const 
   count_ = array->count;
   data_ = array->data;
   stream_ = array->stream;
-  cuda_shape_ = array->shape;
+  described_shape_ = array->shape;
   if (count_ == 0 && data_ == nullptr) {
     fits_any_memory_ = true;
     return;
@@ -136,12 +142,40 @@ void BufferView::take_cuda_array(const py::handle& object, Access access, const 
                           "without CUDA: docs/cuda.md)");
 }
 
+void BufferView::take_dlpack(const py::handle& object, Access, const std::string& what,
+                             std::optional<DataType> override_type) {
+  std::optional<DlpackArray> array = dlpack_array_of(object, what);
+  dlpack_ = array->managed;  // released by the destructor, or below
+  object_ = py::reinterpret_borrow<py::object>(object);
+  try {
+    type_ = checked_type(what, array->itemsize, "DLPack dtype", array->type_name, array->type, override_type);
+    count_ = array->count;
+    data_ = array->data;
+    described_shape_ = array->shape;
+    if (!array->on_cuda) return;
+    if (count_ == 0) {
+      fits_any_memory_ = true;
+      return;
+    }
+    memory_ = memory_of(data_);
+    if (memory_.on_host())
+      throw py::value_error(what + ": its DLPack tensor is on a CUDA device but points at memory that this "
+                            "process's CUDA runtime does not know as device memory (a process or build of chorus "
+                            "without CUDA: docs/cuda.md)");
+  } catch (...) {
+    release_dlpack(dlpack_);
+    dlpack_ = nullptr;
+    throw;
+  }
+}
+
 BufferView::~BufferView() {
   if (exported_) PyBuffer_Release(&view_);
+  if (dlpack_) release_dlpack(dlpack_);
 }
 
 py::tuple BufferView::shape() const {
-  if (!exported_) return cuda_shape_;
+  if (!exported_) return described_shape_;
   if (view_.shape == nullptr) return py::make_tuple(count_);
   py::tuple shape(static_cast<size_t>(view_.ndim));
   for (int axis = 0; axis < view_.ndim; ++axis) shape[static_cast<size_t>(axis)] = view_.shape[axis];

@@ -1,6 +1,8 @@
 // Python buffers as chorus sees them: one export of a buffer-protocol object
-// (numpy array, memoryview, bytearray, array.array), or a CUDA array
+// (numpy array, memoryview, bytearray, array.array), a CUDA array
 // (`__cuda_array_interface__`: CuPy, Numba, PyTorch, JAX; cuda_interface.h),
+// or, for an object with neither, a DLPack tensor (PyTorch's CPU tensors,
+// JAX, TensorFlow; dlpack.h), on the host or a CUDA device,
 // checked to be C-contiguous (and writable where chorus writes), with its
 // chorus DataType and where it lives.
 #pragma once
@@ -50,6 +52,8 @@ class BufferView {
  private:
   void take_cuda_array(const py::handle& object, Access access, const std::string& what,
                        std::optional<DataType> override_type);
+  void take_dlpack(const py::handle& object, Access access, const std::string& what,
+                   std::optional<DataType> override_type);
 
   Py_buffer view_{};
   bool exported_ = false;  // view_ holds an export to release
@@ -60,7 +64,8 @@ class BufferView {
   Memory memory_ = Memory::host();
   void* stream_ = nullptr;
   bool fits_any_memory_ = false;
-  py::tuple cuda_shape_;
+  py::tuple described_shape_;  // a CUDA array's or a DLPack tensor's
+  void* dlpack_ = nullptr;      // the consumed DLPack tensor, released at the end
 };
 
 // The chorus type of a struct-module format with the given item size

@@ -118,6 +118,25 @@ def run_checks():
         context.allreduce(tensor)
         check(bool((tensor == size * (size + 1) // 2).all()), "allreduce of a torch CUDA tensor")
 
+    # Through DLPack alone (as JAX's and TensorFlow's arrays come): the CUDA
+    # array asked for with stream 1, the collective ordered after it.
+    class DlpackOnly:
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    wrapped = DlpackOnly(full(5000, rank + 1))
+    check(context.allreduce(wrapped) is wrapped, "a DLPack CUDA allreduce returns its argument")
+    equal(wrapped.array, full(5000, size * (size + 1) // 2), "allreduce of a DLPack-only CUDA array")
+    gathered = cupy.full((size, 3), -1, dtype=cupy.float32)
+    context.allgather(DlpackOnly(full(3, rank + 1)), out=DlpackOnly(gathered))
+    equal(gathered, cupy.stack([full(3, peer + 1) for peer in range(size)]), "allgather of DLPack-only CUDA arrays")
+
 
 try:
     run_checks()

@@ -168,3 +168,68 @@ def test_cuda_array_interface_checked_before_the_memory(solo):
         __cuda_array_interface__ = ["version", 3]
     with pytest.raises(TypeError, match="__cuda_array_interface__ is not a dict"):
         solo.allreduce(NotADict())
+
+
+class DlpackOnly:
+    """An object that offers its array through DLPack alone (as JAX's and
+    TensorFlow's do), here a numpy array's; `device` overrides what
+    __dlpack_device__ says, and the stream asked for is recorded."""
+
+    def __init__(self, array, device=None):
+        self.array, self.device, self.streams = array, device, []
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.device or self.array.__dlpack_device__()
+
+
+def test_dlpack_tensors(solo):
+    data = DlpackOnly(np.arange(4, dtype=np.int64))
+    assert solo.allreduce(data) is data and np.array_equal(data.array, np.arange(4))
+    assert data.streams == [None]  # host memory: no stream to order
+    # Outputs chorus allocates take the tensor's shape.
+    gathered = solo.allgather(DlpackOnly(np.arange(6, dtype=np.int32).reshape(2, 3)))
+    assert gathered.shape == (1, 2, 3) and np.array_equal(gathered[0], np.arange(6).reshape(2, 3))
+    out = DlpackOnly(np.zeros(4, np.float32))
+    assert solo.allreduce(np.ones(4, np.float32), out=out) is out and np.array_equal(out.array, np.ones(4))
+    bad = [
+        (DlpackOnly(np.arange(8, dtype=np.float32)[::2]), ValueError, "DLPack tensor that is not C-contiguous"),
+        (DlpackOnly(np.ones(3, np.complex64)), TypeError, r"DLPack dtype 'complex64' \(8-byte items\) has no chorus type"),
+        (DlpackOnly(np.ones(3), device=(4, 0)), ValueError, r"DLPack device type is 4; chorus takes the CPU's \(1\)"),
+        (DlpackOnly(np.ones(3), device=(4,)), TypeError, r"__dlpack_device__\(\) is not a \(type, id\) pair"),
+    ]
+    for data, error, words in bad:
+        with pytest.raises(error, match=words):
+            solo.allreduce(data)
+    # Said to be on a CUDA device: asked for with stream 1 (the legacy
+    # default stream), and the capsule's own device is checked against it.
+    cuda = DlpackOnly(np.ones(3, np.float32), device=(2, 0))
+    with pytest.raises(ValueError, match=r"on device type 1 but __dlpack_device__\(\) said 2"):
+        solo.allreduce(cuda)
+    assert cuda.streams == [1]
+    # An axis of one element may have any stride; dtype= must fit the item size.
+    solo.allreduce(DlpackOnly(np.ones((4, 1), np.float32)[:, :1]))
+    with pytest.raises(ValueError, match=r"dtype float64 has 8-byte elements but the buffer's are 4 bytes \(DLPack dtype 'float32'\)"):
+        solo.allreduce(DlpackOnly(np.ones(3, np.float32)), dtype="float64")
+    # A capsule that was used already is refused.
+    class Spent(DlpackOnly):
+        def __dlpack__(self, stream=None):
+            capsule = self.array.__dlpack__()
+            np.from_dlpack(type("Holder", (), {"__dlpack__": lambda self, stream=None: capsule,
+                                               "__dlpack_device__": lambda self: (1, 0)})())
+            return capsule
+    with pytest.raises(TypeError, match='did not return an unused "dltensor" capsule'):
+        solo.allreduce(Spent(np.ones(3, np.float32)))
+
+
+def test_torch_cpu_tensors_through_dlpack(solo):
+    torch = pytest.importorskip("torch")
+    tensor = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert solo.allreduce(tensor) is tensor and torch.equal(tensor, torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    halves = torch.ones(4, dtype=torch.bfloat16)  # DLPack names bfloat16 itself
+    assert solo.allreduce(halves) is halves
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        solo.allreduce(torch.ones(2, 3)[:, 1:])

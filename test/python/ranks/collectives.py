@@ -207,6 +207,41 @@ def other_buffers():
     # The root only reads: immutable bytes will do there.
     payload = bytes(range(16)) if rank == 0 else bytearray(16)
     check(ctx.broadcast(payload, 0) is payload and bytes(payload) == bytes(range(16)), "broadcast from bytes")
+    dlpack_tensors()
+
+
+class DlpackOnly:
+    """An array offered through DLPack alone, as JAX's and TensorFlow's are."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def dlpack_tensors():
+    """DLPack: an object with nothing else, and PyTorch's CPU tensors (no buffer protocol)."""
+    rank, size = ctx.rank, ctx.size
+    data = DlpackOnly(np.arange(6, dtype=np.int32) * (rank + 1))
+    check(ctx.allreduce(data) is data and same_bits(data.array, np.arange(6, dtype=np.int32) * (size * (size + 1) // 2)),
+          "DLPack int32 allreduce")
+    blocks = ctx.allgather(DlpackOnly(np.full((2, 2), rank, np.float64)))
+    check(blocks.shape == (size, 2, 2) and all((blocks[r] == r).all() for r in range(size)), "DLPack allgather")
+    try:
+        import torch
+    except ImportError:
+        return
+    tensor = torch.full((3, 4), float(rank + 1))
+    check(ctx.allreduce(tensor) is tensor and bool((tensor == size * (size + 1) / 2).all()), "torch CPU allreduce")
+    halves = torch.full((5,), float(rank), dtype=torch.bfloat16)
+    ctx.allreduce(halves, chorus.MAX)
+    check(bool((halves == size - 1).all()), "torch bfloat16 max")
+    shared = torch.arange(8, dtype=torch.int64) if rank == size - 1 else torch.zeros(8, dtype=torch.int64)
+    check(ctx.broadcast(shared, size - 1) is shared and torch.equal(shared, torch.arange(8)), "torch broadcast")
 
 
 def async_overlap():
