@@ -129,7 +129,12 @@ void BufferView::take_cuda_array(const py::handle& object, Access access, const 
   data_ = array->data;
   stream_ = array->stream;
   described_shape_ = array->shape;
-  if (count_ == 0 && data_ == nullptr) {
+  place_on_cuda_device(what, "its __cuda_array_interface__ points");
+}
+
+void BufferView::place_on_cuda_device(const std::string& what, const char* pointer_described) {
+  // An empty array may have no pointer, so no device: nothing moves.
+  if (count_ == 0) {
     fits_any_memory_ = true;
     return;
   }
@@ -137,9 +142,9 @@ void BufferView::take_cuda_array(const py::handle& object, Access access, const 
   // process or build without CUDA, every pointer is host memory).
   memory_ = memory_of(data_);
   if (memory_.on_host())
-    throw py::value_error(what + ": its __cuda_array_interface__ points at memory that this process's CUDA "
-                          "runtime does not know as device memory (host memory, or a process or build of chorus "
-                          "without CUDA: docs/cuda.md)");
+    throw py::value_error(what + ": " + pointer_described + " at memory that this process's CUDA runtime does "
+                          "not know as device memory (host memory, or a process or build of chorus without CUDA: "
+                          "docs/cuda.md)");
 }
 
 void BufferView::take_dlpack(const py::handle& object, Access, const std::string& what,
@@ -152,16 +157,7 @@ void BufferView::take_dlpack(const py::handle& object, Access, const std::string
     count_ = array->count;
     data_ = array->data;
     described_shape_ = array->shape;
-    if (!array->on_cuda) return;
-    if (count_ == 0) {
-      fits_any_memory_ = true;
-      return;
-    }
-    memory_ = memory_of(data_);
-    if (memory_.on_host())
-      throw py::value_error(what + ": its DLPack tensor is on a CUDA device but points at memory that this "
-                            "process's CUDA runtime does not know as device memory (a process or build of chorus "
-                            "without CUDA: docs/cuda.md)");
+    if (array->on_cuda) place_on_cuda_device(what, "its DLPack tensor, on a CUDA device, points");
   } catch (...) {
     release_dlpack(dlpack_);
     dlpack_ = nullptr;

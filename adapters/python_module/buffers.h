@@ -54,6 +54,9 @@ class BufferView {
                        std::optional<DataType> override_type);
   void take_dlpack(const py::handle& object, Access access, const std::string& what,
                    std::optional<DataType> override_type);
+  // data_ on a CUDA device (memory_ says which), or the error naming
+  // `what` and how its pointer came (`pointer_described`).
+  void place_on_cuda_device(const std::string& what, const char* pointer_described);
 
   Py_buffer view_{};
   bool exported_ = false;  // view_ holds an export to release
