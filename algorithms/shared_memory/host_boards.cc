@@ -1,7 +1,6 @@
 // Boards per host under a Context that spans hosts (host_boards.h).
 #include "algorithms/shared_memory/host_boards.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
