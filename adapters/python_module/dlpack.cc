@@ -37,7 +37,7 @@ struct DlManagedTensor {
 constexpr int32_t kDlCpu = 1, kDlCuda = 2, kDlCudaHost = 3, kDlCudaManaged = 13;
 constexpr uint8_t kDlInt = 0, kDlUInt = 1, kDlFloat = 2, kDlBfloat = 4;
 
-std::string type_name_of(const DlDataType& dtype) {
+std::string dlpack_type_name(const DlDataType& dtype) {
   const char* kind = "code" ;
   switch (dtype.code) {
     case kDlInt: kind = "int"; break;
@@ -53,7 +53,7 @@ std::string type_name_of(const DlDataType& dtype) {
   return name;
 }
 
-std::optional<DataType> chorus_type_of(const DlDataType& dtype) {
+std::optional<DataType> chorus_type_of_dlpack(const DlDataType& dtype) {
   if (dtype.lanes != 1) return std::nullopt;
   switch (dtype.code) {
     case kDlInt:
@@ -77,9 +77,9 @@ std::optional<DataType> chorus_type_of(const DlDataType& dtype) {
 }
 
 // Releases the tensor unless disarmed (the error paths).
-struct Held {
+struct HeldTensor {
   DlManagedTensor* managed;
-  ~Held() {
+  ~HeldTensor() {
     if (managed) release_dlpack(managed);
   }
 };
@@ -110,17 +110,17 @@ std::optional<DlpackArray> dlpack_array_of(const py::handle& object, const std::
     throw py::type_error(what + ": __dlpack__() did not return an unused \"dltensor\" capsule");
   auto* managed = static_cast<DlManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) throw py::error_already_set();
-  // Consumed: the capsule no longer deletes it; Held (then the BufferView) does.
+  // Consumed: the capsule no longer deletes it; HeldTensor (then the BufferView) does.
   if (PyCapsule_SetName(capsule.ptr(), "used_dltensor") != 0) throw py::error_already_set();
-  Held held{managed};
+  HeldTensor held{managed};
   const DlTensor& tensor = managed->dl_tensor;
   if (tensor.device.device_type != device_type)
     throw py::value_error(what + ": its DLPack tensor is on device type " + std::to_string(tensor.device.device_type) +
                           " but __dlpack_device__() said " + std::to_string(device_type));
   if (tensor.ndim < 0) throw py::value_error(what + ": its DLPack tensor has " + std::to_string(tensor.ndim) + " dimensions");
   DlpackArray array;
-  array.type = chorus_type_of(tensor.dtype);
-  array.type_name = type_name_of(tensor.dtype);
+  array.type = chorus_type_of_dlpack(tensor.dtype);
+  array.type_name = dlpack_type_name(tensor.dtype);
   array.itemsize = (static_cast<size_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
   array.on_cuda = on_cuda;
   array.count = 1;

@@ -23,7 +23,7 @@ constexpr int kHostBoardsColor = 0x4842;  // "HB"
 
 // Every host holds the same number (2 or more) of the members, and there
 // are two hosts or more: alike on every member.
-bool uniform_hosts(const Communicator& communicator) {
+bool has_uniform_hosts(const Communicator& communicator) {
   const Topology& topology = communicator.topology();
   if (topology.hosts() < 2 || communicator.settings().board_bytes == 0) return false;
   const size_t local = topology.ranks_on(0).size();
@@ -32,7 +32,7 @@ bool uniform_hosts(const Communicator& communicator) {
   return local >= 2;
 }
 
-const HostBoards* host_boards(const Communicator& communicator) {
+const HostBoards* host_boards_of(const Communicator& communicator) {
   // Null also for a helper group (no cell).
   const BoardCell* cell = communicator.board_cell();
   return cell ? cell->host_boards.get() : nullptr;
@@ -41,7 +41,7 @@ const HostBoards* host_boards(const Communicator& communicator) {
 // Every member sets its host's board up, then the whole Context agrees
 // that every host has one (the largest of "mine failed"). In the first call
 // that names the candidate, which every member makes alike.
-const HostBoards& set_up(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+const HostBoards& set_up_host_boards(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
   BoardCell& cell = *communicator.board_cell();
   const Topology& topology = communicator.topology();
   const int host = topology.host_of(communicator.rank());
@@ -73,14 +73,14 @@ const HostBoards& set_up(const Communicator& communicator, uint32_t sequence, De
   return boards;
 }
 
-bool serves(const Candidate&, const Communicator& communicator, const Call& call) {
-  const HostBoards* boards = host_boards(communicator);
-  return communicator.board_cell() && uniform_hosts(communicator) && (!boards || boards->ready) &&
+bool serves_on_host_boards(const Candidate&, const Communicator& communicator, const Call& call) {
+  const HostBoards* boards = host_boards_of(communicator);
+  return communicator.board_cell() && has_uniform_hosts(communicator) && (!boards || boards->ready) &&
          call.collective == Collective::allreduce && call.memory.on_host() && call.count > 0 &&
          call.bytes() <= communicator.settings().board_bytes;
 }
 
-Call rail_call(const HostBoards& boards, const Call& call) {
+Call rail_call_of(const HostBoards& boards, const Call& call) {
   Call across = phase_call(call, Collective::allreduce, boards.host_index, boards.rail.size(), call.count, 0, true);
   across.group_digest = call.group_digest;
   if (across.op == ReduceOp::avg) across.op = ReduceOp::sum;
@@ -93,12 +93,12 @@ Call rail_call(const HostBoards& boards, const Call& call) {
 // Open MPI 74-89 (best of 6 alternating runs; benchmarks/README.md): four spinning
 // processes on two cores make every phase wait for a partner to be
 // scheduled, and the board saves only what a local message costs.
-double cost_seconds(const Candidate&, const Communicator&, const Call&) {
+double host_boards_cost(const Candidate&, const Communicator&, const Call&) {
   return std::numeric_limits<double>::infinity();
 }
 
 // The board numbers its members 0..L-1; the caller knows the Context's ranks.
-[[noreturn]] void rethrow_with_ranks(const HostBoards& boards, const Communicator& communicator) {
+[[noreturn]] void rethrow_naming_ranks(const HostBoards& boards, const Communicator& communicator) {
   std::string ranks;
   for (int member = 0; member < boards.host.size(); ++member) {
     const int mesh_rank = boards.host.mesh_rank(member);
@@ -118,19 +118,19 @@ double cost_seconds(const Candidate&, const Communicator&, const Call&) {
   }
 }
 
-Moved run(const Candidate&, const CandidateRun& run) {
-  const HostBoards* known = host_boards(run.communicator);
+Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
+  const HostBoards* known = host_boards_of(run.communicator);
   const Call& call = run.call;
   if (!known) {
     try {
-      set_up(run.communicator, run.sequence, run.deadline);
+      set_up_host_boards(run.communicator, run.sequence, run.deadline);
     } catch (const MismatchError&) {
-      rethrow_with_ranks(*host_boards(run.communicator), run.communicator);
+      rethrow_naming_ranks(*host_boards_of(run.communicator), run.communicator);
     } catch (const TimeoutError&) {
-      rethrow_with_ranks(*host_boards(run.communicator), run.communicator);
+      rethrow_naming_ranks(*host_boards_of(run.communicator), run.communicator);
     }
   }
-  const HostBoards& boards = *host_boards(run.communicator);
+  const HostBoards& boards = *host_boards_of(run.communicator);
   if (!boards.ready)
     throw InvalidArgument(cat("rank ", run.communicator.rank(), ": allreduce algorithm '", kHierarchicalBoard,
                               "' cannot run: some host of this Context could not set up a board (CHORUS_LOG=debug ",
@@ -142,13 +142,13 @@ Moved run(const Candidate&, const CandidateRun& run) {
   try {
     ready_board(boards.host)->allreduce(boards.host, local, run.input, run.output, run.sequence, run.deadline);
   } catch (const MismatchError&) {
-    rethrow_with_ranks(boards, run.communicator);
+    rethrow_naming_ranks(boards, run.communicator);
   } catch (const TimeoutError&) {
-    rethrow_with_ranks(boards, run.communicator);
+    rethrow_naming_ranks(boards, run.communicator);
   }
   // The Plan the cost priced (the remote links' cheapest), not the rail
   // Communicator's own choice.
-  const Call across = rail_call(boards, call);
+  const Call across = rail_call_of(boards, call);
   const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
   run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
                         run.deadline);
@@ -162,11 +162,11 @@ Moved run(const Candidate&, const CandidateRun& run) {
   return {moved, moved};
 }
 
-std::string why_not(const Candidate& self, const Communicator& communicator, const Call& call) {
+std::string why_not_host_boards(const Candidate& self, const Communicator& communicator, const Call& call) {
   const std::string where =
       cat("rank ", communicator.rank(), ": allreduce algorithm '", self.name, "' runs on a board on every host, ");
-  const HostBoards* boards = host_boards(communicator);
-  if (!communicator.board_cell() || !uniform_hosts(communicator))
+  const HostBoards* boards = host_boards_of(communicator);
+  if (!communicator.board_cell() || !has_uniform_hosts(communicator))
     return where + cat("which this Context has not (it needs two hosts or more, each holding the same number of its ",
                        "ranks, at least 2, sharing memory; CHORUS_BOARD_BYTES not 0; topology: ",
                        communicator.topology().describe(), ")");
@@ -176,17 +176,22 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
                      " bytes)");
 }
 
-constexpr Candidate kCandidates[] = {
-    {.name = kHierarchicalBoard, .collective = Collective::allreduce, .serves = serves,
-     .cost_seconds = cost_seconds, .run = run, .why_not = why_not, .on_board = true},
+constexpr Candidate kHostBoardCandidates[] = {
+    {.name = kHierarchicalBoard,
+     .collective = Collective::allreduce,
+     .serves = serves_on_host_boards,
+     .cost_seconds = host_boards_cost,
+     .run = run_on_host_boards,
+     .why_not = why_not_host_boards,
+     .on_board = true},
 };
 
 }  // namespace
 
-std::span<const Candidate> host_board_candidates() { return kCandidates; }
+std::span<const Candidate> host_board_candidates() { return kHostBoardCandidates; }
 
 void announce_on_host_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
-  const HostBoards* boards = host_boards(communicator);
+  const HostBoards* boards = host_boards_of(communicator);
   if (!boards) return;
   if (Board* board = ready_board(boards->host)) board->announce(sequence, call_signature(call), call.root, false);
 }
