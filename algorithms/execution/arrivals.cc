@@ -25,11 +25,14 @@ std::string list_ranks(const std::vector<int>& ranks) {
 }  // namespace
 
 Arrivals take_arrivals(const Communicator& communicator, uint32_t sequence, std::chrono::milliseconds grace) {
+  // The ranks asked, as the Communicator shows them (members[i] is at
+  // mesh_ranks[i]): its members, or a helper group's whole Context.
   std::vector<int> members, mesh_ranks;
-  for (int member = 0; member < communicator.size(); ++member) {
-    if (member == communicator.rank()) continue;
-    members.push_back(member);
-    mesh_ranks.push_back(communicator.mesh_rank(member));
+  const int my_mesh_rank = communicator.mesh_rank(communicator.rank());
+  for (const Communicator::ProbedRank& probed : communicator.probed_ranks()) {
+    if (probed.mesh_rank == my_mesh_rank) continue;
+    members.push_back(probed.shown);
+    mesh_ranks.push_back(probed.mesh_rank);
   }
   transport::Mesh& mesh = communicator.mesh();
   const std::vector<transport::Mesh::PeerReport> reports = mesh.ask_positions(mesh_ranks, communicator.group(), grace);
@@ -39,7 +42,7 @@ Arrivals take_arrivals(const Communicator& communicator, uint32_t sequence, std:
   std::vector<size_t> unconnected;
   for (size_t i = 0; i < members.size(); ++i)
     if (!mesh.connected(mesh_ranks[i])) unconnected.push_back(i);
-  const int me = communicator.rank();
+  const int me = communicator.shown_rank(communicator.rank());
   std::stable_sort(unconnected.begin(), unconnected.end(), [&](size_t a, size_t b) {
     return std::abs(members[a] - me) < std::abs(members[b] - me);
   });
@@ -51,21 +54,22 @@ Arrivals take_arrivals(const Communicator& communicator, uint32_t sequence, std:
   Arrivals arrivals;
   for (size_t i = 0; i < members.size(); ++i) {
     const transport::Mesh::PeerReport& report = reports[i];
+    const int shown = members[i];
     const transport::Position& position = report.position;
     if (!mesh.connected(mesh_ranks[i])) {
       switch (answer_of[i]) {
-        case transport::KnockAnswer::silent: arrivals.silent.push_back(members[i]); break;
-        case transport::KnockAnswer::closed: arrivals.aborted.push_back(members[i]); break;
-        case transport::KnockAnswer::refused: arrivals.gone.push_back(members[i]); break;
-        default: arrivals.unasked.push_back(members[i]);
+        case transport::KnockAnswer::silent: arrivals.silent.push_back(shown); break;
+        case transport::KnockAnswer::closed: arrivals.aborted.push_back(shown); break;
+        case transport::KnockAnswer::refused: arrivals.gone.push_back(shown); break;
+        default: arrivals.unasked.push_back(shown);
       }
     } else if (!report.answered) {
-      arrivals.silent.push_back(members[i]);
+      arrivals.silent.push_back(shown);
     } else if (!position.known || before(position.sequence, sequence)) {
-      arrivals.missing_ranks.push_back(members[i]);
-      arrivals.missing.push_back(cat("rank ", members[i], " ", transport::describe_position(position)));
+      arrivals.missing_ranks.push_back(shown);
+      arrivals.missing.push_back(cat("rank ", shown, " ", transport::describe_position(position)));
     } else {
-      arrivals.arrived.push_back(members[i]);
+      arrivals.arrived.push_back(shown);
     }
   }
   return arrivals;

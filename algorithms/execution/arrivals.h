@@ -24,6 +24,8 @@ inline constexpr std::chrono::milliseconds kLivenessGrace{1000};
 // timeout names them again, with the longer grace).
 inline constexpr std::chrono::milliseconds kStallProbeGrace{250};
 
+// Ranks as the Communicator shows them (Communicator::shown_rank): a helper
+// group's members as its Context's ranks.
 struct Arrivals {
   std::vector<int> silent;                   // member ranks that did not answer
   std::vector<std::string> missing;          // "rank 2 (finished #11 and has called nothing since)"

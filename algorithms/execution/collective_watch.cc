@@ -57,7 +57,7 @@ std::exception_ptr CollectiveWatch::timeout_error(const std::string& waiting_for
   // read here as frozen. Its report came first and saw them answer.
   if (std::exception_ptr first = communicator_.mesh().failure()) return first;
   return std::make_exception_ptr(
-      TimeoutError(cat("rank ", communicator_.rank(), ": timed out after ", elapsed, " ms in ", this_collective(),
+      TimeoutError(cat("rank ", communicator_.shown_rank(communicator_.rank()), ": timed out after ", elapsed, " ms in ", this_collective(),
                        " (", describe_call(call_), "): waiting for ", waiting_for,
                        describe_arrivals(arrivals, this_collective(), kLivenessGrace))));
 }
@@ -67,7 +67,8 @@ void CollectiveWatch::warn_stall(const std::string& waiting_for) {
   const double quiet = std::chrono::duration<double>(Clock::now() - last_progress_).count();
   const Arrivals arrivals = take_arrivals(communicator_, sequence_, kStallProbeGrace);
   const double left = std::chrono::duration<double>(deadline_.remaining()).count();
-  CHORUS_LOG(warn, communicator_.rank(), "rank ", communicator_.rank(), ": ", this_collective(), " (",
+  const int rank = communicator_.shown_rank(communicator_.rank());
+  CHORUS_LOG(warn, rank, "rank ", rank, ": ", this_collective(), " (",
              describe_call(call_), ") has not moved for ", one_decimal(quiet), " s (",
              left < 1e7 ? cat("it times out in ", one_decimal(left), " s") : std::string("it has no timeout"),
              "): waiting for ", waiting_for, describe_arrivals(arrivals, this_collective(), kStallProbeGrace));

@@ -66,7 +66,23 @@ Communicator Communicator::subgroup(const std::vector<int>& members, uint64_t gr
   if (traced) return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, settings_);
   CommunicatorSettings untraced = settings_;
   untraced.trace = nullptr;
-  return Communicator(mesh_, std::move(mesh_ranks), group, mesh_topology_, std::move(untraced));
+  Communicator helper(mesh_, std::move(mesh_ranks), group, mesh_topology_, std::move(untraced));
+  auto shown = std::make_shared<std::vector<int>>();
+  shown->reserve(members.size());
+  for (int member : members) shown->push_back(shown_rank(member));
+  helper.shown_ranks_ = std::move(shown);
+  // Positions are kept per group: only a helper under this group can ask
+  // this Communicator's other ranks where they are in its calls.
+  if (group == group_) helper.probed_ = std::make_shared<const std::vector<ProbedRank>>(probed_ranks());
+  return helper;
+}
+
+std::vector<Communicator::ProbedRank> Communicator::probed_ranks() const {
+  if (probed_) return *probed_;
+  std::vector<ProbedRank> ranks;
+  ranks.reserve(members_.size());
+  for (int member = 0; member < size(); ++member) ranks.push_back({shown_rank(member), mesh_rank(member)});
+  return ranks;
 }
 
 void Communicator::enable_deferred_root_checks() {

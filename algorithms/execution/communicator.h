@@ -72,10 +72,27 @@ class Communicator {
   // order given; this rank among them) over the same Mesh and settings,
   // under `group`: a split whose members every rank knows already, so it
   // exchanges nothing. The caller derives `group` alike on every member.
-  // traced = false: its calls stay out of the trace (a helper group's).
+  // traced = false: a helper group's; its calls stay out of the trace, and
+  // its errors name members by this Communicator's ranks (shown_rank).
   Communicator subgroup(const std::vector<int>& members, uint64_t group, bool traced = true) const;
 
   int rank() const { return rank_; }
+  // The rank an error or warning names for `member`: its own number in a
+  // Context (a split child too), the enclosing Context's in a helper group
+  // (subgroup with traced = false: a host's board, a rail, an agreement),
+  // so that the words say which of the caller's ranks failed or waited.
+  int shown_rank(int member) const {
+    return shown_ranks_ ? (*shown_ranks_)[static_cast<size_t>(member)] : member;
+  }
+  // Whom a stalled call asks where they are (arrivals.h): its members; in a
+  // helper group under its Context's own group (a host's board, a rail),
+  // every rank of the Context, so that a rank outside the helper that never
+  // came is named as the cause, not the helper's members waiting for it.
+  struct ProbedRank {
+    int shown = 0;
+    int mesh_rank = 0;
+  };
+  std::vector<ProbedRank> probed_ranks() const;
   int size() const { return static_cast<int>(members_.size()); }
   uint64_t group() const { return group_; }
   int mesh_rank(int member) const { return members_[static_cast<size_t>(member)]; }
@@ -158,6 +175,8 @@ class Communicator {
   std::atomic<uint64_t>* position_ = nullptr;
   std::shared_ptr<BoardCell> board_;
   std::shared_ptr<DeferredRootChecks> deferred_root_checks_;
+  std::shared_ptr<const std::vector<int>> shown_ranks_;  // null: members show as themselves
+  std::shared_ptr<const std::vector<ProbedRank>> probed_;  // null: the members
   struct RunCounters {
     std::atomic<bool> set_up{false};
     std::atomic<uint64_t> sampled_calls{0};

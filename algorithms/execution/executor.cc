@@ -24,11 +24,12 @@ namespace chorus::algorithms {
 namespace {
 
 
-std::string describe_wait(const Step& step, size_t stripes) {
+std::string describe_wait(const Communicator& communicator, const Step& step, size_t stripes) {
   const std::string striped = stripes > 1 ? cat(" striped over ", stripes, " streams") : std::string();
+  const int peer = communicator.shown_rank(step.peer);
   if (step.kind == StepKind::recv)
-    return cat("recv of slot ", step.slot, " from rank ", step.peer, " (", step.to.length, " bytes", striped, ")");
-  return cat("send of slot ", step.slot, " to rank ", step.peer, " (", step.from.length, " bytes", striped, ")");
+    return cat("recv of slot ", step.slot, " from rank ", peer, " (", step.to.length, " bytes", striped, ")");
+  return cat("send of slot ", step.slot, " to rank ", peer, " (", step.from.length, " bytes", striped, ")");
 }
 
 // What a run of a Plan needs besides the Plan, kept per thread and reused:
@@ -332,7 +333,7 @@ class PlanRun {
       return cat("the root check's message from rank ", RootCheck::left(call_), " (4 bytes)");
     if (in_flight_.empty()) return "its own steps";
     const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
-    return describe_wait(plan_.step(oldest), requests_of(oldest).size());
+    return describe_wait(communicator_, plan_.step(oldest), requests_of(oldest).size());
   }
 
   const Communicator& communicator_;

@@ -384,7 +384,9 @@ void Board::wait_until(const Wait& wait, int member, const std::atomic<uint64_t>
   // when this wait started; the timeout counts from the call's first wait.
   CollectiveWatch watch(wait.communicator, wait.call, wait.sequence, wait.deadline, *wait.waiting_since);
   watch.progressed(started);
-  const auto waiting_for = [&] { return cat("peer rank ", member, " on the shared-memory board"); };
+  const auto waiting_for = [&] {
+    return cat("peer rank ", wait.communicator.shown_rank(member), " on the shared-memory board");
+  };
   bool spinning = !wait.communicator.oversubscribed();
   bool sleeping = false;
   long nap = kFirstNapNanoseconds;
@@ -437,8 +439,8 @@ void Board::check_mismatch(const Wait& wait, int member, const std::atomic<uint6
   if (ahead == 0 && signature != wait.signature) mismatch(wait, member, signature, root);
   if (ahead == 0 && (announced & 2) == 0)
     fail(wait, std::make_exception_ptr(MismatchError(
-                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
-                       "): peer rank ", member, " runs it on messages where this rank runs it on the "
+                   cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", wait.communicator.shown_rank(member), " runs it on messages where this rank runs it on the "
                        "shared-memory board: did the ranks ask for different algorithms?"))));
   // Past this collective without writing the stamp this rank waits for.
   // Its announcement was written after that stamp would have been, so a
@@ -446,8 +448,8 @@ void Board::check_mismatch(const Wait& wait, int member, const std::atomic<uint6
   if (ahead > 0 && awaited) {
     if (awaited->load(std::memory_order_acquire) == wait.stamp) return;
     fail(wait, std::make_exception_ptr(MismatchError(
-                   cat("rank ", rank_, ": ", wait.this_collective(), " (", describe_signature(wait.signature),
-                       "): peer rank ", member, " went on to collective #", their_sequence,
+                   cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), " (", describe_signature(wait.signature),
+                       "): peer rank ", wait.communicator.shown_rank(member), " went on to collective #", their_sequence,
                        " without taking part in #", wait.sequence, " as this rank did (on the shared-memory board)"))));
   }
 }
@@ -458,11 +460,11 @@ void Board::mismatch(const Wait& wait, int member, uint64_t their_signature,
   Call with_their_root = wait.call;
   with_their_root.root = their_root ? static_cast<int>(*their_root) : wait.call.root;
   if (their_root && call_signature(with_their_root) == their_signature && *their_root != uint64_t(wait.call.root))
-    fail(wait, std::make_exception_ptr(MismatchError(cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ",
-                                                         member, " names root ", *their_root,
+    fail(wait, std::make_exception_ptr(MismatchError(cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), ": peer rank ",
+                                                         wait.communicator.shown_rank(member), " names root ", *their_root,
                                                          " but this rank names root ", wait.call.root))));
   fail(wait, std::make_exception_ptr(MismatchError(
-                 cat("rank ", rank_, ": ", wait.this_collective(), ": peer rank ", member, " called ",
+                 cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), ": peer rank ", wait.communicator.shown_rank(member), " called ",
                      describe_signature(their_signature), " where this rank called ",
                      describe_signature(wait.signature), " (on the shared-memory board)"))));
 }
