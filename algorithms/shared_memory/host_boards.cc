@@ -1,6 +1,7 @@
 // Boards per host under a Context that spans hosts (host_boards.h).
 #include "algorithms/shared_memory/host_boards.h"
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -58,16 +59,22 @@ const HostBoards& set_up_host_boards(const Communicator& communicator, uint32_t 
   HostBoards& boards = *cell.host_boards;
   enable_board(boards.host);
   set_up_board(boards.host, sequence, deadline);
-  uint8_t some_host_failed = ready_board(boards.host) ? 0 : 1;
+  const Board* board = ready_board(boards.host);
+  // The largest over the Context of: whether a host has no board, and its
+  // board's model (max is exact, so every member ends with the same bits).
+  std::array<double, 3> agreed{1, 0, 0};
+  if (board) agreed = {0, board->model().call_seconds, board->model().seconds_per_byte};
   std::vector<int> everyone(static_cast<size_t>(communicator.size()));
   for (int member = 0; member < communicator.size(); ++member) everyone[static_cast<size_t>(member)] = member;
   const Communicator agreement = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kHostBoardsColor), /*traced=*/false);
   run_helper_collective(agreement,
-                        make_call(Collective::allreduce, agreement.rank(), agreement.size(), 1, DataType::uint8,
-                                  ReduceOp::max, 0, true),
-                        &some_host_failed, &some_host_failed, "ring", sequence, deadline);
-  boards.ready = some_host_failed == 0;
+                        make_call(Collective::allreduce, agreement.rank(), agreement.size(), agreed.size(),
+                                  DataType::float64, ReduceOp::max, 0, true),
+                        agreed.data(), agreed.data(), "ring", sequence, deadline);
+  boards.ready = agreed[0] == 0;
+  boards.call_seconds = agreed[1];
+  boards.seconds_per_byte = agreed[2];
   CHORUS_LOG(debug, communicator.rank(), "host boards: ", topology.hosts(), " hosts of ", boards.host.size(),
              " ranks, ", boards.ready ? "each with a board" : "not every one with a board");
   return boards;
@@ -87,17 +94,30 @@ Call rail_call_of(const HostBoards& boards, const Call& call) {
   return across;
 }
 
-// Named only, until a machine with cores for every rank of every host
-// measures it: on the 2-core VM, 2 hosts x 2 ranks in network namespaces,
-// it took 96-138 us for 8-512 B where recursive doubling took 70-81 and
-// Open MPI 74-89 (best of 6 alternating runs; benchmarks/README.md): four spinning
-// processes on two cores make every phase wait for a partner to be
-// scheduled, and the board saves only what a local message costs.
-double host_boards_cost(const Candidate&, const Communicator&, const Call&) {
-  return std::numeric_limits<double>::infinity();
+// The rails' Plan: the remote links' cheapest for the load the rails put on
+// them together. Each host's L ranks send through its uplink at once, so
+// the rail is priced with L times its bytes (as recursive doubling prices a
+// crossing round, recursive_doubling_allreduce.cc); what runs is that Plan.
+PhaseCost rail_plan(const HostBoards& boards, const Communicator& communicator, const Call& across) {
+  Call load = across;
+  load.count *= static_cast<size_t>(boards.host.size());
+  return cheapest_flat(load, communicator.cost_model().at(LinkLevel::remote));
 }
 
-// The board numbers its members 0..L-1; the caller knows the Context's ranks.
+// The host boards' call as the slowest host's model prices it (measured
+// when it was set up, Board::measure: the fastest of a few calls, and a
+// byte as an allreduce moves it; agreed by the whole Context), then the
+// rail's Plan. Before the boards are set up (a Context's first call sets
+// them up) nothing is known: auto passes it by.
+double host_boards_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  const HostBoards* boards = host_boards_of(communicator);
+  if (!boards || !boards->ready) return std::numeric_limits<double>::infinity();
+  const double local = boards->call_seconds + static_cast<double>(call.bytes()) * boards->seconds_per_byte;
+  return local + rail_plan(*boards, communicator, rail_call_of(*boards, call)).seconds;
+}
+
+// Which host's board, and its members among the Context's ranks (the
+// board's own words name them already: Communicator::shown_rank).
 [[noreturn]] void rethrow_naming_ranks(const HostBoards& boards, const Communicator& communicator) {
   std::string ranks;
   for (int member = 0; member < boards.host.size(); ++member) {
@@ -118,18 +138,30 @@ double host_boards_cost(const Candidate&, const Communicator&, const Call&) {
   }
 }
 
-Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
-  const HostBoards* known = host_boards_of(run.communicator);
-  const Call& call = run.call;
-  if (!known) {
-    try {
-      set_up_host_boards(run.communicator, run.sequence, run.deadline);
-    } catch (const MismatchError&) {
-      rethrow_naming_ranks(*host_boards_of(run.communicator), run.communicator);
-    } catch (const TimeoutError&) {
-      rethrow_naming_ranks(*host_boards_of(run.communicator), run.communicator);
-    }
+// With its errors in the Context's ranks.
+void set_up_naming_ranks(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  try {
+    set_up_host_boards(communicator, sequence, deadline);
+  } catch (const MismatchError&) {
+    rethrow_naming_ranks(*host_boards_of(communicator), communicator);
+  } catch (const TimeoutError&) {
+    rethrow_naming_ranks(*host_boards_of(communicator), communicator);
   }
+}
+
+// Every Context whose hosts each hold the same number (2 or more) of its
+// ranks sets its host boards up in its first call, whatever that call is,
+// as one host's board is (board.h): auto prices the candidate by the
+// boards' model, which only set-up measures.
+void set_up_at_first_call(const Communicator& communicator, uint32_t sequence, Deadline deadline) {
+  if (communicator.board_cell() && !host_boards_of(communicator) && has_uniform_hosts(communicator))
+    set_up_naming_ranks(communicator, sequence, deadline);
+}
+
+Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
+  const Call& call = run.call;
+  // A Context whose first call came before it was enabled (none today).
+  if (!host_boards_of(run.communicator)) set_up_naming_ranks(run.communicator, run.sequence, run.deadline);
   const HostBoards& boards = *host_boards_of(run.communicator);
   if (!boards.ready)
     throw InvalidArgument(cat("rank ", run.communicator.rank(), ": allreduce algorithm '", kHierarchicalBoard,
@@ -149,7 +181,7 @@ Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
   // The Plan the cost priced (the remote links' cheapest), not the rail
   // Communicator's own choice.
   const Call across = rail_call_of(boards, call);
-  const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
+  const PhaseCost rail = rail_plan(boards, run.communicator, across);
   run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
                         run.deadline);
   if (call.op == ReduceOp::avg) finish_collective(call, run.output, memory_backend(call.memory));
@@ -183,6 +215,7 @@ constexpr Candidate kHostBoardCandidates[] = {
      .cost_seconds = host_boards_cost,
      .run = run_on_host_boards,
      .why_not = why_not_host_boards,
+     .first_call = set_up_at_first_call,
      .on_board = true},
 };
 

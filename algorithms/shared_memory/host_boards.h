@@ -21,21 +21,27 @@
 // An average is summed in both phases and divided once at the end, as the
 // flat Plans do, so it rounds the same.
 //
-// Named only (CHORUS_ALGO, CollectiveOptions::algorithm): `auto` does not
-// take it until a machine that gives every rank of every host a core has
-// measured it (on the 2-core VM it lost to recursive doubling; see
-// cost_seconds). So it is set up in the first call that names it, which
-// every member makes alike, not in every Context's first call: each host's
-// ranks set their board up among themselves (board.h), then the whole
-// Context agrees that every host has one (one helper allreduce). Where some
-// host has none, every member refuses the call alike.
+// Chosen by auto where its price is lowest: the host board's model
+// (measured at set-up, Board::measure) and the rail's Plan on the remote
+// links, priced with the bytes of all L rails through the uplink. So every
+// Context whose hosts each hold the same number L >= 2 of its ranks sets
+// its host boards up in its first call, whatever that call is, as one
+// host's board is: each host's ranks set their board up among themselves
+// (board.h), then the whole Context agrees that every host has one (one
+// helper allreduce). Where some host has none, auto passes the candidate
+// by and a call naming it is refused alike on every member. (Stop 58 kept
+// it named only: on the 2-core VM's network namespaces, four ranks believed
+// they had two cores per host and spun on the board; with each host given
+// cores of its own, benchmarks/netns/run.sh --pin, it is the fastest
+// candidate at 8-512 B; benchmarks/README.md.)
 //
 // Errors: a host peer that runs the call on messages is a MismatchError at
 // once (announce_on_board announces every other call on the host board
 // too); a rail's messages carry the Context's group and the call's number,
 // so a rail peer that runs something else is a mismatch on its messages.
-// The board's own errors number its members 0..L-1 on the host; they are
-// rethrown with the Context's rank of each.
+// The host board and the rail are helper groups: their errors name the
+// Context's ranks (Communicator::shown_rank), and the board's say which
+// host's board it was.
 #pragma once
 
 #include <memory>
@@ -56,6 +62,11 @@ struct HostBoards {
   int host_index = 0;
   // Every host set its board up (agreed by every member).
   bool ready = false;
+  // The slowest host's board model (Board::measure; each host measures its
+  // own), agreed by every member: auto prices the candidate alike on every
+  // host, or ranks of different hosts would choose different algorithms.
+  double call_seconds = 0;
+  double seconds_per_byte = 0;
 };
 
 std::span<const Candidate> host_board_candidates();

@@ -2,7 +2,8 @@
 // (algorithms/shared_memory/host_boards.h), with ranks as threads of this
 // process on hosts faked through ConnectOptions::host_id: small allreduces
 // bit-exact on 2 and 3 hosts, every op the rails must sum and divide once;
-// refused by name where the hosts are uneven or the call too large; and a
+// refused by name where the hosts are uneven or the call too large; taken
+// by auto for small calls once the Context's first call set it up; and a
 // host peer on messages, a rail peer on another Plan, or a rank that never
 // comes fail every rank, naming the Context's ranks, not the board's.
 #include <catch2/catch.hpp>
@@ -10,12 +11,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "chorus/chorus.h"
 #include "test/integration/rank_threads.h"
+#include "test/integration/trace_files.h"
 
 using namespace chorus;
 using namespace std::chrono_literals;
@@ -110,6 +113,48 @@ TEST_CASE("hierarchical_board: small allreduces on every host's board and across
   }
 }
 
+// The first call of a Context on hosts of equal size sets the boards up
+// and measures them (host_boards.h); from then on auto prices the
+// candidate, and a host board's call (about a microsecond) with one remote
+// round beats every Plan on messages, whose local rounds cost a message each.
+TEST_CASE("auto takes hierarchical_board for small allreduces on hosts of equal size, Plans past the board",
+          "[host_boards]") {
+  const auto directory = chorus::testing::fresh_directory("host-boards", "auto");
+  const std::string path = (directory / "trace-{rank}.json").string();
+  constexpr size_t kSmall = 16, kLarge = 64 * 1024;  // floats: 64 bytes, and past CHORUS_BOARD_BYTES
+  std::atomic<int> wrong{0};
+  require_all_ok(run_ranks(
+      4,
+      [&](Context& context) {
+        for (size_t count : {kSmall, kLarge}) {
+          std::vector<float> data(count);
+          for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(value(context.rank(), i, 0));
+          for (int repeat = 0; repeat < 3; ++repeat) {
+            std::vector<float> result(count);
+            allreduce(context, data.data(), result.data(), count, DataType::float32, ReduceOp::sum);
+            for (size_t i = 0; i < count; ++i) {
+              float expected = 0;
+              for (int rank = 0; rank < 4; ++rank) expected += static_cast<float>(value(rank, i, 0));
+              if (result[i] != expected) ++wrong;
+            }
+          }
+        }
+      },
+      30s,
+      [&](int rank, ConnectOptions& options) {
+        on_hosts({2, 2})(rank, options);
+        options.trace = path;
+      }));
+  CHECK(wrong == 0);
+  const std::map<std::string, int> ran = chorus::testing::algorithms_traced(directory, /*with_bytes=*/true);
+  std::string traced;
+  for (const auto& [key, calls] : ran) traced += key + ": " + std::to_string(calls) + "; ";
+  INFO("calls traced: " << traced);
+  REQUIRE(ran.count("allreduce/64/hierarchical_board") == 1);
+  CHECK(ran.at("allreduce/64/hierarchical_board") == 4 * 3);
+  for (const auto& [key, calls] : ran) CHECK(key.find("/262144/hierarchical_board") == std::string::npos);
+}
+
 TEST_CASE("hierarchical_board is refused by name on uneven hosts, on one host and past CHORUS_BOARD_BYTES",
           "[host_boards]") {
   struct Refusal {
@@ -166,7 +211,7 @@ TEST_CASE("hierarchical_board: a host peer that runs the call on messages is a m
   }
 }
 
-TEST_CASE("hierarchical_board: a rank that never calls is named by its rank in the others' timeout",
+TEST_CASE("hierarchical_board: a rank that never calls is named by its Context rank in the others' timeouts",
           "[host_boards]") {
   std::atomic<int> failed{0};
   const auto outcomes = run_ranks(
@@ -186,11 +231,19 @@ TEST_CASE("hierarchical_board: a rank that never calls is named by its rank in t
         }
       },
       3000ms, on_hosts({2, 2}));
-  // Rank 2 waits for rank 3 on their host's board.
+  // Rank 2 waits for rank 3 on their host's board, which numbers them 0
+  // and 1, or has rank 1's report (below) first: the words name the
+  // Context's ranks all the same ("rank 3", never "rank 1" for it).
   const std::string text = outcomes[2].error ? error_text(outcomes[2].error) : "";
   INFO("rank 2: " << text);
   CHECK(is<TimeoutError>(outcomes[2].error));
-  CHECK_THAT(text, Catch::Contains("allreduce #") && Catch::Contains("this Context's ranks 2, 3"));
+  CHECK_THAT(text, Catch::Contains("allreduce #") && Catch::Contains("this Context's ranks 2, 3") &&
+                       Catch::Contains("rank 3"));
+  // Rank 1 waits for rank 3 on their rail (members 0 and 1 of it), or has
+  // rank 2's report first: either way rank 3 is named, as itself.
+  const std::string rail_text = outcomes[1].error ? error_text(outcomes[1].error) : "";
+  INFO("rank 1: " << rail_text);
+  CHECK_THAT(rail_text, Catch::Contains("rank 3"));
   for (int rank : {0, 1}) {
     INFO("rank " << rank);
     CHECK(outcomes[static_cast<size_t>(rank)].error);
