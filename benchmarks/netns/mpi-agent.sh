@@ -30,4 +30,10 @@ fi
 # Like ssh: the words are joined by spaces and handed to the user's login shell,
 # because Open MPI quoted them for that shell (e.g. -mca ess "env").
 shell=$(getent passwd "$(id -u)" | cut -d: -f7)
-exec ip netns exec "$ns" "${shell:-/bin/sh}" -c "$*"
+# run.sh --pin: the host's cores (CHORUS_NETNS_PIN lists them host by host).
+pin=()
+if [ -n "${CHORUS_NETNS_PIN:-}" ]; then
+  read -r -a cores <<< "$CHORUS_NETNS_PIN"
+  pin=(taskset -c "${cores[$((last - 1))]}")
+fi
+exec ip netns exec "$ns" "${pin[@]}" "${shell:-/bin/sh}" -c "$*"

@@ -36,6 +36,7 @@ burst=""
 mtu=1500
 subnet=10.213.0
 mpi=0
+pin=0
 mca=()
 usage() {
   cat <<EOF
@@ -51,6 +52,11 @@ usage: $0 [--ranks N] [--rate RATE] [--burst BYTES] [--port PORT] -- COMMAND [AR
   --mpi          run PROGRAM as one Open MPI job (mpirun -np N), one rank per host,
                  over --mca btl tcp,self restricted to the hosts' subnet
   --mca KEY VAL  extra MCA parameter for mpirun (--mpi only; repeatable)
+  --pin          give each host cores of its own: the machine's cores split evenly
+                 among the hosts (round robin where there are more hosts than
+                 cores), each host's ranks confined to its share (taskset), so that
+                 a host of 2 ranks on 1 core is oversubscribed as it would be on a
+                 real machine of 1 core, for chorus and Open MPI alike
 EOF
 }
 while [ $# -gt 0 ]; do
@@ -62,6 +68,7 @@ while [ $# -gt 0 ]; do
     --mtu) mtu="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
     --mpi) mpi=1; shift ;;
+    --pin) pin=1; shift ;;
     --mca) [ $# -ge 3 ] || { echo "run.sh: --mca needs KEY VALUE" >&2; exit 2; }; mca+=(--mca "$2" "$3"); shift 3 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -110,6 +117,18 @@ prefix="chns${id}"
 bridge_ns="${prefix}-br"
 workdir=$(mktemp -d "/tmp/${prefix}.XXXXXX")
 host_ns() { echo "${prefix}-h$1"; }
+# The cores of host $1 under --pin, as taskset -c takes them.
+host_cpus() {
+  local cores hosts_n=$hosts
+  cores=$(nproc)
+  if [ "$hosts_n" -le "$cores" ]; then
+    echo "$(( $1 * cores / hosts_n ))-$(( ($1 + 1) * cores / hosts_n - 1 ))"
+  else
+    echo "$(( $1 % cores ))"
+  fi
+}
+# The command prefix that confines host $1's processes (nothing without --pin).
+pinned() { [ "$pin" = 1 ] && echo "taskset -c $(host_cpus "$1")"; return 0; }
 host_if() { echo "ch${id}h$1"; }     # the veth end inside host $1
 bridge_if() { echo "ch${id}b$1"; }   # its peer, enslaved to the bridge
 declare -a rank_pids=()
@@ -217,7 +236,12 @@ if [ "$mpi" = 1 ]; then
   #    allreduce instead of ~60 us (4 ranks, 2 cores);
   #  orte_tmpdir_base / TMPDIR: session directories land in $workdir, which cleanup removes
   #    even when the daemons are killed.
-  setsid ip netns exec "$(host_ns 0)" env CHORUS_NETNS_PREFIX="$prefix" CHORUS_NETNS_SUBNET="$subnet" TMPDIR="$workdir" \
+  # The agent confines each host's daemon (and so its ranks) to the host's cores.
+  pins=""
+  if [ "$pin" = 1 ]; then for ((i = 0; i < hosts; i++)); do pins+="$(host_cpus "$i") "; done; fi
+  # shellcheck disable=SC2046  # pinned's words are a command prefix
+  setsid ip netns exec "$(host_ns 0)" $(pinned 0) env CHORUS_NETNS_PREFIX="$prefix" CHORUS_NETNS_SUBNET="$subnet" \
+    CHORUS_NETNS_PIN="$pins" TMPDIR="$workdir" \
     mpirun --allow-run-as-root -np "$ranks" --hostfile "$workdir/hostfile" --map-by "$map_by" --bind-to none \
     --mca plm_rsh_agent "$here/mpi-agent.sh" --mca pml ob1 --mca btl tcp,self \
     --mca oob_tcp_if_include "${subnet}.0/24" --mca btl_tcp_if_include "${subnet}.0/24" \
@@ -240,10 +264,13 @@ for ((i = 0; i < ranks && mpi == 0; i++)); do
   environment=(CHORUS_RANK="$i" CHORUS_SIZE="$ranks" CHORUS_STORE="tcp://${subnet}.1:${port}" CHORUS_JOB_ID="$job_id"
                CHORUS_SOCKET_IFNAME="$(host_if "$h")" CHORUS_HOST_ID="$ns")
   if [ "$i" -eq 0 ]; then
-    setsid ip netns exec "$ns" env "${environment[@]}" "${args[@]}" \
+    # shellcheck disable=SC2046
+    setsid ip netns exec "$ns" $(pinned "$h") env "${environment[@]}" "${args[@]}" \
       > >(tee "$workdir/rank0.out") 2> "$workdir/rank0.err" &
   else
-    setsid ip netns exec "$ns" env "${environment[@]}" "${args[@]}" > "$workdir/rank$i.out" 2> "$workdir/rank$i.err" &
+    # shellcheck disable=SC2046
+    setsid ip netns exec "$ns" $(pinned "$h") env "${environment[@]}" "${args[@]}" > "$workdir/rank$i.out" \
+      2> "$workdir/rank$i.err" &
   fi
   rank_pids+=($!)
 done
