@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <numeric>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "rendezvous/launch_env.h"
 #include "rendezvous/store_url.h"
 #include "transport/connect_mesh.h"
+#include "transport/published_address.h"
 
 namespace chorus {
 
@@ -168,6 +170,15 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   communicator_settings.local = connected.local;
   communicator_settings.remote = connected.remote;
   communicator_settings.measured = connected.measured;
+  // Who may run on this rank's cores (communicator.h: oversubscribed).
+  int ranks_on_machine = 0, sharing_cores = 0;
+  const auto me = static_cast<size_t>(rank);
+  for (size_t r = 0; r < connected.machine_ids.size(); ++r) {
+    if (connected.machine_ids[r] != connected.machine_ids[me]) continue;
+    ++ranks_on_machine;
+    if (transport::share_cpus(connected.cpus[r], connected.cpus[me])) ++sharing_cores;
+  }
+  communicator_settings.ranks_sharing_cores = sharing_cores;
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
   // A job without a secret is open to anyone who reaches its listeners from
@@ -198,6 +209,9 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
   auto context = detail::ContextAccess::make(std::move(state));
   CHORUS_LOG(info, rank, "joined a job of ", size, " ranks on ", topology->describe(), "; this rank is local rank ",
              context->local_rank(), " of ", context->local_size(), " on host ", connected.host_names[static_cast<size_t>(rank)]);
+  if (ranks_on_machine > context->local_size())
+    CHORUS_LOG(info, rank, ranks_on_machine, " ranks of this job, on more hosts than this one, run on this machine (one ",
+               "kernel: network namespaces or containers); ", sharing_cores, " of them may run on this rank's cores");
   const algorithms::CostModel& model = detail::communicator_of(*context).cost_model();
   auto origin = [&](size_t level) {
     return connected.measured[level] ? "measured" : "built in";

@@ -211,6 +211,8 @@ void published_address() {
 
   PublishedAddress address;
   address.host_id = 0xfeedbeef;
+  address.machine_id = 0xabad1dea;
+  address.cpus = {0xff, 0x1};
   address.host_name = "node-7";
   address.sections.push_back({"shm", shm::encode_address(shared)});
   address.sections.push_back({"tcp", tcp::encode_address(v4)});

@@ -167,6 +167,8 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   std::vector<std::unique_ptr<Device>> devices;
   PublishedAddress mine;
   mine.host_id = host_identity(settings.host_id, mine.host_name);
+  mine.machine_id = machine_identity();
+  mine.cpus = cpu_words();
   // One position table for the rank: every device's probe answers read it.
   auto positions = std::make_shared<PositionTable>();
   DeviceOptions device_options = settings.device;
@@ -270,6 +272,8 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   connected.measured = job.measured;
   for (const PublishedAddress& address : published) {
     connected.host_ids.push_back(address.host_id);
+    connected.machine_ids.push_back(address.machine_id);
+    connected.cpus.push_back(address.cpus);
     connected.host_names.push_back(address.host_name);
   }
   return connected;

@@ -39,6 +39,8 @@ struct MeshSettings {
 struct ConnectedMesh {
   std::shared_ptr<Mesh> mesh;
   std::vector<uint64_t> host_ids;        // by rank
+  std::vector<uint64_t> machine_ids;     // by rank (PublishedAddress::machine_id)
+  std::vector<std::vector<uint64_t>> cpus;  // by rank (PublishedAddress::cpus)
   std::vector<std::string> host_names;   // by rank
   // The link of the whole job within a host and between hosts, the same on
   // every rank (algorithm selection must agree everywhere): the median of

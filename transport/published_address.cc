@@ -1,8 +1,10 @@
 // Encoding and checking the published address, and the host identity.
 #include "transport/published_address.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 
@@ -14,7 +16,7 @@ namespace chorus::transport {
 namespace {
 
 constexpr uint32_t kMagic = 0x41504843;  // "CHPA"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;  // 2: the machine id and the CPUs
 constexpr size_t kMaxHostName = 255;
 constexpr size_t kMaxTranportName = 32;
 constexpr size_t kMaxSection = 64 * 1024;
@@ -74,7 +76,11 @@ std::vector<std::byte> encode_published_address(const PublishedAddress& address)
     throw InvalidArgument(cat("published address: host name of ", address.host_name.size(), " bytes or ",
                               address.sections.size(), " sections is too many"));
   LittleEndianWriter out;
-  out.number(kMagic, 4).number(kVersion, 2).number(address.host_id, 8);
+  if (address.cpus.size() > kMaxCpuWords)
+    throw InvalidArgument(cat("published address: ", address.cpus.size(), " words of CPUs is too many"));
+  out.number(kMagic, 4).number(kVersion, 2).number(address.host_id, 8).number(address.machine_id, 8);
+  out.number(address.cpus.size(), 1);
+  for (uint64_t word : address.cpus) out.number(word, 8);
   out.number(address.host_name.size(), 1).text(address.host_name);
   out.number(address.sections.size(), 1);
   for (const auto& section : address.sections) {
@@ -94,6 +100,10 @@ PublishedAddress decode_published_address(std::span<const std::byte> blob, int m
   if (version != kVersion) in.fail(cat("version ", version, ", this rank speaks ", kVersion));
   PublishedAddress address;
   address.host_id = in.number(8, "the host id");
+  address.machine_id = in.number(8, "the machine id");
+  const uint64_t cpu_words = in.number(1, "the CPU word count");
+  if (cpu_words > kMaxCpuWords) in.fail(cat(cpu_words, " words of CPUs"));
+  for (uint64_t i = 0; i < cpu_words; ++i) address.cpus.push_back(in.number(8, "the CPUs"));
   address.host_name = as_string(in.bytes(in.number(1, "the host name"), "the host name"));
   const uint64_t sections = in.number(1, "the section count");
   if (sections > kMaxSections) in.fail(cat(sections, " sections"));
@@ -124,6 +134,33 @@ uint64_t host_identity(const std::string& override, std::string& name) {
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   name = std::string(host).substr(0, kMaxHostName);
   return fnv1a(cat(host, "/", boot_id));
+}
+
+std::vector<uint64_t> cpu_words() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<uint64_t> words(kMaxCpuWords, 0);
+  for (size_t cpu = 0; cpu < kMaxCpuWords * 64 && cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) words[cpu / 64] |= uint64_t{1} << (cpu % 64);
+  while (!words.empty() && words.back() == 0) words.pop_back();
+  return words;
+}
+
+bool share_cpus(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  if (a.empty() || b.empty()) return true;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if ((a[i] & b[i]) != 0) return true;
+  return false;
+}
+
+uint64_t machine_identity() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  if (!boot_id.empty()) return fnv1a("boot " + boot_id);
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return fnv1a(cat("host ", host));
 }
 
 }  // namespace chorus::transport

@@ -15,6 +15,14 @@ namespace chorus::transport {
 
 struct PublishedAddress {
   uint64_t host_id = 0;
+  // The kernel this rank runs on (machine_identity): ranks of different
+  // hosts by host_id (network namespaces, containers, CHORUS_HOST_ID) may
+  // still share one machine's cores.
+  uint64_t machine_id = 0;
+  // The CPUs this rank may run on (its affinity), 64 to a word, CPU c at
+  // bit c % 64 of word c / 64; at most kMaxCpuWords words; empty: unknown.
+  // On one machine, ranks whose sets meet compete for the same cores.
+  std::vector<uint64_t> cpus;
   std::string host_name;  // for messages ("host h0"); at most 255 bytes
   struct Section {
     std::string transport;          // at most 32 bytes
@@ -35,5 +43,15 @@ PublishedAddress decode_published_address(std::span<const std::byte> blob, int m
 // of `override` (CHORUS_HOST_ID) when it is not empty. `name` receives what
 // messages call the host.
 uint64_t host_identity(const std::string& override, std::string& name);
+// This machine's identity: a hash of the kernel's boot id, which network
+// namespaces and containers of one machine share (CHORUS_HOST_ID does not
+// change it); the host name's where the boot id cannot be read.
+uint64_t machine_identity();
+// This process's affinity as PublishedAddress::cpus has it (empty where the
+// kernel does not say).
+inline constexpr size_t kMaxCpuWords = 16;  // 1024 CPUs, glibc's cpu_set_t
+std::vector<uint64_t> cpu_words();
+// Whether two such sets share a CPU (an unknown set shares with every set).
+bool share_cpus(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
 
 }  // namespace chorus::transport

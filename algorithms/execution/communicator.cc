@@ -39,13 +39,18 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   const LinkModel local = apply_link_model_override(settings_.link_model, LinkLevel::local, settings_.local);
   const LinkModel remote = apply_link_model_override(settings_.link_model, LinkLevel::remote, settings_.remote);
   cost_model_ = CostModel::from_levels(local, remote, topology_->hosts() > 1);
-  // Every rank of the job on this host competes for its cores, whichever
-  // Context it runs a collective on.
+  // Every rank of the job that may run on this rank's cores competes for
+  // them, whichever Context it runs a collective on: ranks of other "hosts"
+  // on the same machine too (network namespaces or containers of one
+  // kernel, which a test or a simulated cluster gives host ids of their
+  // own), but not ranks of this host pinned to other cores.
   cpu_set_t usable;
   CPU_ZERO(&usable);
   const int cores = ::sched_getaffinity(0, sizeof(usable), &usable) == 0 ? CPU_COUNT(&usable)
                                                                         : static_cast<int>(std::thread::hardware_concurrency());
-  oversubscribed_ = cores > 0 && mesh_topology_->local_size(mesh_->rank()) > cores;
+  const int competing = settings_.ranks_sharing_cores > 0 ? settings_.ranks_sharing_cores
+                                                          : mesh_topology_->local_size(mesh_->rank());
+  oversubscribed_ = cores > 0 && competing > cores;
   // Asked on every call: computed once.
   all_accept_host_ = true;
   for (int member = 0; member < size(); ++member) {

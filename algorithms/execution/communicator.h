@@ -58,6 +58,10 @@ struct CommunicatorSettings {
   // child writes into its parent's file, on a track of its own.
   std::shared_ptr<TraceFile> trace;
   bool trace_steps = false;
+  // The job's ranks that may run on this rank's cores (this one included):
+  // on its machine (one kernel), whatever hosts they name, with affinities
+  // that meet its own. 0: unknown (then its host's ranks are counted).
+  int ranks_sharing_cores = 0;
 };
 
 class Communicator {
