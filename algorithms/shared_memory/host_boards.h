@@ -30,10 +30,11 @@
 // (board.h), then the whole Context agrees that every host has one (one
 // helper allreduce). Where some host has none, auto passes the candidate
 // by and a call naming it is refused alike on every member. (Stop 58 kept
-// it named only: on the 2-core VM's network namespaces, four ranks believed
-// they had two cores per host and spun on the board; with each host given
-// cores of its own, benchmarks/netns/run.sh --pin, it is the fastest
-// candidate at 8-512 B; benchmarks/README.md.)
+// it named only: on the 2-core VM's network namespaces, four ranks spun on
+// the board as if each host had two cores of its own. Since a rank counts
+// every rank that may run on its cores, other hosts of its machine
+// included (communicator.h: oversubscribed), they yield and it is the
+// fastest candidate at 8 B-4 KiB there; benchmarks/README.md.)
 //
 // Errors: a host peer that runs the call on messages is a MismatchError at
 // once (announce_on_board announces every other call on the host board
