@@ -21,8 +21,8 @@
 // An average is summed in both phases and divided once at the end, as the
 // flat Plans do, so it rounds the same.
 //
-// Chosen by auto where its price is lowest: the host board's model
-// (measured at set-up, Board::measure) and the rail's Plan on the remote
+// Chosen by auto where its price is lowest: the slowest host board's model
+// (measured at set-up, Board::measure; agreed by every rank) and the rail's Plan on the remote
 // links, priced with the bytes of all L rails through the uplink. So every
 // Context whose hosts each hold the same number L >= 2 of its ranks sets
 // its host boards up in its first call, whatever that call is, as one
