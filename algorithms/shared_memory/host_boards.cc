@@ -116,19 +116,13 @@ double host_boards_cost(const Candidate&, const Communicator& communicator, cons
   return local + rail_plan(*boards, communicator, rail_call_of(*boards, call)).seconds;
 }
 
-// Which host's board, and its members among the Context's ranks (the
+// Which host's board, and its members as the Context numbers them (the
 // board's own words name them already: Communicator::shown_rank).
-[[noreturn]] void rethrow_naming_ranks(const HostBoards& boards, const Communicator& communicator) {
+[[noreturn]] void rethrow_naming_ranks(const HostBoards& boards) {
   std::string ranks;
-  for (int member = 0; member < boards.host.size(); ++member) {
-    const int mesh_rank = boards.host.mesh_rank(member);
-    int rank = -1;
-    for (int r = 0; r < communicator.size(); ++r)
-      if (communicator.mesh_rank(r) == mesh_rank) rank = r;
-    ranks += cat(member == 0 ? "" : ", ", rank);
-  }
-  const std::string where = cat(" (on the board of host ", boards.host_index, ", whose members 0..",
-                                boards.host.size() - 1, " are this Context's ranks ", ranks, ")");
+  for (int member = 0; member < boards.host.size(); ++member)
+    ranks += cat(member == 0 ? "" : ", ", boards.host.shown_rank(member));
+  const std::string where = cat(" (on the board of host ", boards.host_index, ": this Context's ranks ", ranks, ")");
   try {
     throw;
   } catch (const MismatchError& error) {
@@ -143,9 +137,9 @@ void set_up_naming_ranks(const Communicator& communicator, uint32_t sequence, De
   try {
     set_up_host_boards(communicator, sequence, deadline);
   } catch (const MismatchError&) {
-    rethrow_naming_ranks(*host_boards_of(communicator), communicator);
+    rethrow_naming_ranks(*host_boards_of(communicator));
   } catch (const TimeoutError&) {
-    rethrow_naming_ranks(*host_boards_of(communicator), communicator);
+    rethrow_naming_ranks(*host_boards_of(communicator));
   }
 }
 
@@ -174,9 +168,9 @@ Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
   try {
     ready_board(boards.host)->allreduce(boards.host, local, run.input, run.output, run.sequence, run.deadline);
   } catch (const MismatchError&) {
-    rethrow_naming_ranks(boards, run.communicator);
+    rethrow_naming_ranks(boards);
   } catch (const TimeoutError&) {
-    rethrow_naming_ranks(boards, run.communicator);
+    rethrow_naming_ranks(boards);
   }
   // The Plan the cost priced (the remote links' cheapest), not the rail
   // Communicator's own choice.
