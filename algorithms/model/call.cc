@@ -6,6 +6,12 @@
 // 32 bits count (low bits). Fields a collective ignores are zero, so
 // ranks that differ only in something irrelevant (the root of an allreduce)
 // still agree.
+//
+// The previous rooted call's root (Call::previous_root), where there is one,
+// goes in the byte this collective leaves free: the root byte of a call
+// without a root, the op byte of a broadcast, gather or scatter; folded into
+// the count digest where the free byte holds the digest's marker (gatherv,
+// scatterv, reduce_scatter_v). A reduce has no byte free and carries none.
 #include "algorithms/model/call.h"
 
 #include "base/log.h"
@@ -33,6 +39,27 @@ constexpr uint64_t root_check_bit = 0x40;
 // Also in the kind byte: a grouped call, whose count bits are a digest of
 // its total and its members' counts.
 constexpr uint64_t grouped_bit = 0x20;
+// Also in the kind byte: the previous rooted call's root is folded in.
+constexpr uint64_t chain_bit = 0x10;
+
+enum class ChainPlace { none, root_byte, op_byte, digest };
+
+// Where a call carries the previous rooted call's root (see above).
+ChainPlace chain_place(Collective collective, bool counts_digest) {
+  switch (collective) {
+    case Collective::reduce:
+    case Collective::send:
+    case Collective::recv: return ChainPlace::none;
+    case Collective::broadcast:
+    case Collective::gather:
+    case Collective::scatter: return counts_digest ? ChainPlace::digest : ChainPlace::op_byte;
+    case Collective::reduce_scatter: return counts_digest ? ChainPlace::digest : ChainPlace::root_byte;
+    default: return ChainPlace::root_byte;
+  }
+}
+
+// An odd multiplier: distinct roots give distinct 32-bit digests.
+uint64_t chain_digest(uint64_t root) { return ((root + 1) * 0x9E3779B1ull) & count_mask; }
 }  // namespace
 
 std::string_view to_string(Collective collective) {
@@ -116,7 +143,13 @@ size_t output_bytes(const Call& call) {
 uint64_t call_signature(const Call& call) {
   uint64_t kind = static_cast<uint64_t>(call.collective) + 1;
   if (!call.memory.on_host() && call.collective != Collective::barrier) kind |= device_memory_bit;
+  const ChainPlace chain = call.previous_root >= 0 ? chain_place(call.collective, !call.counts.empty())
+                                                  : ChainPlace::none;
+  const auto chained = static_cast<uint64_t>(call.previous_root) & byte_mask;
+  if (chain != ChainPlace::none) kind |= chain_bit;
   uint64_t signature = kind << kind_shift;
+  if (chain == ChainPlace::root_byte) signature |= chained << root_shift;
+  if (chain == ChainPlace::op_byte) signature |= chained << op_shift;
   if (call.collective == Collective::barrier) return signature;
   signature |= static_cast<uint64_t>(call.type) << type_shift;
   // Every rank must pass the same per-rank counts to a v variant (alltoallv
@@ -130,6 +163,7 @@ uint64_t call_signature(const Call& call) {
     count_bits = count_bits * 0x100000001b3ull ^ call.group_digest;
     count_bits ^= count_bits >> 32;
   }
+  if (chain == ChainPlace::digest) count_bits ^= chain_digest(chained);
   signature |= count_bits & count_mask;
   if (call.collective == Collective::allreduce || call.collective == Collective::reduce ||
       call.collective == Collective::reduce_scatter)
@@ -151,15 +185,46 @@ uint64_t root_check_signature(const Call& call) {
   return (call_signature(call) & ~(byte_mask << root_shift)) | root_check_bit << kind_shift;
 }
 
+std::optional<ChainRoots> chain_difference(uint64_t theirs, uint64_t mine) {
+  if (theirs == mine || !((theirs >> kind_shift) & chain_bit) || !((mine >> kind_shift) & chain_bit)) return std::nullopt;
+  const uint64_t kind = (mine >> kind_shift) & ~(device_memory_bit | root_check_bit | grouped_bit | chain_bit) & byte_mask;
+  if (kind == 0 || kind > collective_count) return std::nullopt;
+  const auto collective = static_cast<Collective>(kind - 1);
+  const int marker_shift = collective == Collective::reduce_scatter ? root_shift : op_shift;
+  const bool digest = ((mine >> marker_shift) & byte_mask) == counts_digest_marker;
+  int shift = 0;
+  switch (chain_place(collective, digest)) {
+    case ChainPlace::root_byte: shift = root_shift; break;
+    case ChainPlace::op_byte: shift = op_shift; break;
+    default: return std::nullopt;
+  }
+  const uint64_t chain_mask = byte_mask << shift;
+  if ((theirs & ~chain_mask) != (mine & ~chain_mask)) return std::nullopt;
+  return ChainRoots{static_cast<int>((theirs >> shift) & byte_mask), static_cast<int>((mine >> shift) & byte_mask)};
+}
+
 std::string describe_signature(uint64_t signature) {
   const bool device_memory = (signature >> kind_shift) & device_memory_bit;
   const bool root_check = (signature >> kind_shift) & root_check_bit;
   const bool grouped = (signature >> kind_shift) & grouped_bit;
-  uint64_t kind = (signature >> kind_shift) & ~(device_memory_bit | root_check_bit | grouped_bit) & byte_mask;
+  const bool chained = (signature >> kind_shift) & chain_bit;
+  uint64_t kind =
+      (signature >> kind_shift) & ~(device_memory_bit | root_check_bit | grouped_bit | chain_bit) & byte_mask;
   if (kind == 0 || kind > collective_count) return cat("unknown call (signature 0x", std::hex, signature, ")");
   auto collective = static_cast<Collective>(kind - 1);
   const std::string memory = device_memory ? " on device memory" : "";
-  if (collective == Collective::barrier) return "barrier";
+  const auto chain_text = [&](bool counts_digest) -> std::string {
+    if (!chained) return "";
+    switch (chain_place(collective, counts_digest)) {
+      case ChainPlace::root_byte:
+        return cat(", after a rooted call naming root ", (signature >> root_shift) & byte_mask);
+      case ChainPlace::op_byte: return cat(", after a rooted call naming root ", (signature >> op_shift) & byte_mask);
+      case ChainPlace::digest: return ", after a rooted call (its root folded into the digest)";
+      case ChainPlace::none: break;
+    }
+    return "";
+  };
+  if (collective == Collective::barrier) return "barrier" + chain_text(false);
   uint64_t type_bits = (signature >> type_shift) & byte_mask;
   uint64_t count = signature & count_mask;
   std::string type_name = type_bits <= static_cast<uint64_t>(DataType::float64)
@@ -192,7 +257,7 @@ std::string describe_signature(uint64_t signature) {
                           collective == Collective::alltoall;
     text += cat(" (", bytes, per_rank ? " bytes per rank)" : " bytes)");
   }
-  return text + memory + (root_check ? " (its root check)" : "");
+  return text + memory + chain_text(digest) + (root_check ? " (its root check)" : "");
 }
 
 std::string describe_call(const Call& call) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,15 @@ struct Call {
   // its members' counts, folded into the signature, so ranks that split the
   // same total differently fail with MismatchError. Plans ignore it.
   uint64_t group_digest = 0;
+  // The root that the Context's last rooted collective named (broadcast,
+  // gather, scatter and their v variants; not reduce), or -1: none yet, or
+  // a call the chain does not cover (a helper group's, a point-to-point
+  // message, a Context of more than kMaxChainedRanks ranks). Set as the call
+  // is issued (api/issue.cc) and folded into the signature, so a rooted
+  // call whose ranks disagreed on the root, and which every rank finished,
+  // fails the next call that compares signatures (algorithms/execution/
+  // late_root_checks.h). Plans ignore it.
+  int previous_root = -1;
   // Where the caller's buffers live; the executor's memory backend and the
   // transports follow it. Plans do not depend on it.
   Memory memory;
@@ -100,6 +110,11 @@ inline Call make_call(Collective collective, int rank, int size, size_t count, D
   return call;
 }
 
+// The largest Context whose roots a signature holds whole (its root byte;
+// 255 is left out, as a reduce_scatter_v's marker there): there a rooted
+// call needs no root check message of its own (late_root_checks.h).
+inline constexpr int kMaxChainedRanks = 255;
+
 // 64 bits every rank computes identically for the same call; carried in every
 // frame so a rank that called something else gets MismatchError.
 uint64_t call_signature(const Call& call);
@@ -108,6 +123,14 @@ uint64_t call_signature(const Call& call);
 // root) and marked, so a mismatch message neither prints a root nor passes
 // the check's 4-byte message for the call's data.
 uint64_t root_check_signature(const Call& call);
+// Where two signatures differ only in the previous rooted call's root
+// (Call::previous_root), in a byte that shows it: that root on each side,
+// for words about roots rather than two descriptions that look alike.
+struct ChainRoots {
+  int theirs = 0;
+  int mine = 0;
+};
+std::optional<ChainRoots> chain_difference(uint64_t theirs, uint64_t mine);
 // Human description of the call a signature came from, for MismatchError
 // messages ("allreduce of 1000 float32 sum"); the count is only known modulo 2^32.
 std::string describe_signature(uint64_t signature);

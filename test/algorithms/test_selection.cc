@@ -126,6 +126,66 @@ TEST_CASE("a root check's signature leaves out the root and says what it is") {
   REQUIRE(describe_signature(root_check_signature(reduce)) == "reduce of 10 int32 max (40 bytes) (its root check)");
 }
 
+TEST_CASE("every collective but reduce carries the previous rooted call's root in its signature") {
+  // (late_root_checks.h: a rooted call the ranks disagreed on fails the next.)
+  std::vector<Call> calls{
+      make_call(Collective::allreduce, 0, 4, 8, DataType::float32, ReduceOp::sum, 0, true),
+      make_call(Collective::barrier, 0, 4, 0, DataType::uint8, ReduceOp::sum, 0, true),
+      make_call(Collective::allgather, 0, 4, 8, DataType::float32, ReduceOp::sum, 0, true),
+      make_call(Collective::reduce_scatter, 0, 4, 8, DataType::float32, ReduceOp::sum, 0, true),
+      make_call(Collective::alltoall, 0, 4, 8, DataType::float32, ReduceOp::sum, 0, true),
+      make_call(Collective::broadcast, 0, 4, 8, DataType::float32, ReduceOp::sum, 3, true),
+      make_call(Collective::gather, 0, 4, 8, DataType::float32, ReduceOp::sum, 3, true),
+      make_call(Collective::scatter, 0, 4, 8, DataType::float32, ReduceOp::sum, 3, true),
+  };
+  Call gatherv = make_call(Collective::gather, 0, 4, 0, DataType::float32, ReduceOp::sum, 3, true);
+  gatherv.counts = {1, 2, 3, 4};
+  Call reduce_scatter_v = make_call(Collective::reduce_scatter, 0, 4, 0, DataType::float32, ReduceOp::sum, 0, true);
+  reduce_scatter_v.counts = {1, 2, 3, 4};
+  calls.push_back(gatherv);
+  calls.push_back(reduce_scatter_v);
+  for (const Call& call : calls) {
+    CAPTURE(to_string(call.collective), call.counts.size());
+    Call after_none = call;
+    Call after_0 = call;
+    after_0.previous_root = 0;
+    Call after_1 = call;
+    after_1.previous_root = 1;
+    Call after_254 = call;
+    after_254.previous_root = 254;
+    const std::set<uint64_t> signatures{call_signature(after_none), call_signature(after_0), call_signature(after_1),
+                                        call_signature(after_254)};
+    CHECK(signatures.size() == 4);
+    // The call's own words stay; the chained root is shown where it fits.
+    const std::string words = describe_signature(call_signature(after_1));
+    CHECK(words.find(describe_signature(call_signature(after_none)).substr(0, 8)) == 0);
+    if (call.counts.empty()) {
+      CHECK(words.find(", after a rooted call naming root 1") != std::string::npos);
+      const auto roots = chain_difference(call_signature(after_1), call_signature(after_254));
+      REQUIRE(roots);
+      CHECK(roots->theirs == 1);
+      CHECK(roots->mine == 254);
+    } else {
+      CHECK(words.find("after a rooted call (its root folded into the digest)") != std::string::npos);
+      CHECK_FALSE(chain_difference(call_signature(after_1), call_signature(after_254)));
+    }
+    // A rooted call's own root still differs on its own.
+    if (call.collective == Collective::broadcast) {
+      Call other_root = after_1;
+      other_root.root = 2;
+      CHECK(call_signature(other_root) != call_signature(after_1));
+      CHECK_FALSE(chain_difference(call_signature(other_root), call_signature(after_1)));
+    }
+  }
+  Call reduce = make_call(Collective::reduce, 0, 4, 8, DataType::float32, ReduceOp::sum, 3, true);
+  Call reduce_after = reduce;
+  reduce_after.previous_root = 2;
+  CHECK(call_signature(reduce) == call_signature(reduce_after));  // no byte free: it carries none
+  CHECK(describe_signature(call_signature(make_call(Collective::allreduce, 0, 4, 8, DataType::float32,
+                                                    ReduceOp::sum, 0, true))) ==
+        "allreduce of 8 float32 sum (32 bytes)");
+}
+
 TEST_CASE("a grouped call's signature is marked and carries its members' counts") {
   const Call plain = make_call(Collective::allreduce, 0, 2, 8, DataType::float32, ReduceOp::sum, 0, true);
   Call three_five = plain;
