@@ -47,6 +47,12 @@ class ConnectionPair final : public Pair {
     assert(memory.kind == MemoryKind::host);
     return connection_.post_recv(request, tag, data, /*only_if_arrived=*/true);
   }
+  bool peer_closed() const override {
+    if constexpr (requires(const Connection& connection) { connection.peer_closed(); })
+      return connection_.peer_closed();
+    else
+      return false;
+  }
   bool one_sided() const override { return kOneSided; }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {
     if constexpr (kOneSided)

@@ -183,6 +183,11 @@ class Pair {
   // Messages arriving while nobody claims them are reported to the
   // Device's arrival watcher (Device::watch_arrivals).
   virtual bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) = 0;
+  // Whether the peer has closed its context (its goodbye came): a send to
+  // it now fails the whole device. For a message that may go unsaid (the
+  // late root checks', algorithms/execution/late_root_checks.h); a
+  // transport that cannot tell says false.
+  virtual bool peer_closed() const { return false; }
 
   // Liveness. The peer's progress (its transport thread, or a caller
   // polling) answers a probe whatever its application is doing, so a probe

@@ -86,6 +86,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   int peer_rank() const { return peer_rank_; }
+  // Pair::peer_closed.
+  bool peer_closed() const { return peer_gone_.load(std::memory_order_acquire); }
   int side_fd() const { return side_.get(); }
   const std::string& peer_label() const { return peer_label_; }
 

@@ -75,6 +75,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   int peer_rank() const { return peer_rank_; }
+  // Pair::peer_closed.
+  bool peer_closed() const { return peer_closed_.load(std::memory_order_acquire); }
   // Which of the connections to this peer (Device::connect's `stream`).
   int stream() const { return stream_; }
   int fd() const { return fd_.get(); }
@@ -255,6 +257,7 @@ class Connection {
   bool failed_ = false;          // fail_everything ran
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
   bool peer_said_goodbye_ = false;
+  std::atomic<bool> peer_closed_{false};  // peer_said_goodbye_, read without mutex_
   bool we_said_goodbye_ = false;
   // The eager window's books (mutex_), and what the peer last said it took.
   const size_t eager_window_;

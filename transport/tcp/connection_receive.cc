@@ -421,6 +421,7 @@ void Connection::on_goodbye() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     peer_said_goodbye_ = true;
+    peer_closed_.store(true, std::memory_order_release);
     pending = pending_requests_locked();
   }
   CHORUS_LOG(debug, owner_.rank(), "tcp: ", peer_label_, " closed its context");
