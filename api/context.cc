@@ -7,6 +7,7 @@
 
 #include "api/collective_checks.h"
 #include "algorithms/execution/deferred_root_checks.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "algorithms/shared_memory/board.h"
 #include "api/context_state.h"
 #include "base/error.h"
@@ -38,9 +39,14 @@ ContextState::SettleRootChecksAtEnd::~SettleRootChecksAtEnd() {
     algorithms::DeferredRootChecks* checks = state.communicator.deferred_root_checks();
     if (checks && !checks->empty())
       checks->settle(state.communicator, deadline, algorithms::DeferredRootChecks::Wait::all);
+    // The last rooted call that no later call carried (late_root_checks.h).
+    algorithms::LateRootChecks* late = state.communicator.late_root_checks();
+    if (late && !state.chain_carried) late->settle_last(state.communicator, state.chained_sequence, deadline);
   } catch (const std::exception& error) {
     CHORUS_LOG(error, state.communicator.rank(), "as the context ends: ", error.what());
   }
+  algorithms::LateRootChecks* late = state.communicator.late_root_checks();
+  if (late) late->settle_sends(state.communicator, Deadline::after(state.timeout));
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/execution/communicator.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "algorithms/run.h"
 #include "algorithms/shared_memory/board.h"
 #include "api/work_queue.h"
@@ -34,10 +35,30 @@ struct ContextState {
     // ... and let their rooted calls' senders go on without waiting for
     // their root checks (algorithms/execution/deferred_root_checks.h).
     this->communicator.enable_deferred_root_checks();
+    // ... and check most rooted calls with no message of their own
+    // (algorithms/execution/late_root_checks.h).
+    this->communicator.enable_late_root_checks();
   }
 
   // Numbers collectives in issue order; equal on every rank for the same call.
   uint32_t next_sequence() { return sequence++; }
+  // Sets the root that the last covered rooted call named into `call` (a
+  // collective, issued as number `sequence`), and notes what it carries
+  // (algorithms/execution/late_root_checks.h): a rooted call a later call
+  // did not carry is checked as the Context ends. `compares`: the call runs
+  // on chorus's own algorithms, whose frames and board slots compare
+  // signatures (a backend's, NCCL's, do not).
+  void chain(algorithms::Call& call, uint32_t sequence, bool compares) {
+    if (communicator.size() > algorithms::kMaxChainedRanks) return;
+    call.previous_root = chain_root;
+    if (algorithms::LateRootChecks::covers(communicator, call)) {
+      chain_root = call.root;
+      chain_carried = false;
+      chained_sequence = sequence;
+    } else if (compares && call.collective != algorithms::Collective::reduce) {
+      chain_carried = true;
+    }
+  }
   // The message group of this Context's next Window (chorus/window.h):
   // windows are created collectively, so every rank numbers them alike, and
   // a hash keeps their traffic apart from every Context's collectives.
@@ -69,6 +90,11 @@ struct ContextState {
   } settle_root_checks_at_end{*this};
   uint32_t sequence = 0;
   uint64_t windows = 0;
+  // The chain (chain() above): the last covered call's root and number, and
+  // whether a later call carried it.
+  int chain_root = -1;
+  uint32_t chained_sequence = 0;
+  bool chain_carried = true;
   // The last few blocking calls of fixed counts on host memory, as issued
   // (their Calls complete) with their choices (api/issue.cc): a training
   // loop repeats a few shapes, and a call of one of them runs again from

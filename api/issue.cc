@@ -68,6 +68,7 @@ Work run_repeated(Context& context, ContextState& state, RepeatedCall& record, c
                   const CollectiveOptions& options) {
   context.throw_if_failed();
   const uint32_t sequence = state.next_sequence();
+  state.chain(record.call, sequence, /*compares=*/true);
   algorithms::run_collective(state.communicator, record.call, input, output, record.algorithm, sequence,
                              deadline_for(context, options), /*caller_waits=*/true, &record.choice);
   return Work();
@@ -138,6 +139,7 @@ Work issue_new(Context& context, Call call, const void* input, void* output, con
   // the result in place (NCCL, backends/registry.h) runs now, async or not,
   // after the calls queued before it, and orders itself against the stream.
   const bool backend = algorithms::runs_at_issue(call.collective, options.algorithm);
+  state.chain(call, sequence, /*compares=*/!backend);
   if (backend && (steps.before || steps.after))
     throw InvalidArgument(cat("rank ", context.rank(), ": this ", algorithms::to_string(call.collective),
                               " (a grouped call) runs on chorus's own algorithms, not the backend '",

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "algorithms/execution/deferred_root_checks.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -88,6 +89,10 @@ std::vector<Communicator::ProbedRank> Communicator::probed_ranks() const {
   ranks.reserve(members_.size());
   for (int member = 0; member < size(); ++member) ranks.push_back({shown_rank(member), mesh_rank(member)});
   return ranks;
+}
+
+void Communicator::enable_late_root_checks() {
+  if (!late_root_checks_) late_root_checks_ = std::make_shared<LateRootChecks>();
 }
 
 void Communicator::enable_deferred_root_checks() {

@@ -37,6 +37,7 @@ namespace chorus::algorithms {
 // Contexts the application holds have.
 class BoardCell;
 class DeferredRootChecks;
+class LateRootChecks;
 
 struct CommunicatorSettings {
   // The job's agreed slowest link within a host and between hosts.
@@ -150,6 +151,11 @@ class Communicator {
   // null: every rooted call waits for its own (a helper group's).
   DeferredRootChecks* deferred_root_checks() const { return deferred_root_checks_.get(); }
   void enable_deferred_root_checks();
+  // Its rooted calls' checks without a message of their own
+  // (late_root_checks.h); null: every rooted call sends its check (a helper
+  // group's).
+  LateRootChecks* late_root_checks() const { return late_root_checks_.get(); }
+  void enable_late_root_checks();
   // Whether the candidates' set-up of the first call ran (run.h).
   bool set_up() const { return run_counters_->set_up.load(std::memory_order_acquire); }
   void mark_set_up() const { run_counters_->set_up.store(true, std::memory_order_release); }
@@ -179,6 +185,7 @@ class Communicator {
   std::atomic<uint64_t>* position_ = nullptr;
   std::shared_ptr<BoardCell> board_;
   std::shared_ptr<DeferredRootChecks> deferred_root_checks_;
+  std::shared_ptr<LateRootChecks> late_root_checks_;
   std::shared_ptr<const std::vector<int>> shown_ranks_;  // null: members show as themselves
   std::shared_ptr<const std::vector<ProbedRank>> probed_;  // null: the members
   struct RunCounters {

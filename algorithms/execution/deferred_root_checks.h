@@ -1,5 +1,6 @@
 // Root checks (root_check.h) that a rank which only sends in its Plan does
-// not wait for.
+// not wait for: a reduce's leaves, and the senders of any rooted call on a
+// Context too large for late_root_checks.h.
 //
 // Why: the root of a small broadcast (or a scatter's root, a gather's or a
 // reduce's leaves) has nothing to wait for but its left neighbour's 4-byte

@@ -11,6 +11,7 @@
 
 #include "algorithms/execution/collective_watch.h"
 #include "algorithms/execution/deferred_root_checks.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "algorithms/execution/local_steps.h"
 #include "memory/registry.h"
 #include "algorithms/execution/root_check.h"
@@ -93,6 +94,12 @@ class PlanRun {
     // The root check's two requests follow the Plan's.
     plan_requests_ = number_stripes();
     checks_root_ = RootCheck::needed(call);
+    // Where the signature holds the root whole, no message checks it
+    // (late_root_checks.h): only a wait past kTellAfter sends one.
+    tells_late_ = checks_root_ && LateRootChecks::covers(communicator, call);
+    if (tells_late_) checks_root_ = false;
+    late_ = communicator.late_root_checks();
+    if (late_ && !late_->active() && !tells_late_) late_ = nullptr;
     // A rank that only sends leaves its check's receive to the Context's
     // deferred checks (deferred_root_checks.h) and does not wait for its
     // neighbour to reach the call.
@@ -109,11 +116,14 @@ class PlanRun {
   }
 
   void run() {
-    CollectiveWatch watch(communicator_, call_, sequence_, deadline_, started_ ? *started_ : Clock::now());
+    const Clock::time_point began = started_ ? *started_ : Clock::now();
+    CollectiveWatch watch(communicator_, call_, sequence_, deadline_, began);
     transport::Mesh& mesh = mesh_;
     // While this thread runs the plan it reads its own sockets and rings
     // (see Device::begin_polling); it hands reading back only to sleep.
     transport::PollingScope polling(mesh);
+    // Remembered for the left neighbour's word on it (late_root_checks.h).
+    if (tells_late_) late_->record(communicator_, call_, sequence_);
     if (checks_root_) post_root_check();
     if (deferred_after_) settle_earlier_checks();
     while (!finished()) {
@@ -151,11 +161,24 @@ class PlanRun {
       if (watch.warning_due(now)) watch.warn_stall(describe_oldest_wait());
       if (deferred_after_) settle_earlier_checks();
       if (poll_for_change(seen)) continue;
+      Clock::time_point wake = watch.next_wake();
+      if (late_) {
+        // A neighbour's root from a call that waits (late_root_checks.h).
+        late_->poll(communicator_);
+        const Clock::time_point looked = Clock::now();
+        if (tells_late_ && looked - began >= LateRootChecks::kTellAfter) {
+          late_->tell(communicator_, sequence_);
+          tells_late_ = false;
+        }
+        Clock::time_point next_look = looked + LateRootChecks::kPollEvery;
+        if (tells_late_) next_look = std::min(next_look, began + LateRootChecks::kTellAfter);
+        wake = std::min(wake, next_look);
+      }
       mesh.end_polling();
       {
         transport::WaitingScope waiting(mesh);
         // Wake for the next warning too, if it comes before the deadline.
-        signal_.wait_change(seen, Deadline(watch.next_wake()));
+        signal_.wait_change(seen, Deadline(wake));
       }
       mesh.begin_polling();
     }
@@ -354,6 +377,8 @@ class PlanRun {
   size_t plan_requests_ = 0;
   RootCheck root_check_;
   bool checks_root_ = false;
+  LateRootChecks* late_ = nullptr;  // while any rooted call went without a check message
+  bool tells_late_ = false;         // this call tells its root once it has waited kTellAfter
   DeferredRootChecks* deferred_ = nullptr;  // this call's check is left there
   // Whether earlier calls left checks to settle while this one waits.
   bool deferred_after_ = false;

@@ -2,6 +2,12 @@
 // and their v variants): beside the Plan's own steps, every rank sends the
 // root it names to its right neighbour and receives its left neighbour's.
 //
+// Where it runs: a reduce, every rooted call of a helper group, and every
+// rooted call of a Context of more than kMaxChainedRanks ranks. The other
+// rooted calls of an application's Context send no message of their own:
+// the signature holds their root whole, and late_root_checks.h says what
+// finds a disagreement there instead.
+//
 // Why a message of its own: the call signature in every frame holds only the
 // root's low byte, and some disagreements send no frame that a receive would
 // check at all: the root of a broadcast receives nothing (it would return

@@ -18,6 +18,7 @@
 #include "algorithms/model/aligned_chunks.h"
 #include "algorithms/execution/collective_watch.h"
 #include "algorithms/execution/communicator.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "base/copy.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -409,6 +410,12 @@ void Board::wait_until(const Wait& wait, int member, const std::atomic<uint64_t>
       fail(wait, mesh.explain_loss(mesh.failure()));
     }
     check_mismatch(wait, member, awaited);
+    // A rooted call elsewhere whose ranks disagree may be why nobody comes
+    // (late_root_checks.h): its word goes round while members wait here.
+    if (sleeping) {
+      LateRootChecks* late = wait.communicator.late_root_checks();
+      if (late && late->active()) late->poll(wait.communicator);
+    }
     const Clock::time_point now = Clock::now();
     if (watch.timed_out(now)) {
       if (arrived()) return;
@@ -463,6 +470,13 @@ void Board::mismatch(const Wait& wait, int member, uint64_t their_signature,
     fail(wait, std::make_exception_ptr(MismatchError(cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), ": peer rank ",
                                                          wait.communicator.shown_rank(member), " names root ", *their_root,
                                                          " but this rank names root ", wait.call.root))));
+  // The same call after rooted calls whose roots differ (call.h: Call::previous_root).
+  if (const auto roots = chain_difference(their_signature, wait.signature))
+    fail(wait, std::make_exception_ptr(MismatchError(cat(
+                   "rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), ": peer rank ",
+                   wait.communicator.shown_rank(member), " names root ", roots->theirs,
+                   " in the last rooted call before it but this rank names root ", roots->mine,
+                   " (on the shared-memory board)"))));
   fail(wait, std::make_exception_ptr(MismatchError(
                  cat("rank ", wait.communicator.shown_rank(rank_), ": ", wait.this_collective(), ": peer rank ", wait.communicator.shown_rank(member), " called ",
                      describe_signature(their_signature), " where this rank called ",

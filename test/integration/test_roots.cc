@@ -163,15 +163,19 @@ TEST_CASE("every rank naming itself root fails with MismatchError on every rank,
   }
 }
 
+// A gather whose ranks all name themselves root waits on every rank for
+// blocks nobody sends: the late check (algorithms/execution/
+// late_root_checks.h) is what finds it, in the root check's words.
 TEST_CASE("the root check's words name this rank, the peer and both roots", "[roots]") {
   std::chrono::milliseconds took{};
-  const std::vector<Verdict> verdicts = run_disagreement(3, Rooted::broadcast, own_rank, took);
+  const std::vector<Verdict> verdicts = run_disagreement(3, Rooted::gather, own_rank, took);
+  CHECK(took < kWellWithin);
   // Rank 1's own verdict, unless rank 0's or rank 2's report reached it first.
-  const std::string own = "rank 1: broadcast #0: peer rank 0 names root 0 but this rank names root 1";
+  const std::string own = "rank 1: gather #0: peer rank 0 names root 0 but this rank names root 1";
   bool someone_saw_it_first_hand = false;
   for (int rank = 0; rank < 3; ++rank) {
     const int left = (rank + 2) % 3;
-    const std::string first_hand = cat("rank ", rank, ": broadcast #0: peer rank ", left, " names root ", left,
+    const std::string first_hand = cat("rank ", rank, ": gather #0: peer rank ", left, " names root ", left,
                                        " but this rank names root ", rank);
     const std::string& text = verdicts[static_cast<size_t>(rank)].text;
     INFO(text);
@@ -204,6 +208,43 @@ TEST_CASE("one rank naming another root fails every rank with MismatchError, thi
       if (!fans_out) CHECK(verdicts.front().failed_call == 1);
       if (fans_out && size >= 3) CHECK(verdicts.back().failed_call == 1);
     }
+  }
+}
+
+// A broadcast on messages whose ranks all name themselves root only sends,
+// on every rank: nothing in the call itself differs. The root each rank
+// named rides in the next call's signature (Call::previous_root), and that
+// call fails on every rank, its words naming both roots.
+TEST_CASE("a rooted call every rank finished with its own root fails the next call, naming both roots", "[roots]") {
+  for (int size : {2, 3, 4}) {
+    CAPTURE(size);
+    std::vector<std::string> texts(static_cast<size_t>(size));
+    std::vector<int> failed_call(static_cast<size_t>(size), 0);
+    auto outcomes = run_ranks(size, [&](Context& context) {
+      const auto rank = static_cast<size_t>(context.rank());
+      std::vector<float> data(16, static_cast<float>(context.rank()));
+      failed_call[rank] = 1;
+      broadcast(context, data.data(), data.size(), DataType::float32, context.rank(), on_messages());
+      failed_call[rank] = 2;
+      std::vector<float> sum(4, 1.0f);
+      CollectiveOptions messages;
+      messages.algorithm = "ring";
+      allreduce(context, std::span(sum), ReduceOp::sum, messages);
+      failed_call[rank] = 0;
+    }, kTimeout);
+    bool seen_in_the_next_call = false;
+    for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+      INFO("rank " << rank << ": " << (outcomes[rank].error ? text_of(outcomes[rank].error) : "no error"));
+      REQUIRE(outcomes[rank].error);
+      CHECK(class_of(outcomes[rank].error) == "MismatchError");
+      // A rank the abort reaches before it starts the broadcast fails there.
+      CHECK(failed_call[rank] >= 1);
+      // Seen first hand or relayed: "... after a rooted call naming root 1 ...".
+      const std::string text = text_of(outcomes[rank].error);
+      CHECK(text.find("after a rooted call naming root ") != std::string::npos);
+      seen_in_the_next_call = seen_in_the_next_call || (failed_call[rank] == 2 && text.find("aborted") == std::string::npos);
+    }
+    CHECK(seen_in_the_next_call);
   }
 }
 
@@ -273,9 +314,9 @@ TEST_CASE("a broadcast's root runs ahead of a neighbour that has not reached the
   CHECK(root_took[0] < std::chrono::milliseconds(250));
 }
 
-TEST_CASE("a root more than 64 calls ahead waits for its neighbour, and every call arrives", "[roots]") {
-  // Past the deferred checks' capacity the root waits for the oldest; 200
-  // broadcasts then a barrier, with the receiver late, lose nothing.
+TEST_CASE("a broadcast's root runs 200 calls ahead of late receivers, and every call arrives", "[roots]") {
+  // No root check message holds it (late_root_checks.h): 200 broadcasts
+  // then a barrier, with the receivers late, lose nothing.
   std::atomic<int> wrong{0};
   auto outcomes = run_ranks(3, [&](Context& context) {
     if (context.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -283,6 +324,26 @@ TEST_CASE("a root more than 64 calls ahead waits for its neighbour, and every ca
       int64_t value = context.rank() == 0 ? call : -1;
       broadcast(context, &value, 1, DataType::int64, 0, on_messages());
       if (value != call) ++wrong;
+    }
+    barrier(context);
+  }, kTimeout);
+  chorus::testing::require_all_ok(outcomes);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a reduce's leaves more than 64 calls ahead wait for their neighbour, and every call arrives", "[roots]") {
+  // A reduce keeps its root check message; its leaves only send and leave
+  // the receive to the deferred checks (deferred_root_checks.h), and past
+  // their capacity a leaf waits for the oldest. 200 reduces then a barrier,
+  // with the root late, lose nothing.
+  std::atomic<int> wrong{0};
+  auto outcomes = run_ranks(3, [&](Context& context) {
+    if (context.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int call = 0; call < 200; ++call) {
+      int64_t value = call + context.rank();
+      int64_t sum = -1;
+      reduce(context, &value, &sum, 1, DataType::int64, ReduceOp::sum, 0, on_messages());
+      if (context.rank() == 0 && sum != 3 * call + 3) ++wrong;
     }
     barrier(context);
   }, kTimeout);
