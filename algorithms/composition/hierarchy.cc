@@ -17,6 +17,7 @@ Call phase_call(const Call& parent, Collective collective, int rank, int size, s
                 bool in_place) {
   Call call = make_call(collective, rank, size, count, parent.type, parent.op, root, in_place);
   call.memory = parent.memory;
+  call.previous_root = parent.previous_root;
   return call;
 }
 

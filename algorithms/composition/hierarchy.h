@@ -31,7 +31,11 @@ inline constexpr uint32_t phase_slot_span = uint32_t{1} << 30;
 // only then does a hierarchical algorithm differ from a flat one.
 bool has_two_levels(const Call& call);
 
-// A call of the same type, op and memory on a subset of ranks.
+// A call of the same type, op and memory on a subset of ranks. It carries
+// the parent's chain (Call::previous_root): a phase that runs as a call of
+// its own (the host boards' rails and boards) compares it in its frames and
+// slots, or ranks that finished a rooted call with different roots would
+// pass the next call on those phases unseen.
 Call phase_call(const Call& parent, Collective collective, int rank, int size, size_t count, int root,
                 bool in_place);
 

@@ -88,8 +88,10 @@ class MappedCall {
     std::memcpy(mine.data(), in.data(), in.size());
     std::memcpy(mine.data() + kDescriptionBytes, out.data(), out.size());
     std::vector<std::byte> all(kRecordBytes * static_cast<size_t>(size()));
-    const Call gather = make_call(Collective::allgather, rank(), size(), kRecordBytes, DataType::uint8, ReduceOp::sum,
-                                  0, false);
+    Call gather = make_call(Collective::allgather, rank(), size(), kRecordBytes, DataType::uint8, ReduceOp::sum, 0,
+                            false);
+    // The chain (Call::previous_root) of the call it serves: its peers compare it here.
+    gather.previous_root = call_.previous_root;
     run_helper_collective(helpers_, gather, mine.data(), all.data(), "auto", /*sequence=*/0, deadline_);
     inputs_.resize(static_cast<size_t>(size()));
     outputs_.resize(static_cast<size_t>(size()));
@@ -109,7 +111,8 @@ class MappedCall {
   }
 
   void barrier(uint32_t step) {
-    const Call call = make_call(Collective::barrier, rank(), size(), 0, DataType::uint8, ReduceOp::sum, 0, false);
+    Call call = make_call(Collective::barrier, rank(), size(), 0, DataType::uint8, ReduceOp::sum, 0, false);
+    call.previous_root = call_.previous_root;
     run_helper_collective(helpers_, call, nullptr, nullptr, "auto", step, deadline_);
   }
 

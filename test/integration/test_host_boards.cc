@@ -249,3 +249,36 @@ TEST_CASE("hierarchical_board: a rank that never calls is named by its Context r
     CHECK(outcomes[static_cast<size_t>(rank)].error);
   }
 }
+
+// A broadcast whose hosts each name a root of their own (ranks 0 and 1
+// name 0, ranks 2 and 3 name 2) finishes on every rank: each root only
+// sends. The next call carries the root each rank named (Call::
+// previous_root), and its phases must carry it too, or the host boards
+// (which each host agrees on) and the rails would let the disagreement
+// pass for good: this was a silent wrong answer before stop 61.
+TEST_CASE("hierarchical_board: the call after a broadcast whose hosts named different roots fails every rank",
+          "[host_boards][roots]") {
+  const auto outcomes = run_ranks(
+      4,
+      [&](Context& context) {
+        std::vector<float> data(2, 1.0f);
+        allreduce(context, std::span(data), ReduceOp::sum, named("hierarchical_board"));
+        broadcast(context, std::span(data), context.rank() < 2 ? 0 : 2);
+        allreduce(context, std::span(data), ReduceOp::sum, named("hierarchical_board"));
+      },
+      20s, on_hosts({2, 2}));
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string text = outcomes[static_cast<size_t>(rank)].error
+                                 ? error_text(outcomes[static_cast<size_t>(rank)].error)
+                                 : "";
+    INFO("rank " << rank << ": " << text);
+    REQUIRE(outcomes[static_cast<size_t>(rank)].error);
+    CHECK(is<MismatchError>(outcomes[static_cast<size_t>(rank)].error));
+  }
+  // Rails cross the hosts: their words name both roots.
+  std::string words;
+  for (const auto& outcome : outcomes)
+    if (outcome.error) words += error_text(outcome.error) + "\n";
+  INFO(words);
+  CHECK_THAT(words, Catch::Contains("root 0") && Catch::Contains("root 2"));
+}
