@@ -97,9 +97,18 @@ class PlanRun {
     // Where the signature holds the root whole, no message checks it
     // (late_root_checks.h): only a wait past kTellAfter sends one.
     tells_late_ = checks_root_ && LateRootChecks::covers(communicator, call);
+    late_ = {communicator.late_root_checks(), &communicator, sequence};
+    if (!late_.checks) {
+      // A helper call of a covered call (a phase of the host boards'
+      // broadcast): its waits are that call's, on the Context's checks.
+      if (const LateRootChecks::Delegation* delegation = LateRootChecks::delegated()) {
+        late_ = *delegation;
+        tells_late_ = checks_root_;
+        records_late_ = false;  // the covered call recorded itself
+      }
+    }
     if (tells_late_) checks_root_ = false;
-    late_ = communicator.late_root_checks();
-    if (late_ && !late_->active() && !tells_late_) late_ = nullptr;
+    if (late_.checks && !late_.checks->active() && !tells_late_) late_.checks = nullptr;
     // A rank that only sends leaves its check's receive to the Context's
     // deferred checks (deferred_root_checks.h) and does not wait for its
     // neighbour to reach the call.
@@ -123,7 +132,7 @@ class PlanRun {
     // (see Device::begin_polling); it hands reading back only to sleep.
     transport::PollingScope polling(mesh);
     // Remembered for the left neighbour's word on it (late_root_checks.h).
-    if (tells_late_) late_->record(communicator_, call_, sequence_);
+    if (tells_late_ && records_late_) late_.checks->record(communicator_, call_, sequence_);
     if (checks_root_) post_root_check();
     if (deferred_after_) settle_earlier_checks();
     while (!finished()) {
@@ -162,12 +171,12 @@ class PlanRun {
       if (deferred_after_) settle_earlier_checks();
       if (poll_for_change(seen)) continue;
       Clock::time_point wake = watch.next_wake();
-      if (late_) {
+      if (late_.checks) {
         // A neighbour's root from a call that waits (late_root_checks.h).
-        late_->poll(communicator_);
+        late_.checks->poll(*late_.context);
         const Clock::time_point looked = Clock::now();
         if (tells_late_ && looked - began >= LateRootChecks::kTellAfter) {
-          late_->tell(communicator_, sequence_);
+          late_.checks->tell(*late_.context, late_.sequence);
           tells_late_ = false;
         }
         Clock::time_point next_look = looked + LateRootChecks::kPollEvery;
@@ -377,8 +386,12 @@ class PlanRun {
   size_t plan_requests_ = 0;
   RootCheck root_check_;
   bool checks_root_ = false;
-  LateRootChecks* late_ = nullptr;  // while any rooted call went without a check message
-  bool tells_late_ = false;         // this call tells its root once it has waited kTellAfter
+  // While any rooted call went without a check message: the checks, and
+  // the Communicator and number of the call they are about (this one's, or
+  // the covered call's whose helper call this is).
+  LateRootChecks::Delegation late_;
+  bool tells_late_ = false;     // this call tells its root once it has waited kTellAfter
+  bool records_late_ = true;    // ... and recorded its root as it started
   DeferredRootChecks* deferred_ = nullptr;  // this call's check is left there
   // Whether earlier calls left checks to settle while this one waits.
   bool deferred_after_ = false;

@@ -53,7 +53,18 @@ uint32_t get_u32(const std::byte* in) {
 // How far `a` is past `b` in the 32-bit numbering of calls.
 int32_t ahead(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
 
+// A collective runs on one thread from start to end, helper calls included.
+thread_local const LateRootChecks::Delegation* this_threads_delegation = nullptr;
+
 }  // namespace
+
+LateRootChecks::Delegated::Delegated(const Delegation& delegation) : outer_(this_threads_delegation) {
+  this_threads_delegation = &delegation;
+}
+
+LateRootChecks::Delegated::~Delegated() { this_threads_delegation = outer_; }
+
+const LateRootChecks::Delegation* LateRootChecks::delegated() { return this_threads_delegation; }
 
 LateRootChecks::LateRootChecks() { receive_.attach(&signal_); }
 

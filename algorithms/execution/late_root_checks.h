@@ -105,6 +105,31 @@ class LateRootChecks {
   // `deadline` for the left neighbour's. Throws as poll does, or
   // TimeoutError naming the neighbour.
   void settle_last(const Communicator& communicator, uint32_t sequence, Deadline deadline);
+  // A covered call that runs as calls of helper groups of its own (the
+  // host boards' broadcast, host_boards.h), which have no late checks:
+  // while a Delegated lives on a thread, the waits of those helper calls
+  // on it (the Executor's, the board's) send no root check message of
+  // their own, look for the Context's neighbour words, and past kTellAfter
+  // tell the covered call's root, as that call's own waits would. The
+  // covered call records itself (record) before its phases start.
+  struct Delegation {
+    LateRootChecks* checks = nullptr;
+    const Communicator* context = nullptr;  // the covered call's own
+    uint32_t sequence = 0;                  // the covered call's number
+  };
+  class Delegated {
+   public:
+    explicit Delegated(const Delegation& delegation);
+    ~Delegated();
+    Delegated(const Delegated&) = delete;
+    Delegated& operator=(const Delegated&) = delete;
+
+   private:
+    const Delegation* outer_;
+  };
+  // This thread's, while a Delegated lives; null otherwise.
+  static const Delegation* delegated();
+
   // As the Context ends, after settle_last if it ran: waits up to
   // `deadline` for this rank's sends (and a claimed receive) to finish, since
   // their memory is this object's; past it, aborts the Mesh, which fails them.

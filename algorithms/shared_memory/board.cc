@@ -327,7 +327,9 @@ Moved run_one_shot(const Candidate&, const CandidateRun& run) {
     case Collective::allreduce:
       board.allreduce(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline);
       break;
-    case Collective::broadcast: board.broadcast(run.communicator, run.call, run.output, run.sequence, run.deadline); break;
+    case Collective::broadcast:
+      board.broadcast(run.communicator, run.call, run.output, run.sequence, run.deadline, run.call.root);
+      break;
     case Collective::allgather:
     case Collective::reduce_scatter:
     case Collective::alltoall:
@@ -435,6 +437,7 @@ void announce_on_board(const Communicator& communicator, const Call& call, uint3
 
 void settle_board_checks(const Communicator& communicator, Deadline deadline) {
   BoardCell* cell = communicator.board_cell();
+  if (cell && cell->host_boards) settle_host_board_checks(communicator, deadline);
   if (!cell || !cell->board || !cell->board->ring_checks_pending()) return;
   cell->board->settle_ring_checks(communicator, deadline, std::numeric_limits<uint64_t>::max());
 }

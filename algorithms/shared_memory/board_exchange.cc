@@ -304,9 +304,9 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
 // found by its right neighbour in this very call, as the root check finds
 // it on messages, instead of leaving its buffer unwritten.
 void Board::broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
-                      Deadline deadline) {
-  if (call.bytes() <= kRingDataBytes) return ring_broadcast(communicator, call, data, sequence, deadline);
-  slot_broadcast(communicator, call, static_cast<std::byte*>(data), call.bytes(), sequence, deadline);
+                      Deadline deadline, int source) {
+  if (call.bytes() <= kRingDataBytes) return ring_broadcast(communicator, call, data, sequence, deadline, source);
+  slot_broadcast(communicator, call, static_cast<std::byte*>(data), call.bytes(), sequence, deadline, source);
 }
 
 // Past a slot, a piece after another: the root copies each into its slot
@@ -319,22 +319,23 @@ void Board::broadcast_in_pieces(const Communicator& communicator, const Call& ca
   auto* bytes = static_cast<std::byte*>(data);
   const size_t total = call.bytes();
   for (size_t first = 0; first < total; first += slot_bytes_)
-    slot_broadcast(communicator, call, bytes + first, std::min(slot_bytes_, total - first), sequence, deadline);
+    slot_broadcast(communicator, call, bytes + first, std::min(slot_bytes_, total - first), sequence, deadline,
+                   call.root);
 }
 
 void Board::slot_broadcast(const Communicator& communicator, const Call& call, std::byte* data, size_t bytes,
-                           uint32_t sequence, Deadline deadline) {
+                           uint32_t sequence, Deadline deadline, int source) {
   const Wait wait = next_call(communicator, call, sequence, deadline);
   const uint64_t number = wait.call_number;
   announce(sequence, wait.signature, call.root, /*on_board=*/true);
-  // Every member writes its slot: the root its data, all of them their stamps.
-  publish(wait, data, rank_ == call.root ? bytes : 0, call.root);
-  if (rank_ != call.root) {
-    await_slot(wait, call.root);
-    copy_bytes(data, data_of(slot(call.root, number)), bytes);
+  // Every member writes its slot: the source its data, all of them their stamps.
+  publish(wait, data, rank_ == source ? bytes : 0, call.root);
+  if (rank_ != source) {
+    await_slot(wait, source);
+    copy_bytes(data, data_of(slot(source, number)), bytes);
   }
   const int left = (rank_ + size_ - 1) % size_;
-  if (left != call.root || rank_ == call.root) await_slot(wait, left);
+  if (left != source || rank_ == source) await_slot(wait, left);
   finish(number);
 }
 
@@ -414,7 +415,16 @@ void Board::wait_until(const Wait& wait, int member, const std::atomic<uint64_t>
     // (late_root_checks.h): its word goes round while members wait here.
     if (sleeping) {
       LateRootChecks* late = wait.communicator.late_root_checks();
-      if (late && late->active()) late->poll(wait.communicator);
+      if (late && late->active()) {
+        late->poll(wait.communicator);
+      } else if (const LateRootChecks::Delegation* delegation = LateRootChecks::delegated();
+                 delegation && delegation->checks->active()) {
+        // A phase of a Context's call (the host boards'): this wait is that
+        // call's, and a covered one tells its root once it has waited kTellAfter.
+        delegation->checks->poll(*delegation->context);
+        if (Clock::now() - started >= LateRootChecks::kTellAfter)
+          delegation->checks->tell(*delegation->context, delegation->sequence);
+      }
     }
     const Clock::time_point now = Clock::now();
     if (watch.timed_out(now)) {

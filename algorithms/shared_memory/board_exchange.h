@@ -94,8 +94,13 @@ class Board {
   void allreduce(const Communicator& communicator, const Call& call, const void* input, void* output,
                  uint32_t sequence, Deadline deadline);
   // A broadcast of up to kRingDataBytes runs on the ring (ring_broadcast).
+  // `source`: the member whose data it is; call.root where that is a
+  // member. A board that serves a phase of a larger call (host_boards.h)
+  // names the larger call's root in call.root instead, which the slots and
+  // the words then show, so that members naming different roots of it
+  // differ on the board too.
   void broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
-                 Deadline deadline);
+                 Deadline deadline, int source);
   void barrier(const Communicator& communicator, const Call& call, uint32_t sequence, Deadline deadline);
   // allgather, reduce_scatter and alltoall of fixed counts (`call.count`
   // elements per block; output holds every member's block in member order,
@@ -236,9 +241,9 @@ class Board {
   // The ring (board_ring.cc).
   // One board call of a broadcast on the slots: `bytes` of `data`.
   void slot_broadcast(const Communicator& communicator, const Call& call, std::byte* data, size_t bytes,
-                      uint32_t sequence, Deadline deadline);
+                      uint32_t sequence, Deadline deadline, int source);
   void ring_broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
-                      Deadline deadline);
+                      Deadline deadline, int source);
   void make_ring_room(const Wait& wait, uint64_t ring_call);
   void await_ring_entry(const Wait& wait, int member, uint64_t ring_call);
   void publish_ring_finished();
@@ -279,7 +284,8 @@ class Board {
     uint32_t sequence = 0;
     size_t count = 0;
     DataType type = DataType::uint8;
-    int root = 0;
+    int root = 0;  // as the call shows it (broadcast's call.root)
+    int previous_root = -1;
     uint64_t group_digest = 0;
   };
   std::vector<PendingRingCheck> pending_ring_checks_;

@@ -47,7 +47,7 @@
 namespace chorus::algorithms {
 
 void Board::ring_broadcast(const Communicator& communicator, const Call& call, void* data, uint32_t sequence,
-                           Deadline deadline) {
+                           Deadline deadline, int source) {
   const uint64_t number = ring_calls_ + 1;
   const Wait wait{communicator, call, sequence, 0, stamp_of(number, sequence), call_signature(call), deadline, {}};
   announce(sequence, wait.signature, call.root, /*on_board=*/true);
@@ -60,14 +60,14 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
 
   RingEntry& mine = ring_entry(rank_, number);
   const size_t bytes = call.bytes();
-  if (rank_ == call.root) std::memcpy(data_of(mine), data, bytes);
+  if (rank_ == source) std::memcpy(data_of(mine), data, bytes);
   mine.signature.store(wait.signature, std::memory_order_relaxed);
   mine.root.store(static_cast<uint64_t>(call.root), std::memory_order_relaxed);
   before_peers_hear();
   mine.stamp.store(wait.stamp, std::memory_order_release);
 
   const int left = (rank_ + size_ - 1) % size_;
-  if (rank_ == call.root) {
+  if (rank_ == source) {
     PendingRingCheck& pending = pending_ring_checks_[number % kRingEntries];
     pending.ring_call = number;
     pending.stamp = wait.stamp;
@@ -76,14 +76,15 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
     pending.count = call.count;
     pending.type = call.type;
     pending.root = call.root;
+    pending.previous_root = call.previous_root;
     pending.group_digest = call.group_digest;
     // Settled by this member's next call (back to back, the neighbour is
     // seldom there yet): its ring_finished stays where it was.
     return;
   }
-  await_ring_entry(wait, call.root, number);
-  std::memcpy(data, data_of(ring_entry(call.root, number)), bytes);
-  if (left != call.root) await_ring_entry(wait, left, number);
+  await_ring_entry(wait, source, number);
+  std::memcpy(data, data_of(ring_entry(source, number)), bytes);
+  if (left != source) await_ring_entry(wait, left, number);
   publish_ring_finished();
 }
 
@@ -130,6 +131,7 @@ void Board::settle_ring_checks(const Communicator& communicator, Deadline deadli
         Call call = make_call(Collective::broadcast, rank_, size_, pending.count, pending.type, ReduceOp::sum,
                               pending.root, true);
         call.group_digest = pending.group_digest;
+        call.previous_root = pending.previous_root;
         const Wait wait{communicator, call, pending.sequence, 0, pending.stamp, pending.signature, deadline, {}};
         await_ring_entry(wait, left, number);
       }

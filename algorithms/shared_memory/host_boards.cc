@@ -4,11 +4,13 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/composition/hierarchy.h"
 #include "algorithms/execution/helper_plan.h"
+#include "algorithms/execution/late_root_checks.h"
 #include "algorithms/execution/local_steps.h"
 #include "algorithms/shared_memory/board.h"
 #include "algorithms/shared_memory/board_exchange.h"
@@ -80,11 +82,23 @@ const HostBoards& set_up_host_boards(const Communicator& communicator, uint32_t 
   return boards;
 }
 
-bool serves_on_host_boards(const Candidate&, const Communicator& communicator, const Call& call) {
+// A host call of up to CHORUS_BOARD_BYTES on a Context whose host boards
+// are (or will be, in its first call) set up on every host.
+bool fits_host_boards(const Communicator& communicator, const Call& call) {
   const HostBoards* boards = host_boards_of(communicator);
   return communicator.board_cell() && has_uniform_hosts(communicator) && (!boards || boards->ready) &&
-         call.collective == Collective::allreduce && call.memory.on_host() && call.count > 0 &&
-         call.bytes() <= communicator.settings().board_bytes;
+         call.memory.on_host() && call.count > 0 && call.bytes() <= communicator.settings().board_bytes;
+}
+
+bool serves_on_host_boards(const Candidate&, const Communicator& communicator, const Call& call) {
+  return call.collective == Collective::allreduce && fits_host_boards(communicator, call);
+}
+
+// A broadcast's phases check its root with no message of their own (below):
+// only where the Context's late checks cover it.
+bool serves_broadcast_on_host_boards(const Candidate&, const Communicator& communicator, const Call& call) {
+  return call.collective == Collective::broadcast && fits_host_boards(communicator, call) &&
+         LateRootChecks::covers(communicator, call);
 }
 
 Call rail_call_of(const HostBoards& boards, const Call& call) {
@@ -152,15 +166,26 @@ void set_up_at_first_call(const Communicator& communicator, uint32_t sequence, D
     set_up_naming_ranks(communicator, sequence, deadline);
 }
 
-Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
-  const Call& call = run.call;
+// The Context's host boards, set up on every host.
+const HostBoards& ready_host_boards(const CandidateRun& run) {
   // A Context whose first call came before it was enabled (none today).
   if (!host_boards_of(run.communicator)) set_up_naming_ranks(run.communicator, run.sequence, run.deadline);
   const HostBoards& boards = *host_boards_of(run.communicator);
   if (!boards.ready)
-    throw InvalidArgument(cat("rank ", run.communicator.rank(), ": allreduce algorithm '", kHierarchicalBoard,
-                              "' cannot run: some host of this Context could not set up a board (CHORUS_LOG=debug ",
-                              "says why on its ranks)"));
+    throw InvalidArgument(cat("rank ", run.communicator.rank(), ": ", to_string(run.call.collective), " algorithm '",
+                              kHierarchicalBoard, "' cannot run: some host of this Context could not set up a board ",
+                              "(CHORUS_LOG=debug says why on its ranks)"));
+  return boards;
+}
+
+Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
+  const Call& call = run.call;
+  const HostBoards& boards = ready_host_boards(run);
+  // Its phases wait as the call would: for the neighbours' words on an
+  // earlier rooted call that left some rank waiting (late_root_checks.h).
+  const LateRootChecks::Delegation delegation{run.communicator.late_root_checks(), &run.communicator, run.sequence};
+  std::optional<LateRootChecks::Delegated> delegated;
+  if (delegation.checks) delegated.emplace(delegation);
   Call local = phase_call(call, Collective::allreduce, boards.host.rank(), boards.host.size(), call.count, 0,
                           call.in_place);
   local.group_digest = call.group_digest;
@@ -188,9 +213,93 @@ Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
   return {moved, moved};
 }
 
+// The broadcast: the root's rail (the ranks of the root's local rank, one
+// per host) carries the data across hosts on messages, then every host's
+// board carries it from that rank to the others. One uplink crossing per
+// host, and on each host one line written and read, where `hierarchical`
+// sends a shared-memory message to each local rank.
+//
+// The root is checked with no message of its own, as a broadcast on
+// messages is (late_root_checks.h): the board's slots and entries carry
+// the Context's root whole (Board::broadcast shows call.root and reads
+// from `source`), so the members of a host that name different roots
+// differ on the board; the rail's frames carry the root's host, and only
+// ranks of the root's local rank are on it, so two rail members that name
+// different roots differ there. Either way no rank takes data from a rank
+// that named another root. Ranks that finish with different roots fail
+// the next call (its phases carry the chain, phase_call), and a wait that
+// a disagreement makes endless (a rail member waiting for a rank that is
+// not on the rail) tells the Context's neighbour after kTellAfter, as
+// this call's own wait would (LateRootChecks::Delegated).
+Call rail_broadcast_of(const HostBoards& boards, const Communicator& communicator, const Call& call) {
+  Call across = phase_call(call, Collective::broadcast, boards.host_index, boards.rail.size(), call.count,
+                           communicator.topology().host_of(call.root), true);
+  across.group_digest = call.group_digest;
+  return across;
+}
+
+// Named only: measured on the 2-core VM (2 hosts x 2 ranks in network
+// namespaces, back to back), it took 1.08-1.47x Open MPI's time where
+// `chain` took 0.72-1.05 and `hierarchical` 0.94-1.70 (benchmarks/
+// README.md, stop 61): while the rail's message crosses, the other ranks
+// of a host wait on the board, and with more ranks than cores they yield
+// in a loop there (board_exchange.cc: wait_until), taking turns on the
+// cores from the ranks that move the message, where a rank waiting for a
+// message sleeps until it arrives. auto passes it by.
+double host_boards_broadcast_cost(const Candidate&, const Communicator&, const Call&) {
+  return std::numeric_limits<double>::infinity();
+}
+
+Moved run_broadcast_on_host_boards(const Candidate&, const CandidateRun& run) {
+  const Call& call = run.call;
+  const HostBoards& boards = ready_host_boards(run);
+  const int root_local = run.communicator.topology().local_rank(call.root);
+  // Remembered for the neighbours' words, as the executor remembers a
+  // covered call on messages; the phases' waits are this call's.
+  LateRootChecks& late = *run.communicator.late_root_checks();
+  late.record(run.communicator, call, run.sequence);
+  const LateRootChecks::Delegation delegation{&late, &run.communicator, run.sequence};
+  const LateRootChecks::Delegated delegated(delegation);
+  const uint64_t bytes = call.bytes();
+  Moved moved;
+  if (boards.host.rank() == root_local) {
+    const Call across = rail_broadcast_of(boards, run.communicator, call);
+    const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
+    try {
+      run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
+                            run.deadline);
+    } catch (const MismatchError& error) {
+      throw MismatchError(cat(error.what(), " (among the ranks of local rank ", root_local,
+                              ", one per host, where a root is a host's number)"));
+    }
+    // As a flat broadcast that sends every host a copy from the root.
+    if (across.rank == across.root) {
+      moved.sent += bytes * static_cast<uint64_t>(boards.rail.size() - 1);
+    } else {
+      moved.received += bytes;
+    }
+  }
+  Call local = phase_call(call, Collective::broadcast, boards.host.rank(), boards.host.size(), call.count, call.root,
+                          true);
+  local.group_digest = call.group_digest;
+  try {
+    ready_board(boards.host)->broadcast(boards.host, local, run.output, run.sequence, run.deadline, root_local);
+  } catch (const MismatchError&) {
+    rethrow_naming_ranks(boards);
+  } catch (const TimeoutError&) {
+    rethrow_naming_ranks(boards);
+  }
+  if (boards.host.rank() == root_local) {
+    moved.sent += bytes * static_cast<uint64_t>(boards.host.size() - 1);
+  } else {
+    moved.received += bytes;
+  }
+  return moved;
+}
+
 std::string why_not_host_boards(const Candidate& self, const Communicator& communicator, const Call& call) {
-  const std::string where =
-      cat("rank ", communicator.rank(), ": allreduce algorithm '", self.name, "' runs on a board on every host, ");
+  const std::string where = cat("rank ", communicator.rank(), ": ", to_string(call.collective), " algorithm '",
+                                self.name, "' runs on a board on every host, ");
   const HostBoards* boards = host_boards_of(communicator);
   if (!communicator.board_cell() || !has_uniform_hosts(communicator))
     return where + cat("which this Context has not (it needs two hosts or more, each holding the same number of its ",
@@ -198,8 +307,11 @@ std::string why_not_host_boards(const Candidate& self, const Communicator& commu
                        communicator.topology().describe(), ")");
   if (boards && !boards->ready) return where + "which some host of this Context could not set up";
   if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
-  return where + cat("which takes allreduces of up to ", communicator.settings().board_bytes, " bytes (this call: ", call.bytes(),
-                     " bytes)");
+  if (call.bytes() > communicator.settings().board_bytes)
+    return where + cat("which takes ", to_string(call.collective), "s of up to ", communicator.settings().board_bytes,
+                       " bytes (this call: ", call.bytes(), " bytes)");
+  return where + cat("which checks a broadcast's root with no message of its own, on Contexts of up to ",
+                     kMaxChainedRanks, " ranks (this one: ", communicator.size(), ")");
 }
 
 constexpr Candidate kHostBoardCandidates[] = {
@@ -208,6 +320,14 @@ constexpr Candidate kHostBoardCandidates[] = {
      .serves = serves_on_host_boards,
      .cost_seconds = host_boards_cost,
      .run = run_on_host_boards,
+     .why_not = why_not_host_boards,
+     .first_call = set_up_at_first_call,
+     .on_board = true},
+    {.name = kHierarchicalBoard,
+     .collective = Collective::broadcast,
+     .serves = serves_broadcast_on_host_boards,
+     .cost_seconds = host_boards_broadcast_cost,
+     .run = run_broadcast_on_host_boards,
      .why_not = why_not_host_boards,
      .first_call = set_up_at_first_call,
      .on_board = true},
@@ -220,7 +340,24 @@ std::span<const Candidate> host_board_candidates() { return kHostBoardCandidates
 void announce_on_host_board(const Communicator& communicator, const Call& call, uint32_t sequence) {
   const HostBoards* boards = host_boards_of(communicator);
   if (!boards) return;
-  if (Board* board = ready_board(boards->host)) board->announce(sequence, call_signature(call), call.root, false);
+  Board* board = ready_board(boards->host);
+  if (!board) return;
+  board->announce(sequence, call_signature(call), call.root, false);
+  // What arrived of the broadcasts' root checks, without waiting (board_ring.cc).
+  if (board->ring_checks_pending()) board->settle_ring_checks(boards->host, Deadline::never(), 0);
+}
+
+void settle_host_board_checks(const Communicator& communicator, Deadline deadline) {
+  const HostBoards* boards = host_boards_of(communicator);
+  Board* board = boards ? ready_board(boards->host) : nullptr;
+  if (!board || !board->ring_checks_pending()) return;
+  try {
+    board->settle_ring_checks(boards->host, deadline, std::numeric_limits<uint64_t>::max());
+  } catch (const MismatchError&) {
+    rethrow_naming_ranks(*boards);
+  } catch (const TimeoutError&) {
+    rethrow_naming_ranks(*boards);
+  }
 }
 
 }  // namespace chorus::algorithms

@@ -75,5 +75,8 @@ std::span<const Candidate> host_board_candidates();
 // Announces a call that runs on messages on this rank's host board, if the
 // Communicator has host boards (board.h: announce_on_board).
 void announce_on_host_board(const Communicator& communicator, const Call& call, uint32_t sequence);
+// Settles the root checks of the broadcasts this rank's host board left
+// (board.h: settle_board_checks).
+void settle_host_board_checks(const Communicator& communicator, Deadline deadline);
 
 }  // namespace chorus::algorithms

@@ -113,6 +113,35 @@ TEST_CASE("hierarchical_board: small allreduces on every host's board and across
   }
 }
 
+// The broadcast: the root's rail across hosts, then every host's board
+// (host_boards.cc), from every root, on the ring (up to 1 KiB) and the
+// slots (past it).
+TEST_CASE("hierarchical_board: broadcasts from every root through the rails and the boards are exact",
+          "[host_boards]") {
+  for (const std::vector<int>& layout : {std::vector<int>{2, 2}, std::vector<int>{2, 2, 2}, std::vector<int>{3, 3}}) {
+    const int size = ranks_of(layout);
+    CAPTURE(size, layout.size());
+    std::atomic<int> wrong{0};
+    require_all_ok(run_ranks(
+        size,
+        [&](Context& context) {
+          const int rank = context.rank();
+          const CollectiveOptions options = named("hierarchical_board");
+          for (int round = 0; round < 3; ++round)
+            for (size_t count : {size_t{1}, size_t{7}, size_t{256}, size_t{300}, size_t{1024}})
+              for (int root = 0; root < size; ++root) {
+                std::vector<float> data(count);
+                for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(value(rank, i, round));
+                broadcast(context, std::span(data), root, options);
+                for (size_t i = 0; i < count; ++i)
+                  if (data[i] != static_cast<float>(value(root, i, round))) ++wrong;
+              }
+        },
+        30s, on_hosts(layout)));
+    CHECK(wrong == 0);
+  }
+}
+
 // The first call of a Context on hosts of equal size sets the boards up
 // and measures them (host_boards.h); from then on auto prices the
 // candidate, and a host board's call (about a microsecond) with one remote
@@ -281,4 +310,55 @@ TEST_CASE("hierarchical_board: the call after a broadcast whose hosts named diff
     if (outcome.error) words += error_text(outcome.error) + "\n";
   INFO(words);
   CHECK_THAT(words, Catch::Contains("root 0") && Catch::Contains("root 2"));
+}
+
+// Ranks 0, 1 and 2 name root 0; rank 3 names root 2, whose local rank is
+// root 0's: rank 2 takes root 0's data off the rail and puts it on host
+// 1's board, and rank 3, which reads it there, sees a slot that names
+// root 0 (the board shows the Context's root, not the local one).
+TEST_CASE("hierarchical_board broadcast: a rank naming another root of the same local rank fails in the call",
+          "[host_boards][roots]") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(
+      4,
+      [&](Context& context) {
+        std::vector<float> data(2, static_cast<float>(context.rank()));
+        broadcast(context, std::span(data), context.rank() == 3 ? 2 : 0, named("hierarchical_board"));
+      },
+      20s, on_hosts({2, 2}));
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  const std::string text = outcomes[3].error ? error_text(outcomes[3].error) : "";
+  INFO("rank 3: " << text);
+  CHECK(is<MismatchError>(outcomes[3].error));
+  CHECK_THAT(text, Catch::Contains("names root 0 but this rank names root 2") &&
+                       Catch::Contains("this Context's ranks 2, 3"));
+}
+
+// Rank 3 names root 1: it waits on rail 1 for rank 1, which names root 0
+// and is not on that rail. Nothing arrives there; its wait tells the
+// Context's neighbour (rank 0) its root after 10 ms, and rank 0, waiting
+// for rank 3 in the next call, finds the disagreement: every rank fails,
+// long before the timeout.
+TEST_CASE("hierarchical_board broadcast: a rail member that waits for a rank off the rail fails every rank",
+          "[host_boards][roots]") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(
+      4,
+      [&](Context& context) {
+        std::vector<float> data(2, static_cast<float>(context.rank()));
+        broadcast(context, std::span(data), context.rank() == 3 ? 1 : 0, named("hierarchical_board"));
+        allreduce(context, std::span(data), ReduceOp::sum);
+      },
+      20s, on_hosts({2, 2}));
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  std::string words;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& error = outcomes[static_cast<size_t>(rank)].error;
+    INFO("rank " << rank << ": " << (error ? error_text(error) : ""));
+    REQUIRE(error);
+    CHECK(is<MismatchError>(error));
+    words += error_text(error) + "\n";
+  }
+  INFO(words);
+  CHECK_THAT(words, Catch::Contains("root 1") && Catch::Contains("root 0"));
 }
