@@ -261,8 +261,9 @@ Moved run_broadcast_on_host_boards(const Candidate&, const CandidateRun& run) {
   const LateRootChecks::Delegation delegation{&late, &run.communicator, run.sequence};
   const LateRootChecks::Delegated delegated(delegation);
   const uint64_t bytes = call.bytes();
+  const bool on_rail = boards.host.rank() == root_local;
   Moved moved;
-  if (boards.host.rank() == root_local) {
+  const auto across_hosts = [&] {
     const Call across = rail_broadcast_of(boards, run.communicator, call);
     const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
     try {
@@ -278,21 +279,32 @@ Moved run_broadcast_on_host_boards(const Candidate&, const CandidateRun& run) {
     } else {
       moved.received += bytes;
     }
-  }
-  Call local = phase_call(call, Collective::broadcast, boards.host.rank(), boards.host.size(), call.count, call.root,
-                          true);
-  local.group_digest = call.group_digest;
-  try {
-    ready_board(boards.host)->broadcast(boards.host, local, run.output, run.sequence, run.deadline, root_local);
-  } catch (const MismatchError&) {
-    rethrow_naming_ranks(boards);
-  } catch (const TimeoutError&) {
-    rethrow_naming_ranks(boards);
-  }
-  if (boards.host.rank() == root_local) {
-    moved.sent += bytes * static_cast<uint64_t>(boards.host.size() - 1);
+  };
+  const auto on_this_host = [&] {
+    Call local = phase_call(call, Collective::broadcast, boards.host.rank(), boards.host.size(), call.count,
+                            call.root, true);
+    local.group_digest = call.group_digest;
+    try {
+      ready_board(boards.host)->broadcast(boards.host, local, run.output, run.sequence, run.deadline, root_local);
+    } catch (const MismatchError&) {
+      rethrow_naming_ranks(boards);
+    } catch (const TimeoutError&) {
+      rethrow_naming_ranks(boards);
+    }
+    if (on_rail) {
+      moved.sent += bytes * static_cast<uint64_t>(boards.host.size() - 1);
+    } else {
+      moved.received += bytes;
+    }
+  };
+  // The root's host needs nothing from the rail: its board goes first, so
+  // that its other ranks do not wait for the message across hosts to leave.
+  if (run.communicator.rank() == call.root) {
+    on_this_host();
+    across_hosts();
   } else {
-    moved.received += bytes;
+    if (on_rail) across_hosts();
+    on_this_host();
   }
   return moved;
 }

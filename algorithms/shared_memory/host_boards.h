@@ -1,5 +1,5 @@
 // A board on every host of a Context that spans hosts, for the local phase
-// of small allreduces ("hierarchical_board").
+// of small allreduces and broadcasts ("hierarchical_board").
 //
 // Across hosts a small allreduce is a few round trips of the network: on
 // messages, recursive doubling pays log2(P) rounds, of which the local ones
@@ -35,6 +35,18 @@
 // every rank that may run on its cores, other hosts of its machine
 // included (communicator.h: oversubscribed), they yield and it is the
 // fastest candidate at 8 B-4 KiB there; benchmarks/README.md.)
+//
+// A broadcast runs on them too, by name only (host_boards.cc says why
+// auto passes it by): the ranks of the root's local rank, one per host,
+// carry the data across hosts on messages, then each host's board carries
+// it from that rank to the others. It checks its root with no message of
+// its own, as rooted calls on messages do (late_root_checks.h): the
+// boards show the Context's root and the rail the root's host, so ranks
+// that name different roots differ on one or the other, and its phases
+// wait as the Context's call (LateRootChecks::Delegated), telling its root
+// once they have waited kTellAfter. Both candidates' phases carry the
+// chain (phase_call), and wait for the neighbours' words on an earlier
+// rooted call as any call of the Context does.
 //
 // Errors: a host peer that runs the call on messages is a MismatchError at
 // once (announce_on_board announces every other call on the host board
