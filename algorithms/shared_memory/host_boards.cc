@@ -241,11 +241,7 @@ Call rail_broadcast_of(const HostBoards& boards, const Communicator& communicato
 // Named only: measured on the 2-core VM (2 hosts x 2 ranks in network
 // namespaces, back to back), it took 1.08-1.47x Open MPI's time where
 // `chain` took 0.72-1.05 and `hierarchical` 0.94-1.70 (benchmarks/
-// README.md, stop 61): while the rail's message crosses, the other ranks
-// of a host wait on the board, and with more ranks than cores they yield
-// in a loop there (board_exchange.cc: wait_until), taking turns on the
-// cores from the ranks that move the message, where a rank waiting for a
-// message sleeps until it arrives. auto passes it by.
+// README.md, stop 61; why was not established). auto passes it by.
 double host_boards_broadcast_cost(const Candidate&, const Communicator&, const Call&) {
   return std::numeric_limits<double>::infinity();
 }
