@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f build/build.ninja ]; then
-  meson setup build --prefix "$PWD/build/prefix" --libdir lib
+  scripts/meson-locked.sh meson setup build --prefix "$PWD/build/prefix" --libdir lib
 fi
 ninja -C build

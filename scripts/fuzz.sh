@@ -27,7 +27,7 @@ all_harnesses=(tcp_frames shm_channel shm_side_messages published_address abort_
 harnesses=("${@:-${all_harnesses[@]}}")
 
 if [ ! -f build-fuzz/build.ninja ]; then
-  CXX=${FUZZ_CXX:-clang++-14} meson setup build-fuzz \
+  CXX=${FUZZ_CXX:-clang++-14} scripts/meson-locked.sh meson setup build-fuzz \
     -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized -Db_ndebug=false \
     -Dmpi=disabled -Dcuda=disabled -Dnccl=disabled -Dibverbs=disabled -Drdmacm=disabled

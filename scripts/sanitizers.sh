@@ -50,9 +50,9 @@ configure() {
     meson configure "$1" "${options[@]}"
     # Regenerates now (an existing directory may predate tests), so that
     # introspection below sees every target and test.
-    ninja -C "$1" build.ninja
+    scripts/meson-locked.sh ninja -C "$1" build.ninja
   else
-    meson setup "$1" "${options[@]}"
+    scripts/meson-locked.sh meson setup "$1" "${options[@]}"
   fi
 }
 

@@ -28,9 +28,9 @@ if [ -f "$dir/build.ninja" ]; then
   # A tree from before (another prefix or interpreter) is brought in line.
   meson configure "$dir" "${options[@]}" > /dev/null
   # Regenerates now, so that the introspection below sees today's targets.
-  ninja -C "$dir" build.ninja > /dev/null
+  scripts/meson-locked.sh ninja -C "$dir" build.ninja > /dev/null
 else
-  meson setup "$dir" "${options[@]}" > /dev/null
+  scripts/meson-locked.sh meson setup "$dir" "${options[@]}" > /dev/null
 fi
 # shellcheck disable=SC2046
 ninja -C "$dir" $(python3 scripts/test-targets.py "$dir" --installed --suite python --suite torch --suite tensorflow)

@@ -40,7 +40,8 @@ if ! cmp -s "$requirements" "$builder/chorus-requirements.txt"; then
 fi
 # A fixed build directory, so that ninja reuses the last build. CUDA stays out as in build-torch2/: build/ covers the CUDA module.
 rm -rf "$dir/dist"
-PATH="$builder/bin:$PATH" "$builder/bin/pip" wheel --quiet --disable-pip-version-check --no-build-isolation \
+# meson-python sets its tree up inside: no other set-up at the same time (scripts/meson-locked.sh).
+PATH="$builder/bin:$PATH" scripts/meson-locked.sh "$builder/bin/pip" wheel --quiet --disable-pip-version-check --no-build-isolation \
   --no-deps --wheel-dir "$dir/dist" --config-settings=build-dir="$meson_dir" \
   --config-settings=setup-args=-Dcuda=disabled --config-settings=compile-args=-j2 . > "$dir/build.log"
 wheel=$(echo "$dir"/dist/chorus-*.whl)
