@@ -29,6 +29,7 @@ Connection::Connection(ConnectionOwner& owner, int peer_rank, int stream, Socket
       peer_label_(cat("peer rank ", peer_rank, " (", peer_address.to_string(),
                       stream > 0 ? cat(", stream ", stream) : std::string(), ")")),
       fd_(std::move(socket.fd)),
+      socket_number_(fd_.get()),
       tls_(std::move(socket.tls)),
       eager_window_(eager_window(kDefaultEagerWindowBytes, owner.max_unexpected_bytes())),
       staging_(kStagingBytes) {}
@@ -86,6 +87,7 @@ bool Connection::over_eager_window_locked(size_t bytes) const {
 void Connection::queue_announcement_locked(Request& request, Tag tag, std::span<const std::byte> data) {
   const uint64_t number = next_announcement_++;
   announced_.emplace(number, Announced{&request, tag, data});
+  clears_awaited_.store(announced_.size(), std::memory_order_relaxed);
   OutgoingFrame& frame = send_queue_.emplace_back();
   frame.header = encode_header({.kind = FrameKind::announce,
                                 .tag_value = tag.value,

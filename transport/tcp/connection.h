@@ -96,10 +96,26 @@ class Connection {
     if (tls_ && tls_->buffered_input()) on_readable();
   }
   // Any waiting thread: reads what has already arrived if this pair has a
-  // receive pending (or the progress thread parked it: then the polling
-  // callers are its only readers) and no other thread is reading it.
+  // receive pending or a sent announcement waiting for its clear, and no
+  // other thread is reading it. A parked pair with neither (the progress
+  // thread left its reading to the polling callers) is read only when
+  // `sweep_idle`: bytes nobody waits for (an abort frame, a claimed report,
+  // a peer running ahead) can wait a few tens of µs, and reading every
+  // idle peer on every poll cost a system call per peer per poll.
   // Non-blocking; returns whether any bytes were consumed.
-  bool read_from_caller();
+  bool read_from_caller(bool sweep_idle);
+  // Whether read_from_caller(sweep_idle) would read; the socket's number
+  // (fixed for the connection's life: a stale one costs a spurious read
+  // attempt, never a missed one) for one poll() over several; whether only
+  // a read can tell (TLS may hold decrypted bytes the socket no longer shows).
+  bool wants_caller_read(bool sweep_idle) const {
+    if (!reading_.load(std::memory_order_relaxed)) return false;
+    return receives_waiting_.load(std::memory_order_relaxed) > 0 ||
+           clears_awaited_.load(std::memory_order_relaxed) > 0 ||
+           (sweep_idle && parked_.load(std::memory_order_acquire));
+  }
+  int socket_number() const { return socket_number_; }
+  bool readiness_hidden() const { return tls_ != nullptr; }
 
   // The device's epoll bookkeeping for this socket, guarded by the device's
   // polling mutex. `parked`: EPOLLIN is off because callers are polling.
@@ -246,6 +262,7 @@ class Connection {
   const SocketAddress peer_address_;
   const std::string peer_label_;
   Fd fd_;
+  const int socket_number_;
   // After fd_, so the session goes before the socket closes. Null without TLS.
   std::unique_ptr<TlsSession> tls_;
   std::vector<std::byte> tls_record_;  // flush_tls_locked's header + payload start (mutex_)
@@ -272,8 +289,11 @@ class Connection {
 
   // Receive state machine: only the holder of reader_ (taken before mutex_).
   std::mutex reader_;
-  // Receives posted and not yet landed; a caller polls only pairs with some.
+  // Receives posted and not yet landed, and announcements sent and not yet
+  // cleared (announced_.size()): a caller polls a pair on every poll only
+  // while it has some.
   std::atomic<size_t> receives_waiting_{0};
+  std::atomic<size_t> clears_awaited_{0};
   DeferredFailure after_read_;
   std::atomic<bool> reading_{true};
   std::atomic<bool> parked_{false};

@@ -49,6 +49,7 @@ void Connection::fail_everything(std::exception_ptr error, std::span<const std::
     for (const auto& [number, message] : announced_) doomed.push_back(message.request);
     for (const auto& [number, receive] : cleared_) doomed.push_back(receive.request);
     announced_.clear();
+    clears_awaited_.store(0, std::memory_order_relaxed);
     cleared_.clear();
     if (receiving_request_) doomed.push_back(std::exchange(receiving_request_, nullptr));
     receiving_unexpected_ = nullptr;

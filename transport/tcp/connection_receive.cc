@@ -72,10 +72,8 @@ void Connection::on_readable() {
   release_reader(reader);
 }
 
-bool Connection::read_from_caller() {
-  if (!reading_.load(std::memory_order_relaxed)) return false;
-  if (receives_waiting_.load(std::memory_order_relaxed) == 0 && !parked_.load(std::memory_order_acquire))
-    return false;
+bool Connection::read_from_caller(bool sweep_idle) {
+  if (!wants_caller_read(sweep_idle)) return false;
   // The progress thread (or another waiter) is reading: it will land our bytes.
   std::unique_lock<std::mutex> reader(reader_, std::try_to_lock);
   if (!reader.owns_lock()) return false;
@@ -130,6 +128,11 @@ bool Connection::read_available() {
     }
     consume(staging_.data(), total - landed);
     budget -= std::min(budget, total);
+    // A read shorter than its buffers emptied the socket: another would
+    // find nothing (a system call per message). Level-triggered epoll, or
+    // the caller's next poll, sees bytes that arrive after it. TLS may hold
+    // decrypted bytes back, so it reads on.
+    if (!tls_ && total < direct + staging_.size()) return consumed;
   }
   return consumed;
 }
@@ -368,6 +371,7 @@ void Connection::on_clear() {
     if (found != announced_.end()) {
       const Announced message = found->second;
       announced_.erase(found);
+      clears_awaited_.store(announced_.size(), std::memory_order_relaxed);
       OutgoingFrame& frame = send_queue_.emplace_back();
       frame.request = message.request;
       frame.header = encode_header({.kind = FrameKind::announced_data,

@@ -3,10 +3,12 @@
 // aborting and closing in engine_close.cc.
 #include "transport/tcp/engine.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 
 #include "base/error.h"
 #include "transport/connection_pair.h"
@@ -21,6 +23,10 @@ namespace {
 
 // How long connections stay parked after the last polling caller leaves (end_polling).
 constexpr auto kParkLinger = std::chrono::milliseconds(1);
+// How often a polling caller also reads the parked connections nobody waits
+// on: an abort frame from a peer this rank expects nothing from is heard
+// within about this long (docs/latency.md).
+constexpr auto kIdleSweepInterval = std::chrono::microseconds(50);
 
 
 // Same host (loopback, or a peer behind this host's own address, which the
@@ -360,10 +366,36 @@ LinkModel Engine::link_model(int peer_rank) const {
 
 bool Engine::progress() {
   if (failed()) return false;
+  // Relaxed: two callers sweeping at once, or one sweep late by a poll, is harmless.
+  const int64_t now = Clock::now().time_since_epoch().count();
+  const bool sweep_idle = now - last_idle_sweep_.load(std::memory_order_relaxed) >=
+                          std::chrono::duration_cast<Clock::duration>(kIdleSweepInterval).count();
+  if (sweep_idle) last_idle_sweep_.store(now, std::memory_order_relaxed);
+  // Where several connections could have bytes (recursive doubling posts
+  // every round's receive up front), one poll() says which do: an empty
+  // poll of the caller's wait loop is then one system call, not a readv per
+  // connection (docs/latency.md).
+  constexpr size_t kBatch = 16;
+  std::array<Connection*, kBatch> wanted;
+  std::array<pollfd, kBatch> sockets;
+  size_t count = 0;
   bool consumed = false;
-  for (size_t index = 0; index < links(); ++index)
-    if (Connection* connection = by_link_[index].load(std::memory_order_acquire))
-      consumed |= connection->read_from_caller();
+  for (size_t index = 0; index < links(); ++index) {
+    Connection* connection = by_link_[index].load(std::memory_order_acquire);
+    if (!connection || !connection->wants_caller_read(sweep_idle)) continue;
+    if (count == kBatch || connection->readiness_hidden()) {
+      consumed |= connection->read_from_caller(sweep_idle);
+      continue;
+    }
+    wanted[count] = connection;
+    sockets[count] = {connection->socket_number(), POLLIN, 0};
+    ++count;
+  }
+  if (count == 1) return wanted[0]->read_from_caller(sweep_idle) || consumed;
+  if (count == 0) return consumed;
+  const int ready = ::poll(sockets.data(), count, 0);
+  for (size_t i = 0; i < count; ++i)
+    if (ready < 0 || sockets[i].revents != 0) consumed |= wanted[i]->read_from_caller(sweep_idle);
   return consumed;
 }
 

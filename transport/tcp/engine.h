@@ -146,6 +146,9 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   // While set, the progress thread wakes every kParkLinger to see whether
   // the parked connections are idle; under polling_mutex_, read without it.
   std::atomic<bool> lingering_{false};
+  // When a polling caller last read the parked connections that no receive
+  // waits on (Clock ticks; progress()).
+  std::atomic<int64_t> last_idle_sweep_{0};
   // By link(peer, stream); read by the progress thread without the mutex.
   std::unique_ptr<std::atomic<Connection*>[]> by_link_;
 
