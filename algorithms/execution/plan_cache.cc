@@ -51,7 +51,7 @@ bool PlanCache::Entry::matches(const Call& call, const std::string& algorithm) c
          recv_counts == call.recv_counts && requested == algorithm;
 }
 
-std::shared_ptr<const Choice> PlanCache::find(const Call& call, const std::string& requested) {
+std::shared_ptr<const Choice> PlanCache::find(const Call& call, const std::string& requested, bool remember) {
   LastHit& last = last_hit;
   if (last.cache == id_ && last.collective == call.collective && last.count == call.count && last.type == call.type &&
       last.op == call.op && last.root == call.root && last.in_place == call.in_place && last.memory == call.memory &&
@@ -63,7 +63,7 @@ std::shared_ptr<const Choice> PlanCache::find(const Call& call, const std::strin
     if (i + 1 != entries_.size())
       std::rotate(entries_.begin() + static_cast<long>(i), entries_.begin() + static_cast<long>(i) + 1, entries_.end());
     const Entry& entry = entries_.back();
-    if (plain(call))
+    if (remember && plain(call))
       last = {id_,     call.collective, call.count, call.type, call.op, call.root, call.in_place, call.memory,
               requested, entry.choice};
     return entry.choice;

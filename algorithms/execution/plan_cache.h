@@ -43,7 +43,10 @@ class PlanCache {
   PlanCache();
   // The cached choice for the call and requested name; null if none. Held
   // by the caller for its run: another thread's add may evict it meanwhile.
-  std::shared_ptr<const Choice> find(const Call& call, const std::string& requested);
+  // `remember`: whether a hit becomes the thread's last (found without the
+  // lock next time). A helper call inside an application's call passes
+  // false, so the two do not evict each other from the one slot.
+  std::shared_ptr<const Choice> find(const Call& call, const std::string& requested, bool remember = true);
   // Stores a choice made (outside any lock: a big plan takes a while to build).
   void add(const Call& call, const std::string& requested, std::shared_ptr<const Choice> choice);
 

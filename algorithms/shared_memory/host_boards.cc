@@ -24,6 +24,11 @@ namespace {
 // The color of the helper group in which the members agree on the boards.
 constexpr int kHostBoardsColor = 0x4842;  // "HB"
 
+// The rails' helper calls, by the Plan each priced (run_helper_collective
+// keeps a Plan per shape under these names).
+constexpr std::string_view kRailAllreduce = "rail allreduce";
+constexpr std::string_view kRailBroadcast = "rail broadcast";
+
 // Every host holds the same number (2 or more) of the members, and there
 // are two hosts or more: alike on every member.
 bool has_uniform_hosts(const Communicator& communicator) {
@@ -199,10 +204,11 @@ Moved run_on_host_boards(const Candidate&, const CandidateRun& run) {
   }
   // The Plan the cost priced (the remote links' cheapest), not the rail
   // Communicator's own choice.
-  const Call across = rail_call_of(boards, call);
-  const PhaseCost rail = rail_plan(boards, run.communicator, across);
-  run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
-                        run.deadline);
+  const HelperPlanChoice priced = [&](const Call& across) {
+    return rail_plan(boards, run.communicator, across).algorithm;
+  };
+  run_helper_collective(boards.rail, rail_call_of(boards, call), run.output, run.output, kRailAllreduce, priced,
+                        run.sequence, run.deadline);
   if (call.op == ReduceOp::avg) finish_collective(call, run.output, memory_backend(call.memory));
   // As the board counts its call, and the rail's as an allreduce of H
   // members moves at the least (2 (H - 1) / H of the buffer).
@@ -261,9 +267,11 @@ Moved run_broadcast_on_host_boards(const Candidate&, const CandidateRun& run) {
   Moved moved;
   const auto across_hosts = [&] {
     const Call across = rail_broadcast_of(boards, run.communicator, call);
-    const PhaseCost rail = cheapest_flat(across, run.communicator.cost_model().at(LinkLevel::remote));
+    const HelperPlanChoice priced = [&](const Call& shape) {
+      return cheapest_flat(shape, run.communicator.cost_model().at(LinkLevel::remote)).algorithm;
+    };
     try {
-      run_helper_collective(boards.rail, across, run.output, run.output, rail.algorithm->name, run.sequence,
+      run_helper_collective(boards.rail, across, run.output, run.output, kRailBroadcast, priced, run.sequence,
                             run.deadline);
     } catch (const MismatchError& error) {
       throw MismatchError(cat(error.what(), " (among the ranks of local rank ", root_local,
