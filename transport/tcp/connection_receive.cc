@@ -54,8 +54,9 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
             arrived.claimant = receive;
             receives_waiting_.fetch_add(1, std::memory_order_relaxed);
             claimed_eager_locked(arrived.bytes);
+            if (&arrived == receiving_unexpected_) claimed_while_arriving_.store(true, std::memory_order_release);
           } else {
-            if (!data.empty()) std::memcpy(data.data(), arrived.payload.data(), data.size());
+            arrived.payload.copy_to(data.data(), data.size());
             claimed_eager_locked(arrived.bytes);
             matching_.remove(arrived);
             request.complete();
@@ -162,24 +163,37 @@ void Connection::consume(const std::byte* data, size_t length) {
   }
 }
 
-void Connection::UnexpectedBytes::grow(size_t size, size_t keep) {
-  std::unique_ptr<std::byte[]> grown = std::make_unique_for_overwrite<std::byte[]>(size);
-  if (keep > 0) std::memcpy(grown.get(), bytes_.get(), keep);
-  bytes_ = std::move(grown);
-  size_ = size;
+std::byte* Connection::UnexpectedBytes::add_chunk(size_t bytes) {
+  chunks_.reserve(chunks_.size() + 1);
+  Chunk& chunk = chunks_.emplace_back();
+  chunk.bytes = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  chunk.size = bytes;
+  capacity_ += bytes;
+  return chunk.bytes.get();
+}
+
+void Connection::UnexpectedBytes::copy_to(std::byte* out, size_t bytes) const {
+  for (const Chunk& chunk : chunks_) {
+    if (bytes == 0) return;
+    const size_t part = std::min(bytes, chunk.size);
+    std::memcpy(out, chunk.bytes.get(), part);
+    out += part;
+    bytes -= part;
+  }
 }
 
 size_t Connection::writable_now() {
+  if (sink_ == Sink::unexpected && claimed_while_arriving_.load(std::memory_order_acquire)) land_claimed_in_place();
   if (sink_ != Sink::unexpected) return payload_remaining_;
-  // Grown in steps that double, from 1 MiB (a whole segment of the
-  // algorithms' default 512 KiB in one step): a length a peer announced
-  // costs memory only as its bytes arrive, past that first step.
-  constexpr size_t kFirstStepBytes = size_t{1} << 20;
+  // Chunks that double the total, from 1 MiB (a whole segment of the
+  // algorithms' default 512 KiB in one chunk): a length a peer announced
+  // costs memory only as its bytes arrive, past that first chunk.
+  constexpr size_t kFirstChunkBytes = size_t{1} << 20;
   UnexpectedBytes& payload = receiving_unexpected_->payload;
   const size_t written = frame_.payload_bytes - payload_remaining_;
-  if (written == payload.size() && payload_remaining_ > 0) {
+  if (written == payload.capacity() && payload_remaining_ > 0) {
     try {
-      payload.grow(std::min<size_t>(frame_.payload_bytes, std::max(kFirstStepBytes, 2 * payload.size())), written);
+      payload_target_ = payload.add_chunk(std::min(payload_remaining_, std::max(kFirstChunkBytes, payload.capacity())));
     } catch (const std::bad_alloc&) {
       abort_after_read(std::make_exception_ptr(IoError(
                            cat("rank ", owner_.rank(), ": cannot buffer an unexpected message of ",
@@ -189,9 +203,25 @@ size_t Connection::writable_now() {
                        LogLevel::warn);
       return 0;
     }
-    payload_target_ = payload.data() + written;
   }
-  return payload.size() - written;
+  return payload.capacity() - written;
+}
+
+void Connection::land_claimed_in_place() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  claimed_while_arriving_.store(false, std::memory_order_relaxed);
+  UnexpectedMessage* message = receiving_unexpected_;
+  if (failed_ || !message || !message->claimed()) return;
+  const PostedReceive receive = message->claimant;
+  const size_t written = frame_.payload_bytes - payload_remaining_;
+  message->payload.copy_to(receive.buffer.data(), written);
+  matching_.remove(*message);
+  receiving_unexpected_ = nullptr;
+  // From here the message is a posted receive being filled: finish_payload
+  // completes it, and the receive stays counted in receives_waiting_.
+  receiving_request_ = receive.request;
+  payload_target_ = receive.buffer.data() + written;
+  sink_ = Sink::user_buffer;
 }
 
 void Connection::on_header() {
@@ -296,7 +326,8 @@ void Connection::finish_payload() {
       message->complete = true;
       if (!message->claimed()) return;
       const PostedReceive receive = message->claimant;
-      if (!message->payload.empty()) std::memcpy(receive.buffer.data(), message->payload.data(), message->payload.size());
+      claimed_while_arriving_.store(false, std::memory_order_relaxed);
+      message->payload.copy_to(receive.buffer.data(), frame_.payload_bytes);
       matching_.remove(*message);
       receives_waiting_.fetch_sub(1, std::memory_order_relaxed);
       receive.request->complete();
