@@ -20,6 +20,7 @@ struct Settings {
   double factor = 2.0;
   int warmup = 5, rounds = 3;
   double budget_ms = 200;
+  int iters = 0;  // --iters: timed iterations per round (0: fit the budget)
   bool check = false;
   bool in_place = false;      // --in-place: allreduce whose output is its input (MPI_IN_PLACE)
   bool barrier_each = false;  // --barrier: time each iteration alone, after a barrier
@@ -51,7 +52,7 @@ inline size_t parse_bytes(const std::string& text) {
   return static_cast<size_t>(value);
 }
 
-// -b/-e/-f, --op, --algo, --check, --warmup, --rounds, --time-budget-ms, and
+// -b/-e/-f, --op, --algo, --check, --warmup, --rounds, --time-budget-ms, --iters, and
 // where the driver accepts them --in-place and --barrier: chorus-bench's spellings.
 inline Settings parse_settings(int argc, char** argv, const Accepts& accepts = {}) {
   Settings s;
@@ -69,6 +70,7 @@ inline Settings parse_settings(int argc, char** argv, const Accepts& accepts = {
     else if (arg == "--warmup") s.warmup = std::stoi(next());
     else if (arg == "--rounds") s.rounds = std::stoi(next());
     else if (arg == "--time-budget-ms") s.budget_ms = std::stod(next());
+    else if (arg == "--iters") s.iters = std::stoi(next());
     else if (arg == "--check") s.check = true;
     else if (arg == "--in-place" && accepts.in_place) s.in_place = true;
     else if (arg == "--barrier" && accepts.barrier) s.barrier_each = true;
@@ -195,7 +197,9 @@ inline double time_collective(const Settings& s, const std::function<void()>& on
   for (int i = 0; i < s.warmup; ++i) once();
   const double single = max_over_ranks(time_iterations(1));
   const int rounds = std::max(s.rounds, 1);
-  const int iters = int(std::clamp(s.budget_ms * 1e-3 / rounds / std::max(single, 1e-7), 2.0, 2000.0));
+  // A fixed count (--iters) lets counters per call (perf stat) divide by it.
+  const int iters = s.iters > 0 ? s.iters
+                                : int(std::clamp(s.budget_ms * 1e-3 / rounds / std::max(single, 1e-7), 2.0, 2000.0));
   std::vector<double> samples;
   for (int round = 0; round < rounds; ++round) samples.push_back(max_over_ranks(time_iterations(iters)) / iters);
   std::nth_element(samples.begin(), samples.begin() + long(samples.size() / 2), samples.end());
