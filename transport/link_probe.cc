@@ -36,8 +36,14 @@ constexpr size_t kMaxTransferBytes = size_t{8} << 20;
 constexpr int kTimedTransfers = 3;
 // A transfer this long is mostly bandwidth, not latency or a token bucket's burst.
 constexpr std::chrono::microseconds kLongEnough{4000};
-// How long a waiter reads its sockets itself before it sleeps.
-constexpr std::chrono::microseconds kPollFor{200};
+// How long a waiter reads its sockets itself before it sleeps: far longer
+// than any exchange, so the probe measures the polling path a running
+// collective takes. With the collectives' 200 us, a pair whose exchange
+// once took longer (both ranks asleep, each message two wake-ups) stayed
+// asleep for every exchange after it: 4 hosts x 1 rank on 2 cores measured
+// 240 us where collectives take 20, in one run of four, and auto chose by
+// that alpha.
+constexpr std::chrono::milliseconds kPollFor{20};
 
 enum Message : uint64_t { kCommand = 1, kReply = 2, kPayload = 3, kExchange = 4 };
 
@@ -182,6 +188,9 @@ LinkMeasurement lead(Prober& prober) {
   // What the two 8-byte latencies leave; never below half the time, so a
   // noisy exchange cannot make the link look infinitely fast.
   const double wire = std::max(transfer - 2 * exchanges.typical, transfer / 2);
+  CHORUS_LOG(debug, prober.rank(), "link probe to rank ", prober.peer(), ": 8-byte exchanges ",
+             exchanges.fastest * 1e6, " us fastest, ", exchanges.typical * 1e6, " us median; ", outgoing.size(),
+             " bytes each way in ", transfer * 1e6, " us");
   return LinkMeasurement{.fastest_exchange_seconds = exchanges.fastest,
                          .typical_exchange_seconds = exchanges.typical,
                          .beta_seconds_per_byte = wire / static_cast<double>(outgoing.size())};
