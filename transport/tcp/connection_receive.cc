@@ -164,12 +164,11 @@ void Connection::consume(const std::byte* data, size_t length) {
 }
 
 std::byte* Connection::UnexpectedBytes::add_chunk(size_t bytes) {
-  chunks_.reserve(chunks_.size() + 1);
-  Chunk& chunk = chunks_.emplace_back();
-  chunk.bytes = std::make_unique_for_overwrite<std::byte[]>(bytes);
-  chunk.size = bytes;
+  std::unique_ptr<std::byte[]> piece = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  std::byte* start = piece.get();
+  chunks_.push_back({std::move(piece), bytes});
   capacity_ += bytes;
-  return chunk.bytes.get();
+  return start;
 }
 
 void Connection::UnexpectedBytes::copy_to(std::byte* out, size_t bytes) const {
