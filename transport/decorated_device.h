@@ -115,6 +115,7 @@ class DecoratedDevice : public Device {
   void relay_instead(std::exception_ptr reason) override { inner_->relay_instead(std::move(reason)); }
   std::exception_ptr failure() const override;
   bool progress() override { return inner_->progress(); }
+  bool await_arrival(std::chrono::microseconds limit) override { return inner_->await_arrival(limit); }
   void begin_polling() override { inner_->begin_polling(); }
   void end_polling() override { inner_->end_polling(); }
   void begin_waiting() override { inner_->begin_waiting(); }

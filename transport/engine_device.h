@@ -111,6 +111,12 @@ class EngineDevice final : public Device {
   }
 
   bool progress() override { return engine_->progress(); }
+  bool await_arrival(std::chrono::microseconds limit) override {
+    if constexpr (requires(Engine& engine) { engine.await_arrival(limit); })
+      return engine_->await_arrival(limit);
+    else
+      return Device::await_arrival(limit);
+  }
   void begin_polling() override { engine_->begin_polling(); }
   void end_polling() override { engine_->end_polling(); }
   void begin_waiting() override {

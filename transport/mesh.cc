@@ -221,6 +221,10 @@ bool Mesh::progress() {
   return consumed;
 }
 
+bool Mesh::await_arrival(std::chrono::microseconds limit) {
+  return devices_.size() == 1 && devices_.front()->await_arrival(limit);
+}
+
 void Mesh::begin_polling() {
   for (const auto& device : devices_) device->begin_polling();
 }

@@ -109,6 +109,9 @@ class Mesh {
 
   // Fan-out over every Device.
   bool progress();
+  // Device::await_arrival, where one device serves every peer (false
+  // otherwise: a sleep in one device's poll would miss the other's bytes).
+  bool await_arrival(std::chrono::microseconds limit);
   void begin_polling();
   void end_polling();
   void begin_waiting();

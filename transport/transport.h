@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -351,6 +352,18 @@ class Device {
   // any thread, concurrently with the transport's own progress and abort.
   // Never blocks or yields: when to give the CPU away is the waiter's policy.
   virtual bool progress() { return false; }
+  // Sleeps until bytes arrive for one of this device's pending receives (or
+  // a queued send can move), for at most `limit`, and returns true; or
+  // returns false at once, without sleeping, where nothing is pending or
+  // the device cannot tell (shm and ibverbs; tcp with TLS, whose records
+  // hide readiness). For a waiter on a host with more ranks than cores that
+  // expects its bytes later rather than sooner (executor.cc): a system
+  // call instead of a read and a yield per turn. Lands nothing: progress()
+  // does, after.
+  virtual bool await_arrival(std::chrono::microseconds limit) {
+    (void)limit;
+    return false;
+  }
   // Bracket a stretch in which the calling thread keeps calling progress().
   // Meanwhile the transport's own thread leaves reading to the caller instead
   // of being woken for every arriving message: on a host with more ranks than

@@ -99,6 +99,12 @@ class Plan {
   }
 
   size_t scratch_bytes = 0;
+  // Bytes only ever move away from one rank (a tree or a chain from the
+  // root): no rank waits, directly or through others, for a rank that waits
+  // for it. A receiver that sleeps until its bytes arrive then delays no
+  // one's next round, and back to back the root runs ahead of it
+  // (executor.cc, poll_for_change).
+  bool one_way = false;
 
  private:
   std::vector<Step> steps_;

@@ -3,6 +3,8 @@
 // own thread also runs must land every byte exactly once, a polling scope
 // leaves the work to its caller, and abort and a mismatch behave as they do
 // without polling (a closing peer: test_failures.cc).
+#include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "test/transport/conformance.h"
@@ -122,6 +124,55 @@ TEST_CASE("transport progress: inside a polling scope the caller does the work, 
   mesh.pair(0, 1).post_send(requests.add(), {2, 2}, outgoing);
   wait_ok(late);
   CHECK(late_incoming.holds(7));
+}
+
+TEST_CASE("transport progress: await_arrival sleeps until bytes arrive, and only while a receive waits",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 2, Waiting::by_test);
+  Device& receiver = mesh.device(1);
+  PollingScope<Device> polling(receiver);
+  using Clock = std::chrono::steady_clock;
+  // Nothing pending: nothing to sleep for, on every transport.
+  auto began = Clock::now();
+  CHECK_FALSE(receiver.await_arrival(std::chrono::microseconds(500'000)));
+  CHECK(Clock::now() - began < 250ms);
+
+  const auto outgoing = pattern(11, 300000);
+  ReceiveBuffer incoming(outgoing.size());
+  Request& recv = requests.add();
+  mesh.pair(1, 0).post_recv(recv, {3, 3}, incoming.data());
+  began = Clock::now();
+  const bool slept = receiver.await_arrival(std::chrono::microseconds(60'000));
+  const auto quiet = Clock::now() - began;
+  // Only tcp can tell from its sockets, and not under TLS (records hide
+  // readiness); the others must refuse at once.
+  const char* tls = std::getenv("CHORUS_TLS_CERT");
+  const bool tells = transport == "tcp" && !(tls && *tls);
+  if (!tells) {
+    CHECK_FALSE(slept);
+    CHECK(quiet < 50ms);
+  } else {
+    CHECK(slept);
+    CHECK(quiet >= 40ms);  // nothing arrived: the whole limit, less the clock's slack
+    CHECK(recv.state() == Request::State::pending);
+    // Bytes sent while it sleeps end the sleep long before its limit (a
+    // limit of seconds: one poll(), not a spin of short ones).
+    std::thread sender([&] {
+      std::this_thread::sleep_for(30ms);
+      mesh.pair(0, 1).post_send(requests.add(), {3, 3}, outgoing);
+    });
+    began = Clock::now();
+    CHECK(receiver.await_arrival(std::chrono::microseconds(5'000'000)));
+    const auto woken = Clock::now() - began;
+    sender.join();
+    CHECK(woken >= 20ms);
+    CHECK(woken < 2s);
+  }
+  if (!tells) mesh.pair(0, 1).post_send(requests.add(), {3, 3}, outgoing);
+  REQUIRE(poll_until_finished(receiver, recv));
+  CHECK(incoming.holds(11));
 }
 
 TEST_CASE("transport progress: a polling caller hears an abort from a peer it expects nothing from",

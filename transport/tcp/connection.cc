@@ -240,6 +240,7 @@ bool Connection::leave_reset_to_reader_locked(int error) {
   if (write_interest_) {
     owner_.set_write_interest(*this, false);
     write_interest_ = false;
+    sends_queued_.store(false, std::memory_order_relaxed);
   }
   return true;
 }
@@ -249,6 +250,7 @@ void Connection::update_write_interest_locked() {
   if (want == write_interest_) return;
   owner_.set_write_interest(*this, want);
   write_interest_ = want;
+  sends_queued_.store(want, std::memory_order_relaxed);
 }
 
 void Connection::on_writable() {

@@ -115,6 +115,9 @@ class Connection {
            (sweep_idle && parked_.load(std::memory_order_acquire));
   }
   int socket_number() const { return socket_number_; }
+  // Whether sends wait in the queue for the socket to take them (the
+  // progress thread writes them as it becomes writable).
+  bool sends_queued() const { return sends_queued_.load(std::memory_order_relaxed); }
   bool readiness_hidden() const { return tls_ != nullptr; }
 
   // The device's epoll bookkeeping for this socket, guarded by the device's
@@ -281,6 +284,7 @@ class Connection {
   std::deque<OutgoingFrame> send_queue_;
   TagMatching<UnexpectedMessage> matching_;
   bool write_interest_ = false;
+  std::atomic<bool> sends_queued_{false};  // write_interest_, read without mutex_
   bool failed_ = false;          // fail_everything ran
   bool write_broken_ = false;    // EPIPE/ECONNRESET while writing; the reader reports it
   bool peer_said_goodbye_ = false;

@@ -399,6 +399,32 @@ bool Engine::progress() {
   return consumed;
 }
 
+// One poll() over the sockets a caller waits on, readable for a pending
+// receive or an awaited clear, writable for a queued send (whose completion
+// the caller may wait for too; the progress thread does the writing).
+bool Engine::await_arrival(std::chrono::microseconds limit) {
+  if (failed()) return false;
+  constexpr size_t kBatch = 16;
+  std::array<pollfd, kBatch> sockets;
+  size_t count = 0;
+  for (size_t index = 0; index < links(); ++index) {
+    Connection* connection = by_link_[index].load(std::memory_order_acquire);
+    if (!connection) continue;
+    const bool reads = connection->wants_caller_read(false);
+    const bool writes = connection->sends_queued();
+    if (!reads && !writes) continue;
+    if (count == kBatch || connection->readiness_hidden()) return false;
+    sockets[count++] = {connection->socket_number(),
+                        static_cast<short>((reads ? POLLIN : 0) | (writes ? POLLOUT : 0)), 0};
+  }
+  if (count == 0) return false;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(limit);
+  const timespec timeout{static_cast<time_t>(seconds.count()),
+                         static_cast<long>(std::chrono::nanoseconds(limit - seconds).count())};
+  ::ppoll(sockets.data(), count, &timeout, nullptr);
+  return true;
+}
+
 void Engine::wake() { loop_.wake(); }
 
 }  // namespace chorus::transport::tcp

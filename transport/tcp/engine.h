@@ -51,6 +51,7 @@ class Engine final : public EngineCore<ConnectionOwner>, public std::enable_shar
   int streams() const { return options_.streams; }
   // Caller-side progress (Device::progress, begin_polling, end_polling).
   bool progress();
+  bool await_arrival(std::chrono::microseconds limit);
   void begin_polling();
   void end_polling();
   // A caller is about to sleep until a request completes: the progress

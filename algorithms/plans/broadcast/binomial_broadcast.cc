@@ -30,6 +30,7 @@ double binomial_broadcast_cost(const Call& call, const CostModel& model) {
 
 Plan binomial_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   Plan plan;
+  plan.one_way = true;
   const int size = call.size;
   if (size == 1 || call.count == 0) return plan;
 

@@ -32,6 +32,7 @@ double chain_broadcast_cost(const Call& call, const CostModel& model) {
 
 Plan chain_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   Plan plan;
+  plan.one_way = true;
   const int size = call.size;
   if (size == 1 || call.count == 0) return plan;
   const int relative = wrap_rank(static_cast<long long>(call.rank) - call.root, size);
