@@ -179,6 +179,7 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
     if (transport::share_cpus(connected.cpus[r], connected.cpus[me])) ++sharing_cores;
   }
   communicator_settings.ranks_sharing_cores = sharing_cores;
+  communicator_settings.cores_per_rank = transport::fewest_cores_per_rank(connected.machine_ids, connected.cpus);
 
   auto topology = std::make_shared<const Topology>(Topology::from_host_ids(connected.host_ids));
   // A job without a secret is open to anyone who reaches its listeners from
@@ -225,7 +226,11 @@ std::shared_ptr<Context> detail::connect_with(Bootstrap& bootstrap, const Connec
             1e-9 / model.remote.beta_seconds_per_byte, " GB/s (", origin(1), ")",
             override_text.empty() ? "" : cat(", then CHORUS_LINK_MODEL / ConnectOptions::link_model '", override_text,
                                              "'"),
-            "; the executor adds ", model.step_seconds * 1e6, " us per message");
+            "; the executor adds ", model.step_seconds * 1e6, " us per message",
+            model.shares_cores() ? cat("; ranks share cores (", model.cores_per_rank,
+                                       " per rank on the most crowded machine), so broadcasts are priced by their "
+                                       "total work too")
+                                 : std::string());
     if (rank == 0)
       CHORUS_LOG(info, rank, models);
     else

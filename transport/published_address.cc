@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <fstream>
+#include <map>
 
 #include "base/error.h"
 #include "base/little_endian.h"
@@ -152,6 +154,30 @@ bool share_cpus(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) 
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     if ((a[i] & b[i]) != 0) return true;
   return false;
+}
+
+double fewest_cores_per_rank(const std::vector<uint64_t>& machine_ids, const std::vector<std::vector<uint64_t>>& cpus) {
+  if (machine_ids.size() != cpus.size()) return 0;
+  struct Machine {
+    std::vector<uint64_t> cpus;
+    size_t ranks = 0;
+  };
+  std::map<uint64_t, Machine> machines;
+  for (size_t rank = 0; rank < machine_ids.size(); ++rank) {
+    if (cpus[rank].empty()) return 0;
+    Machine& machine = machines[machine_ids[rank]];
+    if (machine.cpus.size() < cpus[rank].size()) machine.cpus.resize(cpus[rank].size(), 0);
+    for (size_t word = 0; word < cpus[rank].size(); ++word) machine.cpus[word] |= cpus[rank][word];
+    ++machine.ranks;
+  }
+  double fewest = 0;
+  for (const auto& [id, machine] : machines) {
+    size_t cores = 0;
+    for (uint64_t word : machine.cpus) cores += static_cast<size_t>(std::popcount(word));
+    const double per_rank = static_cast<double>(cores) / static_cast<double>(machine.ranks);
+    if (fewest == 0 || per_rank < fewest) fewest = per_rank;
+  }
+  return fewest;
 }
 
 uint64_t machine_identity() {

@@ -53,5 +53,10 @@ inline constexpr size_t kMaxCpuWords = 16;  // 1024 CPUs, glibc's cpu_set_t
 std::vector<uint64_t> cpu_words();
 // Whether two such sets share a CPU (an unknown set shares with every set).
 bool share_cpus(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+// The fewest cores per rank on any machine of the job, given every rank's
+// machine_id and cpus (the CPUs its ranks may run on, together, over its
+// ranks), or 0 where a rank's set is unknown. Computed from what all ranks
+// published, so every rank gets the same number.
+double fewest_cores_per_rank(const std::vector<uint64_t>& machine_ids, const std::vector<std::vector<uint64_t>>& cpus);
 
 }  // namespace chorus::transport

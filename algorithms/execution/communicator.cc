@@ -40,6 +40,7 @@ Communicator::Communicator(std::shared_ptr<transport::Mesh> mesh, std::vector<in
   const LinkModel local = apply_link_model_override(settings_.link_model, LinkLevel::local, settings_.local);
   const LinkModel remote = apply_link_model_override(settings_.link_model, LinkLevel::remote, settings_.remote);
   cost_model_ = CostModel::from_levels(local, remote, topology_->hosts() > 1);
+  cost_model_.cores_per_rank = settings_.cores_per_rank;
   // Every rank of the job that may run on this rank's cores competes for
   // them, whichever Context it runs a collective on: ranks of other "hosts"
   // on the same machine too (network namespaces or containers of one

@@ -63,6 +63,9 @@ struct CommunicatorSettings {
   // on its machine (one kernel), whatever hosts they name, with affinities
   // that meet its own. 0: unknown (then its host's ranks are counted).
   int ranks_sharing_cores = 0;
+  // The job's fewest cores per rank on one machine, the same on every rank
+  // (CostModel::cores_per_rank); 0: a core each, or unknown.
+  double cores_per_rank = 0;
 };
 
 class Communicator {

@@ -16,6 +16,8 @@
 // (benchmarks/README.md, "The executor's step in the cost model").
 #pragma once
 
+#include <algorithm>
+
 #include "base/link_model.h"
 
 namespace chorus::algorithms {
@@ -35,6 +37,14 @@ struct CostModel {
   LinkModel remote{.alpha_seconds = 50e-6, .beta_seconds_per_byte = 1e-9};
   // Already in every alpha above when built by from_levels: what of it is the executor's.
   double step_seconds = 0;
+  // The job's fewest cores per rank on one machine, when below one: ranks
+  // that share cores (network namespaces or containers of one machine, more
+  // ranks than cores). 0 when every rank has a core of its own, or unknown.
+  // The same on every rank (connect computes it from what all published),
+  // so every rank's `auto` still makes the same choice.
+  double cores_per_rank = 0;
+
+  bool shares_cores() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 
   // Every link alike (one host, or tests).
   static CostModel from_link(const LinkModel& link, double step_seconds = kExecutorStepSeconds) {
@@ -64,6 +74,39 @@ struct CostModel {
     return model;
   }
 };
+
+// On shared cores, moving bytes is the CPU's work (a TCP byte is copied by
+// its sender's and its receiver's kernel), and a Plan's messages compete
+// for the cores more than its critical path shows. The link probe moves
+// both directions at once (transport/link_probe.cc), so its beta is that of
+// two transfers sharing the cores: a message that moves alone gets about
+// twice the speed, while all of them together can go no faster than their
+// total work over the cores. A Plan that keeps few ranks busy (a binomial
+// broadcast's first round) gains from the first; one that keeps every link
+// busy at once (a chain's pipeline) meets the second: on 4 hosts x 1 rank
+// of 2 cores, `binomial` broadcast 2-16 MiB took 15-25% less time than the
+// `chain` the plain formula chose (benchmarks/README.md, issue 46, stop 65).
+//
+// Only the broadcasts price this today. In the other collectives' Plans
+// every rank sends and receives in every step, so the bound scales their
+// candidates alike and would not change the choice.
+inline constexpr double kProbeDirections = 2;
+
+// Seconds for `bytes` in one message on the critical path.
+inline double lone_message_seconds(const CostModel& model, double bytes) {
+  const double beta = model.shares_cores() ? model.beta_seconds_per_byte / kProbeDirections
+                                           : model.beta_seconds_per_byte;
+  return model.alpha_seconds + bytes * beta;
+}
+
+// A Plan's time given its critical path (priced with lone_message_seconds)
+// and the messages all its ranks send: `messages` of `bytes` in total.
+inline double bounded_by_shared_cores(const CostModel& model, int ranks, double critical_seconds, double messages,
+                                      double bytes) {
+  if (!model.shares_cores() || ranks <= 0) return critical_seconds;
+  const double work = messages * model.alpha_seconds + bytes * model.beta_seconds_per_byte;
+  return std::max(critical_seconds, work / (ranks * model.cores_per_rank));
+}
 
 // Rounds of a doubling algorithm (tree broadcast, dissemination barrier).
 inline int ceil_log2(int size) {

@@ -280,3 +280,31 @@ TEST_CASE("the signature tells a call on device memory from one on host memory",
   device_barrier.memory = Memory::cuda(0);
   CHECK(call_signature(barrier) == call_signature(device_barrier));
 }
+
+TEST_CASE("on shared cores a large broadcast is priced by its total work too, and takes binomial", "[selection]") {
+  // The link model 4 hosts x 1 rank measured on this 2-core machine.
+  CostModel model = CostModel::from_link(LinkModel{.alpha_seconds = 17.35e-6, .beta_seconds_per_byte = 1 / 2.224e9});
+  const std::map<Collective, std::string> none;
+  const Algorithm& binomial = *find_algorithm(Collective::broadcast, "binomial");
+  for (size_t bytes : {size_t{2} << 20, size_t{16} << 20}) {
+    Call broadcast = make_call(Collective::broadcast, 1, 4, bytes / 4, DataType::float32, ReduceOp::sum, 0, true);
+    // A core each: the chain's pipeline overlaps its links and wins.
+    REQUIRE(select_algorithm(broadcast, "auto", model, none).name == "chain");
+    model.cores_per_rank = 0.5;
+    CHECK(select_algorithm(broadcast, "auto", model, none).name == "binomial");
+    // Half a core each: three whole copies of the buffer over 2 cores,
+    // longer than two rounds of a message that moves alone.
+    const double n = static_cast<double>(bytes);
+    const double alpha = model.alpha_seconds, beta = model.beta_seconds_per_byte;
+    CHECK(binomial.cost_seconds(broadcast, model) == Approx(std::max(2 * (alpha + n * beta / 2), 3 * (alpha + n * beta) / 2)));
+    model.cores_per_rank = 0;
+  }
+  // Two ranks: the bound changes nothing (one message, the probe's pace).
+  Call pair = make_call(Collective::broadcast, 1, 2, 1 << 20, DataType::float32, ReduceOp::sum, 0, true);
+  const double alone = binomial.cost_seconds(pair, model);
+  model.cores_per_rank = 0.5;
+  CHECK(binomial.cost_seconds(pair, model) == Approx(alone));
+  // A core or more each is not sharing.
+  model.cores_per_rank = 1;
+  CHECK_FALSE(model.shares_cores());
+}

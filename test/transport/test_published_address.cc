@@ -61,3 +61,18 @@ TEST_CASE("this process's CPU set holds the CPU it runs on, and its machine is o
   CHECK(machine_identity() == machine_identity());
   CHECK(machine_identity() != 0);
 }
+
+TEST_CASE("the job's fewest cores per rank counts each machine's CPUs over its ranks", "[published-address]") {
+  // 4 ranks of one machine (4 network-namespace hosts) on 2 CPUs.
+  CHECK(fewest_cores_per_rank({7, 7, 7, 7}, {{0x3}, {0x3}, {0x3}, {0x3}}) == 0.5);
+  // Pinned to a CPU each: a core each, whatever the machine has besides.
+  CHECK(fewest_cores_per_rank({7, 7}, {{0x1}, {0x2}}) == 1.0);
+  // The sets of a machine's ranks count together, CPU 64 included.
+  CHECK(fewest_cores_per_rank({7, 7, 7}, {{0x1}, {0, 0x1}, {0x1}}) == 2.0 / 3.0);
+  // The most crowded machine decides: 2 ranks on 1 CPU beside 2 on 8.
+  CHECK(fewest_cores_per_rank({7, 9, 9, 7}, {{0xff}, {0x1}, {0x1}, {0xff}}) == 0.5);
+  // One unknown set: unknown.
+  CHECK(fewest_cores_per_rank({7, 7}, {{0x3}, {}}) == 0.0);
+  CHECK(fewest_cores_per_rank({7}, {}) == 0.0);
+  CHECK(fewest_cores_per_rank({}, {}) == 0.0);
+}

@@ -24,8 +24,11 @@ bool binomial_broadcast_supports(const Call& call) {
 }
 
 double binomial_broadcast_cost(const Call& call, const CostModel& model) {
-  return ceil_log2(call.size) *
-         (model.alpha_seconds + static_cast<double>(call.bytes()) * model.beta_seconds_per_byte);
+  const double bytes = static_cast<double>(call.bytes());
+  const double critical = ceil_log2(call.size) * lone_message_seconds(model, bytes);
+  // Every rank but the root receives the whole buffer once.
+  const double messages = call.size - 1;
+  return bounded_by_shared_cores(model, call.size, critical, messages, messages * bytes);
 }
 
 Plan binomial_broadcast_plan(const Call& call, const PlanTuning& tuning) {

@@ -25,9 +25,11 @@ double chain_broadcast_cost(const Call& call, const CostModel& model) {
   // Exactly the segments chain_broadcast_plan cuts with this tuning.
   const size_t segment = segment_bytes_of(chain_broadcast_tuning(call, model), call.element_bytes());
   const double segments = static_cast<double>(std::max<size_t>(1, segment_count(call.bytes(), segment)));
-  const double segment_seconds =
-      model.alpha_seconds + static_cast<double>(call.bytes()) / segments * model.beta_seconds_per_byte;
-  return (call.size - 2 + segments) * segment_seconds;
+  const double bytes = static_cast<double>(call.bytes());
+  const double critical = (call.size - 2 + segments) * lone_message_seconds(model, bytes / segments);
+  // Each of the P - 1 links carries every segment.
+  const double links = call.size - 1;
+  return bounded_by_shared_cores(model, call.size, critical, links * segments, links * bytes);
 }
 
 Plan chain_broadcast_plan(const Call& call, const PlanTuning& tuning) {

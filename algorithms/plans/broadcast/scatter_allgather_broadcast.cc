@@ -28,8 +28,19 @@ bool scatter_allgather_broadcast_supports(const Call& call) {
 double scatter_allgather_broadcast_cost(const Call& call, const CostModel& model) {
   if (call.size <= 1) return 0.0;
   const double ranks = call.size;
-  const double share = (ranks - 1) / ranks * static_cast<double>(call.bytes()) * model.beta_seconds_per_byte;
-  return (ceil_log2(call.size) + ranks - 1) * model.alpha_seconds + 2 * share;
+  const double bytes = static_cast<double>(call.bytes());
+  const double share = (ranks - 1) / ranks * bytes;
+  const double critical = (ceil_log2(call.size) + ranks - 1) * model.alpha_seconds +
+                          2 * (lone_message_seconds(model, share) - model.alpha_seconds);
+  if (!model.shares_cores()) return critical;
+  // The scatter sends each subtree's chunks down its edge (one message per
+  // rank but the root); in the ring every rank receives all chunks but its own.
+  double scattered_chunks = 0;
+  for (int relative = 1; relative < call.size; ++relative)
+    scattered_chunks += scatter_subtree_end(relative, call.size) - relative;
+  const double messages = (ranks - 1) + ranks * (ranks - 1);
+  return bounded_by_shared_cores(model, call.size, critical, messages,
+                                 scattered_chunks / ranks * bytes + (ranks - 1) * bytes);
 }
 
 Plan scatter_allgather_broadcast_plan(const Call& call, const PlanTuning& tuning) {
