@@ -32,7 +32,11 @@ double hierarchical_broadcast_cost(const Call& call, const CostModel& model) {
   }
   const Call leaders = phase_call(call, Collective::broadcast, 0, topology.hosts(), call.count,
                                   topology.host_of(call.root), true);
-  return cheapest_flat(leaders, model.at(LinkLevel::remote)).seconds + slowest_host;
+  // The leaders move the buffer while every other rank waits: on shared
+  // cores they have all of the call's (the hosts' phases share them).
+  CostModel leaders_model = model.at(LinkLevel::remote);
+  leaders_model.available_cores = whole_call_cores(call, model);
+  return cheapest_flat(leaders, leaders_model).seconds + slowest_host;
 }
 
 Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
@@ -50,7 +54,9 @@ Plan hierarchical_broadcast_plan(const Call& call, const PlanTuning& tuning) {
   if (call.rank == leader) {
     const Call phase = phase_call(call, Collective::broadcast, host, topology.hosts(), call.count,
                                   topology.host_of(call.root), true);
-    const PhaseAlgorithm chosen = choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "binomial");
+    const PhaseAlgorithm chosen =
+        choose_phase_algorithm(phase, phase, LinkLevel::remote, tuning, "binomial",
+                               tuning.cost_model ? whole_call_cores(call, *tuning.cost_model) : 0);
     plan.append(chosen.algorithm->build(phase, chosen.tuning), {.members = leaders, .slot_limit = phase_slot_span});
   }
   const std::vector<int>& local = topology.ranks_on(host);

@@ -37,8 +37,13 @@ PhaseCost cheapest_flat(const Call& phase, const CostModel& level_model) {
   return PhaseCost{best, best->cost_seconds(phase, level_model)};
 }
 
+double whole_call_cores(const Call& call, const CostModel& model) {
+  return model.shares_cores() ? call.size * model.cores_per_rank : 0;
+}
+
 PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, LinkLevel level,
-                                      const PlanTuning& parent, std::string_view fallback) {
+                                      const PlanTuning& parent, std::string_view fallback,
+                                      double available_cores) {
   PlanTuning inherited;
   inherited.segment_bytes = parent.segment_bytes;
   inherited.scratch_segments = parent.scratch_segments;
@@ -49,7 +54,8 @@ PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, 
                                 "' cannot run a phase of ", phase.size, " ranks"));
     return {algorithm, inherited};
   }
-  const CostModel level_model = parent.cost_model->at(level);
+  CostModel level_model = parent.cost_model->at(level);
+  level_model.available_cores = available_cores;
   const Algorithm* algorithm = cheapest_flat(choose_by, level_model).algorithm;
   if (!algorithm->supports(phase)) algorithm = cheapest_flat(phase, level_model).algorithm;
   return {algorithm, algorithm->tuned_by_model() ? plan_tuning(*algorithm, phase, level_model) : inherited};

@@ -59,8 +59,14 @@ struct PhaseAlgorithm {
   const Algorithm* algorithm = nullptr;
   PlanTuning tuning;
 };
+// `available_cores`: CostModel::available_cores for the phase (0: its share).
 PhaseAlgorithm choose_phase_algorithm(const Call& phase, const Call& choose_by, LinkLevel level,
-                                      const PlanTuning& parent, std::string_view fallback);
+                                      const PlanTuning& parent, std::string_view fallback,
+                                      double available_cores = 0);
+
+// The cores of all of `call`'s ranks where they share cores, else 0: what a
+// phase that runs while the others wait may use (CostModel::available_cores).
+double whole_call_cores(const Call& call, const CostModel& model);
 
 // The tuning of every hierarchical algorithm: it carries the cost model into
 // the Plan (PlanTuning::cost_model), which chooses every phase's flat algorithm.

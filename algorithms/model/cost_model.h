@@ -44,6 +44,12 @@ struct CostModel {
   // so every rank's `auto` still makes the same choice.
   double cores_per_rank = 0;
 
+  // Where ranks share cores: the cores a call's ranks may use, when not
+  // their share of the job's (cores_per_rank each). A phase of a two-level
+  // Plan that runs while the call's other ranks wait (the leaders') has all
+  // of the call's. 0: their share.
+  double available_cores = 0;
+
   bool shares_cores() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 
   // Every link alike (one host, or tests).
@@ -105,7 +111,8 @@ inline double bounded_by_shared_cores(const CostModel& model, int ranks, double 
                                       double bytes) {
   if (!model.shares_cores() || ranks <= 0) return critical_seconds;
   const double work = messages * model.alpha_seconds + bytes * model.beta_seconds_per_byte;
-  return std::max(critical_seconds, work / (ranks * model.cores_per_rank));
+  const double cores = model.available_cores > 0 ? model.available_cores : ranks * model.cores_per_rank;
+  return std::max(critical_seconds, work / cores);
 }
 
 // Rounds of a doubling algorithm (tree broadcast, dissemination barrier).

@@ -321,3 +321,24 @@ TEST_CASE("hierarchical: composed plans order conflicting steps and nothing else
   REQUIRE(dependencies(overwrite) == std::vector<StepId>{received, sent_left, sent_right});
   REQUIRE(dependencies(input_alias).empty());
 }
+
+TEST_CASE("hierarchical: on shared cores the leaders' phase has the call's cores, and a large broadcast takes it") {
+  // The links 2 hosts x 2 ranks measured on this 2-core machine.
+  CostModel model = CostModel::from_levels(LinkModel{.alpha_seconds = 9.2e-6, .beta_seconds_per_byte = 1 / 4.16e9},
+                                           LinkModel{.alpha_seconds = 11.2e-6, .beta_seconds_per_byte = 1 / 2.21e9},
+                                           true);
+  model.cores_per_rank = 0.5;
+  const Algorithm& hierarchical = *find_algorithm(Collective::broadcast, "hierarchical");
+  for (size_t bytes : {size_t{2} << 20, size_t{16} << 20}) {
+    const Call broadcast = on_hosts(
+        make_call(Collective::broadcast, 0, 1, bytes / 4, DataType::float32, ReduceOp::sum, 0, true),
+        Topology::blocks({2, 2}));
+    CHECK(std::string(select_algorithm(broadcast, "auto", model, {}).name) == "hierarchical");
+    // The leaders' message moves alone (half the probe's two-way beta) over
+    // the call's 2 cores; each host's then has its share, 1 core for 2 ranks.
+    const double n = static_cast<double>(bytes);
+    const double remote = model.remote.alpha_seconds + n * model.remote.beta_seconds_per_byte / 2;
+    const double local = model.local.alpha_seconds + n * model.local.beta_seconds_per_byte;
+    CHECK(hierarchical.cost_seconds(broadcast, model) == Approx(remote + local));
+  }
+}
