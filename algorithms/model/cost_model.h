@@ -90,7 +90,7 @@ struct CostModel {
 // total work over the cores. A Plan that keeps few ranks busy (a binomial
 // broadcast's first round) gains from the first; one that keeps every link
 // busy at once (a chain's pipeline) meets the second: on 4 hosts x 1 rank
-// of 2 cores, `binomial` broadcast 2-16 MiB took 15-25% less time than the
+// of 2 cores, `binomial` broadcast 256 KiB-16 MiB took 15-30% less time than the
 // `chain` the plain formula chose (benchmarks/README.md, issue 46, stop 65).
 //
 // Only the broadcasts price this today. In the other collectives' Plans
@@ -98,11 +98,14 @@ struct CostModel {
 // candidates alike and would not change the choice.
 inline constexpr double kProbeDirections = 2;
 
+// A byte of a message on the critical path.
+inline double lone_beta_seconds_per_byte(const CostModel& model) {
+  return model.shares_cores() ? model.beta_seconds_per_byte / kProbeDirections : model.beta_seconds_per_byte;
+}
+
 // Seconds for `bytes` in one message on the critical path.
 inline double lone_message_seconds(const CostModel& model, double bytes) {
-  const double beta = model.shares_cores() ? model.beta_seconds_per_byte / kProbeDirections
-                                           : model.beta_seconds_per_byte;
-  return model.alpha_seconds + bytes * beta;
+  return model.alpha_seconds + bytes * lone_beta_seconds_per_byte(model);
 }
 
 // A Plan's time given its critical path (priced with lone_message_seconds)

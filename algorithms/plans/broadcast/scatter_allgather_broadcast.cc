@@ -30,8 +30,8 @@ double scatter_allgather_broadcast_cost(const Call& call, const CostModel& model
   const double ranks = call.size;
   const double bytes = static_cast<double>(call.bytes());
   const double share = (ranks - 1) / ranks * bytes;
-  const double critical = (ceil_log2(call.size) + ranks - 1) * model.alpha_seconds +
-                          2 * (lone_message_seconds(model, share) - model.alpha_seconds);
+  const double critical =
+      (ceil_log2(call.size) + ranks - 1) * model.alpha_seconds + 2 * share * lone_beta_seconds_per_byte(model);
   if (!model.shares_cores()) return critical;
   // The scatter sends each subtree's chunks down its edge (one message per
   // rank but the root); in the ring every rank receives all chunks but its own.
