@@ -12,9 +12,10 @@
 // The lower rank of a pair leads; the other answers. Both directions move
 // at once, as in a collective's step. Of 30 8-byte exchanges the fastest is
 // the link's latency and the median adds what waiting for a core costs;
-// beta comes from the median time of a transfer each way sized so that it
+// beta comes from the fastest of five transfers each way, sized so that one
 // takes at least a few milliseconds (64 KiB growing by 4 up to 8 MiB), less
-// two typical exchanges, over its bytes. The job combines every pair's
+// two fastest exchanges, over its bytes: interference only slows a
+// transfer, and the cost model counts shared cores on its own. The job combines every pair's
 // numbers (combine_measurements). A link shaped by a token bucket
 // lets its first bucketful through at line rate; a
 // transfer of several buckets keeps that error small.
