@@ -9,6 +9,7 @@
 #include <string>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -104,6 +105,44 @@ void vector_copy(void* destination, const void* source, size_t bytes) {
 #else
   std::memcpy(destination, source, bytes);
 #endif
+}
+
+bool rep_movsb_misaligned_is_slow(std::string_view cpu_vendor) {
+  return cpu_vendor == "AuthenticAMD" || cpu_vendor == "HygonGenuine";
+}
+
+std::string_view this_cpu_vendor() {
+  static const std::string vendor = [] {
+    std::string text;
+#if defined(__x86_64__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+      // The string is EBX, EDX, ECX in that order, little-endian.
+      for (unsigned word : {ebx, edx, ecx})
+        for (int byte = 0; byte < 4; ++byte) text.push_back(static_cast<char>((word >> (8 * byte)) & 0xff));
+    }
+#endif
+    return text;
+  }();
+  return vendor;
+}
+
+namespace {
+
+bool mid_sizes_take_the_loop() {
+  static const bool loop = rep_movsb_misaligned_is_slow(this_cpu_vendor());
+  return loop;
+}
+
+}  // namespace
+
+std::string_view mid_size_copy_name() { return mid_sizes_take_the_loop() ? "vector loop" : "memcpy"; }
+
+void mid_size_copy(void* destination, const void* source, size_t bytes) {
+  if (mid_sizes_take_the_loop())
+    vector_copy(destination, source, bytes);
+  else
+    std::memcpy(destination, source, bytes);
 }
 
 void stream_copy(void* destination, const void* source, size_t bytes) {

@@ -1,20 +1,27 @@
 // Copying bulk data between buffers: copy_bytes, what the board, the shm
 // transport and the host memory backend copy user data with.
 //
-// Why not memcpy: glibc's memcpy copies from about 2 KiB up to its
-// "rep movsb stop threshold" with `rep movsb`, which some CPUs run far below
-// their vector loads and stores. On the project's AMD EPYC VM (erms, fsrm)
-// memcpy moved 1.6-2.6 GB/s at 4-64 KiB against 41-77 GB/s for a vector
-// loop, and 31-35 GB/s from 256 KiB up, where glibc leaves `rep movsb`
+// Why not always memcpy: glibc's memcpy copies from about 2 KiB up to its
+// "rep movsb stop threshold" with `rep movsb`, which AMD's CPUs run far
+// below their vector loads and stores when source and destination are not
+// 64-byte aligned alike. On the project's AMD EPYC VM (erms, fsrm) memcpy
+// moved 1.6-2.6 GB/s at 4-64 KiB against 41-77 GB/s for a vector loop, and
+// 31-35 GB/s from 256 KiB up, where glibc leaves `rep movsb`
 // (benchmarks/README.md, "memcpy's rep movsb"). Those are the sizes of a
-// gradient bucket's pieces, so copy_bytes takes a loop of vector loads and
-// stores there (AVX2 where the CPU has it, SSE2 otherwise) and leaves the
-// rest to memcpy: small copies, which it inlines, and large ones, which it
-// streams past the caches.
+// gradient bucket's pieces, so on AMD (and Hygon, its licensee) copy_bytes
+// takes a loop of vector loads and stores there (AVX2 where the CPU has it,
+// SSE2 otherwise). Intel's `rep movsb` has no such case, and it stores
+// whole lines without first reading them: on an Intel Xeon (Emerald
+// Rapids) memcpy moved 30-32 GB/s at 256 KiB where the loop moved 14-17,
+// and 20-24 against 10-13 at 1 MiB. So elsewhere copy_bytes is memcpy
+// (benchmarks/README.md, "copy_bytes on Intel", stop 66). Small copies,
+// which memcpy inlines, and large ones, which it streams past the caches,
+// are memcpy's everywhere.
 #pragma once
 
 #include <cstddef>
 #include <cstring>
+#include <string_view>
 
 namespace chorus {
 
@@ -22,8 +29,23 @@ namespace chorus {
 inline constexpr size_t kVectorCopyFrom = 2112;  // where glibc 2.36 starts `rep movsb` here
 inline constexpr size_t kVectorCopyBelow = size_t{4} << 20;
 
-// The vector loop, for any size (copy_bytes picks it for the sizes above).
+// The vector loop, for any size (copy_bytes picks it for the sizes above
+// where rep_movsb_misaligned_is_slow).
 void vector_copy(void* destination, const void* source, size_t bytes);
+
+// Whether a CPU of this vendor (CPUID's 12 characters, "AuthenticAMD") runs
+// `rep movsb` slowly for buffers aligned differently: AMD and Hygon.
+bool rep_movsb_misaligned_is_slow(std::string_view cpu_vendor);
+
+// This CPU's vendor string ("" where CPUID does not give one).
+std::string_view this_cpu_vendor();
+
+// What copy_bytes uses from kVectorCopyFrom to kVectorCopyBelow on this
+// CPU: "vector loop" or "memcpy" (chorus-reduce-bench prints it).
+std::string_view mid_size_copy_name();
+
+// copy_bytes for the sizes of [kVectorCopyFrom, kVectorCopyBelow).
+void mid_size_copy(void* destination, const void* source, size_t bytes);
 
 // The vector loop with non-temporal stores: the destination's lines go to
 // memory without being read into the cache first, and leave it. For a
@@ -41,7 +63,7 @@ bool streams_past_cache(size_t destination_bytes_on_host);
 // memcpy's contract: the ranges do not overlap.
 inline void copy_bytes(void* destination, const void* source, size_t bytes) {
   if (bytes >= kVectorCopyFrom && bytes < kVectorCopyBelow)
-    vector_copy(destination, source, bytes);
+    mid_size_copy(destination, source, bytes);
   else
     std::memcpy(destination, source, bytes);
 }

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/copy.h"
@@ -56,6 +58,21 @@ TEST_CASE("copy_bytes and its vector loop copy every size and alignment exactly"
         wrong += wrong_bytes(streaming, bytes, source_offset, destination_offset);
       }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("the vector loop takes the mid sizes on AMD and Hygon CPUs only", "[copy]") {
+  CHECK(chorus::rep_movsb_misaligned_is_slow("AuthenticAMD"));
+  CHECK(chorus::rep_movsb_misaligned_is_slow("HygonGenuine"));
+  CHECK_FALSE(chorus::rep_movsb_misaligned_is_slow("GenuineIntel"));
+  CHECK_FALSE(chorus::rep_movsb_misaligned_is_slow(""));
+  // This CPU's answer follows its vendor string.
+  const std::string_view vendor = chorus::this_cpu_vendor();
+  INFO("CPU vendor '" << std::string(vendor) << "'");
+  CHECK(chorus::mid_size_copy_name() ==
+        (chorus::rep_movsb_misaligned_is_slow(vendor) ? std::string_view("vector loop") : std::string_view("memcpy")));
+#if defined(__x86_64__)
+  CHECK(vendor.size() == 12);
+#endif
 }
 
 TEST_CASE("stream_copy copies a few MiB exactly, and streaming starts past half a cache", "[copy]") {
