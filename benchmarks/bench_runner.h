@@ -35,6 +35,12 @@ struct BenchSettings {
   // Each timed iteration alone, after a barrier (--barrier), the round's
   // time the sum of them; otherwise a round times its iterations back to back.
   bool barrier_each = false;
+  // Before each timed or warm-up call, the buffer the call reads is written
+  // afresh from a copy of its contents (--rewrite-input), as a training step
+  // hands over a gradient it has just computed; the copy is timed too.
+  // Without it every call reads an input that no one wrote since the last
+  // call, which a peer's single copy out of it finds in a cache.
+  bool rewrite_input = false;
   // Host buffers registered with chorus::register_buffer (--register), so
   // verbs pins them once instead of once per message.
   bool register_buffers = false;
@@ -79,6 +85,8 @@ class Runner {
   // Checks (with --check), warms up and picks the iteration count.
   Row prepare(size_t bytes, const std::string& algorithm);
   void run_once(size_t count, const std::string& algorithm);
+  // run_once, after the input's rewrite where --rewrite-input asks for it.
+  void run_timed_once(size_t count, const std::string& algorithm);
   double time_iterations(size_t count, const std::string& algorithm, int iters);
 
   Context& context_;
@@ -100,6 +108,8 @@ class Runner {
   std::shared_ptr<std::byte> device_output_;
   size_t device_input_bytes_ = 0;
   size_t device_output_bytes_ = 0;
+  // --rewrite-input: what the call's input holds, copied into it before each call.
+  std::vector<std::byte> fresh_input_;
 };
 
 }  // namespace chorus::bench

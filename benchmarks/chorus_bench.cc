@@ -164,6 +164,8 @@ std::string check_options(const BenchOptions& options, bool forking) {
   if (options.settings.in_place && operation != Operation::allreduce)
     return cat("--in-place is for --op allreduce, not ", options.operation);
   if (options.settings.root < 0) return cat("--root ", options.settings.root, " is not a rank");
+  if (options.settings.rewrite_input && options.device != "host")
+    return cat("--rewrite-input is for host memory, not --device ", options.device);
   // Under a launcher the job's size is its own; a launcher that says none
   // is connect's to report.
   int ranks = forking ? options.ranks : 0;
@@ -235,6 +237,7 @@ int run_rank(const BenchOptions& options) {
                  {"step_factor", options.step_factor}, {"iters", settings.iters}, {"warmup", settings.warmup},
                  {"time_budget_ms", settings.budget_ms}, {"rounds", settings.rounds}, {"check", settings.check},
                  {"in_place", settings.in_place}, {"barrier", settings.barrier_each},
+                 {"rewrite_input", settings.rewrite_input},
                  {"register", settings.register_buffers},
                  {"timeout_ms", context->timeout().count()}, {"streams", options.streams},
                  {"transports", options.transports}, {"trace", options.trace}, {"device", options.device}});
@@ -248,14 +251,15 @@ int run_rank(const BenchOptions& options) {
   const std::vector<size_t> sizes = message_sizes(options, operation);
 
   auto print_header = [&](const std::string& algorithm) {
-    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s%s%s%s, "
+    std::printf("# chorus-bench: %s, %d ranks on %d host%s (rank 0: %s), %s memory, algorithm %s, %s%s%s%s%s%s%s%s, "
                 "median of %d rounds\n",
                 options.operation.c_str(), context->size(), context->hosts(), context->hosts() == 1 ? "" : "s",
                 describe_links(*context).c_str(), to_string(settings.memory).c_str(), algorithm.c_str(),
                 options.type.c_str(),
                 reduction ? " " : "", reduction ? options.redop.c_str() : "", settings.check ? ", checked" : "",
                 settings.in_place ? ", in place" : "", settings.register_buffers ? ", registered" : "",
-                settings.barrier_each ? ", barrier before each iteration" : "", settings.rounds);
+                settings.barrier_each ? ", barrier before each iteration" : "",
+                settings.rewrite_input ? ", input rewritten before each call" : "", settings.rounds);
     std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -381,6 +385,9 @@ int main(int argc, char** argv) {
                "allreduce only: the output buffer is the input, as torch.distributed calls it");
   app.add_flag("--barrier", options.settings.barrier_each,
                "Time each iteration alone after a barrier (the round's time is their sum), not back to back");
+  app.add_flag("--rewrite-input", options.settings.rewrite_input,
+               "Write the call's input afresh before each call (timed too), as a training step hands over a "
+               "new gradient; host memory only");
   app.add_flag("--register", options.settings.register_buffers,
                "Register the host buffers with chorus::register_buffer, so verbs pins them once, not per message");
   app.add_option("--json", options.json_file,

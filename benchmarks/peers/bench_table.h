@@ -24,6 +24,7 @@ struct Settings {
   bool check = false;
   bool in_place = false;      // --in-place: allreduce whose output is its input (MPI_IN_PLACE)
   bool barrier_each = false;  // --barrier: time each iteration alone, after a barrier
+  bool rewrite_input = false;  // --rewrite-input: the call's input written afresh before each call (timed)
 };
 
 // What a driver runs: its collectives, and whether it takes --in-place and --barrier.
@@ -31,6 +32,7 @@ struct Accepts {
   std::vector<std::string> ops{"allreduce", "broadcast", "allgather"};
   bool in_place = false;
   bool barrier = false;
+  bool rewrite_input = false;
 };
 
 // Messages made of one block per rank (nccl-tests' and chorus-bench's size: all the blocks).
@@ -74,6 +76,7 @@ inline Settings parse_settings(int argc, char** argv, const Accepts& accepts = {
     else if (arg == "--check") s.check = true;
     else if (arg == "--in-place" && accepts.in_place) s.in_place = true;
     else if (arg == "--barrier" && accepts.barrier) s.barrier_each = true;
+    else if (arg == "--rewrite-input" && accepts.rewrite_input) s.rewrite_input = true;
     else { std::fprintf(stderr, "unknown option %s\n", arg.c_str()); std::exit(2); }
   }
   if (std::find(accepts.ops.begin(), accepts.ops.end(), s.op) == accepts.ops.end()) {
@@ -120,9 +123,10 @@ inline std::vector<size_t> sizes(const Settings& s) {
 }
 
 inline void print_header(const Settings& s, const std::string& library, int size, const std::string& algo) {
-  std::printf("# %s: %s, %d ranks, algorithm %s, float32%s%s%s%s, median of %d rounds\n", library.c_str(),
+  std::printf("# %s: %s, %d ranks, algorithm %s, float32%s%s%s%s%s, median of %d rounds\n", library.c_str(),
               s.op.c_str(), size, algo.c_str(), reduces(s.op) ? " sum" : "", s.check ? ", checked" : "",
-              s.in_place ? ", in place" : "", s.barrier_each ? ", barrier before each iteration" : "", s.rounds);
+              s.in_place ? ", in place" : "", s.barrier_each ? ", barrier before each iteration" : "",
+              s.rewrite_input ? ", input rewritten before each call" : "", s.rounds);
   std::printf("#%13s %13s %9s %6s %5s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop", "root",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   std::fflush(stdout);

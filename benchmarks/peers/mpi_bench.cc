@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "bench_table.h"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Accepts accepts;
   accepts.ops = {"allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "barrier"};
-  accepts.in_place = accepts.barrier = true;
+  accepts.in_place = accepts.barrier = accepts.rewrite_input = true;
   Settings settings = parse_settings(argc, argv, accepts);
   auto max_over_ranks = [](double value) {
     MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -73,6 +74,16 @@ int main(int argc, char** argv) {
       once = [&] { MPI_Alltoall(input.data(), n, MPI_FLOAT, output.data(), n, MPI_FLOAT, MPI_COMM_WORLD); };
     else
       once = barrier;
+    if (settings.rewrite_input) {
+      // As chorus-bench --rewrite-input: the buffer the call reads (in place:
+      // the output, which starts each call as the input) written afresh first.
+      std::vector<float> fresh = input;
+      std::vector<float>& target = settings.in_place ? output : input;
+      once = [once, fresh = std::move(fresh), &target] {
+        std::memcpy(target.data(), fresh.data(), fresh.size() * sizeof(float));
+        once();
+      };
+    }
     long long wrong = 0;
     if (settings.check) {
       once();

@@ -12,11 +12,15 @@
 #
 #   benchmarks/peers/vs_mpi.sh [--ranks "2 4"] [--ops "allreduce allreduce_in_place ..."]
 #       [-b 8] [-e 64M] [-f 4] [--repeats 2] [--rounds 3] [--time-budget-ms 200]
-#       [--barrier] [--interleave size|op] [--out DIR] [--chorus-bench PATH]
+#       [--barrier] [--rewrite-input] [--interleave size|op] [--out DIR] [--chorus-bench PATH]
 #
 # --ops: allreduce, allreduce_in_place (chorus-bench --in-place, MPI_IN_PLACE),
 #   broadcast, allgather, reduce_scatter, alltoall, barrier (default: all).
 # --barrier: time each call alone after a barrier (both sides), not back to back.
+# --rewrite-input: both sides write the call's input afresh before each call
+#   (timed), as a training step hands over a new gradient. Without it every
+#   call reads an input unchanged since the last, which an MPI's single copy
+#   out of its peer's buffer finds in a cache (benchmarks/README.md, stop 66).
 # Needs build/benchmarks/chorus-bench (scripts/build.sh) and the drivers of
 # benchmarks/peers/build.sh in build-peers/ (built here when none is there);
 # an MPI whose driver is missing is left out, with a message. Each MPI runs
@@ -30,12 +34,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 rank_counts="2 4" ops="allreduce allreduce_in_place broadcast allgather reduce_scatter alltoall barrier"
-min=8 max=64M step=4 repeats=2 rounds=3 budget_ms=200 barrier=0 interleave=size out=""
+min=8 max=64M step=4 repeats=2 rounds=3 budget_ms=200 barrier=0 rewrite_input=0 interleave=size out=""
 chorus_bench=${CHORUS_BENCH:-$root/build/benchmarks/chorus-bench}
 peers=${PEERS_DIR:-$root/build-peers}
 die() { echo "vs_mpi.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || [ "$1" = --barrier ] || die "$1 needs a value"
+  [ $# -ge 2 ] || [ "$1" = --barrier ] || [ "$1" = --rewrite-input ] || die "$1 needs a value"
   case "$1" in
     --ranks) rank_counts=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --time-budget-ms) budget_ms=$2; shift 2 ;;
     --barrier) barrier=1; shift ;;
+    --rewrite-input) rewrite_input=1; shift ;;
     --interleave) interleave=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --chorus-bench) chorus_bench=$2; shift 2 ;;
@@ -109,6 +114,7 @@ mkdir -p "$out"
   echo "rounds=$rounds"
   echo "repeats=$repeats"
   echo "barrier=$barrier"
+  echo "rewrite_input=$rewrite_input"
   echo "interleave=$interleave"
   echo "budget_ms=$budget_ms"
   echo "libraries=${libraries[*]}"
@@ -122,6 +128,7 @@ run_one() {
   local bench_op=$op extra=() command=()
   if [ "$op" = allreduce_in_place ]; then bench_op=allreduce extra=(--in-place); fi
   [ "$barrier" = 1 ] && extra+=(--barrier)
+  [ "$rewrite_input" = 1 ] && extra+=(--rewrite-input)
   local args=(--op "$bench_op" --check -b "$first" -e "$last" --rounds "$rounds" --time-budget-ms "$budget_ms"
               "${extra[@]}")
   case "$library" in

@@ -91,6 +91,8 @@ def main(directory):
                 versions.setdefault(library, runs.library)
     timing = ("each call alone, after a barrier (--barrier)" if settings.get("barrier") == "1"
               else "calls back to back, no barrier between them")
+    if settings.get("rewrite_input") == "1":
+        timing += ", each call's input written afresh before it (--rewrite-input, timed)"
     print(f"# chorus: {settings.get('chorus_version', '?')}; "
           + "; ".join(f"{NAMES[m]}: {versions.get(m, '?')}" for m in mpis))
     print(f"# Time per call in µs, timed {timing}: the median of {settings.get('rounds', '?')} rounds of the "
