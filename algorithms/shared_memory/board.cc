@@ -166,6 +166,17 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   // One pair of buffers for every timing below: fresh pages are slow to
   // fault in on some VMs (0.5 GB/s on the project's).
   std::vector<float> data(board->measure_floats(), 1.0f), result(board->measure_floats());
+  // Direct reads (board_direct.cc) where every member can read every
+  // peer's memory: each publishes where a word of its own is, and, after a
+  // board barrier, reads every peer's; all agree on the least.
+  board->publish_identity();
+  board->barrier(communicator,
+                 make_call(Collective::barrier, rank, communicator.size(), 0, DataType::uint8, ReduceOp::sum, 0, false),
+                 sequence - 1, deadline);
+  uint8_t every_member_reads = board->can_read_every_peer() ? 1 : 0;
+  helper_collective(agreement, Collective::allreduce, &every_member_reads, 1, DataType::uint8, ReduceOp::min,
+                    sequence, deadline);
+  if (every_member_reads) board->enable_direct_reads();
   BoardModel measured = board->measure(communicator, data, result, sequence - 1, deadline);
   const Communicator measurement = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 2), /*traced=*/false);
@@ -194,24 +205,29 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
                       : allreduce_scale;
   measured.small_alltoall_seconds_per_byte *= alltoall_scale;
   measured.alltoall_seconds_per_byte *= alltoall_scale;
-  uint64_t model[4] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+  uint64_t model[5] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
                        static_cast<uint64_t>(measured.seconds_per_byte * 1e15),
                        static_cast<uint64_t>(measured.small_alltoall_seconds_per_byte * 1e15),
-                       static_cast<uint64_t>(measured.alltoall_seconds_per_byte * 1e15)};
-  helper_collective(measurement, Collective::allreduce, model, 4, DataType::uint64, ReduceOp::max, sequence,
+                       static_cast<uint64_t>(measured.alltoall_seconds_per_byte * 1e15),
+                       static_cast<uint64_t>(measured.direct_ratio * 1e6)};
+  helper_collective(measurement, Collective::allreduce, model, 5, DataType::uint64, ReduceOp::max, sequence,
                     deadline);
   board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
                     .seconds_per_byte = static_cast<double>(model[1]) * 1e-15,
                     .small_alltoall_seconds_per_byte = static_cast<double>(model[2]) * 1e-15,
                     .alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15,
-                    .large_alltoall_bytes = measured.large_alltoall_bytes});
+                    .large_alltoall_bytes = measured.large_alltoall_bytes,
+                    .direct_ratio = static_cast<double>(model[4]) * 1e-6});
   const BoardModel& agreed = board->model();
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
              " bytes through shared memory; measured ", agreed.call_seconds * 1e6, " us a call, ",
              agreed.seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces, ",
              agreed.small_alltoall_seconds_per_byte * 1e12, " / ", agreed.alltoall_seconds_per_byte * 1e12,
              " ps a byte of a member's input to an alltoall of ", Board::kSmallAlltoallBytes, " / ",
-             agreed.large_alltoall_bytes, " bytes");
+             agreed.large_alltoall_bytes, " bytes",
+             board->direct_reads() ? cat("; an alltoall of ", Board::kDirectAlltoallMinBytes,
+                                         " bytes read directly took ", agreed.direct_ratio, "x the slots' time")
+                                   : std::string("; no direct reads"));
   return board;
 }
 
@@ -321,6 +337,39 @@ double pieces_cost(const Candidate&, const Communicator& communicator, const Cal
   return 2 * pieces * model.call_seconds + static_cast<double>(call.bytes()) * model.seconds_per_byte;
 }
 
+// Direct reads (board_direct.cc): allgather and alltoall of fixed counts,
+// where every member reads every peer's memory.
+bool serves_direct(const Candidate&, const Communicator& communicator, const Call& call) {
+  const Board* board = ready_board(communicator);
+  return board && board->direct_reads() && call.memory.on_host() && call.count > 0 && !call.variable() &&
+         (call.collective == Collective::allgather || call.collective == Collective::alltoall);
+}
+
+// An alltoall from Board::kDirectAlltoallMinBytes: the board's own cost
+// for the call, in one shot where it fits, else in pieces, times what
+// direct reads took over the slots in an alltoall of that size, measured
+// at set-up (BoardModel::direct_ratio). An allgather, and a smaller alltoall, only by name: an
+// allgather through the slots copies one block per member where an
+// alltoall packs every peer's, so the alltoall's ratio flatters direct
+// reads there (on 4 ranks of the 2-core Xeon a direct allgather of 1-16
+// MiB on fresh inputs took 1.3-1.5x the slots' time, where the alltoall's
+// took 0.9-1.0x).
+double direct_cost(const Candidate& self, const Communicator& communicator, const Call& call) {
+  const Board& board = *ready_board(communicator);
+  const size_t input = call.bytes() * static_cast<size_t>(call.size);
+  if (call.collective != Collective::alltoall || input < Board::kDirectAlltoallMinBytes)
+    return std::numeric_limits<double>::infinity();
+  const double slots = serves_one_shot(self, communicator, call) ? one_shot_cost(self, communicator, call)
+                                                                 : pieces_cost(self, communicator, call);
+  return slots * board.model().direct_ratio;
+}
+
+Moved run_direct(const Candidate&, const CandidateRun& run) {
+  ready_board(run.communicator)->direct_blocks(run.communicator, run.call, run.input, run.output, run.sequence,
+                                               run.deadline);
+  return bytes_moved(run.call, false);
+}
+
 Moved run_one_shot(const Candidate&, const CandidateRun& run) {
   Board& board = *ready_board(run.communicator);
   switch (run.call.collective) {
@@ -363,6 +412,13 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
     return where + cat("which this Context has not (its ", communicator.size(),
                        " members must share one host and memory; CHORUS_BOARD_BYTES not 0)");
   if (!call.memory.on_host()) return where + cat("which holds host memory, not ", to_string(call.memory));
+  if (self.name == kBoardDirect)
+    return where + (cell->board->direct_reads()
+                        ? cat("which reads peers' memory directly for allgather and alltoall of fixed counts",
+                              " (this call: ", to_string(call.collective),
+                              call.variable() ? std::string(" of variable counts") : std::string(), ")")
+                        : std::string("whose members cannot read each other's memory (process_vm_readv: another "
+                                      "user, a seccomp filter, Yama's ptrace scope or another pid namespace)"));
   if (self.name == kBoardPieces)
     return where + cat("which takes allreduce, broadcast past ", cell->board->capacity(),
                        " bytes, and allgather, reduce_scatter and alltoall of fixed counts (this call: ",
@@ -401,6 +457,10 @@ constexpr Candidate kBoardCandidates[] = {
      .cost_seconds = pieces_cost, .run = run_pieces, .why_not = why_not, .on_board = true},
     {.name = kBoardPieces, .collective = Collective::alltoall, .serves = serves_pieces, .cost_seconds = pieces_cost,
      .run = run_pieces, .why_not = why_not, .on_board = true},
+    {.name = kBoardDirect, .collective = Collective::allgather, .serves = serves_direct, .cost_seconds = direct_cost,
+     .run = run_direct, .why_not = why_not, .on_board = true},
+    {.name = kBoardDirect, .collective = Collective::alltoall, .serves = serves_direct, .cost_seconds = direct_cost,
+     .run = run_direct, .why_not = why_not, .on_board = true},
 };
 
 }  // namespace

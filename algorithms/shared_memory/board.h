@@ -103,6 +103,10 @@ Board* ready_board(const Communicator& communicator);
 // Board::measure), and are set up on the Communicator's first call.
 inline constexpr std::string_view kBoard = "board";
 inline constexpr std::string_view kBoardPieces = "board_pieces";
+// "board_direct": allgather and alltoall of fixed counts, each member
+// reading its peers' buffers directly (process_vm_readv), where every
+// member can (board_direct.cc); under `auto` from the sizes where that won.
+inline constexpr std::string_view kBoardDirect = "board_direct";
 std::span<const Candidate> board_candidates();
 
 // Tells the board (if the Communicator has one) that this member is in

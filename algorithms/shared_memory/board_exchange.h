@@ -47,6 +47,12 @@ struct BoardModel {
   double small_alltoall_seconds_per_byte = 0.2e-9;  // at Board::kSmallAlltoallBytes and under
   double alltoall_seconds_per_byte = 0.2e-9;        // at large_alltoall_bytes and over
   size_t large_alltoall_bytes = size_t{4} << 20;
+  // Direct reads (board_direct.cc) against the slots: the time of an
+  // alltoall of Board::kDirectAlltoallMinBytes a member whose members read
+  // each other's buffers directly over that of one through the slots, both
+  // on an input written afresh before each call (Board::measure says why);
+  // 0: the members cannot read each other's memory.
+  double direct_ratio = 0;
   // What a byte of an alltoall whose members each put in `input_bytes` costs.
   double alltoall_byte_seconds(size_t input_bytes) const;
 };
@@ -112,6 +118,32 @@ class Board {
               uint32_t sequence, Deadline deadline);
   // The elements of each block one piece of blocks() moves.
   size_t block_piece_count(const Call& call) const;
+
+  // Direct reads (board_direct.cc): each member copies its peers' blocks
+  // straight out of their buffers (process_vm_readv), one copy where the
+  // slots take two. The set-up publishes every member's identity, checks
+  // that every member can read every peer, and agrees on it.
+  void publish_identity();
+  bool can_read_every_peer() const;
+  void enable_direct_reads() { direct_reads_ = true; }
+  bool direct_reads() const { return direct_reads_; }
+  // allgather and alltoall of fixed counts, any size.
+  void direct_blocks(const Communicator& communicator, const Call& call, const void* input, void* output,
+                     uint32_t sequence, Deadline deadline);
+  // The size (a member's whole input) from which `auto` reads an alltoall
+  // directly, and at which the set-up measures direct reads against the
+  // slots (BoardModel::direct_ratio). Measured on the Xeon, 2 ranks, on
+  // inputs unchanged between calls and written afresh before each
+  // (benchmarks/README.md, "Direct reads"): an alltoall of 1 MiB took 81 /
+  // 203 us read directly against 129 / 203 through the slots, one of 256
+  // KiB 15 / 35 against 23 / 31, of 64 KiB 5 / 12 against 8 / 10. Below it
+  // the system calls and pinned pages cost more on fresh inputs than the
+  // copy they save; above it the ratio held or fell (16 MiB: 4339 / 4981
+  // us fresh), so the one measured at this size stands for them. A
+  // broadcast read directly lost at every size (its root waits for the
+  // slowest reader, where the slots pipeline): none runs that way;
+  // allgather only by name (board.cc, direct_cost).
+  static constexpr size_t kDirectAlltoallMinBytes = size_t{1} << 20;
   // announce_on_board (board.h); on_board: the call runs on this board.
   void announce(uint32_t sequence, uint64_t signature, int root, bool on_board);
 
@@ -144,6 +176,12 @@ class Board {
     // The last ring call whose entries it no longer reads (its own root
     // checks included): where a member may write its entry again.
     std::atomic<uint64_t> ring_finished;
+    // Written once, at set-up (publish_identity): its process id, and where
+    // in its memory a word holding `probe_value` is, for the peers' check
+    // that they can read its memory.
+    std::atomic<uint64_t> process_id;
+    std::atomic<uint64_t> probe_address;
+    std::atomic<uint64_t> probe_value;
   };
   // An entry of a member's ring: this header on its own line, the data on the next lines.
   struct RingEntry {
@@ -248,6 +286,11 @@ class Board {
   void await_ring_entry(const Wait& wait, int member, uint64_t ring_call);
   void publish_ring_finished();
   [[noreturn]] void fail(const Wait& wait, std::exception_ptr error) const;
+  // Direct reads: `bytes` at `address` in `member`'s memory into `to`.
+  void read_directly(const Wait& wait, int member, std::byte* to, uint64_t address, size_t bytes) const;
+  // Finishes the Wait's call and waits until every peer finished it too
+  // (so nobody reads this member's buffers any more).
+  void finish_with_everyone(const Wait& wait);
   // The MismatchError for `member` having called `their_signature` (and
   // `their_root`, where known) where this member called the Wait's.
   [[noreturn]] void mismatch(const Wait& wait, int member, uint64_t their_signature,
@@ -291,6 +334,9 @@ class Board {
   std::vector<PendingRingCheck> pending_ring_checks_;
   uint64_t ring_checked_through_ = 0;
   BoardModel model_;
+  bool direct_reads_ = false;
+  uint64_t probe_word_ = 0;
+  std::vector<uint64_t> process_ids_;  // every member's, from publish_identity
   // An in-place reduce_scatter's own chunk, kept while the reduction writes
   // over it (reduce_packed_slots).
   std::vector<std::byte> own_piece_;

@@ -294,6 +294,24 @@ TEST_CASE("chorus-run -n 4 chorus-bench --check and chorus-bench --ranks both ve
   CHECK_THAT(barrier.output(), Catch::Contains("# OK: 0 wrong elements in total"));
 }
 
+TEST_CASE("chorus-bench --check of board_direct as processes: each reads its peers' buffers, bit-exact",
+          "[launch][board]") {
+  // Threads share one address space (test_board_direct.cc); here every
+  // rank is a process, so each read crosses into another one's memory.
+  const std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
+  for (const char* op : {"allgather", "alltoall"}) {
+    CAPTURE(op);
+    ChildProcess run({bench, "--ranks", "3", "--op", op, "--algo", "board_direct", "--check", "-b", "4K", "-e", "4M",
+                      "-f", "16", "--iters", "3", "--rounds", "1"},
+                     {});
+    const int status = run.wait(std::chrono::seconds(60));
+    INFO(run.output());
+    CHECK(status == 0);
+    CHECK_THAT(run.output(), Catch::Contains("algorithm board_direct"));
+    CHECK_THAT(run.output(), Catch::Contains("# OK: 0 wrong elements in total"));
+  }
+}
+
 TEST_CASE("chorus-run --fake-hosts: shared memory within a fake host, TCP across", "[launch][chorus-run]") {
   const std::string bench = chorus::test::binary_from_environment("CHORUS_BENCH");
   ChildProcess run(run_arguments({"-n", "4", "--fake-hosts", "2,2"},
