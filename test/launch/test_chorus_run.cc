@@ -306,6 +306,12 @@ TEST_CASE("chorus-bench --check of board_direct as processes: each reads its pee
                      {});
     const int status = run.wait(std::chrono::seconds(60));
     INFO(run.output());
+    // Yama's ptrace scope 1 or a seccomp filter forbids reading a sibling
+    // process: the board then has no direct reads, and says why.
+    if (run.output().find("cannot read each other's memory") != std::string::npos) {
+      WARN("this machine forbids process_vm_readv between sibling processes; board_direct untested here");
+      return;
+    }
     CHECK(status == 0);
     CHECK_THAT(run.output(), Catch::Contains("algorithm board_direct"));
     CHECK_THAT(run.output(), Catch::Contains("# OK: 0 wrong elements in total"));
