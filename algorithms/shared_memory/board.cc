@@ -352,8 +352,8 @@ bool serves_direct(const Candidate&, const Communicator& communicator, const Cal
 // allgather through the slots copies one block per member where an
 // alltoall packs every peer's, so the alltoall's ratio flatters direct
 // reads there (on 4 ranks of the 2-core Xeon a direct allgather of 1-16
-// MiB on fresh inputs took 1.3-1.5x the slots' time, where the alltoall's
-// took 0.9-1.0x).
+// MiB on fresh inputs took 1.26-1.53x the slots' time, where the
+// alltoall's took 0.88-0.99x).
 double direct_cost(const Candidate& self, const Communicator& communicator, const Call& call) {
   const Board& board = *ready_board(communicator);
   const size_t input = call.bytes() * static_cast<size_t>(call.size);

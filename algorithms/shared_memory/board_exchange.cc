@@ -268,8 +268,8 @@ BoardModel Board::measure(const Communicator& communicator, std::span<float> dat
   // as a training step's fresh gradient is: a direct read then fetches
   // every line from the owner's cache, and the owner's next write takes
   // each back. On the Xeon, 2 ranks, a direct alltoall of 256 KiB a member
-  // took 17 us on an unchanged input and 38 on a fresh one, where the
-  // slots took 43 and 34: priced on unchanged inputs (a benchmark's),
+  // took 15 us on an unchanged input and 35 on a fresh one, where the
+  // slots took 23 and 31: priced on unchanged inputs (a benchmark's),
   // direct reads would win a case applications do not have.
   if (direct_reads_) {
     const double slots = time_alltoall(kDirectAlltoallMinBytes, false, true);
