@@ -12,13 +12,14 @@
 // so small calls stay on the slots: the cost model decides, from a direct
 // alltoall timed at set-up.
 //
-// One board call: every member writes the address of its input (the root's
-// data, for a broadcast) into its slot and stamps it; each reads what it
-// needs of every peer's buffer; then it waits until every peer finished
-// the call, since the caller may write its buffers as soon as the call
-// returns. The stamps and signatures are the slots' own, so a peer in
-// another call, naming another root, dead or late, is found as on any
-// board call. A peer's address is only ever read from, by this process,
+// One board call: every member writes the address of its input into its
+// slot and stamps it; each reads its block of every peer's input; then it
+// waits until every peer finished the call, since the caller may write its
+// input as soon as the call returns. The stamps and signatures are the
+// slots' own, so a peer in another call (or the same one with another
+// count), dead or late, is found as on any board call. No broadcast runs
+// this way: its root would wait for the slowest reader, where the slots
+// pipeline its copy with theirs (it lost at every size measured). A peer's address is only ever read from, by this process,
 // into memory this call's sizes bound; a wrong one makes the kernel refuse
 // (EFAULT), which fails the call on every member.
 #include <sys/uio.h>
