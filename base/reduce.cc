@@ -93,6 +93,42 @@ void for_aligned(void* data, size_t count, Kernel kernel) {
 }
 
 template <class T, class Op>
+void combine_pair_native(T* __restrict output, const T* __restrict first, const T* __restrict second, size_t count,
+                         Op op) {
+  for (size_t i = 0; i < count; ++i) output[i] = op(first[i], second[i]);
+}
+
+// One pass for the native types on aligned buffers; false where the caller
+// takes two (a copy, then reduce_unchecked).
+template <class Op>
+bool reduce_pair_with(DataType type, void* output, const void* first, const void* second, size_t count, Op op) {
+  const auto run = [&]<class T>(T*) {
+    if (!aligned_for(output, alignof(T)) || !aligned_for(first, alignof(T)) || !aligned_for(second, alignof(T)))
+      return false;
+    combine_pair_native(static_cast<T*>(output), static_cast<const T*>(first), static_cast<const T*>(second), count,
+                        op);
+    return true;
+  };
+  switch (type) {
+    case DataType::int8: return run(static_cast<int8_t*>(nullptr));
+    case DataType::uint8: return run(static_cast<uint8_t*>(nullptr));
+    case DataType::int32: return run(static_cast<int32_t*>(nullptr));
+    case DataType::uint32: return run(static_cast<uint32_t*>(nullptr));
+    case DataType::int64: return run(static_cast<int64_t*>(nullptr));
+    case DataType::uint64: return run(static_cast<uint64_t*>(nullptr));
+    default: break;
+  }
+  if constexpr (Op::for_floating_point) {
+    switch (type) {
+      case DataType::float32: return run(static_cast<float*>(nullptr));
+      case DataType::float64: return run(static_cast<double*>(nullptr));
+      default: break;  // 16-bit floats: two passes through their widening kernels
+    }
+  }
+  return false;
+}
+
+template <class T, class Op>
 void reduce_native(void* accumulator, const void* operand, size_t count, Op op) {
   for_aligned_pair<T>(accumulator, operand, count, [op](T* a, const T* b, size_t n) { combine_native(a, b, n, op); });
 }
@@ -230,6 +266,28 @@ void reduce_unchecked(DataType type, ReduceOp op, void* accumulator, const void*
     case ReduceOp::bxor: return reduce_with(type, accumulator, operand, count, BitXorOp{});
   }
   throw InvalidArgument("reduce_into: invalid reduce op " + std::to_string(static_cast<int>(op)));
+}
+
+void reduce_pair_unchecked(DataType type, ReduceOp op, void* output, const void* first, const void* second,
+                           size_t count) {
+  assert(is_valid_reduction(type, op) && (count == 0 || (output && first && second)) && output != second);
+  if (count == 0) return;
+  if (output != first) {
+    bool done = false;
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: done = reduce_pair_with(type, output, first, second, count, SumOp{}); break;
+      case ReduceOp::prod: done = reduce_pair_with(type, output, first, second, count, ProdOp{}); break;
+      case ReduceOp::min: done = reduce_pair_with(type, output, first, second, count, MinOp{}); break;
+      case ReduceOp::max: done = reduce_pair_with(type, output, first, second, count, MaxOp{}); break;
+      case ReduceOp::band: done = reduce_pair_with(type, output, first, second, count, BitAndOp{}); break;
+      case ReduceOp::bor: done = reduce_pair_with(type, output, first, second, count, BitOrOp{}); break;
+      case ReduceOp::bxor: done = reduce_pair_with(type, output, first, second, count, BitXorOp{}); break;
+    }
+    if (done) return;
+    std::memcpy(output, first, count * element_size(type));
+  }
+  reduce_unchecked(type, op, output, second, count);
 }
 
 void finish_average(DataType type, void* data, size_t count, size_t contributors) {

@@ -25,4 +25,15 @@ void finish_average(DataType type, void* data, size_t count, size_t contributors
 void reduce_unchecked(DataType type, ReduceOp op, void* accumulator, const void* operand, size_t count);
 void average_unchecked(DataType type, void* data, size_t count, size_t contributors);
 
+// output[i] = first[i] op second[i], unchecked as reduce_unchecked: what
+// copying `first` into `output` and reducing `second` into it gives, bit
+// for bit (the same operands in the same order), in one pass where the
+// three buffers are aligned for the type and `output` is neither operand.
+// Saves a pass over `output` where a reduction starts from a buffer it must
+// not write (the board's allreduce starts from the caller's input).
+// `output` may be `first`; it must not overlap either operand otherwise
+// (nor be `second`).
+void reduce_pair_unchecked(DataType type, ReduceOp op, void* output, const void* first, const void* second,
+                           size_t count);
+
 }  // namespace chorus

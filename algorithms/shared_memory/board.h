@@ -18,11 +18,11 @@
 // An allreduce past that size runs on the board too, in pieces as large as
 // a slot (1 MiB at up to 4 members, less beyond, board_exchange.h), each
 // piece one board call in two shots: every member copies its piece into its
-// slot; member m reduces chunk m of every slot into its own slot and stamps
-// it; every member copies each chunk from the member that reduced it. Two
-// waits per piece on the calling thread, where messages cost 2(N - 1) sends
-// and receives through each rank's progress thread; measured 1.3-2x faster
-// than messages at 8 KiB-64 MiB on 2 to 8 ranks (benchmarks/README.md).
+// slot (but for its own chunk); member m reduces chunk m of its input and
+// of every peer's slot into its own slot and stamps it; every member copies
+// each chunk from the member that reduced it. Two waits per piece on the
+// calling thread, where messages cost 2(N - 1) sends and receives through
+// each rank's progress thread; measured 1.3-2x faster than messages at 8 KiB-64 MiB on 2 to 8 ranks (benchmarks/README.md).
 //
 // Why two slots are enough: a member writes slot n % 2 in board call n only
 // after every peer finished call n - 2 (so read what it wrote there). In an
