@@ -22,7 +22,8 @@
 // of every peer's slot into its own slot and stamps it; every member copies
 // each chunk from the member that reduced it. Two waits per piece on the
 // calling thread, where messages cost 2(N - 1) sends and receives through
-// each rank's progress thread; measured 1.3-2x faster than messages at 8 KiB-64 MiB on 2 to 8 ranks (benchmarks/README.md).
+// each rank's progress thread; measured 1.3-2x faster than messages at
+// 8 KiB-64 MiB on 2 to 8 ranks (benchmarks/README.md).
 //
 // Why two slots are enough: a member writes slot n % 2 in board call n only
 // after every peer finished call n - 2 (so read what it wrote there). In an
