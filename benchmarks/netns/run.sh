@@ -285,8 +285,22 @@ while [ "$remaining" -gt 0 ]; do
   pending=()
   for ((i = 0; i < procs; i++)); do [ -z "${done_pid[$i]:-}" ] && pending+=("${rank_pids[$i]}"); done
   set +e
+  finished=
   wait -n -p finished "${pending[@]}"
   code=$?
+  # bash may return from `wait -n` without naming a process (127: it had
+  # reaped the one that ended already): ask each one still pending.
+  if [ -z "$finished" ]; then
+    for pid in "${pending[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid"
+        code=$?
+        finished=$pid
+        break
+      fi
+    done
+    [ -z "$finished" ] && sleep 0.05
+  fi
   set -e
   for ((i = 0; i < procs; i++)); do
     if [ "${rank_pids[$i]}" = "$finished" ] && [ -z "${done_pid[$i]:-}" ]; then
