@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "base/error.h"
 #include "transport/tcp/abort_frame.h"
@@ -27,6 +28,12 @@ constexpr auto kGoodbyeBudget = std::chrono::seconds(1);
 // for further.
 constexpr auto kDeliveryBudget = std::chrono::seconds(2);
 constexpr auto kDeliveryStall = std::chrono::milliseconds(500);
+// The same wait once the device has failed. What is then in flight is a dead
+// collective's bytes and the abort frame: a healthy peer takes them within
+// milliseconds, and one behind a link that crawls (shaped to a trickle,
+// still acknowledging a segment now and then) would not get them within the
+// full budget either, so waiting longer only delays this rank's exit.
+constexpr auto kDeliveryBudgetAfterFailure = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -126,6 +133,7 @@ void Engine::cleanup() {
 void Engine::shutdown() {
   shutting_down_.store(true, std::memory_order_release);
   std::vector<Connection*> connections;
+  const bool failed_before = failed();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& connection : connections_) connections.push_back(connection.get());
@@ -148,18 +156,29 @@ void Engine::shutdown() {
   }
   for (Connection* connection : connections) connection->fail_everything(destroyed, {}, Clock::now());
   // Half-closed now (the FIN follows the data): the bytes already written
-  // still travel, and the sockets close once the peers hold them.
-  const auto give_up = Clock::now() + kDeliveryBudget;
-  for (Connection* connection : connections) {
-    size_t undelivered = connection->undelivered_bytes();
-    auto moved = Clock::now();
-    while (undelivered > 0 && Clock::now() < give_up && Clock::now() - moved < kDeliveryStall) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      const size_t now = connection->undelivered_bytes();
-      if (now < undelivered) moved = Clock::now();
-      undelivered = now;
-    }
-    connection->close_socket();
+  // still travel, and the sockets close once the peers hold them. The
+  // connections are watched together, so one stalled peer does not spend
+  // the others' time.
+  struct Draining {
+    Connection* connection;
+    size_t undelivered;
+    Clock::time_point moved;
+  };
+  const auto started = Clock::now();
+  const auto give_up = started + (failed_before ? kDeliveryBudgetAfterFailure : kDeliveryBudget);
+  std::vector<Draining> draining;
+  for (Connection* connection : connections) draining.push_back({connection, connection->undelivered_bytes(), started});
+  while (!draining.empty()) {
+    const auto now = Clock::now();
+    std::erase_if(draining, [&](Draining& entry) {
+      const size_t undelivered = entry.connection->undelivered_bytes();
+      if (undelivered < entry.undelivered) entry.moved = now;
+      entry.undelivered = undelivered;
+      if (undelivered > 0 && now < give_up && now - entry.moved < kDeliveryStall) return false;
+      entry.connection->close_socket();
+      return true;
+    });
+    if (!draining.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   handshakes_.clear();
   listener_.reset();
