@@ -160,11 +160,20 @@ class Board {
   static constexpr size_t kRingEntryBytes = 64 + 1024;
   static constexpr size_t kRingDataBytes = kRingEntryBytes - 64;
   static constexpr uint64_t kRingRunAhead = kRingEntries - 2;
+  // A root settles its pending root checks as a ring call starts only
+  // every this many ring calls, all that arrived in one pass (and, waiting,
+  // those kRingRunAhead back). Settled one a call, each read a line its
+  // neighbour had just written: back to back that miss was a quarter of an
+  // 8-byte broadcast at 2 ranks. A disagreement that only roots see (every
+  // member naming itself) then fails within this many of a root's ring
+  // calls once the entry is there, or at once in any call of another kind.
+  static constexpr uint64_t kRingCheckBatch = 16;
   // The root checks of ring broadcasts this member was the root of and has
   // not checked yet: those whose left neighbour's entry has arrived, and
   // (waiting, up to `deadline`) those of ring calls up to `wait_through`. A
-  // disagreement fails the Communicator (MismatchError). Every board call
-  // settles them as it starts, and the Context as it ends (settle_board_checks).
+  // disagreement fails the Communicator (MismatchError). Every other board
+  // call settles them as it starts, a ring call once kRingCheckBatch have
+  // gathered, and the Context as it ends (settle_board_checks).
   void settle_ring_checks(const Communicator& communicator, Deadline deadline, uint64_t wait_through);
   bool ring_checks_pending() const { return ring_checked_through_ != ring_calls_; }
   // A member's first line: written by it alone.
@@ -333,6 +342,9 @@ class Board {
   };
   std::vector<PendingRingCheck> pending_ring_checks_;
   uint64_t ring_checked_through_ = 0;
+  // What this member's line says of it (ring_finished): a store of the same
+  // value again would only take the line back from a peer that read it.
+  uint64_t published_ring_finished_ = 0;
   BoardModel model_;
   bool direct_reads_ = false;
   uint64_t probe_word_ = 0;

@@ -13,12 +13,13 @@
 //   - The root copies its data into its entry, stamps it and returns. Its
 //     root check (its left neighbour's entry of the same call shows the
 //     same call and root) is deferred: settled when the entry has arrived,
-//     as any later board call starts (next_call), as this ring's next
-//     calls start, when a call on messages is announced, and as the
-//     Context ends (settle_board_checks). A disagreement then fails the
-//     Communicator with MismatchError: in this call on every member that
-//     waits on the ring, at the root in its next call at the latest, as
-//     the deferred root checks on messages do (deferred_root_checks.h).
+//     as any later board call starts (next_call), as every
+//     kRingCheckBatch-th ring call starts, when a call on messages is
+//     announced, and as the Context ends (settle_board_checks). A
+//     disagreement then fails the Communicator with MismatchError: in
+//     this call on every member that waits on the ring; at the root in its
+//     next call of another kind, as the deferred root checks on messages do
+//     (deferred_root_checks.h), or within kRingCheckBatch of its ring calls.
 //   - Every other member stamps its entry (what its right neighbour
 //     checks), waits for the root's entry, copies the data out, and checks
 //     its left neighbour's entry, as on the slots.
@@ -51,10 +52,13 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
   const uint64_t number = ring_calls_ + 1;
   const Wait wait{communicator, call, sequence, 0, stamp_of(number, sequence), call_signature(call), deadline, {}};
   announce(sequence, wait.signature, call.root, /*on_board=*/true);
-  // This member's own old checks first: a peer's room may wait on them.
+  // This member's own old checks first, every kRingCheckBatch calls (a
+  // peer's room may wait on them): settled one a call, each read a line its
+  // neighbour had just written; and waiting, those kRingRunAhead back.
   // (Before this call counts: what it reports finished must not include it.)
-  if (ring_checks_pending() || number > kRingRunAhead + 1)
-    settle_ring_checks(communicator, deadline, number > kRingRunAhead + 1 ? number - kRingRunAhead - 1 : 0);
+  const uint64_t wait_through = number > kRingRunAhead + 1 ? number - kRingRunAhead - 1 : 0;
+  if (ring_checks_pending() && (number % kRingCheckBatch == 0 || ring_checked_through_ < wait_through))
+    settle_ring_checks(communicator, deadline, wait_through);
   make_ring_room(wait, number);
   ring_calls_ = number;
 
@@ -78,8 +82,8 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
     pending.root = call.root;
     pending.previous_root = call.previous_root;
     pending.group_digest = call.group_digest;
-    // Settled by this member's next call (back to back, the neighbour is
-    // seldom there yet): its ring_finished stays where it was.
+    // Settled by a later call (back to back, the neighbour is seldom there
+    // yet): its ring_finished stays where it was.
     return;
   }
   await_ring_entry(wait, source, number);
@@ -148,6 +152,8 @@ void Board::publish_ring_finished() {
   while (ring_checked_through_ < ring_calls_ &&
          pending_ring_checks_[(ring_checked_through_ + 1) % kRingEntries].ring_call != ring_checked_through_ + 1)
     ++ring_checked_through_;
+  if (ring_checked_through_ == published_ring_finished_) return;
+  published_ring_finished_ = ring_checked_through_;
   line(rank_).ring_finished.store(ring_checked_through_, std::memory_order_release);
 }
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -640,6 +641,59 @@ TEST_CASE("every rank naming itself root of a small broadcast on the board fails
     CAPTURE(size);
     const Verdicts verdicts = small_broadcast_disagreeing(size, [](int rank, int) { return rank; });
     for (const std::string& text : verdicts.texts) CHECK(text.find(" names root ") != std::string::npos);
+  }
+}
+
+TEST_CASE("small broadcasts back to back, every rank naming itself root, fail every rank within the ring's check "
+          "batch",
+          "[board]") {
+  // Nothing but ring calls: no later call of another kind settles the
+  // roots' deferred checks, so each root settles them itself once
+  // Board::kRingCheckBatch (16) have gathered, those whose entries arrived.
+  // A rank that ran ahead of a late neighbour waits for that entry once the
+  // ring's run-ahead (62 calls) is spent, in call 64 at the latest. At 2
+  // ranks the second to reach call 17 finds its neighbour's first entry
+  // there and fails in it (at 3 a rank may still be in the barrier when the
+  // abort comes, and its right neighbour waits until call 64 to hear of
+  // it). A rank's data stays its own throughout.
+  constexpr int kCalls = 100;
+  constexpr int kFirstHandBy = 16 + 1;
+  constexpr int kEveryRankBy = 64;
+  // Named: `auto` may take messages at 3 ranks, where nothing checks a root
+  // in these calls (each rank only sends).
+  CollectiveOptions board;
+  board.algorithm = "board";
+  for (int size : {2, 3}) {
+    CAPTURE(size);
+    std::vector<int> failed_in(static_cast<size_t>(size), 0);
+    std::atomic<int> wrong{0};
+    const Verdicts verdicts = verdicts_of(run_ranks(
+        size,
+        [&](Context& context) {
+          barrier(context);
+          for (int call = 1; call <= kCalls; ++call) {
+            failed_in[static_cast<size_t>(context.rank())] = call;
+            std::vector<int32_t> data(4, context.rank() * 1000 + call);
+            broadcast(context, std::span(data), context.rank(), board);
+            if (data != std::vector<int32_t>(4, context.rank() * 1000 + call)) ++wrong;
+          }
+          failed_in[static_cast<size_t>(context.rank())] = kCalls + 1;
+        },
+        20s));
+    CHECK(wrong == 0);
+    for (int rank = 0; rank < size; ++rank) {
+      INFO("rank " << rank << ": " << verdicts.texts[static_cast<size_t>(rank)]);
+      CHECK(verdicts.classes[static_cast<size_t>(rank)] == "MismatchError");
+      CHECK(verdicts.texts[static_cast<size_t>(rank)].find(" names root ") != std::string::npos);
+      // A rank the abort reaches early fails in any call, or still in the
+      // barrier before them (0).
+      CHECK(failed_in[static_cast<size_t>(rank)] <= kEveryRankBy);
+    }
+    if (size == 2) {
+      INFO("failed in calls " << failed_in[0] << " and " << failed_in[1]);
+      CHECK(std::min(failed_in[0], failed_in[1]) >= 1);
+      CHECK(std::min(failed_in[0], failed_in[1]) <= kFirstHandBy);
+    }
   }
 }
 
