@@ -5,7 +5,8 @@
 //
 // What a Connection provides: peer_rank(), post_send(request, tag, data),
 // post_recv(request, tag, data, only_if_arrived), send_probe(probe, group),
-// probe_answered(probe), answered_position(probe, group); and where the
+// probe_answered(probe), answered_position(probe, group), find_unclaimed(group,
+// wanted); and where the
 // transport has one-sided access (ibverbs), post_one_sided(request, put,
 // local, bytes, remote). Resolved at compile time: no call costs more than
 // the Pair's own virtual one.
@@ -17,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "transport/transport.h"
 
@@ -52,6 +54,9 @@ class ConnectionPair final : public Pair {
       return connection_.peer_closed();
     else
       return false;
+  }
+  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const override {
+    return connection_.find_unclaimed(group, wanted);
   }
   bool one_sided() const override { return kOneSided; }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -143,6 +144,14 @@ class TagMatching {
   }
 
   // ---- bookkeeping
+
+  // The oldest message in `group` that no receive has claimed and that
+  // `wanted` accepts (Pair::find_unclaimed).
+  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
+    for (const auto& arrival : arrivals_)
+      if (!arrival->claimed() && arrival->tag.group == group && wanted(arrival->tag)) return arrival->tag;
+    return std::nullopt;
+  }
 
   // Bytes charged by the messages kept.
   size_t buffered_bytes() const { return buffered_bytes_; }

@@ -67,6 +67,9 @@ struct Tag {
   bool eager = false;
 };
 
+// Pair::find_unclaimed's test of a message's tag.
+using UnclaimedFilter = std::function<bool(const Tag&)>;
+
 // What receives match on, as a hash-map key.
 struct TagKey {
   uint64_t group = 0;
@@ -189,6 +192,16 @@ class Pair {
   // late root checks', algorithms/execution/late_root_checks.h); a
   // transport that cannot tell says false.
   virtual bool peer_closed() const { return false; }
+  // The tag of the oldest message from the peer in `group` that no receive
+  // has taken (arrived, or announced and still arriving) and that `wanted`
+  // accepts; nullopt where there is none. Nothing is claimed. For checks
+  // that look for a message no call of this rank will ever take: a frame of
+  // a call this rank ran as a rooted call's root (late_root_checks.h).
+  // `wanted` runs under the transport's lock: it must not call into the
+  // transport. A transport that cannot tell finds none.
+  virtual std::optional<Tag> find_unclaimed(uint64_t /*group*/, const UnclaimedFilter& /*wanted*/) const {
+    return std::nullopt;
+  }
 
   // Liveness. The peer's progress (its transport thread, or a caller
   // polling) answers a probe whatever its application is doing, so a probe

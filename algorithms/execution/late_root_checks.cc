@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "algorithms/execution/communicator.h"
@@ -100,8 +101,61 @@ void LateRootChecks::record(const Communicator& communicator, const Call& call, 
   }
   if (early) judge(communicator, entry, *early);
   // Now and then, for a rank that never waits: what its left neighbour
-  // told it must not pile up unclaimed.
-  if (++records_ % kPollEveryRecords == 0) poll_locked(communicator);
+  // told it must not pile up unclaimed, nor a root's frames it never took.
+  if (++records_ % kPollEveryRecords == 0) {
+    poll_locked(communicator);
+    look_for_stray_frames(communicator);
+  }
+}
+
+void LateRootChecks::look_for_stray_frames(const Communicator& communicator) {
+  const int size = communicator.size();
+  const int left = left_of(communicator);
+  // The plans' roots send to the member on their right (a chain's next, a
+  // binomial tree's first leaf): the left neighbour's frames show a
+  // disagreement first. The others in turn, for frames that come from further.
+  const auto step = static_cast<int>(stray_looks_++ % static_cast<uint64_t>(size - 1));
+  // A rank that only sends reads no pair (its transport thread sleeps while
+  // this one polls): land what arrived first.
+  communicator.mesh().progress();
+  const int other = (communicator.rank() + size - 1 - step) % size;
+  look_at_unclaimed(communicator, left);
+  if (other != left) look_at_unclaimed(communicator, other);
+}
+
+void LateRootChecks::look_at_unclaimed(const Communicator& communicator, int member) {
+  if (!connected(communicator, member)) return;
+  // A rooted call's frame, of a call this rank has finished: every frame a
+  // call expects is taken before it ends, so nobody will take this one. (A
+  // frame of the call now starting may be a helper phase's own, whose root
+  // is another number: the host boards' rail names the root's host.) A
+  // root check's, or a decorator's of its own, is left to the receive.
+  const auto never_taken = [this](const transport::Tag& tag) {
+    return !(tag.value >> 63) && signed_root(tag.signature) && finished(tag);
+  };
+  const std::optional<transport::Tag> stray = communicator.pair(member).find_unclaimed(communicator.group(), never_taken);
+  if (!stray) return;
+  const SignedRoot theirs = *signed_root(stray->signature);
+  const Entry* entry = find_tagged(*stray);
+  if (entry && theirs.collective == entry->collective && theirs.root != entry->root) {
+    // The root check's words, as where the neighbour's word came.
+    std::array<std::byte, 4> bytes{};
+    put_u32(bytes.data(), static_cast<uint32_t>(theirs.root));
+    try {
+      RootCheck::verify_bytes(name_of(*entry), communicator.rank(), member, entry->root, bytes, entry->sequence);
+    } catch (...) {
+      fail(communicator, std::current_exception());
+    }
+  }
+  const auto sequence = entry ? entry->sequence : static_cast<uint32_t>(stray->value >> 32);
+  fail(communicator,
+       std::make_exception_ptr(MismatchError(cat(
+           "rank ", communicator.rank(), ": #", sequence, ": peer rank ", member, " sent ",
+           describe_signature(stray->signature), " for call #", sequence,
+           ", which this rank ",
+           entry ? cat("ran as ", name_of(*entry), " naming root ", entry->root, " and ") : std::string(),
+           "finished without taking it: the ranks disagree on that call (its root, which collective it is, "
+           "or how it runs)"))));
 }
 
 void LateRootChecks::poll(const Communicator& communicator) {
@@ -201,6 +255,22 @@ void LateRootChecks::settle_sends(const Communicator& communicator, Deadline dea
 
 std::string LateRootChecks::name_of(const Entry& entry) {
   return cat(to_string(entry.collective), entry.variable ? "v" : "");
+}
+
+const LateRootChecks::Entry* LateRootChecks::find_tagged(const transport::Tag& tag) const {
+  // Bit 63: a point-to-point message's, or the late checks' own words.
+  if (tag.value >> 63) return nullptr;
+  const auto sequence = static_cast<uint32_t>(tag.value >> 32);  // the executor's, wrapped at 2^31
+  for (const Entry& entry : history_)
+    if (entry.used && (entry.sequence & 0x7fffffffu) == sequence) return &entry;
+  return nullptr;
+}
+
+bool LateRootChecks::finished(const transport::Tag& tag) const {
+  if (!newest_) return false;
+  // In the executor's 31-bit numbering: behind the call this rank is in.
+  const uint32_t behind = ((*newest_ & 0x7fffffffu) - static_cast<uint32_t>(tag.value >> 32)) & 0x7fffffffu;
+  return behind != 0 && behind < (uint32_t{1} << 30);
 }
 
 LateRootChecks::Entry* LateRootChecks::find(uint32_t sequence) {

@@ -24,6 +24,18 @@
 //    no call that carries it (its end, or only reduces) checks it as it
 //    ends: each rank sends its root to its right neighbour and waits for
 //    its left neighbour's, as the root checks left to the end did before.
+//    Where the next call does not carry it either (every rank names
+//    itself root of broadcast after broadcast: nobody ever receives), the
+//    frames do: each root's frames wait, unclaimed, at ranks that ran the
+//    call as roots themselves. Every kPollEveryRecords covered calls a rank
+//    looks at what waits unclaimed from its left neighbour and, in turn,
+//    one other member (Pair::find_unclaimed): a rooted call's frame of a
+//    call this rank has finished, which nobody will take (every frame a
+//    call expects is taken before it ends), fails it with MismatchError,
+//    in the root check's words where this rank remembers naming another
+//    root in that call, and the abort fails every rank. Where two ranks'
+//    runs of such calls never overlap and neither sends to the other, it
+//    is found as item 2 says above.
 // 3. A late check, where a disagreement makes a call wait: the ranks'
 //    trees differ, and a rank waits for a frame that nobody sends (every
 //    rank of a gather named itself and only receives). A rooted call that
@@ -74,7 +86,8 @@ class LateRootChecks {
   static constexpr std::chrono::milliseconds kPollEvery{5};
   // Rooted calls remembered, to compare a late neighbour's root with.
   static constexpr size_t kHistory = 64;
-  // A rank that never waits still claims its neighbour's words this often.
+  // A rank that never waits still claims its neighbour's words, and looks
+  // for frames that name another root (item 2), this often.
   static constexpr uint64_t kPollEveryRecords = 16;
 
   LateRootChecks();
@@ -154,11 +167,20 @@ class LateRootChecks {
 
   static std::string name_of(const Entry& entry);  // "broadcast", "gatherv"
   Entry* find(uint32_t sequence);
+  // The recorded call a collective frame's tag belongs to (its 31-bit sequence), or null.
+  const Entry* find_tagged(const transport::Tag& tag) const;
+  // Whether a collective frame's tag is of a call before the newest
+  // recorded (the one starting as record() looks).
+  bool finished(const transport::Tag& tag) const;
   void tell_locked(const Communicator& communicator, Entry& entry);
   void poll_locked(const Communicator& communicator);
   // Compares the left neighbour's root for `sequence` with this rank's.
   void judge(const Communicator& communicator, Entry& entry, int their_root);
   void reap_sends();
+  // Item 2's look at frames nobody took, from the left neighbour and, in
+  // turn, one other member.
+  void look_for_stray_frames(const Communicator& communicator);
+  void look_at_unclaimed(const Communicator& communicator, int member);
   [[noreturn]] void fail(const Communicator& communicator, std::exception_ptr error);
 
   mutable std::mutex mutex_;
@@ -166,6 +188,7 @@ class LateRootChecks {
   std::array<Entry, kHistory> history_;
   size_t next_ = 0;
   uint64_t records_ = 0;
+  uint64_t stray_looks_ = 0;
   std::atomic<bool> any_{false};
   std::optional<uint32_t> newest_;  // the newest sequence recorded
   // The left neighbour's message being claimed, and those about calls this

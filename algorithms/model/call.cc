@@ -203,6 +203,18 @@ std::optional<ChainRoots> chain_difference(uint64_t theirs, uint64_t mine) {
   return ChainRoots{static_cast<int>((theirs >> shift) & byte_mask), static_cast<int>((mine >> shift) & byte_mask)};
 }
 
+std::optional<SignedRoot> signed_root(uint64_t signature) {
+  if ((signature >> kind_shift) & root_check_bit) return std::nullopt;
+  const uint64_t kind =
+      (signature >> kind_shift) & ~(device_memory_bit | root_check_bit | grouped_bit | chain_bit) & byte_mask;
+  if (kind == 0 || kind > collective_count) return std::nullopt;
+  const auto collective = static_cast<Collective>(kind - 1);
+  const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
+                      collective == Collective::gather || collective == Collective::scatter;
+  if (!rooted) return std::nullopt;
+  return SignedRoot{collective, static_cast<int>((signature >> root_shift) & byte_mask)};
+}
+
 std::string describe_signature(uint64_t signature) {
   const bool device_memory = (signature >> kind_shift) & device_memory_bit;
   const bool root_check = (signature >> kind_shift) & root_check_bit;

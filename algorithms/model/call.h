@@ -131,6 +131,15 @@ struct ChainRoots {
   int mine = 0;
 };
 std::optional<ChainRoots> chain_difference(uint64_t theirs, uint64_t mine);
+// What the signature of a rooted call's frame names: the collective and the
+// root (its root byte: the root whole on a Context of up to
+// kMaxChainedRanks ranks). nullopt for a root check's signature, an
+// unrooted call's or one of no known collective.
+struct SignedRoot {
+  Collective collective = Collective::broadcast;
+  int root = 0;
+};
+std::optional<SignedRoot> signed_root(uint64_t signature);
 // Human description of the call a signature came from, for MismatchError
 // messages ("allreduce of 1000 float32 sum"); the count is only known modulo 2^32.
 std::string describe_signature(uint64_t signature);

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -330,6 +331,51 @@ TEST_CASE("transport: the same value in another group never matches", "[transpor
   wait_ok(recv_second);
   CHECK(for_second.holds(2));
   for (Request& request : requests.all()) wait_ok(request);
+}
+
+// Pair::find_unclaimed, what the late root checks look through for frames
+// nobody will take (algorithms/execution/late_root_checks.h): the oldest
+// message of the group that the filter accepts, announced or pulled ones
+// included, and never one a receive took.
+TEST_CASE("transport: find_unclaimed names the oldest unclaimed message of its group that the filter accepts",
+          "[transport]") {
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;  // outlives the mesh
+  TestMesh mesh = make_mesh(transport, 2);
+  const size_t size = GENERATE(size_t{40}, size_t{2} << 20);
+  INFO("messages of " << size << " bytes");
+  const auto any = [](const Tag&) { return true; };
+  const auto value_of = [](const std::optional<Tag>& tag) { return tag ? static_cast<int64_t>(tag->value) : -1; };
+  Pair& receiver = mesh.pair(1, 0);
+  CHECK(value_of(receiver.find_unclaimed(1, any)) == -1);
+  const auto fifth = pattern(5, size), sixth = pattern(6, size), seventh = pattern(7, size);
+  send_and_let_arrive(mesh.pair(0, 1), requests.add(), {5, 50, 1}, fifth);
+  send_and_let_arrive(mesh.pair(0, 1), requests.add(), {6, 60, 1}, sixth);
+  send_and_let_arrive(mesh.pair(0, 1), requests.add(), {7, 70, 2}, seventh);
+  // The receiver's transport thread lands them; nothing here polls.
+  const auto until = Clock::now() + 5s;
+  while (value_of(receiver.find_unclaimed(2, any)) != 7 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK(value_of(receiver.find_unclaimed(1, any)) == 5);
+  CHECK(value_of(receiver.find_unclaimed(1, [](const Tag& tag) { return tag.signature == 60; })) == 6);
+  CHECK(value_of(receiver.find_unclaimed(1, [](const Tag&) { return false; })) == -1);
+  CHECK(value_of(receiver.find_unclaimed(2, any)) == 7);
+  CHECK(value_of(receiver.find_unclaimed(3, any)) == -1);
+  // Nothing went the other way.
+  CHECK(value_of(mesh.pair(0, 1).find_unclaimed(1, any)) == -1);
+  // Looking claims nothing: every message still arrives whole.
+  ReceiveBuffer for_fifth(size), for_sixth(size), for_seventh(size);
+  Request& recv_fifth = requests.add();
+  receiver.post_recv(recv_fifth, {5, 50, 1}, for_fifth.data());
+  wait_ok(recv_fifth);
+  CHECK(for_fifth.holds(5));
+  CHECK(value_of(receiver.find_unclaimed(1, any)) == 6);
+  receiver.post_recv(requests.add(), {6, 60, 1}, for_sixth.data());
+  receiver.post_recv(requests.add(), {7, 70, 2}, for_seventh.data());
+  for (Request& request : requests.all()) wait_ok(request);
+  CHECK(for_sixth.holds(6));
+  CHECK(for_seventh.holds(7));
+  CHECK(value_of(receiver.find_unclaimed(1, any)) == -1);
+  CHECK(value_of(receiver.find_unclaimed(2, any)) == -1);
 }
 
 TEST_CASE("transport: a message larger than 4 GiB arrives intact", "[transport][large]") {

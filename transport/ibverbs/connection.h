@@ -110,6 +110,11 @@ class Connection {
   // User side, through ConnectionPair: each takes the engine's lock.
   void post_send(Request& request, Tag tag, std::span<const std::byte> data);
   bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
+  // Pair::find_unclaimed, under the engine's lock.
+  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const;
+  std::optional<Tag> find_unclaimed_locked(uint64_t group, const UnclaimedFilter& wanted) const {
+    return matching_.find_unclaimed(group, wanted);
+  }
   void post_one_sided(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
   void send_probe(uint64_t probe, uint64_t group);
   // ...and under it.

@@ -86,6 +86,11 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
   return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
+std::optional<Tag> Connection::find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return matching_.find_unclaimed(group, wanted);
+}
+
 bool Connection::progress() {
   // Idle polls (most of them) read three counters and take no lock.
   bool moved = in_.has_records() && consume();

@@ -96,6 +96,8 @@ class Connection {
   void post_recv(Request& request, Tag tag, std::span<std::byte> data);
   // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
   bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
+  // Pair::find_unclaimed.
+  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const;
 
   // Any thread: consumes arrived records, pushes queued sends and runs
   // pending pulls, each part only if no other thread is at it. Non-blocking;
@@ -225,7 +227,7 @@ class Connection {
   const std::atomic<uint64_t>* peer_claimed_ = nullptr;  // ...of which its receives took (the peer writes it)
 
   // Receiving bookkeeping.
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   TagMatching<Unexpected> matching_;
   std::deque<Pull> pulls_;
   std::atomic<size_t> pulls_waiting_{0};  // pulls_.size(), for lock-free idle checks

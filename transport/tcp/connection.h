@@ -88,6 +88,8 @@ class Connection {
   void post_recv(Request& request, Tag tag, std::span<std::byte> data);
   // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
   bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
+  // Pair::find_unclaimed.
+  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const;
 
   // Progress thread.
   void on_readable();
@@ -280,7 +282,7 @@ class Connection {
   std::unique_ptr<TlsSession> tls_;
   std::vector<std::byte> tls_record_;  // flush_tls_locked's header + payload start (mutex_)
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::deque<OutgoingFrame> send_queue_;
   TagMatching<UnexpectedMessage> matching_;
   bool write_interest_ = false;

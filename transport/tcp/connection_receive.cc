@@ -67,6 +67,11 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
   return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
+std::optional<Tag> Connection::find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return matching_.find_unclaimed(group, wanted);
+}
+
 void Connection::on_readable() {
   std::unique_lock<std::mutex> reader(reader_);
   read_available();
