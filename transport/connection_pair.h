@@ -55,8 +55,8 @@ class ConnectionPair final : public Pair {
     else
       return false;
   }
-  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const override {
-    return connection_.find_unclaimed(group, wanted);
+  std::optional<Tag> find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const override {
+    return connection_.find_unclaimed(group, oldest, wanted);
   }
   bool one_sided() const override { return kOneSided; }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {

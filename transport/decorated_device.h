@@ -36,8 +36,8 @@ class DecoratedPair : public Pair {
   // messages of the decorator's own protocol): other memory fails.
   bool post_recv_if_arrived(Request& request, Tag tag, std::span<std::byte> data, Memory memory) override;
   bool peer_closed() const override { return inner_->peer_closed(); }
-  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const override {
-    return inner_->find_unclaimed(group, wanted);
+  std::optional<Tag> find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const override {
+    return inner_->find_unclaimed(group, oldest, wanted);
   }
   bool one_sided() const override { return inner_->one_sided(); }
   void post_put(Request& request, std::span<const std::byte> data, RemoteMemory target) override {

@@ -146,10 +146,14 @@ class TagMatching {
   // ---- bookkeeping
 
   // The oldest message in `group` that no receive has claimed and that
-  // `wanted` accepts (Pair::find_unclaimed).
-  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
-    for (const auto& arrival : arrivals_)
-      if (!arrival->claimed() && arrival->tag.group == group && wanted(arrival->tag)) return arrival->tag;
+  // `wanted` accepts, among the group's `oldest` oldest (Pair::find_unclaimed).
+  std::optional<Tag> find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const {
+    size_t looked = 0;
+    for (const auto& arrival : arrivals_) {
+      if (arrival->tag.group != group) continue;
+      if (looked++ == oldest) break;
+      if (!arrival->claimed() && wanted(arrival->tag)) return arrival->tag;
+    }
     return std::nullopt;
   }
 

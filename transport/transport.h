@@ -194,12 +194,14 @@ class Pair {
   virtual bool peer_closed() const { return false; }
   // The tag of the oldest message from the peer in `group` that no receive
   // has taken (arrived, or announced and still arriving) and that `wanted`
-  // accepts; nullopt where there is none. Nothing is claimed. For checks
-  // that look for a message no call of this rank will ever take: a frame of
-  // a call this rank ran as a rooted call's root (late_root_checks.h).
-  // `wanted` runs under the transport's lock: it must not call into the
-  // transport. A transport that cannot tell finds none.
-  virtual std::optional<Tag> find_unclaimed(uint64_t /*group*/, const UnclaimedFilter& /*wanted*/) const {
+  // accepts, looking at the group's `oldest` oldest messages only (a
+  // sender far ahead may have thousands waiting); nullopt where there is
+  // none. Nothing is claimed. For checks that look for a message no call
+  // of this rank will ever take, which stays the oldest of its kind (a
+  // frame of a call this rank has finished, late_root_checks.h). `wanted`
+  // runs under the transport's lock: it must not call into the transport.
+  // A transport that cannot tell finds none.
+  virtual std::optional<Tag> find_unclaimed(uint64_t /*group*/, size_t /*oldest*/, const UnclaimedFilter& /*wanted*/) const {
     return std::nullopt;
   }
 

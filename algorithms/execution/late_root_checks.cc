@@ -130,10 +130,13 @@ void LateRootChecks::look_at_unclaimed(const Communicator& communicator, int mem
   // frame of the call now starting may be a helper phase's own, whose root
   // is another number: the host boards' rail names the root's host.) A
   // root check's, or a decorator's of its own, is left to the receive.
+  // Such a frame stays the oldest from its sender: looking at the oldest
+  // few is enough, and a sender far ahead may have thousands waiting.
   const auto never_taken = [this](const transport::Tag& tag) {
-    return !(tag.value >> 63) && signed_root(tag.signature) && finished(tag);
+    return !(tag.value >> 63) && finished(tag) && signed_root(tag.signature);
   };
-  const std::optional<transport::Tag> stray = communicator.pair(member).find_unclaimed(communicator.group(), never_taken);
+  const std::optional<transport::Tag> stray =
+      communicator.pair(member).find_unclaimed(communicator.group(), kStrayFramesLooked, never_taken);
   if (!stray) return;
   const SignedRoot theirs = *signed_root(stray->signature);
   const Entry* entry = find_tagged(*stray);

@@ -89,6 +89,8 @@ class LateRootChecks {
   // A rank that never waits still claims its neighbour's words, and looks
   // for frames that name another root (item 2), this often.
   static constexpr uint64_t kPollEveryRecords = 16;
+  // A member's oldest messages looked at for a frame nobody will take.
+  static constexpr size_t kStrayFramesLooked = 16;
 
   LateRootChecks();
   ~LateRootChecks();

@@ -347,35 +347,38 @@ TEST_CASE("transport: find_unclaimed names the oldest unclaimed message of its g
   const auto any = [](const Tag&) { return true; };
   const auto value_of = [](const std::optional<Tag>& tag) { return tag ? static_cast<int64_t>(tag->value) : -1; };
   Pair& receiver = mesh.pair(1, 0);
-  CHECK(value_of(receiver.find_unclaimed(1, any)) == -1);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, any)) == -1);
   const auto fifth = pattern(5, size), sixth = pattern(6, size), seventh = pattern(7, size);
   send_and_let_arrive(mesh.pair(0, 1), requests.add(), {5, 50, 1}, fifth);
   send_and_let_arrive(mesh.pair(0, 1), requests.add(), {6, 60, 1}, sixth);
   send_and_let_arrive(mesh.pair(0, 1), requests.add(), {7, 70, 2}, seventh);
   // The receiver's transport thread lands them; nothing here polls.
   const auto until = Clock::now() + 5s;
-  while (value_of(receiver.find_unclaimed(2, any)) != 7 && Clock::now() < until) std::this_thread::sleep_for(1ms);
-  CHECK(value_of(receiver.find_unclaimed(1, any)) == 5);
-  CHECK(value_of(receiver.find_unclaimed(1, [](const Tag& tag) { return tag.signature == 60; })) == 6);
-  CHECK(value_of(receiver.find_unclaimed(1, [](const Tag&) { return false; })) == -1);
-  CHECK(value_of(receiver.find_unclaimed(2, any)) == 7);
-  CHECK(value_of(receiver.find_unclaimed(3, any)) == -1);
+  while (value_of(receiver.find_unclaimed(2, 16, any)) != 7 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, any)) == 5);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, [](const Tag& tag) { return tag.signature == 60; })) == 6);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, [](const Tag&) { return false; })) == -1);
+  CHECK(value_of(receiver.find_unclaimed(2, 16, any)) == 7);
+  CHECK(value_of(receiver.find_unclaimed(3, 16, any)) == -1);
+  // Only the group's `oldest` oldest are looked at.
+  CHECK(value_of(receiver.find_unclaimed(1, 1, [](const Tag& tag) { return tag.signature == 60; })) == -1);
+  CHECK(value_of(receiver.find_unclaimed(1, 2, [](const Tag& tag) { return tag.signature == 60; })) == 6);
   // Nothing went the other way.
-  CHECK(value_of(mesh.pair(0, 1).find_unclaimed(1, any)) == -1);
+  CHECK(value_of(mesh.pair(0, 1).find_unclaimed(1, 16, any)) == -1);
   // Looking claims nothing: every message still arrives whole.
   ReceiveBuffer for_fifth(size), for_sixth(size), for_seventh(size);
   Request& recv_fifth = requests.add();
   receiver.post_recv(recv_fifth, {5, 50, 1}, for_fifth.data());
   wait_ok(recv_fifth);
   CHECK(for_fifth.holds(5));
-  CHECK(value_of(receiver.find_unclaimed(1, any)) == 6);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, any)) == 6);
   receiver.post_recv(requests.add(), {6, 60, 1}, for_sixth.data());
   receiver.post_recv(requests.add(), {7, 70, 2}, for_seventh.data());
   for (Request& request : requests.all()) wait_ok(request);
   CHECK(for_sixth.holds(6));
   CHECK(for_seventh.holds(7));
-  CHECK(value_of(receiver.find_unclaimed(1, any)) == -1);
-  CHECK(value_of(receiver.find_unclaimed(2, any)) == -1);
+  CHECK(value_of(receiver.find_unclaimed(1, 16, any)) == -1);
+  CHECK(value_of(receiver.find_unclaimed(2, 16, any)) == -1);
 }
 
 TEST_CASE("transport: a message larger than 4 GiB arrives intact", "[transport][large]") {

@@ -111,9 +111,9 @@ class Connection {
   void post_send(Request& request, Tag tag, std::span<const std::byte> data);
   bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
   // Pair::find_unclaimed, under the engine's lock.
-  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const;
-  std::optional<Tag> find_unclaimed_locked(uint64_t group, const UnclaimedFilter& wanted) const {
-    return matching_.find_unclaimed(group, wanted);
+  std::optional<Tag> find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const;
+  std::optional<Tag> find_unclaimed_locked(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const {
+    return matching_.find_unclaimed(group, oldest, wanted);
   }
   void post_one_sided(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote);
   void send_probe(uint64_t probe, uint64_t group);

@@ -23,8 +23,8 @@ void Connection::post_send(Request& request, Tag tag, std::span<const std::byte>
 bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived) {
   return engine_of(owner_).post_recv(*this, request, tag, data, only_if_arrived);
 }
-std::optional<Tag> Connection::find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
-  return engine_of(owner_).find_unclaimed(*this, group, wanted);
+std::optional<Tag> Connection::find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const {
+  return engine_of(owner_).find_unclaimed(*this, group, oldest, wanted);
 }
 void Connection::post_one_sided(Request& request, bool put, std::byte* local, size_t bytes, RemoteMemory remote) {
   engine_of(owner_).post_one_sided(*this, request, put, local, bytes, remote);

@@ -265,9 +265,9 @@ bool Engine::post_recv(Connection& connection, Request& request, Tag tag, std::s
   return connection.post_recv_locked(request, tag, data, only_if_arrived, failure_);
 }
 
-std::optional<Tag> Engine::find_unclaimed(const Connection& connection, uint64_t group, const UnclaimedFilter& wanted) {
+std::optional<Tag> Engine::find_unclaimed(const Connection& connection, uint64_t group, size_t oldest, const UnclaimedFilter& wanted) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return connection.find_unclaimed_locked(group, wanted);
+  return connection.find_unclaimed_locked(group, oldest, wanted);
 }
 
 void Engine::post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,

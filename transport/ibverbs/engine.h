@@ -75,7 +75,7 @@ class Engine final : public EngineCore<ConnectionOwner>,
   void post_send(Connection& connection, Request& request, Tag tag, std::span<const std::byte> data);
   // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
   bool post_recv(Connection& connection, Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
-  std::optional<Tag> find_unclaimed(const Connection& connection, uint64_t group, const UnclaimedFilter& wanted);
+  std::optional<Tag> find_unclaimed(const Connection& connection, uint64_t group, size_t oldest, const UnclaimedFilter& wanted);
   void send_probe(Connection& connection, uint64_t probe, uint64_t group);
   void post_one_sided(Connection& connection, Request& request, bool put, std::byte* local, size_t bytes,
                       RemoteMemory remote);

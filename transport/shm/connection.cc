@@ -86,9 +86,9 @@ bool Connection::post_recv(Request& request, Tag tag, std::span<std::byte> data,
   return finish_posting(posting, owner_, peer_rank_, request, tag);
 }
 
-std::optional<Tag> Connection::find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const {
+std::optional<Tag> Connection::find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return matching_.find_unclaimed(group, wanted);
+  return matching_.find_unclaimed(group, oldest, wanted);
 }
 
 bool Connection::progress() {

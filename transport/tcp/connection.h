@@ -89,7 +89,7 @@ class Connection {
   // only_if_arrived: Pair::post_recv_if_arrived (returns whether it posted).
   bool post_recv(Request& request, Tag tag, std::span<std::byte> data, bool only_if_arrived);
   // Pair::find_unclaimed.
-  std::optional<Tag> find_unclaimed(uint64_t group, const UnclaimedFilter& wanted) const;
+  std::optional<Tag> find_unclaimed(uint64_t group, size_t oldest, const UnclaimedFilter& wanted) const;
 
   // Progress thread.
   void on_readable();
