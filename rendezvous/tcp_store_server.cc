@@ -361,7 +361,12 @@ void TcpStoreServer::Impl::read_from(uint64_t id, Connection& c) {
       continue;
     }
     if (n == 0) {
-      drop(id, c, "closed the connection", false);
+      // What arrived before the close is judged first: a client that sends
+      // and half-closes at once (or garbage then FIN) must get the same
+      // answer as one whose bytes were read before its FIN, however slow
+      // this server is to read.
+      process_input(id, c);
+      if (!c.dead) drop(id, c, "closed the connection", false);
       return;
     }
     if (errno == EINTR) continue;
