@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -111,6 +112,20 @@ bool rep_movsb_misaligned_is_slow(std::string_view cpu_vendor) {
   return cpu_vendor == "AuthenticAMD" || cpu_vendor == "HygonGenuine";
 }
 
+bool short_rep_movsb_pays(std::string_view cpu_vendor, bool erms) { return erms && cpu_vendor == "GenuineIntel"; }
+
+bool this_cpu_has_erms() {
+#if defined(__x86_64__)
+  static const bool erms = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & (1u << 9)) != 0;
+  }();
+  return erms;
+#else
+  return false;
+#endif
+}
+
 std::string_view this_cpu_vendor() {
   static const std::string vendor = [] {
     std::string text;
@@ -129,20 +144,47 @@ std::string_view this_cpu_vendor() {
 
 namespace {
 
-bool mid_sizes_take_the_loop() {
-  static const bool loop = rep_movsb_misaligned_is_slow(this_cpu_vendor());
-  return loop;
+enum class MidCopy : uint8_t { memcpy, memcpy_then_loop, rep_movsb_then_memcpy };
+
+MidCopy mid_copy_for_this_cpu() {
+  static const MidCopy kind = [] {
+    if (rep_movsb_misaligned_is_slow(this_cpu_vendor())) return MidCopy::memcpy_then_loop;
+    if (short_rep_movsb_pays(this_cpu_vendor(), this_cpu_has_erms())) return MidCopy::rep_movsb_then_memcpy;
+    return MidCopy::memcpy;
+  }();
+  return kind;
 }
 
 }  // namespace
 
-std::string_view mid_size_copy_name() { return mid_sizes_take_the_loop() ? "vector loop" : "memcpy"; }
+std::string_view mid_size_copy_name() {
+  switch (mid_copy_for_this_cpu()) {
+    case MidCopy::memcpy_then_loop: return "memcpy, then the vector loop";
+    case MidCopy::rep_movsb_then_memcpy: return "rep movsb, then memcpy";
+    case MidCopy::memcpy: break;
+  }
+  return "memcpy";
+}
 
 void mid_size_copy(void* destination, const void* source, size_t bytes) {
-  if (mid_sizes_take_the_loop())
-    vector_copy(destination, source, bytes);
-  else
-    std::memcpy(destination, source, bytes);
+  switch (mid_copy_for_this_cpu()) {
+    case MidCopy::memcpy_then_loop:
+      if (bytes >= kVectorCopyFrom) return vector_copy(destination, source, bytes);
+      break;
+    case MidCopy::rep_movsb_then_memcpy:
+#if defined(__x86_64__)
+      if (bytes < kVectorCopyFrom) {
+        auto* to = static_cast<std::byte*>(destination);
+        const auto* from = static_cast<const std::byte*>(source);
+        asm volatile("rep movsb" : "+D"(to), "+S"(from), "+c"(bytes) : : "memory");
+        return;
+      }
+#endif
+      break;
+    case MidCopy::memcpy:
+      break;
+  }
+  std::memcpy(destination, source, bytes);
 }
 
 void stream_copy(void* destination, const void* source, size_t bytes) {

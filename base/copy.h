@@ -17,6 +17,16 @@
 // (benchmarks/README.md, "copy_bytes on Intel", stop 66). Small copies,
 // which memcpy inlines, and large ones, which it streams past the caches,
 // are memcpy's everywhere.
+//
+// Below glibc's threshold, from 1 KiB, Intel's `rep movsb` also wins where
+// the board copies: into a slot whose lines the peer read last (whole-line
+// stores take them without fetching them back) and out of a slot a peer
+// just wrote. On the Emerald Rapids Xeon at 2 ranks, a 2 KiB allreduce
+// took 0.89 µs against 1.15 through memcpy's vector loop, an allgather of
+// 2 KiB blocks 0.82 against 0.95 (benchmarks/README.md, "rep movsb from
+// 1 KiB", stop 71). So on Intel CPUs with ERMS copy_bytes runs `rep movsb`
+// itself from kMidCopyFrom to kVectorCopyFrom; at 256 and 512 bytes it
+// made no difference, and memcpy's inlined small copies keep those.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +38,9 @@ namespace chorus {
 // The sizes copy_bytes copies with its own loop: [kVectorCopyFrom, kVectorCopyBelow).
 inline constexpr size_t kVectorCopyFrom = 2112;  // where glibc 2.36 starts `rep movsb` here
 inline constexpr size_t kVectorCopyBelow = size_t{4} << 20;
+// The sizes copy_bytes leaves to mid_size_copy: [kMidCopyFrom, kVectorCopyBelow);
+// on Intel it takes `rep movsb` below kVectorCopyFrom.
+inline constexpr size_t kMidCopyFrom = 1024;
 
 // The vector loop, for any size (copy_bytes picks it for the sizes above
 // where rep_movsb_misaligned_is_slow).
@@ -37,14 +50,23 @@ void vector_copy(void* destination, const void* source, size_t bytes);
 // `rep movsb` slowly for buffers aligned differently: AMD and Hygon.
 bool rep_movsb_misaligned_is_slow(std::string_view cpu_vendor);
 
+// Whether a CPU of this vendor, with or without ERMS (CPUID 7: "enhanced
+// rep movsb"), copies [kMidCopyFrom, kVectorCopyFrom) faster with its own
+// `rep movsb` than through memcpy's vector loop: Intel's with ERMS.
+bool short_rep_movsb_pays(std::string_view cpu_vendor, bool erms);
+
 // This CPU's vendor string ("" where CPUID does not give one).
 std::string_view this_cpu_vendor();
 
-// What copy_bytes uses from kVectorCopyFrom to kVectorCopyBelow on this
-// CPU: "vector loop" or "memcpy" (chorus-reduce-bench prints it).
+// Whether this CPU has ERMS (false where CPUID does not say).
+bool this_cpu_has_erms();
+
+// What copy_bytes uses from kMidCopyFrom to kVectorCopyBelow on this CPU
+// (chorus-reduce-bench prints it): "memcpy, then the vector loop" (AMD),
+// "rep movsb, then memcpy" (Intel with ERMS) or "memcpy".
 std::string_view mid_size_copy_name();
 
-// copy_bytes for the sizes of [kVectorCopyFrom, kVectorCopyBelow).
+// copy_bytes for the sizes of [kMidCopyFrom, kVectorCopyBelow).
 void mid_size_copy(void* destination, const void* source, size_t bytes);
 
 // The vector loop with non-temporal stores: the destination's lines go to
@@ -62,7 +84,7 @@ bool streams_past_cache(size_t destination_bytes_on_host);
 
 // memcpy's contract: the ranges do not overlap.
 inline void copy_bytes(void* destination, const void* source, size_t bytes) {
-  if (bytes >= kVectorCopyFrom && bytes < kVectorCopyBelow)
+  if (bytes >= kMidCopyFrom && bytes < kVectorCopyBelow)
     mid_size_copy(destination, source, bytes);
   else
     std::memcpy(destination, source, bytes);

@@ -91,10 +91,10 @@ int main(int argc, char** argv) {
   }
 
   std::printf("# chorus-reduce-bench: sum kernels vs memcpy, best of %d rounds, GB/s of one operand\n", rounds);
-  std::printf("# CPU %.*s: copy_bytes takes the %.*s from %zu bytes up to %zu\n",
+  std::printf("# CPU %.*s: copy_bytes takes %.*s from %zu bytes (switching at %zu) up to %zu\n",
               static_cast<int>(chorus::this_cpu_vendor().size()), chorus::this_cpu_vendor().data(),
               static_cast<int>(chorus::mid_size_copy_name().size()), chorus::mid_size_copy_name().data(),
-              chorus::kVectorCopyFrom, chorus::kVectorCopyBelow);
+              chorus::kMidCopyFrom, chorus::kVectorCopyFrom, chorus::kVectorCopyBelow);
   std::printf("# %12s %10s %10s %12s\n", "size(B)", "kernel", "GB/s", "vs memcpy");
   for (const size_t bytes : sizes) {
     std::vector<std::byte> accumulator(bytes), operand(bytes), copy(bytes);

@@ -41,7 +41,8 @@ int wrong_bytes(Copy copy, size_t bytes, size_t source_offset, size_t destinatio
 TEST_CASE("copy_bytes and its vector loop copy every size and alignment exactly", "[copy]") {
   std::vector<size_t> sizes;
   for (size_t bytes = 0; bytes <= 300; ++bytes) sizes.push_back(bytes);
-  for (size_t bytes : {size_t{1023}, size_t{1024}, chorus::kVectorCopyFrom - 1, chorus::kVectorCopyFrom,
+  for (size_t bytes : {chorus::kMidCopyFrom - 1, chorus::kMidCopyFrom, chorus::kMidCopyFrom + 1, size_t{1536} + 5,
+                       chorus::kVectorCopyFrom - 1, chorus::kVectorCopyFrom,
                        chorus::kVectorCopyFrom + 1, size_t{4096} + 97, size_t{65536} + 31})
     sizes.push_back(bytes);
   const auto with_copy_bytes = [](void* to, const void* from, size_t bytes) { copy_bytes(to, from, bytes); };
@@ -65,11 +66,20 @@ TEST_CASE("the vector loop takes the mid sizes on AMD and Hygon CPUs only", "[co
   CHECK(chorus::rep_movsb_misaligned_is_slow("HygonGenuine"));
   CHECK_FALSE(chorus::rep_movsb_misaligned_is_slow("GenuineIntel"));
   CHECK_FALSE(chorus::rep_movsb_misaligned_is_slow(""));
+  // Short copies take rep movsb on Intel with ERMS only.
+  CHECK(chorus::short_rep_movsb_pays("GenuineIntel", true));
+  CHECK_FALSE(chorus::short_rep_movsb_pays("GenuineIntel", false));
+  CHECK_FALSE(chorus::short_rep_movsb_pays("AuthenticAMD", true));
+  CHECK_FALSE(chorus::short_rep_movsb_pays("", true));
   // This CPU's answer follows its vendor string.
   const std::string_view vendor = chorus::this_cpu_vendor();
   INFO("CPU vendor '" << std::string(vendor) << "'");
+  const bool erms = chorus::this_cpu_has_erms();
+  INFO("ERMS " << erms);
   CHECK(chorus::mid_size_copy_name() ==
-        (chorus::rep_movsb_misaligned_is_slow(vendor) ? std::string_view("vector loop") : std::string_view("memcpy")));
+        (chorus::rep_movsb_misaligned_is_slow(vendor)      ? std::string_view("memcpy, then the vector loop")
+         : chorus::short_rep_movsb_pays(vendor, erms) ? std::string_view("rep movsb, then memcpy")
+                                                           : std::string_view("memcpy")));
 #if defined(__x86_64__)
   CHECK(vendor.size() == 12);
 #endif
