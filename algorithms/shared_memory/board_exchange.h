@@ -156,8 +156,14 @@ class Board {
   // against 0.67-1.34 with 16 and 0.66-0.89 with 32, and 1.8-2.1 us at 8
   // ranks against 3.4-3.6 with 16 (128: slower at 4 ranks, mixed at 8).
   // At 2 ranks, where no one waits for room, all are alike.
+  // Entries hold 4 KiB, a slot's default (CHORUS_BOARD_BYTES): with 1 KiB
+  // (until stop 71) a 2-4 KiB broadcast went to the slots, where the root
+  // waits for its neighbour each call, and took 0.45-0.63 us at 2 ranks
+  // against 0.28 on the ring, 1.9-2.7 us at 4 against 0.55 (benchmarks/
+  // README.md, "Broadcasts of up to 4 KiB on the ring"). The ring is then
+  // 260 KiB a member; an 8-byte broadcast touches a line of data as before.
   static constexpr size_t kRingEntries = 64;
-  static constexpr size_t kRingEntryBytes = 64 + 1024;
+  static constexpr size_t kRingEntryBytes = 64 + 4096;
   static constexpr size_t kRingDataBytes = kRingEntryBytes - 64;
   static constexpr uint64_t kRingRunAhead = kRingEntries - 2;
   // A root settles its pending root checks as a ring call starts only

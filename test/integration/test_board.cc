@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/shared_memory/board_exchange.h"
 #include "base/copy.h"
 #include "chorus/chorus.h"
 #include "test/integration/rank_threads.h"
@@ -494,8 +495,9 @@ TEST_CASE("thousands of board calls of changing kinds, sizes and roots never rea
           "[board]") {
   // A small broadcast's root writes its ring entry without waiting for
   // anyone, up to the ring's depth ahead; a slot is reused two calls later
-  // only after every peer is done with it. Broadcasts of 4-1,172 bytes
-  // cross from the ring (up to Board::kRingDataBytes) to the slots.
+  // only after every peer is done with it. Broadcasts of 4 bytes to 400
+  // past Board::kRingDataBytes cross from the ring to the slots, or to
+  // the pieces where the ring holds a whole slot.
   constexpr int kRanks = 4;
   std::atomic<int> wrong{0};
   require_all_ok(run_ranks(kRanks, [&](Context& context) {
@@ -513,7 +515,8 @@ TEST_CASE("thousands of board calls of changing kinds, sizes and roots never rea
         }
         default: {
           const int root = (round / 3) % kRanks;
-          std::vector<int32_t> data(count, rank == root ? round : -1);
+          const size_t broadcast_count = 1 + static_cast<size_t>(round) % ((chorus::algorithms::Board::kRingDataBytes + 400) / 4);
+          std::vector<int32_t> data(broadcast_count, rank == root ? round : -1);
           broadcast(context, std::span(data), root);
           for (int32_t value : data)
             if (value != round) ++wrong;
