@@ -258,8 +258,8 @@ bool serves_one_shot(const Candidate&, const Communicator& communicator, const C
   const Board* board = ready_board(communicator);
   if (!board || !call.memory.on_host()) return false;
   switch (call.collective) {
-    case Collective::allreduce:
-    case Collective::broadcast: return call.count > 0 && call.bytes() <= board->capacity();
+    case Collective::allreduce: return call.count > 0 && call.bytes() <= board->capacity();
+    case Collective::broadcast: return call.count > 0 && call.bytes() <= board->one_shot_broadcast_bytes();
     // Each rank's block in its own slot (fixed counts only).
     case Collective::allgather: return !call.variable() && call.count > 0 && call.bytes() <= board->capacity();
     // The whole input but this member's own block in its own slot.
@@ -278,7 +278,7 @@ bool serves_pieces(const Candidate&, const Communicator& communicator, const Cal
   switch (call.collective) {
     case Collective::allreduce: return true;
     // What one shot (the ring, or a slot) does not take.
-    case Collective::broadcast: return call.bytes() > board->capacity();
+    case Collective::broadcast: return call.bytes() > board->one_shot_broadcast_bytes();
     case Collective::allgather:
     case Collective::reduce_scatter:
     case Collective::alltoall: return !call.variable();
@@ -420,12 +420,16 @@ std::string why_not(const Candidate& self, const Communicator& communicator, con
                         : std::string("whose members cannot read each other's memory (process_vm_readv: another "
                                       "user, a seccomp filter, Yama's ptrace scope or another pid namespace)"));
   if (self.name == kBoardPieces)
-    return where + cat("which takes allreduce, broadcast past ", cell->board->capacity(),
+    return where + cat("which takes allreduce, broadcast past ", cell->board->one_shot_broadcast_bytes(),
                        " bytes, and allgather, reduce_scatter and alltoall of fixed counts (this call: ",
                        call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
+  if (call.collective == Collective::broadcast)
+    return where + cat("which takes a broadcast of up to ", cell->board->one_shot_broadcast_bytes(),
+                       " bytes (this call: ", cat(call.bytes(), " bytes"), ")");
   if (call.collective != Collective::reduce_scatter && call.collective != Collective::alltoall)
-    return where + cat("which takes allreduce, broadcast, allgather",
-                       " of up to ", cell->board->capacity(), " bytes and barrier (this call: ",
+    return where + cat("which takes allreduce, allgather",
+                       " of up to ", cell->board->capacity(), " bytes, broadcast of up to ",
+                       cell->board->one_shot_broadcast_bytes(), " bytes and barrier (this call: ",
                        call.variable() ? std::string("variable counts") : cat(call.bytes(), " bytes"), ")");
   return where + cat("which takes reduce_scatter and alltoall of fixed counts whose input for the other ranks (",
                      call.size - 1, " blocks) is at most ", cell->board->capacity(), " bytes (this call: ",

@@ -2,6 +2,7 @@
 // region and the collectives that run on it. Internal to algorithms.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +74,9 @@ class Board {
   ~Board();
 
   size_t capacity() const { return capacity_; }
+  // The largest broadcast of one board call: on the ring (kRingDataBytes)
+  // or in a slot (capacity()), whichever holds more.
+  size_t one_shot_broadcast_bytes() const { return std::max(capacity_, kRingDataBytes); }
   // The most one piece of a larger allreduce holds.
   size_t piece_bytes() const { return slot_bytes_; }
   const BoardModel& model() const { return model_; }
@@ -156,14 +160,18 @@ class Board {
   // against 0.67-1.34 with 16 and 0.66-0.89 with 32, and 1.8-2.1 us at 8
   // ranks against 3.4-3.6 with 16 (128: slower at 4 ranks, mixed at 8).
   // At 2 ranks, where no one waits for room, all are alike.
-  // Entries hold 4 KiB, a slot's default (CHORUS_BOARD_BYTES): with 1 KiB
-  // (until stop 71) a 2-4 KiB broadcast went to the slots, where the root
-  // waits for its neighbour each call, and took 0.45-0.63 us at 2 ranks
-  // against 0.28 on the ring, 1.9-2.7 us at 4 against 0.55 (benchmarks/
-  // README.md, "Broadcasts of up to 4 KiB on the ring"). The ring is then
-  // 260 KiB a member; an 8-byte broadcast touches a line of data as before.
+  // Entries hold 8 KiB, twice a slot's default (CHORUS_BOARD_BYTES): with
+  // 1 KiB (until stop 71) a 2-8 KiB broadcast went to the slots, where the
+  // root waits for its neighbour each call: back to back at 2 ranks 2-4 KiB
+  // took 0.45-0.63 us there against 0.33-0.37 on the ring, 8 KiB 1.02
+  // against 0.48; at 4 ranks 2 KiB 1.9 against 0.52-0.61 and 8 KiB 2.8
+  // against 0.9 (benchmarks/README.md, "Broadcasts of up to 8 KiB on the
+  // ring"). Entries of 4 KiB were faster at 2-4 KiB (0.28 us) but left
+  // 8 KiB on the slots; 16 KiB ones no faster below. The ring is then
+  // 516 KiB a member (33 MiB of the region at 64 members), of which a
+  // small broadcast touches its entries' first lines only.
   static constexpr size_t kRingEntries = 64;
-  static constexpr size_t kRingEntryBytes = 64 + 4096;
+  static constexpr size_t kRingEntryBytes = 64 + 8192;
   static constexpr size_t kRingDataBytes = kRingEntryBytes - 64;
   static constexpr uint64_t kRingRunAhead = kRingEntries - 2;
   // A root settles its pending root checks as a ring call starts only

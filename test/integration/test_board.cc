@@ -329,13 +329,15 @@ TEST_CASE("a reduce_scatter or alltoall whose input for the other ranks exceeds 
   }
 }
 
-TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one shot but may in pieces, calls with "
-          "an algorithm named run on it; 0 turns the board off",
+TEST_CASE("allreduces past CHORUS_BOARD_BYTES and broadcasts past it and the ring never run in one shot but may in "
+          "pieces, calls with an algorithm named run on it; 0 turns the board off",
           "[board]") {
   // Whether `auto` takes the board where it may is the cost model's call
   // (measured at set-up; a loaded machine may say messages): the counts
   // below check only what the limit decides, and the board's candidates are
-  // also named, inside the limit and past it.
+  // also named, inside the limit and past it. A broadcast of up to the
+  // ring's entry (Board::kRingDataBytes) fits one shot whatever the slots hold.
+  constexpr size_t kPastRing = chorus::algorithms::Board::kRingDataBytes / sizeof(float) + 1;
   for (const char* setting : {"64", "0"}) {
     CAPTURE(setting);
     BoardBytes board_bytes(setting);
@@ -355,6 +357,10 @@ TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one sh
             for (float value : sent)
               if (value != 5.0f) ++wrong;
           }
+          std::vector<float> past_ring(kPastRing, static_cast<float>(context.rank() == 2 ? 7 : 0));
+          broadcast(context, std::span(past_ring), 2);
+          for (float value : past_ring)
+            if (value != 7.0f) ++wrong;
           std::vector<float> data(4, 1.0f);
           CollectiveOptions ring;
           ring.algorithm = "ring";
@@ -373,13 +379,16 @@ TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one sh
             for (float value : past)
               if (value != 3.0f) ++wrong;
             broadcast(context, std::span(fits), 0, board);
+            broadcast(context, std::span(past), 0, board);
+            for (float value : past)
+              if (value != 3.0f) ++wrong;
           }
           // Refused by name, last: the first rank to refuse it fails the
           // Context, and the others may hear that before they refuse it
           // themselves, even in the barrier that ends the calls above.
           try {
             barrier(context);
-            broadcast(context, std::span(past), 0, board);
+            broadcast(context, std::span(past_ring), 0, board);
           } catch (const Error& error) {
             if (std::string(error.what()).find("'board' runs on the shared-memory board, which") != std::string::npos)
               ++refused;
@@ -389,15 +398,17 @@ TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one sh
     CHECK(wrong == 0);
     CHECK(refused == 3);
     std::map<std::string, int> counts = algorithms_traced(directory, /*with_bytes=*/true);
-    // 16 floats fit a slot of 64 bytes; 17 never run in one shot.
+    // 16 floats fit a slot of 64 bytes; 17 never run an allreduce in one
+    // shot, and a broadcast only past the ring's entry does not.
     CHECK(counts["allreduce/68/board"] == 0);
-    CHECK(counts["broadcast/68/board"] == 0);
+    CHECK(counts["broadcast/" + std::to_string(kPastRing * sizeof(float)) + "/board"] == 0);
     if (off) {
       for (const auto& [key, count] : counts) CHECK((count == 0 || key.find("board") == std::string::npos));
     } else {
       CHECK(counts["allreduce/64/board"] >= 3);
       CHECK(counts["allreduce/68/board_pieces"] >= 3);
       CHECK(counts["broadcast/64/board"] >= 3);
+      CHECK(counts["broadcast/68/board"] >= 3);
     }
     CHECK(counts["allreduce/16/ring"] == 3);
   }
@@ -405,8 +416,9 @@ TEST_CASE("broadcasts and allreduces past CHORUS_BOARD_BYTES never run in one sh
 
 TEST_CASE("broadcasts larger than a slot run on the board in pieces from every root, bit-exact, at 2 to 5 ranks",
           "[board]") {
-  // A slot holds 1 MiB at up to 4 members and 816 KiB at 5: 5,000 bytes
-  // (past the 4 KiB one-shot limit) take one piece, 2 MiB + 12 bytes three.
+  // A slot holds 1 MiB at up to 4 members and 816 KiB at 5: 9,000 bytes
+  // (past the 8 KiB ring, the one-shot limit) take one piece, 2 MiB + 12
+  // bytes three.
   CollectiveOptions pieces;
   pieces.algorithm = "board_pieces";
   for (int size : {2, 3, 5}) {
@@ -416,7 +428,7 @@ TEST_CASE("broadcasts larger than a slot run on the board in pieces from every r
     require_all_ok(run_ranks(
         size,
         [&](Context& context) {
-          for (size_t count : {size_t{1250}, (size_t{2} << 20) / 4 + 3})
+          for (size_t count : {size_t{2250}, (size_t{2} << 20) / 4 + 3})
             for (int root = 0; root < size; ++root) {
               const auto value = [&](size_t i) {
                 return static_cast<int32_t>((i * 7 + static_cast<size_t>(root)) % 1000);
@@ -496,8 +508,8 @@ TEST_CASE("thousands of board calls of changing kinds, sizes and roots never rea
   // A small broadcast's root writes its ring entry without waiting for
   // anyone, up to the ring's depth ahead; a slot is reused two calls later
   // only after every peer is done with it. Broadcasts of 4 bytes to 400
-  // past Board::kRingDataBytes cross from the ring to the slots, or to
-  // the pieces where the ring holds a whole slot.
+  // past Board::kRingDataBytes cross from the ring to the pieces (on the
+  // slots).
   constexpr int kRanks = 4;
   std::atomic<int> wrong{0};
   require_all_ok(run_ranks(kRanks, [&](Context& context) {
