@@ -80,7 +80,7 @@ Board::Board(std::unique_ptr<transport::SharedRegion> region, int rank, int size
       known_ring_finished_(static_cast<size_t>(size), 0),
       pending_ring_checks_(kRingEntries) {
   static_assert(sizeof(MemberLine) == kCacheLine && sizeof(SlotHeader) == 32);
-  static_assert(sizeof(RingEntry) <= kCacheLine && kRingEntryBytes % kCacheLine == 0);
+  static_assert(sizeof(RingEntry) <= kCacheLine - kRingInlineBytes && kRingEntryBytes % kCacheLine == 0);
   static_assert(std::atomic<uint64_t>::is_always_lock_free);
   if (slot_bytes < capacity || slot_bytes % kCacheLine != 0)
     throw InvalidArgument(cat("rank ", rank, ": a board's slots of ", slot_bytes, " bytes must be whole cache ",

@@ -206,7 +206,8 @@ class Board {
     std::atomic<uint64_t> probe_address;
     std::atomic<uint64_t> probe_value;
   };
-  // An entry of a member's ring: this header on its own line, the data on the next lines.
+  // An entry of a member's ring: this header, then the data: on the
+  // header's own line up to kRingInlineBytes, else on the next lines.
   struct RingEntry {
     std::atomic<uint64_t> stamp;  // (ring call << 32) | sequence; 0: empty
     std::atomic<uint64_t> signature;
@@ -235,7 +236,16 @@ class Board {
     return *reinterpret_cast<RingEntry*>(base_ + static_cast<size_t>(member) * member_stride_ + sizeof(MemberLine) +
                                          (ring_call % kRingEntries) * kRingEntryBytes);
   }
-  static std::byte* data_of(RingEntry& entry) { return reinterpret_cast<std::byte*>(&entry) + 64; }
+  // Why small data shares the header's line: a receiver that found the
+  // stamp then missed once more on the data line, and a root took two lines
+  // from the receiver's cache where one does (an 8-byte broadcast at 2
+  // ranks back to back: benchmarks/README.md, "Small broadcasts in one
+  // line", stop 72). Larger data starts on a line of its own, where the
+  // copies run fastest. Members agree on the size (the signature has it).
+  static constexpr size_t kRingInlineBytes = 32;
+  static std::byte* data_of(RingEntry& entry, size_t bytes) {
+    return reinterpret_cast<std::byte*>(&entry) + (bytes <= kRingInlineBytes ? 64 - kRingInlineBytes : 64);
+  }
   static std::byte* data_of(SlotHeader& header) { return reinterpret_cast<std::byte*>(&header + 1); }
   static uint64_t stamp_of(uint64_t call, uint32_t sequence) { return call << 32 | sequence; }
 

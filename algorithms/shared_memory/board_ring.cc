@@ -64,7 +64,7 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
 
   RingEntry& mine = ring_entry(rank_, number);
   const size_t bytes = call.bytes();
-  if (rank_ == source) std::memcpy(data_of(mine), data, bytes);
+  if (rank_ == source) std::memcpy(data_of(mine, bytes), data, bytes);
   mine.signature.store(wait.signature, std::memory_order_relaxed);
   mine.root.store(static_cast<uint64_t>(call.root), std::memory_order_relaxed);
   before_peers_hear();
@@ -87,7 +87,7 @@ void Board::ring_broadcast(const Communicator& communicator, const Call& call, v
     return;
   }
   await_ring_entry(wait, source, number);
-  std::memcpy(data, data_of(ring_entry(source, number)), bytes);
+  std::memcpy(data, data_of(ring_entry(source, number), bytes), bytes);
   if (left != source) await_ring_entry(wait, left, number);
   publish_ring_finished();
 }
