@@ -25,8 +25,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <span>
 
 #include "algorithms/shared_memory/board_exchange.h"
 #include "algorithms/shared_memory/board_wait.h"
@@ -131,6 +135,59 @@ void Board::direct_blocks(const Communicator& communicator, const Call& call, co
                   block);
   }
   finish_with_everyone(wait);
+}
+
+// Direct reads against the slots on an input its owner has just written,
+// as a training step's fresh gradient is: a direct read then fetches every
+// line from the owner's cache, and the owner's next write takes each back.
+// On the Xeon, 2 ranks, a direct alltoall of 256 KiB a member took 15 us on
+// an unchanged input and 35 on a fresh one, where the slots took 23 and 31:
+// priced on unchanged inputs (a benchmark's), direct reads would win a case
+// applications do not have.
+//
+// Each try is timed from a barrier to a barrier, and the set-up keeps the
+// slowest member's time of each: a whole call, the same on every member.
+// Until stop 72 each member timed the call alone, and a member that came
+// late found its peers' slots full and timed a fraction of it; where ranks
+// share cores the slots' luckiest member then measured 104-153 us of an
+// alltoall (1 MiB a member, 4 ranks on 2 cores) that took 386, direct
+// reads (each member's own copies, nothing to find done) 2.4-3.2x that,
+// and `auto` kept the slots where direct reads took 0.74-0.93 of their
+// time (benchmarks/README.md, "Direct reads priced by whole calls").
+// Tries of the two alternate, so a slow spell of the host falls on both.
+double Board::measure_direct_ratio(const Communicator& communicator, std::span<float> data, std::span<float> result,
+                                   uint32_t sequence, Deadline deadline) {
+  constexpr size_t kTries = 5;
+  const size_t block_count = std::max<size_t>(1, kDirectAlltoallMinBytes / (sizeof(float) * static_cast<size_t>(size_)));
+  const Call exchange =
+      make_call(Collective::alltoall, rank_, size_, block_count, DataType::float32, ReduceOp::sum, 0, false);
+  const Call barrier_call = make_call(Collective::barrier, rank_, size_, 0, DataType::uint8, ReduceOp::sum, 0, false);
+  const std::span<float> input = data.first(block_count * static_cast<size_t>(size_));
+  const auto run = [&](bool direct) {
+    if (direct)
+      direct_blocks(communicator, exchange, input.data(), result.data(), sequence, deadline);
+    else
+      blocks(communicator, exchange, input.data(), result.data(), sequence, deadline);
+  };
+  run(false);
+  run(true);
+  // Microseconds: the slots' tries, then direct reads'.
+  std::array<double, 2 * kTries> took{};
+  for (size_t attempt = 0; attempt < 2 * kTries; ++attempt) {
+    const bool direct = attempt % 2 == 1;
+    std::fill(input.begin(), input.end(), 1.0f);
+    barrier(communicator, barrier_call, sequence, deadline);
+    const Clock::time_point started = Clock::now();
+    run(direct);
+    barrier(communicator, barrier_call, sequence, deadline);
+    took[(direct ? kTries : 0) + attempt / 2] = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
+  }
+  const Call slowest =
+      make_call(Collective::allreduce, rank_, size_, took.size(), DataType::float64, ReduceOp::max, 0, false);
+  allreduce(communicator, slowest, took.data(), took.data(), sequence, deadline);
+  const double slots = *std::min_element(took.begin(), took.begin() + kTries);
+  const double direct = *std::min_element(took.begin() + kTries, took.end());
+  return slots > 0 ? direct / slots : 1.0;
 }
 
 }  // namespace chorus::algorithms

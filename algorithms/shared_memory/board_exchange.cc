@@ -233,20 +233,14 @@ BoardModel Board::measure(const Communicator& communicator, std::span<float> dat
   // An alltoall in pieces at two sizes of a member's input: its byte costs
   // 3x more once the members' buffers outgrow the caches (board_exchange.h).
   // The fastest of three alltoalls whose members each put in `input_bytes`.
-  const auto time_alltoall = [&](size_t input_bytes, bool direct, bool fresh) {
+  const auto time_alltoall = [&](size_t input_bytes) {
     const size_t block_count = std::max<size_t>(1, input_bytes / (sizeof(float) * static_cast<size_t>(size_)));
     const Call exchange =
         make_call(Collective::alltoall, rank_, size_, block_count, DataType::float32, ReduceOp::sum, 0, false);
     const std::span<float> input = data.first(block_count * static_cast<size_t>(size_));
-    const auto run = [&] {
-      if (direct)
-        direct_blocks(communicator, exchange, input.data(), result.data(), sequence, deadline);
-      else
-        blocks(communicator, exchange, input.data(), result.data(), sequence, deadline);
-    };
+    const auto run = [&] { blocks(communicator, exchange, input.data(), result.data(), sequence, deadline); };
     run();
     for (double& seconds : took) {
-      if (fresh) std::fill(input.begin(), input.end(), 1.0f);
       const Clock::time_point started = Clock::now();
       run();
       seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -259,22 +253,12 @@ BoardModel Board::measure(const Communicator& communicator, std::span<float> dat
         make_call(Collective::alltoall, rank_, size_, block_count, DataType::float32, ReduceOp::sum, 0, false);
     const double pieces =
         std::ceil(static_cast<double>(block_count) / static_cast<double>(block_piece_count(exchange)));
-    return std::max(0.0, time_alltoall(input_bytes, false, false) - pieces * model.call_seconds) /
+    return std::max(0.0, time_alltoall(input_bytes) - pieces * model.call_seconds) /
            static_cast<double>(block_count * sizeof(float) * static_cast<size_t>(size_));
   };
   model.small_alltoall_seconds_per_byte = alltoall_seconds_per_byte(kSmallAlltoallBytes);
   model.alltoall_seconds_per_byte = alltoall_seconds_per_byte(large_alltoall);
-  // Direct reads against the slots on an input its owner has just written,
-  // as a training step's fresh gradient is: a direct read then fetches
-  // every line from the owner's cache, and the owner's next write takes
-  // each back. On the Xeon, 2 ranks, a direct alltoall of 256 KiB a member
-  // took 15 us on an unchanged input and 35 on a fresh one, where the
-  // slots took 23 and 31: priced on unchanged inputs (a benchmark's),
-  // direct reads would win a case applications do not have.
-  if (direct_reads_) {
-    const double slots = time_alltoall(kDirectAlltoallMinBytes, false, true);
-    model.direct_ratio = slots > 0 ? time_alltoall(kDirectAlltoallMinBytes, true, true) / slots : 1.0;
-  }
+  if (direct_reads_) model.direct_ratio = measure_direct_ratio(communicator, data, result, sequence, deadline);
   model.large_alltoall_bytes = large_alltoall;
   return model;
 }

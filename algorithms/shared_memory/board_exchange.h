@@ -131,6 +131,11 @@ class Board {
   bool can_read_every_peer() const;
   void enable_direct_reads() { direct_reads_ = true; }
   bool direct_reads() const { return direct_reads_; }
+  // An alltoall of kDirectAlltoallMinBytes a member read directly over the
+  // same through the slots, each on inputs written just before the call;
+  // every member returns the same number (part of measure()).
+  double measure_direct_ratio(const Communicator& communicator, std::span<float> data, std::span<float> result,
+                              uint32_t sequence, Deadline deadline);
   // allgather and alltoall of fixed counts, any size.
   void direct_blocks(const Communicator& communicator, const Call& call, const void* input, void* output,
                      uint32_t sequence, Deadline deadline);
