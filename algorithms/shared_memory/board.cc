@@ -348,17 +348,21 @@ bool serves_direct(const Candidate&, const Communicator& communicator, const Cal
 // An alltoall from Board::kDirectAlltoallMinBytes: the board's own cost
 // for the call, in one shot where it fits, else in pieces, times what
 // direct reads took over the slots in an alltoall of that size, measured
-// at set-up (BoardModel::direct_ratio). An allgather, and a smaller alltoall, only by name: an
-// allgather through the slots copies one block per member where an
-// alltoall packs every peer's, so the alltoall's ratio flatters direct
-// reads there (on 4 ranks of the 2-core Xeon a direct allgather of 1-16
-// MiB on fresh inputs took 1.26-1.53x the slots' time, where the
-// alltoall's took 0.88-0.99x).
+// at set-up (BoardModel::direct_ratio). An allgather of 3 or more
+// members, and a smaller call, only by name: an allgather through the
+// slots copies one block per member where an alltoall packs every peer's,
+// so the alltoall's ratio flatters direct reads there (on 4 ranks of the
+// 2-core Xeon a direct allgather of 1-16 MiB on fresh inputs took
+// 1.26-1.53x the slots' time, where the alltoall's took 0.88-0.99x). Of
+// 2 members, an allgather moves what an alltoall of the same input does,
+// on the slots and directly: it takes the alltoall's ratio (2-16 MiB on
+// fresh inputs in 0.87-0.97 of the slots' time, stop 72).
 double direct_cost(const Candidate& self, const Communicator& communicator, const Call& call) {
   const Board& board = *ready_board(communicator);
   const size_t input = call.bytes() * static_cast<size_t>(call.size);
-  if (call.collective != Collective::alltoall || input < Board::kDirectAlltoallMinBytes)
-    return std::numeric_limits<double>::infinity();
+  const bool priced = call.collective == Collective::alltoall ||
+                      (call.collective == Collective::allgather && call.size == 2);
+  if (!priced || input < Board::kDirectAlltoallMinBytes) return std::numeric_limits<double>::infinity();
   const double slots = serves_one_shot(self, communicator, call) ? one_shot_cost(self, communicator, call)
                                                                  : pieces_cost(self, communicator, call);
   return slots * board.model().direct_ratio;
