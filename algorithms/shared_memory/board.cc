@@ -355,8 +355,8 @@ bool serves_direct(const Candidate&, const Communicator& communicator, const Cal
 // 2-core Xeon a direct allgather of 1-16 MiB on fresh inputs took
 // 1.26-1.53x the slots' time, where the alltoall's took 0.88-0.99x). Of
 // 2 members, an allgather moves what an alltoall of the same input does,
-// on the slots and directly: it takes the alltoall's ratio (2-16 MiB on
-// fresh inputs in 0.87-0.97 of the slots' time, stop 72).
+// on the slots and directly: it takes the alltoall's ratio (at 2 ranks on
+// fresh inputs 2-16 MiB then took 0.80-0.89 of the time, stop 72).
 double direct_cost(const Candidate& self, const Communicator& communicator, const Call& call) {
   const Board& board = *ready_board(communicator);
   const size_t input = call.bytes() * static_cast<size_t>(call.size);
