@@ -76,6 +76,15 @@ bool block_in_place(Context& context, const char* collective, const Call& call, 
   return false;
 }
 
+bool fixed_block_in_place(Context& context, const char* collective, size_t count, DataType type, const void* whole,
+                          const void* block) {
+  const size_t block_bytes = count * element_size(type);
+  const std::byte* own_block = static_cast<const std::byte*>(whole) + static_cast<size_t>(context.rank()) * block_bytes;
+  if (block == own_block) return true;
+  check_overlap(context, collective, whole, block_bytes * static_cast<size_t>(context.size()), block, block_bytes);
+  return false;
+}
+
 size_t checked_product(Context& context, const char* collective, size_t count, size_t blocks, DataType type) {
   if (blocks != 0 && count > SIZE_MAX / blocks)
     throw InvalidArgument(cat("rank ", context.rank(), ": ", collective, " count ", count, " times ", blocks,

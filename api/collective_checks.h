@@ -36,6 +36,11 @@ void check_overlap(Context& context, const char* collective, const void* input, 
 // it does; laid out any other way, the two buffers must not overlap.
 bool block_in_place(Context& context, const char* collective, const algorithms::Call& call, const void* whole,
                     const void* block);
+// The same for a call of fixed counts: every block holds `count` elements
+// (checked_product first). A call of fixed counts needs no Call built
+// (issue.h, CallShape).
+bool fixed_block_in_place(Context& context, const char* collective, size_t count, DataType type, const void* whole,
+                          const void* block);
 // One count per rank; returns their sum after checking it fits in size_t bytes.
 size_t check_counts(Context& context, const char* collective, const char* name, std::span<const size_t> counts,
                     DataType type);

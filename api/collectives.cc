@@ -79,9 +79,13 @@ Work reduce_scatter_impl(Context& context, Call call, const void* input, void* o
 Work reduce_scatter_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
                           ReduceOp op, const CollectiveOptions& options, bool async) {
   check_reduction(context, "reduce_scatter", type, op);
-  checked_product(context, "reduce_scatter", count, static_cast<size_t>(context.size()), type);
-  Call call = make_call(context, Collective::reduce_scatter, count, type, op, 0, false);
-  return reduce_scatter_impl(context, std::move(call), input, output, options, async);
+  const size_t total = checked_product(context, "reduce_scatter", count, static_cast<size_t>(context.size()), type);
+  check_not_null(context, "reduce_scatter", "input", input, total);
+  check_not_null(context, "reduce_scatter", "output", output, count);
+  // Fixed counts need no Call (as allgather's, collectives_gather.cc).
+  const bool in_place = fixed_block_in_place(context, "reduce_scatter", count, type, input, output);
+  return issue(context, CallShape{Collective::reduce_scatter, count, type, op, 0, in_place}, input, output, options,
+               async);
 }
 
 Work reduce_scatter_variable(Context& context, const void* input, void* output, std::span<const size_t> counts,

@@ -19,13 +19,6 @@ using algorithms::Call;
 using algorithms::Collective;
 using namespace detail;
 
-// A fixed-count call: every block has `count` elements.
-Call fixed_call(Context& context, Collective collective, const char* name, size_t count, DataType type, int root) {
-  check_type(context, name, type);
-  checked_product(context, name, count, static_cast<size_t>(context.size()), type);
-  return make_call(context, collective, count, type, ReduceOp::sum, root, false);
-}
-
 // A v call: every rank passes the same counts, so their total is a count all
 // ranks agree on (and what the mismatch check compares).
 Call variable_call(Context& context, Collective collective, const char* name, std::span<const size_t> counts,
@@ -50,6 +43,20 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
   check_not_null(context, name, "output", output, total);
   call.in_place = block_in_place(context, name, call, output, input);
   return issue(context, std::move(call), input, output, options, async);
+}
+
+// Fixed counts need no Call: issue() builds one only for a shape the
+// Context has not just run (a Call's vectors and shared topology were a
+// fifth of a small allgather's instructions).
+Work allgather_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
+                     const CollectiveOptions& options, bool async) {
+  check_type(context, "allgather", type);
+  const size_t total = checked_product(context, "allgather", count, static_cast<size_t>(context.size()), type);
+  check_not_null(context, "allgather", "input", input, count);
+  check_not_null(context, "allgather", "output", output, total);
+  const bool in_place = fixed_block_in_place(context, "allgather", count, type, output, input);
+  return issue(context, CallShape{Collective::allgather, count, type, ReduceOp::sum, 0, in_place}, input, output,
+               options, async);
 }
 
 // gather and scatter mirror each other: every rank has its own block (gather's
@@ -92,9 +99,14 @@ Work alltoall_impl(Context& context, Call call, const void* input, void* output,
 
 Work alltoall_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
                     const CollectiveOptions& options, bool async) {
-  Call call = fixed_call(context, Collective::alltoall, "alltoall", count, type, 0);
-  const size_t total = call.total_count();
-  return alltoall_impl(context, std::move(call), input, output, total, total, options, async);
+  check_type(context, "alltoall", type);
+  const size_t total = checked_product(context, "alltoall", count, static_cast<size_t>(context.size()), type);
+  check_not_null(context, "alltoall", "input", input, total);
+  check_not_null(context, "alltoall", "output", output, total);
+  const size_t bytes = total * element_size(type);
+  check_overlap(context, "alltoall", input, bytes, output, bytes);
+  return issue(context, CallShape{Collective::alltoall, count, type, ReduceOp::sum, 0, false}, input, output, options,
+               async);
 }
 
 Work alltoall_variable(Context& context, const void* input, std::span<const size_t> send_counts, void* output,
@@ -121,16 +133,14 @@ void blocking(Context& context, Body&& body) {
 void allgather(Context& context, const void* input, void* output, size_t count, DataType type,
                const CollectiveOptions& options) {
   blocking(context, [&] {
-    return allgather_impl(context, fixed_call(context, Collective::allgather, "allgather", count, type, 0), input,
-                          output, options, false);
+    return allgather_fixed(context, input, output, count, type, options, false);
   });
 }
 
 Work allgather_async(Context& context, const void* input, void* output, size_t count, DataType type,
                      const CollectiveOptions& options) {
   return aborting_on_invalid_argument(context, [&] {
-    return allgather_impl(context, fixed_call(context, Collective::allgather, "allgather", count, type, 0), input,
-                          output, options, true);
+    return allgather_fixed(context, input, output, count, type, options, true);
   });
 }
 
@@ -150,19 +160,41 @@ Work allgatherv_async(Context& context, const void* input, void* output, std::sp
   });
 }
 
+// gather and scatter of fixed counts, without a Call (as allgather_fixed):
+// the same checks as check_rooted_buffers.
+Work rooted_fixed(Context& context, Collective collective, const char* name, const void* input, void* output,
+                  size_t count, DataType type, int root, const CollectiveOptions& options, bool async) {
+  check_type(context, name, type);
+  const size_t total = checked_product(context, name, count, static_cast<size_t>(context.size()), type);
+  check_root(context, name, root);
+  const bool gathers = collective == Collective::gather;
+  const void* block = gathers ? input : output;
+  const void* whole = gathers ? static_cast<const void*>(output) : input;
+  check_not_null(context, name, gathers ? "input" : "output", block, count);
+  bool in_place = false;
+  if (context.rank() == root) {
+    check_not_null(context, name, gathers ? "output (on root)" : "input (on root)", whole, total);
+    in_place = fixed_block_in_place(context, name, count, type, whole, block);
+  } else if (gathers) {
+    output = nullptr;
+  } else {
+    input = nullptr;
+  }
+  return issue(context, CallShape{collective, count, type, ReduceOp::sum, root, in_place}, input, output, options,
+               async);
+}
+
 void gather(Context& context, const void* input, void* output, size_t count, DataType type, int root,
             const CollectiveOptions& options) {
   blocking(context, [&] {
-    return gather_impl(context, fixed_call(context, Collective::gather, "gather", count, type, root), input, output,
-                       options, false);
+    return rooted_fixed(context, Collective::gather, "gather", input, output, count, type, root, options, false);
   });
 }
 
 Work gather_async(Context& context, const void* input, void* output, size_t count, DataType type, int root,
                   const CollectiveOptions& options) {
   return aborting_on_invalid_argument(context, [&] {
-    return gather_impl(context, fixed_call(context, Collective::gather, "gather", count, type, root), input, output,
-                       options, true);
+    return rooted_fixed(context, Collective::gather, "gather", input, output, count, type, root, options, true);
   });
 }
 
@@ -185,16 +217,14 @@ Work gatherv_async(Context& context, const void* input, void* output, std::span<
 void scatter(Context& context, const void* input, void* output, size_t count, DataType type, int root,
              const CollectiveOptions& options) {
   blocking(context, [&] {
-    return scatter_impl(context, fixed_call(context, Collective::scatter, "scatter", count, type, root), input,
-                        output, options, false);
+    return rooted_fixed(context, Collective::scatter, "scatter", input, output, count, type, root, options, false);
   });
 }
 
 Work scatter_async(Context& context, const void* input, void* output, size_t count, DataType type, int root,
                    const CollectiveOptions& options) {
   return aborting_on_invalid_argument(context, [&] {
-    return scatter_impl(context, fixed_call(context, Collective::scatter, "scatter", count, type, root), input,
-                        output, options, true);
+    return rooted_fixed(context, Collective::scatter, "scatter", input, output, count, type, root, options, true);
   });
 }
 
