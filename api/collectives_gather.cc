@@ -19,6 +19,13 @@ using algorithms::Call;
 using algorithms::Collective;
 using namespace detail;
 
+// A call of fixed counts: its type known and its size() blocks of `count`
+// elements in size_t bytes; returns their elements.
+size_t fixed_total(Context& context, const char* name, size_t count, DataType type) {
+  check_type(context, name, type);
+  return checked_product(context, name, count, static_cast<size_t>(context.size()), type);
+}
+
 // A v call: every rank passes the same counts, so their total is a count all
 // ranks agree on (and what the mismatch check compares).
 Call variable_call(Context& context, Collective collective, const char* name, std::span<const size_t> counts,
@@ -50,8 +57,7 @@ Work allgather_impl(Context& context, Call call, const void* input, void* output
 // fifth of a small allgather's instructions).
 Work allgather_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
                      const CollectiveOptions& options, bool async) {
-  check_type(context, "allgather", type);
-  const size_t total = checked_product(context, "allgather", count, static_cast<size_t>(context.size()), type);
+  const size_t total = fixed_total(context, "allgather", count, type);
   check_not_null(context, "allgather", "input", input, count);
   check_not_null(context, "allgather", "output", output, total);
   const bool in_place = fixed_block_in_place(context, "allgather", count, type, output, input);
@@ -99,8 +105,7 @@ Work alltoall_impl(Context& context, Call call, const void* input, void* output,
 
 Work alltoall_fixed(Context& context, const void* input, void* output, size_t count, DataType type,
                     const CollectiveOptions& options, bool async) {
-  check_type(context, "alltoall", type);
-  const size_t total = checked_product(context, "alltoall", count, static_cast<size_t>(context.size()), type);
+  const size_t total = fixed_total(context, "alltoall", count, type);
   check_not_null(context, "alltoall", "input", input, total);
   check_not_null(context, "alltoall", "output", output, total);
   const size_t bytes = total * element_size(type);
@@ -164,8 +169,7 @@ Work allgatherv_async(Context& context, const void* input, void* output, std::sp
 // the same checks as check_rooted_buffers.
 Work rooted_fixed(Context& context, Collective collective, const char* name, const void* input, void* output,
                   size_t count, DataType type, int root, const CollectiveOptions& options, bool async) {
-  check_type(context, name, type);
-  const size_t total = checked_product(context, name, count, static_cast<size_t>(context.size()), type);
+  const size_t total = fixed_total(context, name, count, type);
   check_root(context, name, root);
   const bool gathers = collective == Collective::gather;
   const void* block = gathers ? input : output;
