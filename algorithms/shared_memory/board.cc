@@ -184,12 +184,18 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
   const Communicator timing = communicator.subgroup(
       everyone, child_group(communicator.group(), sequence, kBoardColor + 3), /*traced=*/false);
   const int size = communicator.size();
-  const size_t allreduce_count = Board::kMeasuredBytes / sizeof(float);
   const size_t alltoall_block = measured.large_alltoall_bytes / (sizeof(float) * static_cast<size_t>(size));
-  const double allreduce_scale = messages_model_scale(
-      timing, make_call(Collective::allreduce, rank, size, allreduce_count, DataType::float32, ReduceOp::sum, 0, true),
-      data, result, sequence, deadline);
+  const auto allreduce_scale_at = [&](size_t bytes) {
+    return messages_model_scale(
+        timing, make_call(Collective::allreduce, rank, size, bytes / sizeof(float), DataType::float32, ReduceOp::sum, 0,
+                          true),
+        data, result, sequence, deadline);
+  };
+  const double allreduce_scale = allreduce_scale_at(Board::kMeasuredBytes);
   measured.seconds_per_byte *= allreduce_scale;
+  measured.large_allreduce_seconds_per_byte *= measured.large_allreduce_bytes > Board::kMeasuredBytes
+                                                   ? allreduce_scale_at(measured.large_allreduce_bytes)
+                                                   : allreduce_scale;
   // The messages' alltoall talks to every peer: with connections on demand
   // it would open pairs that the application's own calls may never need,
   // so there the alltoall takes the allreduce's factor (every member alike).
@@ -205,23 +211,28 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
                       : allreduce_scale;
   measured.small_alltoall_seconds_per_byte *= alltoall_scale;
   measured.alltoall_seconds_per_byte *= alltoall_scale;
-  uint64_t model[5] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
+  uint64_t model[6] = {static_cast<uint64_t>(measured.call_seconds * 1e12),
                        static_cast<uint64_t>(measured.seconds_per_byte * 1e15),
+                       static_cast<uint64_t>(measured.large_allreduce_seconds_per_byte * 1e15),
                        static_cast<uint64_t>(measured.small_alltoall_seconds_per_byte * 1e15),
                        static_cast<uint64_t>(measured.alltoall_seconds_per_byte * 1e15),
                        static_cast<uint64_t>(measured.direct_ratio * 1e6)};
-  helper_collective(measurement, Collective::allreduce, model, 5, DataType::uint64, ReduceOp::max, sequence,
+  helper_collective(measurement, Collective::allreduce, model, 6, DataType::uint64, ReduceOp::max, sequence,
                     deadline);
   board->set_model({.call_seconds = static_cast<double>(model[0]) * 1e-12,
                     .seconds_per_byte = static_cast<double>(model[1]) * 1e-15,
-                    .small_alltoall_seconds_per_byte = static_cast<double>(model[2]) * 1e-15,
-                    .alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15,
+                    .large_allreduce_seconds_per_byte = static_cast<double>(model[2]) * 1e-15,
+                    .large_allreduce_bytes = measured.large_allreduce_bytes,
+                    .small_alltoall_seconds_per_byte = static_cast<double>(model[3]) * 1e-15,
+                    .alltoall_seconds_per_byte = static_cast<double>(model[4]) * 1e-15,
                     .large_alltoall_bytes = measured.large_alltoall_bytes,
-                    .direct_ratio = static_cast<double>(model[4]) * 1e-6});
+                    .direct_ratio = static_cast<double>(model[5]) * 1e-6});
   const BoardModel& agreed = board->model();
   CHORUS_LOG(debug, rank, "board: ", communicator.size(), " members, calls of up to ", capacity,
              " bytes through shared memory; measured ", agreed.call_seconds * 1e6, " us a call, ",
-             agreed.seconds_per_byte * 1e12, " ps a byte of an allreduce in pieces, ",
+             agreed.seconds_per_byte * 1e12, " / ", agreed.large_allreduce_seconds_per_byte * 1e12,
+             " ps a byte of an allreduce in pieces of ", Board::kMeasuredBytes, " / ", agreed.large_allreduce_bytes,
+             " bytes, ",
              agreed.small_alltoall_seconds_per_byte * 1e12, " / ", agreed.alltoall_seconds_per_byte * 1e12,
              " ps a byte of a member's input to an alltoall of ", Board::kSmallAlltoallBytes, " / ",
              agreed.large_alltoall_bytes, " bytes",
@@ -323,18 +334,22 @@ double pieces_cost(const Candidate&, const Communicator& communicator, const Cal
     // the allreduce's byte (half of it for allgather, which copies one
     // block out). Priced by the alltoall's byte, reduce_scatter went to the
     // board at 2 ranks from 256 KiB, 1.1-1.2x slower there than the
-    // messages' recursive halving and ring.
-    const double bytes = static_cast<double>(call.bytes()) * call.size;
+    // messages' recursive halving and ring (the Xeon). The allreduce's byte
+    // at the call's size: past the caches, as for the allreduce, the
+    // messages slowed down more than the pieces (a 16 MiB reduce_scatter at
+    // 2 ranks on the EPYC took 1.4x the pieces' time on the ring).
+    const size_t total = call.bytes() * static_cast<size_t>(call.size);
+    const double bytes = static_cast<double>(total);
     switch (call.collective) {
-      case Collective::alltoall:
-        return pieces * model.call_seconds +
-               bytes * model.alltoall_byte_seconds(call.bytes() * static_cast<size_t>(call.size));
-      case Collective::allgather: return pieces * model.call_seconds + bytes * model.seconds_per_byte / 2;
-      default: return pieces * model.call_seconds + bytes * model.seconds_per_byte;
+      case Collective::alltoall: return pieces * model.call_seconds + bytes * model.alltoall_byte_seconds(total);
+      case Collective::allgather:
+        return pieces * model.call_seconds + bytes * model.allreduce_byte_seconds(total) / 2;
+      default: return pieces * model.call_seconds + bytes * model.allreduce_byte_seconds(total);
     }
   }
   const double pieces = std::ceil(static_cast<double>(call.bytes()) / static_cast<double>(board.piece_bytes()));
-  return 2 * pieces * model.call_seconds + static_cast<double>(call.bytes()) * model.seconds_per_byte;
+  const size_t bytes = call.bytes();
+  return 2 * pieces * model.call_seconds + static_cast<double>(bytes) * model.allreduce_byte_seconds(bytes);
 }
 
 // Direct reads (board_direct.cc): allgather and alltoall of fixed counts,

@@ -177,13 +177,27 @@ void Board::allreduce_in_pieces(const Communicator& communicator, const Call& ca
   }
 }
 
+namespace {
+// A cost measured at two sizes: either end's at and past it, and in
+// between on a line in log2 of the size.
+double between_sizes(size_t bytes, size_t small_bytes, double small_cost, size_t large_bytes, double large_cost) {
+  if (bytes <= small_bytes) return small_cost;
+  if (bytes >= large_bytes) return large_cost;
+  const double small = std::log2(static_cast<double>(small_bytes));
+  const double along =
+      (std::log2(static_cast<double>(bytes)) - small) / (std::log2(static_cast<double>(large_bytes)) - small);
+  return small_cost + along * (large_cost - small_cost);
+}
+}  // namespace
+
 double BoardModel::alltoall_byte_seconds(size_t input_bytes) const {
-  if (input_bytes <= Board::kSmallAlltoallBytes) return small_alltoall_seconds_per_byte;
-  if (input_bytes >= large_alltoall_bytes) return alltoall_seconds_per_byte;
-  const double small = std::log2(static_cast<double>(Board::kSmallAlltoallBytes));
-  const double along = (std::log2(static_cast<double>(input_bytes)) - small) /
-                       (std::log2(static_cast<double>(large_alltoall_bytes)) - small);
-  return small_alltoall_seconds_per_byte + along * (alltoall_seconds_per_byte - small_alltoall_seconds_per_byte);
+  return between_sizes(input_bytes, Board::kSmallAlltoallBytes, small_alltoall_seconds_per_byte,
+                       large_alltoall_bytes, alltoall_seconds_per_byte);
+}
+
+double BoardModel::allreduce_byte_seconds(size_t bytes) const {
+  return between_sizes(bytes, Board::kMeasuredBytes, seconds_per_byte, large_allreduce_bytes,
+                       large_allreduce_seconds_per_byte);
 }
 
 size_t Board::large_alltoall_bytes(int members) {
@@ -214,21 +228,30 @@ BoardModel Board::measure(const Communicator& communicator, std::span<float> dat
     model.call_seconds = std::min(model.call_seconds, std::chrono::duration<double>(Clock::now() - started).count());
   }
   const size_t large_alltoall = large_alltoall_bytes(size_);
-  const size_t count = std::max(kMeasuredBytes, slot_bytes_) / sizeof(float);
-  const Call transfer =
-      make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
-  // The first faults the pages in.
-  allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
   std::array<double, 3> took{};
-  for (double& seconds : took) {
-    const Clock::time_point started = Clock::now();
+  // The fastest of three allreduces in pieces of `bytes`, less their calls, per byte.
+  const auto allreduce_seconds_per_byte = [&](size_t bytes) {
+    const size_t count = bytes / sizeof(float);
+    const Call transfer =
+        make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
+    // The first faults the pages in.
     allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
-    seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  }
-  const double fastest = *std::min_element(took.begin(), took.end());
-  const size_t bytes = count * sizeof(float);
-  const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
-  model.seconds_per_byte = std::max(0.0, fastest - calls * model.call_seconds) / static_cast<double>(bytes);
+    for (double& seconds : took) {
+      const Clock::time_point started = Clock::now();
+      allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+      seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    }
+    const double fastest = *std::min_element(took.begin(), took.end());
+    const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
+    return std::max(0.0, fastest - calls * model.call_seconds) / static_cast<double>(bytes);
+  };
+  model.seconds_per_byte = allreduce_seconds_per_byte(std::max(kMeasuredBytes, slot_bytes_));
+  // And where the members' buffers outgrow the cache, as the alltoall's
+  // second size (at 4 members or more on a 32 MiB cache, 4 MiB already).
+  model.large_allreduce_bytes = std::max(kMeasuredBytes, large_alltoall);
+  model.large_allreduce_seconds_per_byte = model.large_allreduce_bytes > kMeasuredBytes
+                                               ? allreduce_seconds_per_byte(model.large_allreduce_bytes)
+                                               : model.seconds_per_byte;
 
   // An alltoall in pieces at two sizes of a member's input: its byte costs
   // 3x more once the members' buffers outgrow the caches (board_exchange.h).

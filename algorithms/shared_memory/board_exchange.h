@@ -44,7 +44,9 @@ inline constexpr size_t kLargestPieceBytes = size_t{1} << 20;
 // extends to larger calls is a streamed one.
 struct BoardModel {
   double call_seconds = 1e-6;
-  double seconds_per_byte = 0.2e-9;
+  double seconds_per_byte = 0.2e-9;                  // a byte of an allreduce at Board::kMeasuredBytes and under
+  double large_allreduce_seconds_per_byte = 0.2e-9;  // at large_allreduce_bytes and over
+  size_t large_allreduce_bytes = size_t{4} << 20;
   double small_alltoall_seconds_per_byte = 0.2e-9;  // at Board::kSmallAlltoallBytes and under
   double alltoall_seconds_per_byte = 0.2e-9;        // at large_alltoall_bytes and over
   size_t large_alltoall_bytes = size_t{4} << 20;
@@ -56,6 +58,11 @@ struct BoardModel {
   double direct_ratio = 0;
   // What a byte of an alltoall whose members each put in `input_bytes` costs.
   double alltoall_byte_seconds(size_t input_bytes) const;
+  // What a byte of an allreduce of `bytes` in pieces costs. Two sizes, as
+  // for the alltoall: past the caches the messages' ring slows down more
+  // than the board's pieces, which a byte priced at 4 MiB alone hid (at 2
+  // ranks on the EPYC, 8-16 MiB ran on the ring in 1.5-2x the pieces' time).
+  double allreduce_byte_seconds(size_t bytes) const;
 };
 
 class Board {

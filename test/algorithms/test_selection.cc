@@ -40,6 +40,24 @@ TEST_CASE("the board prices a byte of an alltoall from its two measured sizes, o
   }
 }
 
+TEST_CASE("the board prices a byte of an allreduce in pieces from its two measured sizes") {
+  BoardModel model;
+  model.seconds_per_byte = 200e-12;
+  model.large_allreduce_seconds_per_byte = 100e-12;
+  model.large_allreduce_bytes = Board::kMeasuredBytes * 4;
+  // At and past either end: that end's measurement.
+  REQUIRE(model.allreduce_byte_seconds(8) == 200e-12);
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes) == 200e-12);
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes * 4) == 100e-12);
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes * 64) == 100e-12);
+  // Two doublings apart: the one between is half way.
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes * 2) == Approx(150e-12));
+  // Where the cache holds a larger call (one size measured), one cost for every size.
+  model.large_allreduce_bytes = Board::kMeasuredBytes;
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes / 2) == 200e-12);
+  REQUIRE(model.allreduce_byte_seconds(Board::kMeasuredBytes * 2) == 100e-12);
+}
+
 TEST_CASE("call signatures describe the call they came from") {
   Call allreduce = make_call(Collective::allreduce, 0, 4, 1000, DataType::float32, ReduceOp::sum, 0, true);
   REQUIRE(describe_signature(call_signature(allreduce)) == "allreduce of 1000 float32 sum (4000 bytes)");
