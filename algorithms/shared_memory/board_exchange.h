@@ -194,8 +194,9 @@ class Board {
   // member naming itself) then fails within this many of a root's ring
   // calls once the entry is there, or at once in any call of another kind.
   static constexpr uint64_t kRingCheckBatch = 16;
-  // The root checks of ring broadcasts this member was the root of and has
-  // not checked yet: those whose left neighbour's entry has arrived, and
+  // The checks of its left neighbour's entries this member left for later
+  // (ring broadcasts it was the root of, or whose neighbour's entry had not
+  // arrived when it had the data): those whose entry has arrived, and
   // (waiting, up to `deadline`) those of ring calls up to `wait_through`. A
   // disagreement fails the Communicator (MismatchError). Every other board
   // call settles them as it starts, a ring call once kRingCheckBatch have
@@ -329,6 +330,8 @@ class Board {
                       Deadline deadline, int source);
   void make_ring_room(const Wait& wait, uint64_t ring_call);
   void await_ring_entry(const Wait& wait, int member, uint64_t ring_call);
+  // Leaves the check of its left neighbour's entry of `ring_call` for later (settle_ring_checks).
+  void defer_ring_check(const Wait& wait, uint64_t ring_call);
   void publish_ring_finished();
   [[noreturn]] void fail(const Wait& wait, std::exception_ptr error) const;
   // Direct reads: `bytes` at `address` in `member`'s memory into `to`.
@@ -359,7 +362,7 @@ class Board {
   std::vector<uint64_t> known_finished_;
   uint64_t least_known_finished_ = 0;
   // The ring: calls so far, what each peer is known to have finished of
-  // it, and this member's root checks not settled yet: those of ring calls
+  // it, and this member's checks not settled yet: those of ring calls
   // after ring_checked_through_, each at its call's index (ring_call 0: none).
   uint64_t ring_calls_ = 0;
   std::vector<uint64_t> known_ring_finished_;

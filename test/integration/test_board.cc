@@ -742,6 +742,34 @@ TEST_CASE("a small broadcast's root on the board runs ahead of a late rank, wait
   }
 }
 
+TEST_CASE("a small broadcast's receiver on the board does not wait for a late left neighbour, and every call "
+          "arrives",
+          "[board]") {
+  // Rank 2 receives from root 0; its left neighbour, rank 1, starts 300 ms
+  // late. Rank 2 checks rank 1's entries later (board_ring.cc), so its
+  // first calls return as soon as the root's data is there.
+  constexpr int kCalls = 100;
+  std::atomic<int> wrong{0};
+  std::atomic<int64_t> first_ten_ms{0};
+  require_all_ok(run_ranks(3, [&](Context& context) {
+    barrier(context);
+    const auto started = std::chrono::steady_clock::now();
+    if (context.rank() == 1) std::this_thread::sleep_for(300ms);
+    for (int call = 0; call < kCalls; ++call) {
+      std::vector<int64_t> data(3, context.rank() == 0 ? call : -1);
+      broadcast(context, std::span(data), 0);
+      if (data != std::vector<int64_t>(3, call)) ++wrong;
+      if (call == 9 && context.rank() == 2)
+        first_ten_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                             started).count();
+    }
+    barrier(context);
+  }));
+  CHECK(wrong == 0);
+  INFO("rank 2's first 10 broadcasts took " << first_ten_ms.load() << " ms");
+  CHECK(first_ten_ms.load() < 250);
+}
+
 TEST_CASE("a rank that runs the call on messages while the others use the board is a mismatch, not a hang",
           "[board]") {
   const auto started = std::chrono::steady_clock::now();
