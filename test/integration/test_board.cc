@@ -712,33 +712,45 @@ TEST_CASE("small broadcasts back to back, every rank naming itself root, fail ev
   }
 }
 
+// 100 small broadcasts from root 0 at `size` ranks, where the ranks that
+// `late` names start 300 ms after the others: whether every call arrived,
+// and how long rank `timed`'s first 10 took.
+struct LateStart {
+  int wrong = 0;
+  int64_t first_ten_ms = 0;
+};
+LateStart broadcasts_with_late_ranks(int size, bool (*late)(int rank), int timed) {
+  constexpr int kCalls = 100;
+  std::atomic<int> wrong{0};
+  std::atomic<int64_t> first_ten_ms{0};
+  require_all_ok(run_ranks(size, [&](Context& context) {
+    barrier(context);
+    const auto started = std::chrono::steady_clock::now();
+    if (late(context.rank())) std::this_thread::sleep_for(300ms);
+    for (int call = 0; call < kCalls; ++call) {
+      std::vector<int64_t> data(3, context.rank() == 0 ? call : -1);
+      broadcast(context, std::span(data), 0);
+      if (data != std::vector<int64_t>(3, call)) ++wrong;
+      if (call == 9 && context.rank() == timed)
+        first_ten_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                             started).count();
+    }
+    barrier(context);
+  }));
+  return {wrong.load(), first_ten_ms.load()};
+}
+
 TEST_CASE("a small broadcast's root on the board runs ahead of a late rank, waits past the ring's depth, and every "
           "call arrives",
           "[board]") {
   // The root's first calls return while the others have not started (they
   // start 300 ms late); past Board::kRingRunAhead calls it waits for room.
-  constexpr int kCalls = 100;
   for (int size : {2, 4}) {
     CAPTURE(size);
-    std::atomic<int> wrong{0};
-    std::atomic<int64_t> first_ten_ms{0};
-    require_all_ok(run_ranks(size, [&](Context& context) {
-      barrier(context);
-      const auto started = std::chrono::steady_clock::now();
-      if (context.rank() != 0) std::this_thread::sleep_for(300ms);
-      for (int call = 0; call < kCalls; ++call) {
-        std::vector<int64_t> data(3, context.rank() == 0 ? call : -1);
-        broadcast(context, std::span(data), 0);
-        if (data != std::vector<int64_t>(3, call)) ++wrong;
-        if (call == 9 && context.rank() == 0)
-          first_ten_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                               started).count();
-      }
-      barrier(context);
-    }));
-    CHECK(wrong == 0);
-    INFO("the root's first 10 broadcasts took " << first_ten_ms.load() << " ms");
-    CHECK(first_ten_ms.load() < 250);
+    const LateStart run = broadcasts_with_late_ranks(size, [](int rank) { return rank != 0; }, 0);
+    CHECK(run.wrong == 0);
+    INFO("the root's first 10 broadcasts took " << run.first_ten_ms << " ms");
+    CHECK(run.first_ten_ms < 250);
   }
 }
 
@@ -748,26 +760,10 @@ TEST_CASE("a small broadcast's receiver on the board does not wait for a late le
   // Rank 2 receives from root 0; its left neighbour, rank 1, starts 300 ms
   // late. Rank 2 checks rank 1's entries later (board_ring.cc), so its
   // first calls return as soon as the root's data is there.
-  constexpr int kCalls = 100;
-  std::atomic<int> wrong{0};
-  std::atomic<int64_t> first_ten_ms{0};
-  require_all_ok(run_ranks(3, [&](Context& context) {
-    barrier(context);
-    const auto started = std::chrono::steady_clock::now();
-    if (context.rank() == 1) std::this_thread::sleep_for(300ms);
-    for (int call = 0; call < kCalls; ++call) {
-      std::vector<int64_t> data(3, context.rank() == 0 ? call : -1);
-      broadcast(context, std::span(data), 0);
-      if (data != std::vector<int64_t>(3, call)) ++wrong;
-      if (call == 9 && context.rank() == 2)
-        first_ten_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                             started).count();
-    }
-    barrier(context);
-  }));
-  CHECK(wrong == 0);
-  INFO("rank 2's first 10 broadcasts took " << first_ten_ms.load() << " ms");
-  CHECK(first_ten_ms.load() < 250);
+  const LateStart run = broadcasts_with_late_ranks(3, [](int rank) { return rank == 1; }, 2);
+  CHECK(run.wrong == 0);
+  INFO("rank 2's first 10 broadcasts took " << run.first_ten_ms << " ms");
+  CHECK(run.first_ten_ms < 250);
 }
 
 TEST_CASE("a rank that runs the call on messages while the others use the board is a mismatch, not a hang",
