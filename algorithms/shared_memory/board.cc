@@ -63,7 +63,7 @@ transport::Device* one_device(const Communicator& communicator) {
 
 // How the cost model prices messages against how they run now: the
 // predicted time of the cheapest Plan for `call` over its measured time
-// (fastest of two after one that warms up). The board's byte cost is
+// (fastest of `timed_rounds` after one that warms up). The board's byte cost is
 // measured by the clock, the messages' is the link probe's pair transfer
 // priced by a formula; the board's, multiplied by this, is in the same
 // terms as the Plans' costs it is compared with (on 4 ranks of the 2-core
@@ -77,12 +77,12 @@ transport::Device* one_device(const Communicator& communicator) {
 // `pairwise` where the board was 1.3-1.5x faster.
 // `input` and `output` hold what `call` needs (the board's measure() buffers).
 double messages_model_scale(const Communicator& helpers, const Call& call, std::span<float> input,
-                            std::span<float> output, uint32_t sequence, Deadline deadline) {
+                            std::span<float> output, uint32_t sequence, Deadline deadline, int timed_rounds = 2) {
   const Algorithm* plan = cheapest_flat_plan(call, helpers.cost_model());
   if (!plan) return 1;
   float* const result = call.in_place ? input.data() : output.data();
   double fastest = std::numeric_limits<double>::max();
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 1 + timed_rounds; ++round) {
     const Clock::time_point started = Clock::now();
     run_helper_collective(helpers, call, input.data(), result, plan->name, sequence, deadline);
     const double took = std::chrono::duration<double>(Clock::now() - started).count();
@@ -185,16 +185,17 @@ std::unique_ptr<Board> set_up(const Communicator& communicator, uint32_t sequenc
       everyone, child_group(communicator.group(), sequence, kBoardColor + 3), /*traced=*/false);
   const int size = communicator.size();
   const size_t alltoall_block = measured.large_alltoall_bytes / (sizeof(float) * static_cast<size_t>(size));
-  const auto allreduce_scale_at = [&](size_t bytes) {
+  const auto allreduce_scale_at = [&](size_t bytes, int timed_rounds) {
     return messages_model_scale(
         timing, make_call(Collective::allreduce, rank, size, bytes / sizeof(float), DataType::float32, ReduceOp::sum, 0,
                           true),
-        data, result, sequence, deadline);
+        data, result, sequence, deadline, timed_rounds);
   };
-  const double allreduce_scale = allreduce_scale_at(Board::kMeasuredBytes);
+  const double allreduce_scale = allreduce_scale_at(Board::kMeasuredBytes, 2);
   measured.seconds_per_byte *= allreduce_scale;
+  // One timed round past the cache (Board::measure says why).
   measured.large_allreduce_seconds_per_byte *= measured.large_allreduce_bytes > Board::kMeasuredBytes
-                                                   ? allreduce_scale_at(measured.large_allreduce_bytes)
+                                                   ? allreduce_scale_at(measured.large_allreduce_bytes, 1)
                                                    : allreduce_scale;
   // The messages' alltoall talks to every peer: with connections on demand
   // it would open pairs that the application's own calls may never need,

@@ -229,28 +229,31 @@ BoardModel Board::measure(const Communicator& communicator, std::span<float> dat
   }
   const size_t large_alltoall = large_alltoall_bytes(size_);
   std::array<double, 3> took{};
-  // The fastest of three allreduces in pieces of `bytes`, less their calls, per byte.
-  const auto allreduce_seconds_per_byte = [&](size_t bytes) {
+  // The fastest of `runs` allreduces in pieces of `bytes` (after one more
+  // where `warm`), less their calls, per byte.
+  const auto allreduce_seconds_per_byte = [&](size_t bytes, size_t runs, bool warm) {
     const size_t count = bytes / sizeof(float);
     const Call transfer =
         make_call(Collective::allreduce, rank_, size_, count, DataType::float32, ReduceOp::sum, 0, false);
-    // The first faults the pages in.
-    allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
-    for (double& seconds : took) {
+    if (warm) allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
+    for (double& seconds : std::span(took).first(runs)) {
       const Clock::time_point started = Clock::now();
       allreduce_in_pieces(communicator, transfer, data.data(), result.data(), sequence, deadline);
       seconds = std::chrono::duration<double>(Clock::now() - started).count();
     }
-    const double fastest = *std::min_element(took.begin(), took.end());
+    const double fastest = *std::min_element(took.begin(), took.begin() + static_cast<std::ptrdiff_t>(runs));
     const double calls = 2.0 * static_cast<double>((bytes + slot_bytes_ - 1) / slot_bytes_);
     return std::max(0.0, fastest - calls * model.call_seconds) / static_cast<double>(bytes);
   };
-  model.seconds_per_byte = allreduce_seconds_per_byte(std::max(kMeasuredBytes, slot_bytes_));
+  // The first call faults the slots' pages in.
+  model.seconds_per_byte = allreduce_seconds_per_byte(std::max(kMeasuredBytes, slot_bytes_), 3, true);
   // And where the members' buffers outgrow the cache, as the alltoall's
-  // second size (at 4 members or more on a 32 MiB cache, 4 MiB already).
+  // second size (at 4 members or more on a 32 MiB cache, 4 MiB already):
+  // two calls, the pages in by now. A sanitizer's build runs these calls
+  // 20-40x slower, on every 2- and 3-member board its tests set up.
   model.large_allreduce_bytes = std::max(kMeasuredBytes, large_alltoall);
   model.large_allreduce_seconds_per_byte = model.large_allreduce_bytes > kMeasuredBytes
-                                               ? allreduce_seconds_per_byte(model.large_allreduce_bytes)
+                                               ? allreduce_seconds_per_byte(model.large_allreduce_bytes, 2, false)
                                                : model.seconds_per_byte;
 
   // An alltoall in pieces at two sizes of a member's input: its byte costs
