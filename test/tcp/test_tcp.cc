@@ -38,8 +38,8 @@ void check_exchange(TestMesh& mesh, int from, int to, size_t bytes) {
 // them back by itself, or bytes that arrive between collectives (a probe, an
 // abort, a message nobody polls for) would wait for the next caller.
 TEST_CASE("tcp: sockets a polling caller left parked are read by the progress thread again", "[tcp]") {
+  Requests requests;  // outlives the mesh: the sends are never waited on
   TestMesh mesh = make_mesh("tcp", 2, Waiting::by_test);
-  Requests requests;
   for (const auto pause : {0ms, 20ms}) {
     INFO("the message leaves " << pause.count() << " ms after the scope ends");
     const Buffer outgoing = pattern(21, 4096);

@@ -322,8 +322,11 @@ void check_no_byte_lands_after_abort(const std::string& transport,
   // shorter nap (abort_nap) rather than counted.
   for (int attempt = 0; attempt < kAbortAttempts; ++attempt) {
     std::fill(incoming.begin(), incoming.end(), std::byte{0});
-    TestMesh mesh = make_mesh(transport, 2);
+    // The requests outlive the mesh: an attempt the transfer outran ends
+    // without waiting on the send, which the sender's thread may still be
+    // completing until the mesh's threads are gone (ThreadSanitizer caught it).
     Requests requests;
+    TestMesh mesh = make_mesh(transport, 2);
     Request& recv = requests.add();
     Request& send = requests.add();
     mesh.pair(1, 0).post_recv(recv, {1, 1}, incoming);

@@ -469,8 +469,8 @@ TEST_CASE("transport: messages nobody receives are buffered up to the limit, the
   FOR_EACH_TRANSPORT(transport);
   DeviceOptions options = default_options();
   options.config.max_unexpected_bytes = 100000;
+  Requests requests;  // outlives the mesh: the sends are never waited on
   TestMesh mesh = make_mesh(transport, 2, Waiting::asleep, options);
-  Requests requests;
   // Eager sends (point to point), which every transport buffers at the
   // receiver: a transport that makes other sends wait for their receive
   // past a window (shm's pulls, docs/shm.md) never does so with these.
