@@ -192,6 +192,9 @@ std::string wait_error(Request& request, std::chrono::milliseconds timeout = 10s
   return "";
 }
 
+// Waits until the device has failed, at most `timeout`; returns its failure.
+std::exception_ptr failure_within(Device& device, std::chrono::milliseconds timeout);
+
 // Calls device.progress() on this thread until the request finishes, as a
 // polling waiter (the executor) does. False on timeout.
 bool poll_until_finished(Device& device, Request& request, std::chrono::milliseconds timeout = 30s);

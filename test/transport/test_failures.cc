@@ -25,13 +25,6 @@ using Catch::Matchers::StartsWith;
 // How long an error that should be prompt may take on a loaded machine.
 constexpr double kPromptSeconds = 2.0;
 
-// Waits until the device has failed, at most `timeout`; returns its failure.
-std::exception_ptr failure_within(Device& device, std::chrono::milliseconds timeout) {
-  const auto give_up = Clock::now() + timeout;
-  while (!device.failure() && Clock::now() < give_up) std::this_thread::sleep_for(1ms);
-  return device.failure();
-}
-
 // Waiting for a request nobody completes throws TimeoutError with the
 // waiter's words, once the deadline passed and not much later.
 void check_times_out(Request& request, std::chrono::milliseconds deadline, const std::string& what) {
