@@ -34,9 +34,54 @@ struct BFloat16Format {
   static uint16_t from_float(float value) { return float_to_bfloat16_bits(value); }
 };
 
+// The native types' loops, compiled twice on x86: for baseline x86-64, whose
+// 16-byte vectors the library targets, and for AVX2, taken at run time
+// where the CPU has it. Why: on the AMD EPYC VM (Zen 4) a float32 sum of two
+// buffers into a third ran 58-60 GB/s at 32-256 KiB with 16-byte vectors
+// and 67-80 with 32-byte ones, and the board's allreduce reduces 32 KiB
+// chunks at those sizes. Each element is one operation either way (no FMA:
+// avx2 does not enable it), so both give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CHORUS_X86_AVX2_NATIVE_KERNELS 1
+bool cpu_has_avx2() {
+  static const bool supported = __builtin_cpu_supports("avx2");
+  return supported;
+}
+#define CHORUS_AVX2_CLONE __attribute__((target("avx2")))
+#endif
+
+template <class T, class Op>
+[[gnu::always_inline]] inline void combine_native_loop(T* __restrict accumulator, const T* __restrict operand,
+                                                       size_t count, Op op) {
+  for (size_t i = 0; i < count; ++i) accumulator[i] = op(accumulator[i], operand[i]);
+}
+
+template <class T, class Op>
+[[gnu::always_inline]] inline void combine_pair_loop(T* __restrict output, const T* __restrict first,
+                                                     const T* __restrict second, size_t count, Op op) {
+  for (size_t i = 0; i < count; ++i) output[i] = op(first[i], second[i]);
+}
+
+#ifdef CHORUS_X86_AVX2_NATIVE_KERNELS
+template <class T, class Op>
+CHORUS_AVX2_CLONE void combine_native_avx2(T* __restrict accumulator, const T* __restrict operand, size_t count,
+                                           Op op) {
+  combine_native_loop(accumulator, operand, count, op);
+}
+
+template <class T, class Op>
+CHORUS_AVX2_CLONE void combine_pair_avx2(T* __restrict output, const T* __restrict first, const T* __restrict second,
+                                         size_t count, Op op) {
+  combine_pair_loop(output, first, second, count, op);
+}
+#endif
+
 template <class T, class Op>
 void combine_native(T* __restrict accumulator, const T* __restrict operand, size_t count, Op op) {
-  for (size_t i = 0; i < count; ++i) accumulator[i] = op(accumulator[i], operand[i]);
+#ifdef CHORUS_X86_AVX2_NATIVE_KERNELS
+  if (cpu_has_avx2()) return combine_native_avx2(accumulator, operand, count, op);
+#endif
+  combine_native_loop(accumulator, operand, count, op);
 }
 
 // 16-bit floats are widened, combined in float and rounded back per element.
@@ -95,7 +140,10 @@ void for_aligned(void* data, size_t count, Kernel kernel) {
 template <class T, class Op>
 void combine_pair_native(T* __restrict output, const T* __restrict first, const T* __restrict second, size_t count,
                          Op op) {
-  for (size_t i = 0; i < count; ++i) output[i] = op(first[i], second[i]);
+#ifdef CHORUS_X86_AVX2_NATIVE_KERNELS
+  if (cpu_has_avx2()) return combine_pair_avx2(output, first, second, count, op);
+#endif
+  combine_pair_loop(output, first, second, count, op);
 }
 
 // One pass for the native types on aligned buffers; false where the caller
