@@ -2,15 +2,27 @@
 // transport and the host memory backend copy user data with.
 //
 // Why not always memcpy: glibc's memcpy copies from about 2 KiB up to its
-// "rep movsb stop threshold" with `rep movsb`, which AMD's CPUs run far
+// "rep movsb stop threshold" with `rep movsb`, which some AMD CPUs run far
 // below their vector loads and stores when source and destination are not
-// 64-byte aligned alike. On the project's AMD EPYC VM (erms, fsrm) memcpy
-// moved 1.6-2.6 GB/s at 4-64 KiB against 41-77 GB/s for a vector loop, and
-// 31-35 GB/s from 256 KiB up, where glibc leaves `rep movsb`
-// (benchmarks/README.md, "memcpy's rep movsb"). Those are the sizes of a
-// gradient bucket's pieces, so on AMD (and Hygon, its licensee) copy_bytes
-// takes a loop of vector loads and stores there (AVX2 where the CPU has it,
-// SSE2 otherwise). Intel's `rep movsb` has no such case, and it stores
+// 64-byte aligned alike. On the project's VM as it was in stop 51 (AMD
+// EPYC, erms, fsrm) memcpy moved 1.6-2.6 GB/s at 4-64 KiB against 41-77
+// GB/s for a vector loop, and 31-35 GB/s from 256 KiB up, where glibc
+// leaves `rep movsb` (benchmarks/README.md, "memcpy's rep movsb"). Those
+// are the sizes of a gradient bucket's pieces, so where an AMD (or Hygon,
+// its licensee) CPU shows that case, copy_bytes takes a loop of vector
+// loads and stores there (AVX2 where the CPU has it, SSE2 otherwise),
+// unless the two buffers are aligned alike.
+//
+// Whether it does is measured once per process (a few dozen copies of 16
+// KiB, 16 bytes apart mod 64), not assumed from the vendor: the same VM on
+// an AMD EPYC of family 1Ah (Zen 5) runs `rep movsb` at 94-130 GB/s at any
+// alignment, and there it is the faster copy into memory another core
+// reads: the stores take the lines the peer read last without the vector
+// loop's read-for-ownership of each, and a 2-rank allreduce of 16 KiB-2
+// MiB on the board took 0.45-0.9 of the time it took with the loop
+// (benchmarks/README.md, "rep movsb into the board", stop 80).
+//
+// Intel's `rep movsb` has no such case, and it stores
 // whole lines without first reading them: on an Intel Xeon (Emerald
 // Rapids) memcpy moved 30-32 GB/s at 256 KiB where the loop moved 14-17,
 // and 20-24 against 10-13 at 1 MiB. So elsewhere copy_bytes is memcpy
@@ -43,12 +55,21 @@ inline constexpr size_t kVectorCopyBelow = size_t{4} << 20;
 inline constexpr size_t kMidCopyFrom = 1024;
 
 // The vector loop, for any size (copy_bytes picks it for the sizes above
-// where rep_movsb_misaligned_is_slow).
+// where this_cpu_rep_movsb_is_slow_misaligned, for buffers not aligned alike).
 void vector_copy(void* destination, const void* source, size_t bytes);
 
-// Whether a CPU of this vendor (CPUID's 12 characters, "AuthenticAMD") runs
-// `rep movsb` slowly for buffers aligned differently: AMD and Hygon.
-bool rep_movsb_misaligned_is_slow(std::string_view cpu_vendor);
+// Whether a CPU of this vendor (CPUID's 12 characters, "AuthenticAMD") may
+// run `rep movsb` slowly for buffers aligned differently: AMD and Hygon.
+bool rep_movsb_may_be_slow_misaligned(std::string_view cpu_vendor);
+
+// Whether timings of misaligned copies show that slow case: `rep movsb`
+// taking over 4x the vector loop's time (the slow case measured 17x, the
+// fast CPUs 1.0-1.6x).
+bool rep_movsb_timed_slow(double rep_movsb_seconds, double vector_loop_seconds);
+
+// Whether this CPU runs misaligned `rep movsb` slowly: false but where its
+// vendor may, and there timed once per process (rep_movsb_timed_slow).
+bool this_cpu_rep_movsb_is_slow_misaligned();
 
 // Whether a CPU of this vendor, with or without ERMS (CPUID 7: "enhanced
 // rep movsb"), copies [kMidCopyFrom, kVectorCopyFrom) faster with its own
@@ -62,8 +83,9 @@ std::string_view this_cpu_vendor();
 bool this_cpu_has_erms();
 
 // What copy_bytes uses from kMidCopyFrom to kVectorCopyBelow on this CPU
-// (chorus-reduce-bench prints it): "memcpy, then the vector loop" (AMD),
-// "rep movsb, then memcpy" (Intel with ERMS) or "memcpy".
+// (chorus-reduce-bench prints it): "memcpy, then the vector loop unless
+// aligned alike" (the AMD CPUs whose `rep movsb` is slow misaligned), "rep
+// movsb, then memcpy" (Intel with ERMS) or "memcpy".
 std::string_view mid_size_copy_name();
 
 // copy_bytes for the sizes of [kMidCopyFrom, kVectorCopyBelow).

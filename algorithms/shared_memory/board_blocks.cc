@@ -51,7 +51,7 @@ void Board::copy_slots(const Wait& wait, std::byte* output, size_t block_stride,
       continue;
     }
     await_slot(wait, member);
-    copy(block, data_of(slot(member, wait.call_number)), bytes);
+    copy(block, slot_data(member, wait), bytes);
   }
 }
 
@@ -66,7 +66,7 @@ void Board::copy_packed_slots(const Wait& wait, std::byte* output, size_t block_
       continue;
     }
     await_slot(wait, member);
-    copy(block, data_of(slot(member, wait.call_number)) + packed_index(rank_, member) * bytes, bytes);
+    copy(block, slot_data(member, wait) + packed_index(rank_, member) * bytes, bytes);
   }
 }
 
@@ -98,7 +98,7 @@ void Board::reduce_packed_slots(const Wait& wait, std::byte* output, size_t coun
     for (int member = 0; member < size_; ++member) {
       const std::byte* theirs =
           member == rank_ ? mine
-                          : data_of(slot(member, wait.call_number)) + packed_index(rank_, member) * bytes + offset;
+                          : slot_data(member, wait) + packed_index(rank_, member) * bytes + offset;
       if (member == 0)
         copy_bytes(to, theirs, n * element);
       else

@@ -130,7 +130,7 @@ void Board::direct_blocks(const Communicator& communicator, const Call& call, co
     const int member = (rank_ + step) % size_;
     await_slot(wait, member);
     uint64_t theirs = 0;
-    std::memcpy(&theirs, data_of(slot(member, wait.call_number)), sizeof(theirs));
+    std::memcpy(&theirs, slot_data(member, wait), sizeof(theirs));
     read_directly(wait, member, to + static_cast<size_t>(member) * block, allgather ? theirs : theirs + rank * block,
                   block);
   }

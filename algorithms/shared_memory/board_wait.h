@@ -29,4 +29,8 @@ struct Board::Wait {
   std::string this_collective() const { return cat(to_string(call.collective), " #", sequence); }
 };
 
+inline std::byte* Board::slot_data(int member, const Wait& wait) const {
+  return data_of(slot(member, wait.call_number), wait.call.bytes());
+}
+
 }  // namespace chorus::algorithms
