@@ -50,7 +50,6 @@ inline void cpu_relax() {
 #endif
 }
 
-
 }  // namespace
 
 size_t Board::slot_bytes(int members, size_t capacity) {
