@@ -262,10 +262,10 @@ class Board {
   // A slot's data, as a ring entry's: a call of up to kSlotInlineBytes
   // (the whole call's, which every member knows from its signature) shares
   // the header's line, so an 8-byte allreduce writes one line. Larger data
-  // starts on a line of its own, where a copy of a buffer aligned alike
-  // (64-byte aligned, as torch's and TensorFlow's are) takes `rep movsb`
-  // (base/copy.h): a 2-rank allreduce of 32 KiB-1 MiB in pieces took
-  // 0.5-0.9 of the time with its data 32 bytes past a line (stop 80).
+  // starts on a line of its own, so that it is aligned alike with a
+  // 64-byte aligned buffer (torch's, TensorFlow's): between two pinned
+  // processes a 2-rank piece of 64-256 KiB took 1.5-1.8x as long with the
+  // data 32 bytes past a line (chorus-crosscore-bench --offset 32, stop 80).
   static constexpr size_t kSlotInlineBytes = sizeof(SlotHeader) < 64 ? 64 - sizeof(SlotHeader) : 0;
   static std::byte* data_of(SlotHeader& header, size_t call_bytes) {
     return reinterpret_cast<std::byte*>(&header) + (call_bytes <= kSlotInlineBytes ? sizeof(SlotHeader) : 64);
