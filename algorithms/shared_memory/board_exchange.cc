@@ -314,8 +314,8 @@ void Board::allreduce_piece(const Communicator& communicator, const Call& call, 
   // The chunk is reduced into the output and then copied into the slot,
   // not reduced into the slot: a loop that both pulls the peers' lines and
   // takes back the slot's lines from the peers that read them last runs
-  // slower than the two apart (2 ranks, 32-256 KiB: 15-30% off a piece,
-  // benchmarks/README.md, stop 80).
+  // slower than the two apart (2 ranks: 20-25% off a call of 16-128 KiB,
+  // 5% at 256 KiB; benchmarks/README.md, stop 80).
   std::byte* own = output + own_offset;
   const std::byte* own_so_far = input + own_offset;  // the input, until the first reduction wrote `own`
   for (int member = 0; member < size_; ++member) {

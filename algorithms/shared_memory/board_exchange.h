@@ -266,7 +266,7 @@ class Board {
   // 64-byte aligned buffer (torch's, TensorFlow's): between two pinned
   // processes a 2-rank piece of 64-256 KiB took 1.5-1.8x as long with the
   // data 32 bytes past a line (chorus-crosscore-bench --offset 32, stop 80).
-  static constexpr size_t kSlotInlineBytes = sizeof(SlotHeader) < 64 ? 64 - sizeof(SlotHeader) : 0;
+  static constexpr size_t kSlotInlineBytes = 64 - sizeof(SlotHeader);
   static std::byte* data_of(SlotHeader& header, size_t call_bytes) {
     return reinterpret_cast<std::byte*>(&header) + (call_bytes <= kSlotInlineBytes ? sizeof(SlotHeader) : 64);
   }
