@@ -129,8 +129,9 @@ run_one() {
   if [ "$op" = allreduce_in_place ]; then bench_op=allreduce extra=(--in-place); fi
   [ "$barrier" = 1 ] && extra+=(--barrier)
   [ "$rewrite_input" = 1 ] && extra+=(--rewrite-input)
-  local args=(--op "$bench_op" --check -b "$first" -e "$last" --rounds "$rounds" --time-budget-ms "$budget_ms"
-              "${extra[@]}")
+  # -f: a whole sweep (--interleave op) visits the sizes of one by size.
+  local args=(--op "$bench_op" --check -b "$first" -e "$last" -f "$step" --rounds "$rounds"
+              --time-budget-ms "$budget_ms" "${extra[@]}")
   case "$library" in
     chorus) command=("$chorus_bench" --ranks "$ranks" "${args[@]}") ;;
     openmpi) command=("$openmpi_run" --allow-run-as-root --oversubscribe --bind-to none -np "$ranks"
