@@ -64,6 +64,7 @@ struct Shared {
   Word published[2];  // the call whose slot data is in
   Word reduced[2];    // the call whose own half is reduced (pieces)
   Word arrived[2];    // the run both are about to start
+  Word unpinned;      // 1: a process could not pin itself
   double seconds[kMaxRuns];  // process 0's time per call of each run
   int wrong[2];
 };
@@ -160,20 +161,21 @@ struct Run {
   bool reduces;
 };
 
-// Pins this process to the me-th CPU it may run on; false where there is none.
-bool pin(int me) {
+// The first two CPUs this process may run on; fewer where it may run on fewer.
+std::vector<int> two_allowed_cpus() {
+  std::vector<int> cpus;
   cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-  int seen = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ < me) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-  }
-  return false;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  return cpus;
+}
+
+bool pin_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof one, &one) == 0;
 }
 
 double median(std::vector<double> values) {
@@ -204,6 +206,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{0}, kLine - 1));
   CLI11_PARSE(app, argc, argv);
 
+  // Both processes spin while they wait: on one CPU each wait would last
+  // the other's time slice, and the numbers would say nothing of cores.
+  const std::vector<int> cpus = two_allowed_cpus();
+  if (cpus.size() < 2) {
+    std::fprintf(stderr, "chorus-crosscore-bench: needs 2 CPUs to pin its two processes to; this one may run on %zu\n",
+                 cpus.size());
+    return 2;
+  }
   std::vector<Run> runs;
   runs.push_back({"probe", exchange, CopyMode::memcpy, kLine, false});
   for (size_t bytes : sizes) {
@@ -249,7 +259,9 @@ int main(int argc, char** argv) {
   setup.slots = slots;
   setup.slot_stride = slot_stride;
   setup.offset = offset;
-  const bool pinned = pin(setup.me);
+  // Both still run (the other would wait for it forever otherwise), on a
+  // CPU the scheduler picks, and the header says so.
+  if (!pin_to(cpus[static_cast<size_t>(setup.me)])) shared->unpinned.value.store(1, std::memory_order_relaxed);
   // Page-aligned inputs and outputs, as a framework's 64-byte aligned tensors are alike to a slot.
   std::vector<float> in_floats(largest / sizeof(float) + 1024), out_floats(largest / sizeof(float) + 1024);
   const auto page_aligned = [](std::vector<float>& v) {
@@ -296,8 +308,8 @@ int main(int argc, char** argv) {
   std::vector<bool> slow_round;
   for (double probe : probes) slow_round.push_back(probe > 2 * fastest_probe);
   const auto slow_rounds = static_cast<int>(std::count(slow_round.begin(), slow_round.end(), true));
-  std::printf("# chorus-crosscore-bench: 2 processes%s, slot data %zu bytes past a line, median µs per call\n",
-              pinned ? " pinned to 2 CPUs" : " (not pinned: fewer than 2 CPUs allowed)", offset);
+  std::printf("# chorus-crosscore-bench: 2 processes %s, slot data %zu bytes past a line, median µs per call\n",
+              shared->unpinned.value.load() != 0 ? "NOT pinned (sched_setaffinity failed)" : "pinned to 2 CPUs", offset);
   std::printf("# rounds: %d fast, %d slow (64 B exchange over 2x the fastest round's %.3f µs)\n", rounds - slow_rounds,
               slow_rounds, fastest_probe * 1e6);
   std::printf("# %10s  %-26s %9s %9s\n", "bytes", "pattern copies", "fast", "slow");
