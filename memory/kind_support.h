@@ -67,6 +67,14 @@ class MemoryKindSupport {
   // `stream` is the caller's stream (null: the kind's default); `async`
   // says whether the issuing call returns before the collective ends.
   virtual std::unique_ptr<StreamOrder> order_on_stream(void* stream, int device, bool async) = 0;
+  // Processes that share a device by time slices take turns of it, and
+  // each one's queued work waits for its own turn (CUDA without MPS): an
+  // algorithm that has one process do the device work beats one where every
+  // process waits for its turn. An id of the calling thread's current
+  // device, the same in every process that uses that device, when its
+  // processes take turns of it; 0 when they run side by side (MPS) or the
+  // kind cannot say. Asked once, at connect (transport/connect_mesh.cc).
+  virtual uint64_t time_sliced_device() { return 0; }
 };
 
 }  // namespace chorus

@@ -57,6 +57,19 @@ CudaStatus describe_pointer(const void* pointer, int* kind, int* device) {
 
 CudaStatus set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice"); }
 
+CudaStatus current_device(int* device) { return check(cudaGetDevice(device), "cudaGetDevice"); }
+
+CudaStatus mps_enabled(int device, int* enabled) {
+  *enabled = 0;
+#if CUDART_VERSION >= 12040
+  return check(cudaDeviceGetAttribute(enabled, cudaDevAttrMpsEnabled, device), "cudaDeviceGetAttribute(MpsEnabled)");
+#else
+  (void)device;
+  last_error = "this CUDA runtime cannot say whether MPS is on (cudaDevAttrMpsEnabled needs CUDA 12.4)";
+  return last_error.c_str();
+#endif
+}
+
 CudaStatus stream_create(int device, void** stream) {
   if (CudaStatus status = set_device(device)) return status;
   cudaStream_t created = nullptr;
@@ -173,8 +186,9 @@ CudaStatus driver_failed(const char* what, CUresult result) {
   return last_error.c_str();
 }
 
-CudaStatus ipc_export(const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
+CudaStatus ipc_export(int device, const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
                       unsigned char handle[64]) {
+  if (CudaStatus status = set_device(device)) return status;
   using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
   using PointerAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
   static const auto address_range = driver_function<AddressRange>("cuMemGetAddressRange");
@@ -216,7 +230,8 @@ CudaStatus pci_bus_id(int device, char id[32]) {
 }
 
 const ModuleApi api_table = {
-    kModuleApiVersion, device_count,  describe_pointer, set_device,   stream_create,    stream_synchronize,
+    kModuleApiVersion, device_count,  describe_pointer, set_device,   current_device,   mps_enabled,
+    stream_create,     stream_synchronize,
     event_create,      event_destroy, event_record,     event_query,  device_allocate, device_free,
     host_allocate,     host_free,     copy_async,       reduce_async, average_async,    stream_wait_flag,
     ipc_export,        ipc_open,      ipc_close,        pci_bus_id,   nccl_unique_id,   nccl_init,

@@ -29,6 +29,12 @@ struct ModuleApi {
   CudaStatus (*describe_pointer)(const void* pointer, int* kind, int* device);
   // Makes `device` current on the calling thread.
   CudaStatus (*set_device)(int device);
+  // The calling thread's current device.
+  CudaStatus (*current_device)(int* device);
+  // *enabled = 1 when contexts made on `device` are shared through MPS
+  // (processes then run on it side by side), 0 when processes sharing it
+  // take turns of it (time slices).
+  CudaStatus (*mps_enabled)(int device, int* enabled);
 
   CudaStatus (*stream_create)(int device, void** stream);  // non-blocking stream
   CudaStatus (*stream_synchronize)(void* stream);
@@ -56,11 +62,14 @@ struct ModuleApi {
   // host_allocate) is at least `value` (cuStreamWaitValue32).
   CudaStatus (*stream_wait_flag)(void* stream, const uint32_t* flag, uint32_t value);
 
-  // CUDA IPC. export: the allocation holding `pointer` (its base, size, the
-  // driver's id of that allocation, unique for the process's life, and the
-  // 64-byte IPC handle of its base). open: maps another process's
-  // allocation into this one (on `device`); close: unmaps it.
-  CudaStatus (*ipc_export)(const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
+  // CUDA IPC. export: the allocation holding `pointer`, memory of `device`
+  // (its base, size, the driver's id of that allocation, unique for the
+  // process's life, and the 64-byte IPC handle of its base); it makes
+  // `device` current first, since the driver's queries need a context on
+  // the calling thread (an async call's worker has none of its own). open:
+  // maps another process's allocation into this one (on `device`); close:
+  // unmaps it.
+  CudaStatus (*ipc_export)(int device, const void* pointer, void** base, size_t* bytes, uint64_t* buffer_id,
                            unsigned char handle[64]);
   CudaStatus (*ipc_open)(const unsigned char handle[64], int device, void** pointer);
   CudaStatus (*ipc_close)(void* pointer);
@@ -82,7 +91,7 @@ struct ModuleApi {
   CudaStatus (*nccl_broadcast)(void* data, size_t count, int type, int root, void* communicator, void* stream);
 };
 
-inline constexpr uint32_t kModuleApiVersion = 5;
+inline constexpr uint32_t kModuleApiVersion = 6;
 inline constexpr size_t kIpcHandleBytes = 64;
 
 }  // namespace chorus::cuda

@@ -99,6 +99,7 @@ class ModuleRuntime final : public Runtime {
     }
     devices_ = count;
     for (int device = 0; device < count; ++device) backends_.push_back(std::make_unique<DeviceBackend>(*this, device));
+    spare_streams_.resize(static_cast<size_t>(count));
   }
 
   int device_count() override { return devices_; }
@@ -149,11 +150,13 @@ class ModuleRuntime final : public Runtime {
     copy_and_wait(to, from, bytes, device, "copying on cuda:");
   }
 
-  IpcExport ipc_export(const void* pointer) override {
+  IpcExport ipc_export(const void* pointer, int device) override {
+    check_device(device);
     IpcExport exported;
     void* base = nullptr;
-    check(api_.ipc_export(pointer, &base, &exported.allocation_bytes, &exported.buffer_id, exported.handle.data()),
-          "exporting a device buffer for CUDA IPC");
+    check(api_.ipc_export(device, pointer, &base, &exported.allocation_bytes, &exported.buffer_id,
+                          exported.handle.data()),
+          cat("exporting a buffer of cuda:", device, " for CUDA IPC"));
     exported.base = static_cast<const std::byte*>(base);
     return exported;
   }
@@ -170,6 +173,19 @@ class ModuleRuntime final : public Runtime {
     char id[32] = {};
     check(api_.pci_bus_id(device, id), cat("asking the PCI bus id of cuda:", device));
     return std::string(id, strnlen(id, sizeof(id)));
+  }
+
+  uint64_t time_sliced_device() override {
+    int device = 0, mps = 0;
+    if (devices_ == 0 || api_.current_device(&device) || api_.mps_enabled(device, &mps) || mps) return 0;
+    char bus[32] = {};
+    if (api_.pci_bus_id(device, bus)) return 0;
+    // FNV-1a of the bus id (one GPU's name in every process, whatever its
+    // ordinal there), kept to 52 bits: the job view carries it as a double.
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(bus) && bus[i]; ++i)
+      hash = (hash ^ static_cast<unsigned char>(bus[i])) * 0x100000001b3ull;
+    return (hash & ((uint64_t{1} << 52) - 1)) | 1;
   }
 
   void synchronize(void* stream, int device) override {
@@ -211,13 +227,37 @@ class ModuleRuntime final : public Runtime {
   // The calling thread's state for `device`, its stream made on first use.
   ThreadDevice& thread_device(int device) {
     check_device(device);
-    thread_local ThreadState state;
-    if (state.devices.size() <= static_cast<size_t>(device)) state.devices.resize(static_cast<size_t>(device) + 1);
-    ThreadDevice& entry = state.devices[static_cast<size_t>(device)];
-    state.runtime = this;
-    if (!entry.stream) check(api_.stream_create(device, &entry.stream), cat("creating a stream on cuda:", device));
+    ThreadDevice& entry = thread_entry(device);
+    if (!entry.stream) entry.stream = take_stream(device);
     else check(api_.set_device(device), cat("selecting cuda:", device));
     return entry;
+  }
+
+  // Streams. Creating one while a caller's stream waits on a flag can wait
+  // for that flag. On the H200 (2026-12-04), in test_cuda_device after the
+  // earlier cases had run in the process (each thread then kept its stream
+  // for good), a fresh worker's first stream, made during an async call,
+  // blocked in cuStreamCreate, so the flag it was to set never was; another
+  // worker's cudaHostAlloc waited on the driver's lock behind it. Alone, the
+  // case passed. So a thread that ends hands its stream on to the next, and
+  // each collective brings a stream for its worker, taken (or made) by the
+  // issuing thread before it queues anything on the caller's stream.
+  void* reserve_stream(int device) {
+    check_device(device);
+    return take_stream(device);
+  }
+  // On the thread that runs the collective: `reserved` becomes its stream
+  // for `device` if it has none, else goes back to the spares.
+  void adopt_stream(int device, void*& reserved) {
+    if (!reserved) return;
+    ThreadDevice& entry = thread_entry(device);
+    if (!entry.stream) entry.stream = reserved;
+    else return_stream(device, reserved);
+    reserved = nullptr;
+  }
+  void return_stream(int device, void* stream) {
+    std::lock_guard lock(streams_mutex_);
+    spare_streams_[static_cast<size_t>(device)].push_back(stream);
   }
 
   void wait(int device, void* stream, const char* what) {
@@ -246,13 +286,39 @@ class ModuleRuntime final : public Runtime {
     ModuleRuntime* runtime = nullptr;
     std::vector<ThreadDevice> devices;
     ~ThreadState() {
-      for (ThreadDevice& entry : devices) {
+      for (size_t device = 0; device < devices.size(); ++device) {
+        ThreadDevice& entry = devices[device];
+        // Idle: every operation on it was waited for.
+        if (entry.stream) runtime->return_stream(static_cast<int>(device), entry.stream);
         runtime->frees().free(entry.scratch, DeferredFrees::Kind::device);
         runtime->frees().free(entry.upload_landing, DeferredFrees::Kind::device);
         runtime->frees().free(entry.upload_bounce, DeferredFrees::Kind::pinned);
       }
     }
   };
+
+  ThreadDevice& thread_entry(int device) {
+    thread_local ThreadState state;
+    if (state.devices.size() <= static_cast<size_t>(device)) state.devices.resize(static_cast<size_t>(device) + 1);
+    state.runtime = this;
+    return state.devices[static_cast<size_t>(device)];
+  }
+
+  void* take_stream(int device) {
+    {
+      std::lock_guard lock(streams_mutex_);
+      std::vector<void*>& spares = spare_streams_[static_cast<size_t>(device)];
+      if (!spares.empty()) {
+        void* stream = spares.back();
+        spares.pop_back();
+        check(api_.set_device(device), cat("selecting cuda:", device));
+        return stream;
+      }
+    }
+    void* stream = nullptr;
+    check(api_.stream_create(device, &stream), cat("creating a stream on cuda:", device));
+    return stream;
+  }
 
   void free_now(void* pointer, DeferredFrees::Kind kind) {
     const bool pinned = kind == DeferredFrees::Kind::pinned;
@@ -297,6 +363,8 @@ class ModuleRuntime final : public Runtime {
   std::string no_device_reason_;
   std::vector<std::unique_ptr<DeviceBackend>> backends_;
   StreamFlags flags_;
+  std::mutex streams_mutex_;
+  std::vector<std::vector<void*>> spare_streams_;  // per device: streams of threads that ended, or reserved unused
 };
 
 // Issue-time event on the caller's stream (inputs), and for async calls a
@@ -307,6 +375,7 @@ class ModuleStreamOrder final : public StreamOrder {
       : runtime_(runtime), device_(device) {
     const ModuleApi& api = runtime.api();
     runtime.check_device(device);
+    reserved_stream_ = runtime.reserve_stream(device);  // before anything waits (ModuleRuntime::reserve_stream)
     check(api.event_create(device, &event_), cat("creating an event on cuda:", device));
     check(api.event_record(event_, stream), cat("recording an event on the caller's stream of cuda:", device));
     if (async) {
@@ -325,6 +394,7 @@ class ModuleStreamOrder final : public StreamOrder {
   ~ModuleStreamOrder() override {
     finished();
     if (event_) runtime_.api().event_destroy(event_);
+    if (reserved_stream_) runtime_.return_stream(device_, reserved_stream_);
   }
 
   // Polled rather than cudaEventSynchronize'd, so a stream that never gets
@@ -333,6 +403,7 @@ class ModuleStreamOrder final : public StreamOrder {
   // cudaEventSynchronize does by default with more contexts than cores (a
   // kernel just queued ends within that); then it sleeps 1 ms between them.
   void inputs_ready(const Deadline& deadline) override {
+    runtime_.adopt_stream(device_, reserved_stream_);
     const auto started = Clock::now();
     for (;;) {
       int done = 0;
@@ -359,6 +430,7 @@ class ModuleStreamOrder final : public StreamOrder {
   ModuleRuntime& runtime_;
   const int device_;
   void* event_ = nullptr;
+  void* reserved_stream_ = nullptr;  // the worker's stream, if it has none yet
   StreamFlags::Ticket ticket_;
   bool holding_ticket_ = false;
 };

@@ -74,9 +74,9 @@ class Runtime : public MemoryKindSupport {
   // The copies of MemoryKindSupport run on the calling thread's stream for
   // `device`; copy() also takes peer-mapped memory.
   // CUDA IPC: what another process needs to open the allocation holding
-  // `pointer`; opening maps it here (on `device`); closing unmaps (errors
-  // are logged, not thrown: it runs in destructors).
-  virtual IpcExport ipc_export(const void* pointer) = 0;
+  // `pointer`, memory of `device`; opening maps it here (on `device`);
+  // closing unmaps (errors are logged, not thrown: it runs in destructors).
+  virtual IpcExport ipc_export(const void* pointer, int device) = 0;
   virtual std::byte* ipc_open(const std::array<unsigned char, 64>& handle, int device) = 0;
   virtual void ipc_close(std::byte* pointer) = 0;
   // "0000:3b:00.0": equal for two ordinals (of two processes) on one GPU.

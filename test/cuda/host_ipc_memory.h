@@ -35,7 +35,7 @@ class HostIpcMemory final : public cuda_ipc::IpcMemory {
       if (allocation.data.get() == base) allocation.id = ++last_id_;
   }
 
-  cuda::IpcExport export_region(const void* pointer) override {
+  cuda::IpcExport export_region(const void* pointer, int /*device*/) override {
     std::lock_guard lock(mutex_);
     const auto* at = static_cast<const std::byte*>(pointer);
     for (const Allocation& allocation : allocations_) {

@@ -35,7 +35,7 @@ namespace chorus::transport::cuda_ipc {
 class IpcMemory {
  public:
   virtual ~IpcMemory() = default;
-  virtual cuda::IpcExport export_region(const void* pointer) = 0;
+  virtual cuda::IpcExport export_region(const void* pointer, int device) = 0;
   virtual std::byte* open(const std::array<unsigned char, 64>& handle, int device) = 0;
   virtual void close(std::byte* mapped) = 0;
   // Returns once the bytes are there.

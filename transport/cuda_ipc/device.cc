@@ -57,10 +57,10 @@ class CudaIpcDevice;
 
 // Where `data` lies: its allocation's IPC handle, base and id, and the
 // offset into it (nothing but the length for an empty message).
-IpcDescriptor describe(IpcMemory& memory, std::span<const std::byte> data) {
+IpcDescriptor describe(IpcMemory& memory, std::span<const std::byte> data, int device) {
   IpcDescriptor descriptor;
   if (!data.empty()) {
-    const cuda::IpcExport region = memory.export_region(data.data());
+    const cuda::IpcExport region = memory.export_region(data.data(), device);
     descriptor.handle = region.handle;
     descriptor.base = reinterpret_cast<uint64_t>(region.base);
     descriptor.buffer_id = region.buffer_id;
@@ -197,7 +197,7 @@ void CudaIpcDevice::start(CudaIpcPair& pair, Direction direction, Request& user,
         memory_->copy(transfer->eager_copy.get(), data.data(), data.size(), device);
         exported = {transfer->eager_copy.get(), data.size()};
       }
-      transfer->descriptor = encode_descriptor(describe(*memory_, exported));
+      transfer->descriptor = encode_descriptor(describe(*memory_, exported, device));
     }
   } catch (...) {
     user.fail(std::current_exception());
@@ -230,7 +230,7 @@ std::vector<std::byte> CudaIpcDevice::export_memory(std::span<const std::byte> d
   if (!maps_peer_memory(memory) || data.empty())
     throw InvalidArgument(cat("rank ", rank_, ": cuda_ipc exports non-empty CUDA memory, not ", data.size(),
                               " bytes of ", to_string(memory), " memory"));
-  const auto encoded = encode_descriptor(describe(*memory_, data));
+  const auto encoded = encode_descriptor(describe(*memory_, data, memory.device));
   static_assert(kDescriptorBytes <= kMaxExportedMemoryBytes);
   return {encoded.begin(), encoded.end()};
 }
@@ -355,7 +355,9 @@ class NotOffered final : public Device {
 
 class CudaMemory final : public IpcMemory {
  public:
-  cuda::IpcExport export_region(const void* pointer) override { return cuda::cuda_runtime().ipc_export(pointer); }
+  cuda::IpcExport export_region(const void* pointer, int device) override {
+    return cuda::cuda_runtime().ipc_export(pointer, device);
+  }
   std::byte* open(const std::array<unsigned char, 64>& handle, int device) override {
     return cuda::cuda_runtime().ipc_open(handle, device);
   }
