@@ -63,12 +63,14 @@ std::string rank_list(const std::vector<int>& ranks) {
 // it has no peer at that level; then 1 where every peer's transport moves
 // every device memory kind of this build (memory/registry.h), else 0; then 1
 // where every peer's transport also maps that memory (Device::maps_peer_memory),
-// else 0; then per level (local, remote) what it measured
-// (link_probe.h): fastest exchange, typical exchange, beta; NaN for a level
-// it did not lead.
+// else 0; then the id of its device where processes take turns of it
+// (MemoryKindSupport::time_sliced_device), else 0; then per level (local,
+// remote) what it measured (link_probe.h): fastest exchange, typical
+// exchange, beta; NaN for a level it did not lead.
 constexpr size_t kDeviceMemoryView = 4;
 constexpr size_t kPeerMappingView = 5;
-constexpr size_t kMeasuredView = 6;
+constexpr size_t kTimeSlicedDeviceView = 6;
+constexpr size_t kMeasuredView = 7;
 constexpr size_t kMeasuredNumbers = 3;
 constexpr size_t kViewNumbers = kMeasuredView + 2 * kMeasuredNumbers;
 
@@ -77,7 +79,23 @@ struct JobView {
   std::array<bool, 2> measured{};
   std::vector<bool> device_memory_ranks;
   std::vector<bool> peer_mapping_ranks;
+  bool one_time_sliced_device = false;
 };
+
+// The id of the device this rank uses where its processes take turns of it
+// (kind_support.h), as the view's double (ids keep to 52 bits). Asked only
+// where every peer maps device memory: that transport loaded the kind
+// already, so a host-only job does not load it here.
+double time_sliced_device(const std::vector<MemoryKind>& kinds) {
+  for (MemoryKind kind : kinds) {
+    try {
+      if (const uint64_t id = memory_kind_support(kind).time_sliced_device()) return static_cast<double>(id);
+    } catch (const Error&) {
+      // The kind cannot say: as if its processes ran side by side.
+    }
+  }
+  return 0;
+}
 
 // A measured number is trusted only inside the range an override may give.
 bool plausible(double value) { return std::isfinite(value) && value >= 1e-12 && value <= 1e12; }
@@ -101,6 +119,7 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
     view[level] = std::max(view[level], link.alpha_seconds);
     view[level + 1] = std::max(view[level + 1], link.beta_seconds_per_byte);
   }
+  if (mesh.size() > 1 && view[kPeerMappingView] == 1) view[kTimeSlicedDeviceView] = time_sliced_device(device_kinds);
   const double not_measured = std::numeric_limits<double>::quiet_NaN();
   const std::optional<LinkMeasurement>* measured_levels[] = {&measured.local, &measured.remote};
   for (size_t level = 0; level < 2; ++level) {
@@ -116,6 +135,8 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
   std::array<double, 4> slowest{};
   std::array<std::vector<LinkMeasurement>, 2> measurements;
   JobView job;
+  job.one_time_sliced_device = !views.empty();
+  double first_device = 0;
   for (size_t peer = 0; peer < views.size(); ++peer) {
     if (views[peer].size() != sizeof(view))
       throw InvalidArgument(cat("rank ", rank, ": rank ", peer, " published a link view of ", views[peer].size(),
@@ -126,6 +147,9 @@ JobView agree_on_job_view(const Mesh& mesh, const std::vector<PublishedAddress>&
       if (std::isfinite(theirs[i])) slowest[i] = std::max(slowest[i], theirs[i]);
     job.device_memory_ranks.push_back(theirs[kDeviceMemoryView] == 1);
     job.peer_mapping_ranks.push_back(theirs[kPeerMappingView] == 1);
+    if (peer == 0) first_device = theirs[kTimeSlicedDeviceView];
+    if (!(theirs[kTimeSlicedDeviceView] > 0) || theirs[kTimeSlicedDeviceView] != first_device)
+      job.one_time_sliced_device = false;
     // A level counts only with all its numbers: they come from one pair.
     for (size_t level = 0; level < 2; ++level) {
       const double* numbers = &theirs[kMeasuredView + kMeasuredNumbers * level];
@@ -252,6 +276,7 @@ ConnectedMesh connect_mesh(const MeshSettings& settings, const Allgather& allgat
   const std::array<LinkModel, 2> levels = job.levels;
   mesh->set_device_memory_ranks(std::move(job.device_memory_ranks));
   mesh->set_peer_mapping_ranks(std::move(job.peer_mapping_ranks));
+  mesh->set_one_time_sliced_device(job.one_time_sliced_device);
 
   if (log_enabled(LogLevel::info)) {
     std::map<std::string, std::vector<int>> peers_by_transport;

@@ -174,6 +174,11 @@ class Mesh {
   bool maps_peer_memory(int rank) const {
     return static_cast<size_t>(rank) < peer_mapping_ranks_.size() && peer_mapping_ranks_[static_cast<size_t>(rank)];
   }
+  // Whether every rank uses one device whose processes take turns of it
+  // (MemoryKindSupport::time_sliced_device), learnt alike at connect: the
+  // algorithms' costs of device memory differ there.
+  void set_one_time_sliced_device(bool one) { one_time_sliced_device_ = one; }
+  bool one_time_sliced_device() const { return one_time_sliced_device_; }
 
  private:
   void on_device_failure(const Device* source, std::exception_ptr reason);
@@ -219,6 +224,7 @@ class Mesh {
   std::shared_ptr<PositionTable> positions_;
   std::vector<bool> device_memory_ranks_;
   std::vector<bool> peer_mapping_ranks_;
+  bool one_time_sliced_device_ = false;
 };
 
 }  // namespace chorus::transport

@@ -118,6 +118,10 @@ bool Communicator::maps_peer_memory(const Memory& memory) const {
   return true;
 }
 
+bool Communicator::shares_one_time_sliced_device(const Memory& memory) const {
+  return !memory.on_host() && size() > 1 && mesh_->one_time_sliced_device();
+}
+
 uint64_t child_group(uint64_t parent, uint32_t sequence, int color) {
   // splitmix64 over the three inputs: cheap, and a good spread of bits.
   uint64_t x = parent ^ (static_cast<uint64_t>(sequence) << 32 | static_cast<uint32_t>(color));

@@ -116,6 +116,10 @@ class Communicator {
   // so all members answer alike): a collective on it may then read and
   // write their buffers itself (algorithms/shared_memory/mapped_allreduce.h).
   bool maps_peer_memory(const Memory& memory) const;
+  // Whether every member works on one device that its processes share by
+  // time slices (agreed at connect; transport/mesh.h): each member's device
+  // work then waits for that member's turn.
+  bool shares_one_time_sliced_device(const Memory& memory) const;
   // Whether some member's transport keeps several streams (the executor stripes).
   bool striped() const { return striped_; }
 

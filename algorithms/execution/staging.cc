@@ -20,9 +20,16 @@ bool staging_serves(const Candidate&, const Communicator& communicator, const Ca
   return runs_staged(communicator, call);
 }
 
-double staging_cost(const Candidate&, const Communicator&, const Call& call) {
+double staging_cost(const Candidate&, const Communicator& communicator, const Call& call) {
   const size_t moved = input_bytes(call) + output_bytes(call);
-  return 2 * kCopySeconds + static_cast<double>(moved) * kStagingCopySecondsPerByte;
+  const double copies = 2 * kCopySeconds + static_cast<double>(moved) * kStagingCopySecondsPerByte;
+  if (!communicator.shares_one_time_sliced_device(call.memory)) return copies;
+  // Every member's copies wait for its turn of the device (staging.h).
+  const double others = communicator.size() - 1;
+  const size_t upload = output_bytes(call);
+  const double turns = upload > 0 && upload < kTimeSlicedPromptUploadBytes ? others * kTimeSlicedTurnSeconds : 0;
+  return copies + turns +
+         others * (kTimeSlicedCopySeconds + static_cast<double>(call.bytes()) * kTimeSlicedCopySecondsPerByte);
 }
 
 Call on_host(const Call& call) {

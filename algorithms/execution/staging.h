@@ -36,6 +36,18 @@ namespace chorus::algorithms {
 // are staged whole. A first guess: the GPU machine is to tune it (docs/memory.md).
 inline constexpr size_t kDevicePlanMinBytes = size_t{256} << 10;
 
+// Processes that take turns of one device (MemoryKindSupport::
+// time_sliced_device), measured on the H200 (2026-12-04, copy_latency.cu
+// and chorus-bench): a copy to the device under 32 KiB waited for the
+// process's turn, about 180 us per other process with work queued; from
+// 32 KiB it took 14-31 us. A staged allreduce then took 500-540 us under
+// 32 KiB at 4 processes (175-220 at 2), 54 at 32 KiB and 115 at 128 KiB
+// (40 and 79 at 2): the copies on top of the plain model, per other member.
+inline constexpr size_t kTimeSlicedPromptUploadBytes = size_t{32} << 10;
+inline constexpr double kTimeSlicedTurnSeconds = 175e-6;
+inline constexpr double kTimeSlicedCopySeconds = 7e-6;
+inline constexpr double kTimeSlicedCopySecondsPerByte = 0.17e-9;
+
 // Whether a call on device memory runs staged whole.
 bool runs_staged(const Communicator& communicator, const Call& call);
 

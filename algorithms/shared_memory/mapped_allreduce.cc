@@ -225,9 +225,13 @@ Moved run(const Candidate& self, const CandidateRun& run) {
   return {};
 }
 
-// Only by name until a GPU has measured it (mapped_allreduce.h).
-double mapped_leader_cost(const Candidate&, const Communicator&, const Call&) {
-  return std::numeric_limits<double>::infinity();
+// Where the members take turns of one device (mapped_allreduce.h); only by
+// name where they run side by side (MPS, or one device each), unmeasured.
+double mapped_leader_cost(const Candidate&, const Communicator& communicator, const Call& call) {
+  if (!communicator.shares_one_time_sliced_device(call.memory)) return std::numeric_limits<double>::infinity();
+  const double members = communicator.size();
+  return kMappedLeaderSeconds + members * kMappedLeaderSecondsPerMember +
+         static_cast<double>(call.bytes()) * members * kMappedLeaderSecondsPerMemberByte;
 }
 
 constexpr Candidate kMappedCandidates[] = {

@@ -28,9 +28,14 @@
 // order, into its scratch and copies the result into every rank's output,
 // one batch; B. On a GPU that processes share by time slices every rank's
 // batch of kernels waits for that rank's turn; here only one process uses
-// the device (on the H200, small copies waited about 274 us per other
-// process that had work queued, docs/cuda.md). Named only: `auto` does not
-// take it until a GPU has measured it against the others.
+// the device (on the H200, small copies waited about 180-274 us per other
+// process that had work queued, docs/cuda.md). Measured there (2026-12-04,
+// time-sliced): 81-90 us from 8 B to 2 MiB and 450 us at 64 MiB at 4
+// processes, where one shot took 660-720 us and two shots 1,600 us at 64
+// MiB; 53-64 us and 194 us at 2. `auto` takes it where every member uses
+// one device that its processes share by time slices
+// (Communicator::shares_one_time_sliced_device); elsewhere (MPS, a device
+// per process) by name only.
 //
 // Selection: under "auto" (and no CHORUS_ALGO entry for allreduce) a
 // communicator whose members all map each other's memory of the call's
@@ -69,6 +74,12 @@ inline constexpr size_t kMappedOneShotMaxBytes = size_t{2} << 20;
 inline constexpr double kMappedOneShotSeconds = 665e-6;
 inline constexpr double kMappedTwoShotSeconds = 1254e-6;
 inline constexpr double kMappedSecondsPerByte = 0.01e-9;
+// The leader, time-sliced (H200, 2026-12-04): 53 us at 2 members and 81 at
+// 4 for small calls; each member's input read and output written by the
+// leader at about 1.2 ps a byte (450 us at 64 MiB and 4 members).
+inline constexpr double kMappedLeaderSeconds = 25e-6;
+inline constexpr double kMappedLeaderSecondsPerMember = 14e-6;
+inline constexpr double kMappedLeaderSecondsPerMemberByte = 1.2e-12;
 
 // The two variants as candidates (candidate.h): they serve allreduces on
 // memory every member maps from every other; one shot costs its measured

@@ -38,8 +38,9 @@ struct Ranks {
 };
 
 // `size` ranks whose every pair is cuda_ipc over shm, agreed (as connect
-// would) to move and map device memory, or with mapping agreed off.
-Ranks make_ranks(int size, bool mapping = true) {
+// would) to move and map device memory, or with mapping agreed off; and to
+// share one device by time slices, or not.
+Ranks make_ranks(int size, bool mapping = true, bool time_sliced = false) {
   Ranks ranks;
   transport::testing::TestMesh test_mesh;
   int rank = 0;
@@ -62,6 +63,7 @@ Ranks make_ranks(int size, bool mapping = true) {
     }
     mesh->set_device_memory_ranks(std::vector<bool>(static_cast<size_t>(size), true));
     mesh->set_peer_mapping_ranks(std::vector<bool>(static_cast<size_t>(size), mapping));
+    mesh->set_one_time_sliced_device(time_sliced);
     CommunicatorSettings settings;
     ranks.communicators.push_back(std::make_unique<Communicator>(
         mesh, members, 0, std::make_shared<const Topology>(Topology::single_host(size)), settings));
@@ -192,4 +194,53 @@ TEST_CASE("mapped allreduce: which calls the selection runs mapped, and naming i
                     Catch::Contains("rank 0: algorithm 'mapped_one_shot' runs allreduce on device memory") &&
                         Catch::Contains("that do not map it"));
   CHECK_THROWS_AS(choose(yes, broadcast, kMappedTwoShot), InvalidArgument);
+}
+
+TEST_CASE("mapped allreduce: on one device shared by time slices, auto takes the leader but where staging is faster",
+          "[cuda][mapped]") {
+  // The sizes and outcomes measured on the H200 (staging.h, mapped_allreduce.h).
+  const auto chosen = [](const Communicator& communicator, size_t bytes, Collective collective = Collective::allreduce) {
+    Call call = make_call(collective, 0, communicator.size(), bytes / sizeof(float), DataType::float32,
+                          ReduceOp::sum, 0, false);
+    call.memory = kPlayedDevice;
+    return std::string(choose(communicator, call, "auto")->innermost().candidate->name);
+  };
+  const auto outermost = [](const Communicator& communicator, size_t bytes) {
+    Call call = make_call(Collective::allreduce, 0, communicator.size(), bytes / sizeof(float), DataType::float32,
+                          ReduceOp::sum, 0, false);
+    call.memory = kPlayedDevice;
+    return std::string(choose(communicator, call, "auto")->candidate->name);
+  };
+  for (int size : {2, 4}) {
+    INFO(size << " ranks");
+    Ranks sliced = make_ranks(size, true, /*time_sliced=*/true);
+    Ranks side_by_side = make_ranks(size);
+    const Communicator& turns = *sliced.communicators[0];
+    const Communicator& mps = *side_by_side.communicators[0];
+    CHECK(turns.shares_one_time_sliced_device(kPlayedDevice));
+    CHECK_FALSE(turns.shares_one_time_sliced_device(Memory::host()));
+    CHECK_FALSE(mps.shares_one_time_sliced_device(kPlayedDevice));
+    for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{128} << 10, size_t{2} << 20, size_t{64} << 20})
+      CHECK(chosen(turns, bytes) == kMappedLeader);
+    // Staging pays each other member's turn for an upload under 32 KiB; from
+    // 32 KiB only its copies' time (whether it then beats the leader depends
+    // on the host allreduce inside, which this test's links do not model).
+    const auto staged_extra = [&](size_t bytes) {
+      Call call = make_call(Collective::allreduce, 0, size, bytes / sizeof(float), DataType::float32,
+                            ReduceOp::sum, 0, false);
+      call.memory = kPlayedDevice;
+      return choose(turns, call, kStaged)->cost_seconds - choose(mps, call, kStaged)->cost_seconds;
+    };
+    const double others = size - 1;
+    CHECK(staged_extra(8) == Approx(others * (kTimeSlicedTurnSeconds + kTimeSlicedCopySeconds)).epsilon(0.01));
+    CHECK(staged_extra(size_t{32} << 10) < others * 2 * kTimeSlicedCopySeconds);
+    // Side by side, as before: staged whole when small, one then two shots.
+    CHECK(outermost(mps, 8) == kStaged);
+    CHECK(chosen(mps, size_t{256} << 10) == kMappedOneShot);
+    CHECK(chosen(mps, size_t{64} << 20) == kMappedTwoShot);
+    // The leader is an allreduce: a small broadcast still runs staged.
+    Call broadcast = make_call(Collective::broadcast, 0, size, 2, DataType::float32, ReduceOp::sum, 0, false);
+    broadcast.memory = kPlayedDevice;
+    CHECK(std::string(choose(turns, broadcast, "auto")->candidate->name) == kStaged);
+  }
 }
