@@ -29,6 +29,11 @@
 #                                          ordering), every collective checked
 #                                  bench   the benchmarks beside their peers,
 #                                          with and without MPS
+#                                  select  what auto picks on one shared GPU,
+#                                          time-sliced and under MPS, beside
+#                                          mapped_leader under MPS; and the
+#                                          suite's device tests alone, with
+#                                          stacks of a hung one
 #                                Results land in $OUT (or gpu-results/).
 #
 # The device tool's run (DEVELOPERS: ../.library/device/README.md): carry
@@ -165,6 +170,7 @@ run() {
     torch_build=$!
   fi
   wants probes && step stream_wait_probe 60 "$bin/chorus-cuda-stream-wait-probe"
+  wants select && device_alone
   if [ -n "$torch_build" ]; then
     code=0
     wait "$torch_build" || code=$?
@@ -179,7 +185,46 @@ run() {
   wants suite && suite
   wants bench && bench
   wants bench && bench_more
+  wants select && select_auto
   return "$status"
+}
+
+# test_cuda_device alone (no other process on the GPU): first the case of a
+# worker growing its buffers while the caller's stream waits, with every
+# thread's stack if it is still going after 15 s (it gives up at 30), then
+# the whole binary.
+device_alone() {
+  step_watched device_fresh_worker 45 15 "$bin/test_cuda_device" "async calls of a fresh worker*"
+  step_watched device_alone 150 100 "$bin/test_cuda_device"
+}
+
+# auto on one GPU shared by 4 and 2 processes, time-sliced (the leader, or
+# staging where faster) and under MPS (the leader is not taken there), with
+# the leader under MPS beside it; every run checked.
+select_auto() {
+  local ranks
+  for ranks in 4 2; do
+    bench_cuda "auto-sliced-$ranks" "$ranks" --check "${sweep[@]}"
+    bench_cuda "auto-sliced-64M-$ranks" "$ranks" --check "${largest[@]}"
+  done
+  if ! command -v nvidia-cuda-mps-control > /dev/null; then
+    echo "== select: no nvidia-cuda-mps-control; no MPS run"
+    return 0
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/chorus-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/chorus-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! nvidia-cuda-mps-control -d; then
+    echo "== select: nvidia-cuda-mps-control -d failed; no MPS run"
+    return 0
+  fi
+  for ranks in 4 2; do
+    bench_cuda "auto-mps-$ranks" "$ranks" --check "${sweep[@]}"
+    bench_cuda "auto-mps-64M-$ranks" "$ranks" --check "${largest[@]}"
+    bench_cuda "leader-mps-$ranks" "$ranks" --algo mapped_leader --check "${sweep[@]}"
+    bench_cuda "leader-mps-64M-$ranks" "$ranks" --algo mapped_leader --check "${largest[@]}"
+  done
+  echo quit | nvidia-cuda-mps-control || true
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 
 # The suite's parts need no quiet GPU: they run side by side, each to its
