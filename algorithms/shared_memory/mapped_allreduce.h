@@ -41,7 +41,9 @@
 // communicator whose members all map each other's memory of the call's
 // kind runs allreduces of kDevicePlanMinBytes and more on it this way, one
 // shot up to kMappedOneShotMaxBytes; smaller ones run staged whole
-// (algorithms/execution/staging.h), which measured as fast or faster on the H100. A Plan's name runs the Plan; "mapped_one_shot" and
+// (algorithms/execution/staging.h), which measured as fast or faster on the
+// H100. Where the members share one time-sliced device, the costs pick the
+// leader instead at every size but about 32-64 KiB (staged). A Plan's name runs the Plan; "mapped_one_shot" and
 // "mapped_two_shot" force a variant (benchmarks and tests), and are an
 // error where the members do not all map each other's memory.
 #pragma once
