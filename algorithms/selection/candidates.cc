@@ -12,6 +12,7 @@
 #include "algorithms/execution/communicator.h"
 #include "algorithms/execution/in_place_copy.h"
 #include "algorithms/shared_memory/mapped_allreduce.h"
+#include "algorithms/shared_memory/mapped_leader.h"
 #include "algorithms/selection/plan_candidate.h"
 #include "algorithms/selection/registry.h"
 #include "algorithms/execution/staging.h"
@@ -47,6 +48,7 @@ struct Registry {
     for (const Candidate& candidate : board_candidates()) add(&candidate);
     for (const Candidate& candidate : host_board_candidates()) add(&candidate);
     for (const Candidate& candidate : mapped_candidates()) add(&candidate);
+    for (const Candidate& candidate : mapped_leader_candidates()) add(&candidate);
     add(&staging_candidate());
     add(&in_place_copy_candidate());
   }

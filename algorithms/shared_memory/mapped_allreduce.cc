@@ -5,10 +5,11 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "algorithms/model/aligned_chunks.h"
-#include "algorithms/execution/helper_plan.h"
+#include "algorithms/shared_memory/mapped_peers.h"
 #include "algorithms/execution/staging.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -19,13 +20,6 @@
 namespace chorus::algorithms {
 namespace {
 
-// The color of the per-call group the barriers and the gather run in: no
-// split or hierarchy uses it (child_group derives the group from the call's
-// sequence, so no message is needed to agree on it).
-constexpr int kMappedColor = 0x4d41;  // "MA"
-// Each rank's record in the gather: its input's description, then its output's.
-constexpr size_t kDescriptionBytes = transport::kMaxExportedMemoryBytes;
-constexpr size_t kRecordBytes = 2 * kDescriptionBytes;
 // Chunks start on 256-byte boundaries, so the kernels move whole 16-byte
 // packs when the buffers are aligned (cudaMalloc's are).
 constexpr size_t kChunkAlignmentBytes = 256;
@@ -41,20 +35,20 @@ class MappedCall {
  public:
   MappedCall(const Communicator& communicator, const Call& call, const void* input, void* output, uint32_t sequence,
              Deadline deadline, MemoryBackend& backend)
-      : communicator_(communicator),
-        call_(call),
+      : call_(call),
         input_(static_cast<const std::byte*>(input)),
         output_(static_cast<std::byte*>(output)),
         bytes_(call.count * call.element_bytes()),
+        sequence_(sequence),
         deadline_(deadline),
-        helpers_(communicator.subgroup(all_members(communicator.size()),
-                                       child_group(communicator.group(), sequence, kMappedColor))),
+        communicator_(communicator),
         backend_(backend) {}
 
   enum class Variant { one_shot, two_shots, leader };
 
   void run(Variant variant) {
-    map_peers();
+    // A: every rank's input and output, mapped here.
+    peers_.emplace(communicator_, call_, input_, bytes_, output_, bytes_, sequence_, deadline_);
     switch (variant) {
       case Variant::one_shot: run_one_shot(); break;
       case Variant::two_shots: run_two_shots(); break;
@@ -63,58 +57,9 @@ class MappedCall {
   }
 
  private:
-  static std::vector<int> all_members(int size) {
-    std::vector<int> members(static_cast<size_t>(size));
-    for (int member = 0; member < size; ++member) members[static_cast<size_t>(member)] = member;
-    return members;
-  }
-
-  int rank() const { return communicator_.rank(); }
-  int size() const { return communicator_.size(); }
-  transport::Device& device_of(int member) const {
-    return communicator_.mesh().device_of(communicator_.mesh_rank(member));
-  }
-
-  // A: every rank's input and output, mapped here. Sent once this rank's
-  // inputs are ready (the caller ordered the call after its stream).
-  void map_peers() {
-    std::vector<std::byte> mine(kRecordBytes);
-    transport::Device& exporter = device_of(rank() == 0 ? 1 : 0);
-    const std::vector<std::byte> in = exporter.export_memory({input_, bytes_}, call_.memory);
-    const std::vector<std::byte> out = exporter.export_memory({output_, bytes_}, call_.memory);
-    if (in.size() > kDescriptionBytes || out.size() > kDescriptionBytes)
-      throw InvalidArgument(cat("rank ", rank(), ": a memory description of ", std::max(in.size(), out.size()),
-                                " bytes, more than the ", kDescriptionBytes, " the mapped allreduce carries"));
-    std::memcpy(mine.data(), in.data(), in.size());
-    std::memcpy(mine.data() + kDescriptionBytes, out.data(), out.size());
-    std::vector<std::byte> all(kRecordBytes * static_cast<size_t>(size()));
-    Call gather = make_call(Collective::allgather, rank(), size(), kRecordBytes, DataType::uint8, ReduceOp::sum, 0,
-                            false);
-    // The chain (Call::previous_root) of the call it serves: its peers compare it here.
-    gather.previous_root = call_.previous_root;
-    run_helper_collective(helpers_, gather, mine.data(), all.data(), "auto", /*sequence=*/0, deadline_);
-    inputs_.resize(static_cast<size_t>(size()));
-    outputs_.resize(static_cast<size_t>(size()));
-    for (int p = 0; p < size(); ++p) {
-      const auto index = static_cast<size_t>(p);
-      if (p == rank()) {
-        inputs_[index] = input_;
-        outputs_[index] = output_;
-        continue;
-      }
-      const std::byte* record = all.data() + kRecordBytes * index;
-      transport::Device& peer_device = device_of(p);
-      const int peer = communicator_.mesh_rank(p);
-      inputs_[index] = peer_device.map_peer_memory(peer, {record, in.size()}, call_.memory);
-      outputs_[index] = peer_device.map_peer_memory(peer, {record + kDescriptionBytes, out.size()}, call_.memory);
-    }
-  }
-
-  void barrier(uint32_t step) {
-    Call call = make_call(Collective::barrier, rank(), size(), 0, DataType::uint8, ReduceOp::sum, 0, false);
-    call.previous_root = call_.previous_root;
-    run_helper_collective(helpers_, call, nullptr, nullptr, "auto", step, deadline_);
-  }
+  int rank() const { return peers_->rank(); }
+  int size() const { return peers_->size(); }
+  void barrier(uint32_t step) { peers_->barrier(step); }
 
   // into[range] = every rank's input, combined starting with rank `first`
   // (then the others in rank order), and averaged. In place `into` is that
@@ -123,10 +68,10 @@ class MappedCall {
     if (range.count == 0) return;
     const size_t offset = range.first * call_.element_bytes();
     const size_t bytes = range.count * call_.element_bytes();
-    const std::byte* start = inputs_[static_cast<size_t>(first)] + offset;
+    const std::byte* start = peers_->input(first) + offset;
     if (into != start) backend_.copy(into, start, bytes);
     for (int p = 0; p < size(); ++p)
-      if (p != first) backend_.reduce(call_.type, call_.op, into, inputs_[static_cast<size_t>(p)] + offset, range.count);
+      if (p != first) backend_.reduce(call_.type, call_.op, into, peers_->input(p) + offset, range.count);
     if (call_.op == ReduceOp::avg) backend_.average(call_.type, into, range.count, static_cast<size_t>(size()));
   }
 
@@ -156,7 +101,7 @@ class MappedCall {
       const Range chunk = chunk_of(p, size(), call_.count, element);
       if (chunk.count == 0) continue;
       const size_t offset = chunk.first * element;
-      backend_.copy(output_ + offset, outputs_[static_cast<size_t>(p)] + offset, chunk.count * element);
+      backend_.copy(output_ + offset, peers_->output(p) + offset, chunk.count * element);
     }
     backend_.finish_queued();
     barrier(2);
@@ -172,22 +117,21 @@ class MappedCall {
       std::byte* result = backend_.thread_scratch(bytes_);
       backend_.begin_queueing();
       reduce_from_all(result, {0, call_.count}, 0);
-      for (int p = 0; p < size(); ++p) backend_.copy(outputs_[static_cast<size_t>(p)], result, bytes_);
+      for (int p = 0; p < size(); ++p) backend_.copy(peers_->output(p), result, bytes_);
       backend_.finish_queued();
     }
     barrier(1);
   }
 
-  const Communicator& communicator_;
   const Call& call_;
   const std::byte* input_;
   std::byte* output_;
   const size_t bytes_;
+  const uint32_t sequence_;
   const Deadline deadline_;
-  const Communicator helpers_;
+  const Communicator& communicator_;
   MemoryBackend& backend_;
-  std::vector<const std::byte*> inputs_;  // every rank's input, mapped (this rank's own)
-  std::vector<std::byte*> outputs_;
+  std::optional<MappedPeers> peers_;
 };
 
 }  // namespace
