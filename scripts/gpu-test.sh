@@ -31,9 +31,11 @@
 #                                          with and without MPS
 #                                  select  what auto picks on one shared GPU,
 #                                          time-sliced and under MPS, beside
-#                                          mapped_leader under MPS; and the
-#                                          suite's device tests alone, with
-#                                          stacks of a hung one
+#                                          mapped_leader under MPS; broadcast,
+#                                          allgather and reduce_scatter's
+#                                          leaders time-sliced against shm
+#                                          alone; and the suite's device tests
+#                                          alone, with stacks of a hung one
 #                                Results land in $OUT (or gpu-results/).
 #
 # The device tool's run (DEVELOPERS: ../.library/device/README.md): carry
@@ -203,9 +205,19 @@ device_alone() {
 # the leader under MPS beside it; every run checked.
 select_auto() {
   local ranks
+  local op
   for ranks in 4 2; do
     bench_cuda "auto-sliced-$ranks" "$ranks" --check "${sweep[@]}"
     bench_cuda "auto-sliced-64M-$ranks" "$ranks" --check "${largest[@]}"
+    # The other leaders (algorithms/shared_memory/mapped_leader.h), by name
+    # only until these rows: each against auto (which does not take them
+    # yet) and against the same calls over shm alone (no mapping at all).
+    for op in broadcast allgather reduce_scatter; do
+      bench_cuda "auto-sliced-$op-$ranks" "$ranks" --op "$op" --check "${sweep[@]}"
+      bench_cuda "leader-sliced-$op-$ranks" "$ranks" --op "$op" --algo mapped_leader --check "${sweep[@]}"
+      step "shm-sliced-$op-$ranks" 60 env CHORUS_TRANSPORT=shm "$bin/chorus-run" -n "$ranks" -- "$bin/chorus-bench" \
+        --device cuda --op "$op" --check "${sweep[@]}"
+    done
   done
   if ! command -v nvidia-cuda-mps-control > /dev/null; then
     echo "== select: no nvidia-cuda-mps-control; no MPS run"
@@ -327,14 +339,16 @@ bench_more() {
 # chorus.torch on the machine's torch, once run's background build of it
 # (against gpu-bundle's libchorus; its seconds are in torch_build.txt) has
 # ended: a CPU all_reduce through it under chorus-run, then CUDA tensors:
-# every collective bit-exact, DDP against gloo, timings
-# (test/cuda/torch_cuda.py). The ranks run without LD_LIBRARY_PATH, so that
+# every collective bit-exact, DDP against gloo with its step time, timings
+# (test/cuda/torch_cuda.py), at 2 and 4 processes. The ranks run without LD_LIBRARY_PATH, so that
 # torch keeps its own CUDA libraries; the modules find gpu-bundle/lib by
 # their RPATH.
 torch_part() {
   step torch_smoke 60 bash scripts/gpu-torch.sh smoke --out "$torch_package" --chorus-run "$bin/chorus-run"
   step_watched torch_cuda 120 60 env -u LD_LIBRARY_PATH PYTHONPATH="$PWD/$torch_package" python3 \
     test/cuda/torch_cuda.py --rank-timeout 100
+  step_watched torch_cuda_4 150 90 env -u LD_LIBRARY_PATH PYTHONPATH="$PWD/$torch_package" python3 \
+    test/cuda/torch_cuda.py --ranks 4 --rank-timeout 130
 }
 
 # CHORUS_CUDA_IPC_MESSAGES=1 (the IPC message protocol, off by default since

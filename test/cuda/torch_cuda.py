@@ -1,6 +1,7 @@
-"""chorus.torch on CUDA tensors, beside Gloo, in one 2-process job sharing
-one GPU (both ranks on cuda:0): scripts/gpu-test.sh's part "torch" runs it
-on the GPU machine with the package scripts/gpu-torch.sh built there.
+"""chorus.torch on CUDA tensors, beside Gloo, in one job of 2 (or --ranks)
+processes sharing one GPU (every rank on cuda:0): scripts/gpu-test.sh's
+part "torch" runs it at 2 and 4 on the GPU machine with the package
+scripts/gpu-torch.sh built there.
 
   collectives  every collective and send/recv, bit-exact on small integers:
                small (staged through host memory) and large (run on the
@@ -11,12 +12,17 @@ on the GPU machine with the package scripts/gpu-torch.sh built there.
                between the processes) and over shm (host staging)
   ddp          the same model trained with DDP over gloo, over chorus, and
                over chorus with the Python allreduce comm hook (the Future's
-               then() on CUDA tensors): at 2 ranks every gradient sum is
-               exact, so the losses must be EQUAL step for step
+               then() on CUDA tensors): a sum of two gradients is exact in
+               either order, so the losses must be EQUAL step for step. Past
+               2 ranks, ranks 2 and up train with their loss weighted 0:
+               they run every step and every collective, and their zero
+               gradients keep each sum exact whatever order Gloo and
+               chorus add in. Then each backend's median step time.
   timing       all_reduce of float32 at 8 B, 1 MiB and 64 MiB, chorus
                against gloo (median of a few, the slowest rank's time)
 
-    PYTHONPATH=gpu-torch python3 test/cuda/torch_cuda.py [--device cuda|cpu] [--parts collectives,ddp,timing]
+    PYTHONPATH=gpu-torch python3 test/cuda/torch_cuda.py [--device cuda|cpu] [--ranks N]
+        [--parts collectives,ddp,timing]
 
 --device cpu runs the same harness on CPU tensors (no GPU needed; the
 stream and two-device checks are left out), which is how it is checked
@@ -36,7 +42,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-SIZE = 2
+SIZE = 2  # ranks (--ranks, even: send/recv pairs rank r with r ^ 1)
 # Elements: under chorus's 256 KiB device-plan threshold, and above it.
 COUNTS = (5, 300_000)
 DDP_STEPS = 20
@@ -59,6 +65,11 @@ def check_equal(got, expected, what):
                      f"{expected.flatten()[:8].tolist()} ({expected.dtype}, {tuple(expected.shape)})")
 
 
+def total():
+    """The sum over ranks of rank + 1."""
+    return SIZE * (SIZE + 1) // 2
+
+
 def check_collectives(group, rank, device, label):
     def full(count, value, dtype=torch.float32):
         return torch.full((count,), float(value), dtype=dtype, device=device)
@@ -68,13 +79,13 @@ def check_collectives(group, rank, device, label):
         for dtype in (torch.float32, torch.int64, torch.bfloat16):
             tensor = full(count, rank + 1, dtype)
             dist.all_reduce(tensor, group=group)
-            check_equal(tensor, full(count, 3, dtype), f"all_reduce SUM {dtype} ({where})")
+            check_equal(tensor, full(count, total(), dtype), f"all_reduce SUM {dtype} ({where})")
         tensor = full(count, 2 * (rank + 1))
         dist.all_reduce(tensor, op=dist.ReduceOp.AVG, group=group)
-        check_equal(tensor, full(count, 3), f"all_reduce AVG ({where})")
+        check_equal(tensor, full(count, SIZE + 1), f"all_reduce AVG ({where})")
         tensor = full(count, rank + 1)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
-        check_equal(tensor, full(count, 2), f"all_reduce MAX ({where})")
+        check_equal(tensor, full(count, SIZE), f"all_reduce MAX ({where})")
 
         tensor = full(count, rank + 10)
         dist.broadcast(tensor, src=1, group=group)
@@ -88,14 +99,14 @@ def check_collectives(group, rank, device, label):
         dist.all_gather_into_tensor(flat, full(count, rank + 1), group=group)
         check_equal(flat, torch.cat([full(count, peer + 1) for peer in range(SIZE)]), f"all_gather_into_tensor ({where})")
 
-        # Block j of rank r's input is (r + 1) * (j + 1): rank r receives (r + 1) * 3.
+        # Block j of rank q's input is (q + 1) * (j + 1): rank r receives (r + 1) * total().
         blocks = [full(count, (rank + 1) * (block + 1)) for block in range(SIZE)]
         output = full(count, -1)
         dist.reduce_scatter(output, blocks, group=group)
-        check_equal(output, full(count, (rank + 1) * 3), f"reduce_scatter ({where})")
+        check_equal(output, full(count, (rank + 1) * total()), f"reduce_scatter ({where})")
         output = full(count, -1)
         dist.reduce_scatter_tensor(output, torch.cat(blocks), group=group)
-        check_equal(output, full(count, (rank + 1) * 3), f"reduce_scatter_tensor ({where})")
+        check_equal(output, full(count, (rank + 1) * total()), f"reduce_scatter_tensor ({where})")
 
         # Rank r sends 10 r + j to rank j.
         outputs = [full(count, -1) for _ in range(SIZE)]
@@ -111,9 +122,9 @@ def check_collectives(group, rank, device, label):
         # Point to point both ways, blocking then async.
         message = torch.arange(count, dtype=torch.float32, device=device) + 100 * (rank + 1)
         received = full(count, -1)
-        other = 1 - rank
+        other = rank ^ 1
         peer_message = torch.arange(count, dtype=torch.float32, device=device) + 100 * (other + 1)
-        if rank == 0:
+        if rank % 2 == 0:
             dist.send(message, dst=other, group=group)
             dist.recv(received, src=other, group=group)
         else:
@@ -130,16 +141,17 @@ def check_collectives(group, rank, device, label):
         tensor = full(count, rank + 1)
         work = dist.all_reduce(tensor, async_op=True, group=group)
         work.wait()
-        check_equal(tensor, full(count, 3), f"async all_reduce, wait() ({where})")
+        check_equal(tensor, full(count, total()), f"async all_reduce, wait() ({where})")
         tensor = full(count, rank + 1)
         future = dist.all_reduce(tensor, async_op=True, group=group).get_future().then(lambda done: done.value()[0] * 2)
-        check_equal(future.wait(), full(count, 6), f"async all_reduce, then() ({where})")
+        check_equal(future.wait(), full(count, 2 * total()), f"async all_reduce, then() ({where})")
 
         # Non-contiguous: a transposed view, reduced and broadcast in place.
         base = torch.full((4, count), float(rank + 1), device=device)
         view = base.t()
         dist.all_reduce(view, group=group)
-        check_equal(base, torch.full((4, count), 3.0, device=device), f"all_reduce of a transposed view ({where})")
+        check_equal(base, torch.full((4, count), float(total()), device=device),
+                    f"all_reduce of a transposed view ({where})")
         view.fill_(rank + 20)
         dist.broadcast(view, src=0, group=group)
         check_equal(base, torch.full((4, count), 20.0, device=device), f"broadcast of a transposed view ({where})")
@@ -172,7 +184,8 @@ def check_stream_order(group, rank, device, label):
         work.wait()
         doubled = tensor * 2  # queued after wait(), with no host synchronize
     side.synchronize()
-    check_equal(doubled, torch.full((count,), 6.0, device=device), f"work on the caller's stream after wait() ({label})")
+    check_equal(doubled, torch.full((count,), 2.0 * total(), device=device),
+                f"work on the caller's stream after wait() ({label})")
 
     # A non-contiguous tensor is copied back on the stream of the call;
     # wait() on another stream must order that stream after the copy.
@@ -182,7 +195,7 @@ def check_stream_order(group, rank, device, label):
         work = dist.all_reduce(base.t(), async_op=True, group=group)
     work.wait()
     snapshot = base.clone()  # on the default stream, no synchronize
-    check_equal(snapshot, torch.full((4, count), 3.0, device=device),
+    check_equal(snapshot, torch.full((4, count), float(total()), device=device),
                 f"a transposed view reduced on a side stream, read on the default one after wait() ({label})")
 
 
@@ -201,7 +214,8 @@ def check_two_devices_refused(group, rank, device, label):
         raise Failed(f"{label}: tensors on the CPU and {device} were not refused")
     tensor = torch.full((4,), float(rank + 1), device=device)
     dist.all_reduce(tensor, group=group)
-    check_equal(tensor, torch.full((4,), 3.0, device=device), f"the group works after a refused call ({label})")
+    check_equal(tensor, torch.full((4,), float(total()), device=device),
+                f"the group works after a refused call ({label})")
 
 
 def train(group, rank, device, hook):
@@ -218,27 +232,32 @@ def train(group, rank, device, hook):
         ddp.register_comm_hook(group, default_hooks.allreduce_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(1000 + rank)
+    weight = 1.0 if rank < 2 else 0.0  # past 2 ranks: zero gradients, every sum exact (module docstring)
     losses = []
+    step_seconds = []
     for _ in range(DDP_STEPS):
         inputs = torch.randn(16, 32, generator=data).to(device)
         targets = torch.randn(16, 8, generator=data).to(device)
+        started = time.perf_counter()
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
-        loss.backward()
+        (loss * weight).backward()
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(loss.item())  # the host waits for the step here
+        step_seconds.append(time.perf_counter() - started)
     weights = torch.cat([parameter.detach().flatten() for parameter in model.parameters()]).cpu()
-    return losses, weights
+    # The first steps build DDP's buckets and warm the caches.
+    return losses, weights, statistics.median(step_seconds[3:])
 
 
 def check_ddp(groups, rank, device):
     runs = {"gloo": train(groups["gloo"], rank, device, hook=False),
             "chorus": train(groups["chorus"], rank, device, hook=False),
             "chorus+allreduce_hook": train(groups["chorus"], rank, device, hook=True)}
-    for name, (losses, _) in runs.items():
+    for name, (losses, _, _) in runs.items():
         print(f"rank {rank} ddp {name:>22}: {' '.join(f'{loss:.9g}' for loss in losses)}", flush=True)
-    reference_losses, reference_weights = runs["gloo"]
-    for name, (losses, weights) in runs.items():
+    reference_losses, reference_weights, _ = runs["gloo"]
+    for name, (losses, weights, _) in runs.items():
         differing = [step for step, (a, b) in enumerate(zip(losses, reference_losses)) if a != b]
         if differing:
             raise Failed(f"ddp over {name}: losses differ from gloo's at steps {differing}")
@@ -246,7 +265,16 @@ def check_ddp(groups, rank, device):
     # Every rank ends with the same weights.
     gathered = [torch.empty_like(reference_weights) for _ in range(SIZE)]
     dist.all_gather(gathered, reference_weights, group=groups["gloo_cpu"])
-    check_equal(gathered[0], gathered[1], "ddp: rank 0's and rank 1's final weights")
+    for peer in range(1, SIZE):
+        check_equal(gathered[peer], gathered[0], f"ddp: rank {peer}'s final weights against rank 0's")
+    # Each backend's median step, the slowest rank's.
+    steps = torch.tensor([runs[name][2] for name in runs], dtype=torch.float64)
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=groups["gloo_cpu"])
+    if rank == 0:
+        times = dict(zip(runs, steps.tolist()))
+        print(f"# ddp step at {SIZE} ranks, median ms (slowest rank): " +
+              ", ".join(f"{name} {seconds * 1e3:.3f}" for name, seconds in times.items()) +
+              f"; chorus / gloo {times['chorus'] / times['gloo']:.2f}", flush=True)
 
 
 def time_all_reduce(groups, rank, device):
@@ -279,6 +307,8 @@ def time_all_reduce(groups, rank, device):
 
 
 def rank_main(rank, args, init_method):
+    global SIZE
+    SIZE = args.ranks
     faulthandler.dump_traceback_later(args.rank_timeout, exit=True)  # a hang ends this rank, with its stack
     import chorus.torch  # noqa: F401  (registers the backend "chorus")
 
@@ -322,8 +352,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--parts", default="collectives,ddp,timing")
+    parser.add_argument("--ranks", type=int, default=2, help="processes (even)")
     parser.add_argument("--rank-timeout", type=float, default=80, help="seconds before a rank gives up")
     args = parser.parse_args()
+    if args.ranks < 2 or args.ranks % 2:
+        parser.error("--ranks takes an even number of at least 2 (send/recv pairs rank r with r ^ 1)")
+    global SIZE
+    SIZE = args.ranks
     args.parts = args.parts.split(",")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("torch_cuda.py: torch sees no GPU (--device cpu runs the harness on CPU tensors)")
@@ -333,7 +368,8 @@ def main():
         probe.bind(("127.0.0.1", 0))
         init_method = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
     started = time.monotonic()
-    print(f"torch_cuda.py: torch {torch.__version__}, {args.device}, parts {','.join(args.parts)}", flush=True)
+    print(f"torch_cuda.py: torch {torch.__version__}, {args.device}, {SIZE} ranks, parts {','.join(args.parts)}",
+          flush=True)
     mp.start_processes(rank_main, args=(args, init_method), nprocs=SIZE, start_method="spawn")
     print(f"torch_cuda.py: passed in {time.monotonic() - started:.1f} s")
 
