@@ -40,10 +40,12 @@
 #
 # The device tool's run (DEVELOPERS: ../.library/device/README.md): carry
 # ["gpu-bundle"], and pack the results into one file (at most 8 come back):
-#   o=$OUT; mkdir -p /tmp/g; OUT=/tmp/g GPU_TEST_BUDGET_S=385 bash scripts/gpu-test.sh run all;
+#   o=$OUT; mkdir -p /tmp/g; OUT=/tmp/g GPU_TEST_BUDGET_S=480 bash scripts/gpu-test.sh run all;
 #   tar czf $o/results.tgz -C /tmp/g .
 # GPU_TEST_BUDGET_S (default 420) skips the steps that would start after it.
-# A whole run took about 3 minutes on the H100 (2026-11-27).
+# A whole run took about 3 minutes on the H100 (2026-11-27) and 255 s on the
+# H200 (2026-12-04), before parts select and torch at 4 ranks were added
+# (about 2 minutes more, estimated): give the call a timeout_s of 560.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
