@@ -89,7 +89,7 @@ double leader_cost(const Candidate&, const Communicator& communicator, const Cal
          bytes_moved(call, communicator.size()) * kMappedLeaderSecondsPerMemberByte / 2;
 }
 
-Moved run(const Candidate&, const CandidateRun& run) {
+Moved run_leader_candidate(const Candidate&, const CandidateRun& run) {
   run_mapped_leader(run.communicator, run.call, run.input, run.output, run.sequence, run.deadline,
                     memory_backend(run.call.memory));
   return {};
@@ -97,11 +97,11 @@ Moved run(const Candidate&, const CandidateRun& run) {
 
 constexpr Candidate kLeaderCandidates[] = {
     {.name = kMappedLeader, .collective = Collective::broadcast, .serves = leader_serves, .cost_seconds = leader_cost,
-     .run = run, .why_not = leader_why_not},
+     .run = run_leader_candidate, .why_not = leader_why_not},
     {.name = kMappedLeader, .collective = Collective::allgather, .serves = leader_serves, .cost_seconds = leader_cost,
-     .run = run, .why_not = leader_why_not},
+     .run = run_leader_candidate, .why_not = leader_why_not},
     {.name = kMappedLeader, .collective = Collective::reduce_scatter, .serves = leader_serves,
-     .cost_seconds = leader_cost, .run = run, .why_not = leader_why_not},
+     .cost_seconds = leader_cost, .run = run_leader_candidate, .why_not = leader_why_not},
 };
 
 }  // namespace
