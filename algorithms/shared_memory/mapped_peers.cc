@@ -2,7 +2,6 @@
 #include "algorithms/shared_memory/mapped_peers.h"
 
 #include <algorithm>
-#include <cstring>
 #include <span>
 
 #include "algorithms/execution/helper_plan.h"
@@ -54,8 +53,8 @@ MappedPeers::MappedPeers(const Communicator& communicator, const Call& call, con
   const std::vector<std::byte> in = describe(own_input, input_bytes);
   const std::vector<std::byte> out = describe(own_output, output_bytes);
   std::vector<std::byte> mine(kRecordBytes);
-  std::memcpy(mine.data(), in.data(), in.size());
-  std::memcpy(mine.data() + kDescriptionBytes, out.data(), out.size());
+  std::copy(in.begin(), in.end(), mine.begin());  // an empty description has no data() to copy from
+  std::copy(out.begin(), out.end(), mine.begin() + static_cast<std::ptrdiff_t>(kDescriptionBytes));
   std::vector<std::byte> all(kRecordBytes * static_cast<size_t>(size()));
   Call gather = make_call(Collective::allgather, rank(), size(), kRecordBytes, DataType::uint8, ReduceOp::sum, 0,
                           false);
