@@ -174,6 +174,24 @@ class Communicator {
     calls.store(number + 1, std::memory_order_relaxed);
     return number;
   }
+  // The last one-way Plan (a broadcast's tree or chain) run here: its
+  // call's sequence number and when it ended, on the steady clock. The
+  // executor's sign that such calls come back to back (executor.cc,
+  // poll_for_change); only kept where the host is oversubscribed, the one
+  // place it is read.
+  struct OneWayEnd {
+    uint32_t sequence = 0;
+    std::chrono::steady_clock::time_point when;
+  };
+  OneWayEnd last_one_way_end() const {
+    return {run_counters_->one_way_sequence.load(std::memory_order_relaxed),
+            std::chrono::steady_clock::time_point(
+                std::chrono::steady_clock::duration(run_counters_->one_way_ended.load(std::memory_order_relaxed)))};
+  }
+  void note_one_way_end(uint32_t sequence, std::chrono::steady_clock::time_point when) const {
+    run_counters_->one_way_sequence.store(sequence, std::memory_order_relaxed);
+    run_counters_->one_way_ended.store(when.time_since_epoch().count(), std::memory_order_relaxed);
+  }
 
  private:
   std::shared_ptr<transport::Mesh> mesh_;
@@ -198,6 +216,9 @@ class Communicator {
   struct RunCounters {
     std::atomic<bool> set_up{false};
     std::atomic<uint64_t> sampled_calls{0};
+    // Far enough in the past that no call counts as back to back with it.
+    std::atomic<std::chrono::steady_clock::rep> one_way_ended{std::chrono::steady_clock::duration::min().count() / 2};
+    std::atomic<uint32_t> one_way_sequence{0};
   };
   std::unique_ptr<RunCounters> run_counters_ = std::make_unique<RunCounters>();
   // Last, so a backend's state (NCCL's communicators) goes first.

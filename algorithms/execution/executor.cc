@@ -2,8 +2,10 @@
 #include "algorithms/execution/executor.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <exception>
 #include <memory>
 #include <span>
@@ -126,6 +128,12 @@ class PlanRun {
 
   void run() {
     const Clock::time_point began = started_ ? *started_ : Clock::now();
+    // Only where poll_for_change can nap (below).
+    const bool notes_one_way_end = plan_.one_way && communicator_.oversubscribed();
+    if (notes_one_way_end) {
+      const Communicator::OneWayEnd last = communicator_.last_one_way_end();
+      back_to_back_ = last.sequence + 1 == sequence_ && began - last.when < kBackToBackGap;
+    }
     CollectiveWatch watch(communicator_, call_, sequence_, deadline_, began);
     transport::Mesh& mesh = mesh_;
     // While this thread runs the plan it reads its own sockets and rings
@@ -194,6 +202,7 @@ class PlanRun {
     // A neighbour's check that arrived with this call's last message.
     if (deferred_after_) settle_earlier_checks();
     if (deferred_) deferred_->defer(communicator_, call_, RootCheck::check_tag(call_, root_check_tag()), sequence_);
+    if (notes_one_way_end) communicator_.note_one_way_end(sequence_, Clock::now());
   }
 
  private:
@@ -276,6 +285,26 @@ class PlanRun {
   // ~6. Where a rank's wait holds up the rank it waits for (allreduce,
   // rings) a sleep measured slower: 8-byte allreduce 45-55 -> 70-90 µs.
   // longest_sleep bounds a sleep that nothing the poll watches ends.
+  //
+  // But not when such calls come back to back (this call is the
+  // Communicator's next after a one-way Plan and began within
+  // kBackToBackGap of that Plan's end; a gap of time alone read too short
+  // here, where a rank is often descheduled between two calls): then a
+  // waiter naps kBackToBackNap between polls instead of waking as each
+  // message lands. Back to back the root runs ahead, yet a receiver woken
+  // per message kept up with it, one read a message (strace, 4 hosts x 1
+  // rank: a leaf's readv 0.85 a call, Open MPI's 0.1), and each wake-up
+  // took a core from the ranks that send (veth delivers a packet, and
+  // wakes its reader, in the sender's context). Napping, it lands several
+  // calls' messages at once, as an MPI receiver that yields does. On 4
+  // hosts x 1 rank over 2 cores an 8 B-4 KiB broadcast back to back took
+  // 13-23 us napping against 18-44 waking, alternated (Open MPI 12-22);
+  // 20 and 50 us naps measured alike. A call that follows another kind of
+  // call (a barrier) or a pause still wakes at once: napping there cost it
+  // 20-60 us (benchmarks/README.md, "Back-to-back broadcasts nap").
+  static constexpr Clock::duration kBackToBackGap = std::chrono::microseconds(200);
+  static constexpr auto kBackToBackNap = std::chrono::microseconds(20);
+
   bool poll_for_change(uint64_t seen) {
     constexpr Clock::duration longest_poll = std::chrono::microseconds(20);
     constexpr auto longest_sleep = std::chrono::microseconds(200);
@@ -293,14 +322,24 @@ class PlanRun {
         spent = Clock::duration{0};  // the collective is moving: keep reading
         last_arrival = now;
       } else if (now - last_arrival > keep_cpu_after_arrival) {
-        const bool slept = sleep_at_once && mesh_.await_arrival(longest_sleep);
-        if (!slept) sched_yield();
+        if (sleep_at_once && back_to_back_) {
+          nap(kBackToBackNap);
+        } else {
+          const bool slept = sleep_at_once && mesh_.await_arrival(longest_sleep);
+          if (!slept) sched_yield();
+        }
       }
       spent += std::min(now - last, longest_poll);
       last = now;
       if (spent >= budget) return signal_.count() != seen;
     }
     return true;
+  }
+
+  static void nap(std::chrono::microseconds length) {
+    timespec rest{0, static_cast<long>(std::chrono::nanoseconds(length).count())};
+    while (::nanosleep(&rest, &rest) != 0 && errno == EINTR) {
+    }
   }
 
   // With one stream per peer, request i belongs to communication step i.
@@ -413,6 +452,7 @@ class PlanRun {
   bool root_verified_ = false;
   PlanBuffers buffers_;
   transport::Tag tag_;
+  bool back_to_back_ = false;     // poll_for_change naps (one-way, shared cores, back to back)
   uint64_t progress_events_ = 0;  // steps finished or posted
   uint64_t progress_seen_ = 0;    // progress_events_ when the watch last heard of progress
 };
