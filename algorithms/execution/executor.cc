@@ -301,7 +301,7 @@ class PlanRun {
   // 13-23 us napping against 18-44 waking, alternated (Open MPI 12-22);
   // 20 and 50 us naps measured alike. A call that follows another kind of
   // call (a barrier) or a pause still wakes at once: napping there cost it
-  // 20-60 us (benchmarks/README.md, "Back-to-back broadcasts nap").
+  // 30-70 us (benchmarks/README.md, "Back-to-back broadcasts nap").
   static constexpr Clock::duration kBackToBackGap = std::chrono::microseconds(200);
   static constexpr auto kBackToBackNap = std::chrono::microseconds(20);
 
