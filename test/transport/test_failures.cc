@@ -284,6 +284,34 @@ TEST_CASE("transport: posts to a peer that already closed its context fail at on
   }
 }
 
+TEST_CASE("transport: a peer's orderly close fails nothing else: the other ranks keep talking", "[transport]") {
+  // ibverbs once failed the whole device here: the device flushed the
+  // receives still posted for the departed peer, and when those flushes were
+  // polled before the disconnect event they read as a broken link.
+  FOR_EACH_TRANSPORT(transport);
+  Requests requests;
+  TestMesh mesh = make_mesh(transport, 3);
+  mesh.destroy(0);
+  // Long enough for every goodbye, disconnect and flush to land.
+  std::this_thread::sleep_for(200ms);
+  for (uint64_t round = 0; round < 3; ++round) {
+    const Buffer outgoing = pattern(round + 1, 100000);
+    ReceiveBuffer incoming(outgoing.size());
+    Request& send = requests.add();
+    Request& recv = requests.add();
+    mesh.pair(2, 1).post_recv(recv, {9, round}, incoming.data());
+    mesh.pair(1, 2).post_send(send, {9, round}, outgoing);
+    wait_ok(send);
+    wait_ok(recv);
+    REQUIRE(incoming.holds(round + 1));
+  }
+  Request& late = requests.add();
+  const std::vector<std::byte> bytes(10);
+  mesh.pair(1, 0).post_send(late, {4, 4}, bytes);
+  const std::string text = wait_error<IoError>(late);
+  CHECK_THAT(text, Contains("rank 1: peer rank 0 closed its context"));
+}
+
 TEST_CASE("transport: a peer killed with SIGKILL mid-transfer is detected promptly", "[transport][fork]") {
   FOR_EACH_TRANSPORT(transport);
   constexpr size_t kChunk = size_t{64} << 20;

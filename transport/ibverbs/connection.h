@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -154,6 +155,11 @@ class Connection {
   // After the peer's goodbye or disconnect: fails what waits on the peer, naming it.
   void on_peer_closed_locked();
   std::exception_ptr closed_context_error(const std::string& detail) const;
+  // Whether a work request was flushed while the link was ready, before
+  // `moment`, and no goodbye or disconnect has explained it since.
+  bool flush_unexplained_since(std::chrono::steady_clock::time_point moment) const {
+    return state_ == LinkState::ready && !peer_said_goodbye_ && flushed_since_ && *flushed_since_ < moment;
+  }
 
  private:
   struct Outgoing {
@@ -257,6 +263,7 @@ class Connection {
 
   bool peer_said_goodbye_ = false;
   bool requests_failed_ = false;
+  std::optional<std::chrono::steady_clock::time_point> flushed_since_;
   ProbeAnswers probe_answers_;
 };
 

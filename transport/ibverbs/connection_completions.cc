@@ -30,6 +30,24 @@ bool Connection::on_completion_locked(const ibv_wc& completion,
   if (completion.status != IBV_WC_SUCCESS) {
     if (state_ == LinkState::failed || state_ == LinkState::closed) return true;  // flushed while closing
     if (state_ != LinkState::ready) return false;
+    if (peer_said_goodbye_) {
+      // The peer closed in order and then disconnected: the device flushes
+      // what was still posted here before the disconnect event reaches this
+      // rank. That is the goodbye's consequence, not a failure; whatever
+      // still waited on the peer hears that it closed.
+      on_peer_closed_locked();
+      return true;
+    }
+    if (completion.status == IBV_WC_WR_FLUSH_ERR) {
+      // A flush is never the first sign: the queue pair went into the error
+      // state because the peer disconnected (its goodbye may still be in
+      // this queue, or it left without one) or an earlier completion or
+      // device event failed it. The disconnect event names what happened;
+      // the engine judges this flush alone only if none follows
+      // (flush_unexplained_since).
+      if (!flushed_since_) flushed_since_ = std::chrono::steady_clock::now();
+      return true;
+    }
     owner_.fail_locked(std::make_exception_ptr(IoError(
         cat("rank ", owner_.rank(), ": the connection to ", peer_label_, " failed: ",
             completion_status_text(completion.status)),

@@ -116,6 +116,8 @@ class Engine final : public EngineCore<ConnectionOwner>,
   void on_established_locked(Connection& connection, const CmEvent& event);
   bool on_proof_locked(Connection& connection, std::span<const std::byte> proof);
   void drop_locked(Connection& connection, const std::string& why);
+  // Drops handshakes past their deadline; fails the device for a flush no
+  // disconnect explained (Connection::flush_unexplained_since).
   void expire_handshakes_locked();
   void handle_async_events();
   void drain_completion_channel();

@@ -16,6 +16,9 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 // Between attempts to reach a peer that did not answer yet.
 constexpr auto kDialRetry = std::chrono::milliseconds(100);
 constexpr int kResolveTimeoutMs = 2000;
+// A flush reaches the completion queue a moment before the disconnect event
+// that explains it; a second is ample even in the Soft-RoCE VM.
+constexpr auto kFlushExplanationGrace = std::chrono::seconds(1);
 
 const char* event_name(rdma_cm_event_type type) { return rdma_event_str(type); }
 
@@ -178,6 +181,16 @@ void Engine::expire_handshakes_locked() {
     if (now >= give_up) expired.push_back(id);
   for (uint32_t id : expired)
     if (connections_[id]) drop_locked(*connections_[id], "it did not prove the job secret in time");
+  // A flushed work request waits this long for the disconnect that explains it.
+  if (failure_) return;
+  const auto explained_by = now - kFlushExplanationGrace;
+  for (const auto& connection : connections_)
+    if (connection && connection->flush_unexplained_since(explained_by))
+      return fail_locked(std::make_exception_ptr(
+          IoError(cat("rank ", rank(), ": the connection to ", connection->peer_label(),
+                      " failed: the device flushed its work requests and no disconnect followed within ",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(kFlushExplanationGrace).count(), " ms"),
+                  connection->peer_rank())));
 }
 
 void Engine::handle_cm_events() {
