@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "base/memory.h"
@@ -43,6 +44,18 @@ class MemoryBackend {
   // turn of its time slice. Host memory works at once: both do nothing.
   virtual void begin_queueing() {}
   virtual void finish_queued() {}
+
+  // Stream order without waits (the executor's stream-ordered path,
+  // algorithms/execution/executor.cc): while queueing, a fence marks the
+  // work the calling thread has queued so far, and fence_passed() says,
+  // without waiting, whether all of it has ended, so the thread keeps
+  // moving messages while a kernel runs instead of blocking on it. Fences
+  // pass in the order recorded. A backend whose work ends as it returns
+  // (host memory) offers none: orders_by_fences() is false and every fence
+  // has passed.
+  virtual bool orders_by_fences() const { return false; }
+  virtual uint64_t record_fence() { return 0; }
+  virtual bool fence_passed(uint64_t /*fence*/) { return true; }
 };
 
 }  // namespace chorus

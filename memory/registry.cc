@@ -20,6 +20,8 @@ struct KindEntry {
 
 MemoryKindSupport& cuda_support() { return cuda::cuda_runtime(); }
 
+thread_local MemoryBackend* host_substitute = nullptr;  // ScopedHostBackend
+
 const KindEntry kind_table[] = {
     {MemoryKind::cuda, cuda_support, CHORUS_HAVE_CUDA != 0},
 };
@@ -33,9 +35,15 @@ MemoryKindSupport& memory_kind_support(MemoryKind kind) {
 }
 
 MemoryBackend& memory_backend(const Memory& memory) {
-  if (memory.on_host()) return host_memory_backend();
+  if (memory.on_host()) return host_substitute ? *host_substitute : host_memory_backend();
   return memory_kind_support(memory.kind).backend(memory.device);
 }
+
+ScopedHostBackend::ScopedHostBackend(MemoryBackend& backend) : previous_(host_substitute) {
+  host_substitute = &backend;
+}
+
+ScopedHostBackend::~ScopedHostBackend() { host_substitute = previous_; }
 
 std::vector<MemoryKind> built_device_kinds() {
   std::vector<MemoryKind> kinds;

@@ -16,6 +16,22 @@ namespace chorus {
 // process cannot serve it (no support built, module missing, no such device).
 MemoryBackend& memory_backend(const Memory& memory);
 
+// For tests of the layers above, where no device runs them: while one
+// lives, host memory on the calling thread is served by `backend`
+// (test/algorithms/test_stream_ordered.cc puts the executor's
+// stream-ordered path on host memory whose copies and reductions run
+// late, on a thread of their own, as a device's stream runs them).
+class ScopedHostBackend {
+ public:
+  explicit ScopedHostBackend(MemoryBackend& backend);
+  ~ScopedHostBackend();
+  ScopedHostBackend(const ScopedHostBackend&) = delete;
+  ScopedHostBackend& operator=(const ScopedHostBackend&) = delete;
+
+ private:
+  MemoryBackend* previous_;
+};
+
 // The support of a kind other than host memory; throws InvalidArgument
 // saying why when this build or process has none (the kind's module could
 // not be loaded, or it was not built).

@@ -27,8 +27,16 @@
 #                                  suite   the suite "cuda" (kernels, memory
 #                                          kinds, ranks sharing the GPU, stream
 #                                          ordering), every collective checked
+#                                  order   device Plans (ring allreduce,
+#                                          reduce_scatter, allgather) with a
+#                                          wait per local step and
+#                                          stream-ordered, alternated, checked
 #                                  bench   the benchmarks beside their peers,
 #                                          with and without MPS
+#                                  more    (only when named) the earlier
+#                                          runs' experiments: staging
+#                                          thresholds, one and two shots, MPS,
+#                                          tcp, the stalled IPC protocol
 #                                  select  what auto picks on one shared GPU,
 #                                          time-sliced and under MPS, beside
 #                                          mapped_leader under MPS; broadcast,
@@ -44,8 +52,9 @@
 #   tar czf $o/results.tgz -C /tmp/g .
 # GPU_TEST_BUDGET_S (default 420) skips the steps that would start after it.
 # A whole run took about 3 minutes on the H100 (2026-11-27) and 255 s on the
-# H200 (2026-12-04), before parts select and torch at 4 ranks were added
-# (about 2 minutes more, estimated): give the call a timeout_s of 560.
+# H200 (2026-12-04), before parts select, order and torch at 4 ranks were
+# added and `more` left out of `all` (about 3 minutes more, estimated):
+# give the call a timeout_s of 560.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -187,9 +196,10 @@ run() {
   wants staged && staged
   wants mapped && mapped
   wants suite && suite
+  wants order && stream_order
   wants bench && bench
-  wants bench && bench_more
   wants select && select_auto
+  [[ ",$parts," == *",more,"* ]] && bench_more
   return "$status"
 }
 
@@ -302,6 +312,29 @@ bench() {
         --min-bytes 64M --max-bytes 64M --iters 5 --rounds 3
     fi
     bench_cuda "chorus-cuda-ring-$ranks" "$ranks" --algo ring "${sweep[@]}"
+  done
+}
+
+# The executor's stream-ordered path (CHORUS_CUDA_STREAM_ORDERED=1: local
+# steps queued on the worker's stream, their ends seen by events, no wait
+# per step; docs/cuda.md) against a wait per step, on Plans over device
+# memory (cuda_ipc's host chunks), time-sliced: alternated, two rounds,
+# every run checked. Its numbers decide whether the path becomes the default.
+stream_order() {
+  local round ranks op mode
+  step order-device-tests 120 env CHORUS_CUDA_STREAM_ORDERED=1 "$bin/test_cuda_device" \
+    "collectives on device memory of ranks sharing one GPU*,a collective waits for the caller's stream*"
+  for round in 1 2; do
+    for ranks in 4 2; do
+      for op in allreduce reduce_scatter allgather; do
+        [ "$ranks" = 2 ] && [ "$op" != allreduce ] && continue
+        for mode in 0 1; do
+          step "order-$mode-$op-$ranks-r$round" 60 env CHORUS_CUDA_STREAM_ORDERED=$mode "$bin/chorus-run" \
+            -n "$ranks" -- "$bin/chorus-bench" --device cuda --op "$op" --algo ring --check -b 1M -e 64M -f 4 \
+            --time-budget-ms 100
+        done
+      done
+    done
   done
 }
 

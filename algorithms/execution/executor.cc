@@ -47,6 +47,9 @@ struct RunState {
   size_t request_capacity = 0;
   std::vector<size_t> first_request;  // empty when no peer is striped
   std::vector<StepId> in_flight;
+  // The stream-ordered path's local steps queued on the backend, oldest
+  // first, with the fence that marks each one's end.
+  std::vector<std::pair<StepId, uint64_t>> queued_local;
   StepScheduler scheduler;
 
   transport::Request* reserve_requests(size_t count) {
@@ -80,11 +83,13 @@ class PlanRun {
         signal_(state_.signal),
         first_request_(state_.first_request),
         in_flight_(state_.in_flight),
+        queued_local_(state_.queued_local),
         step_timings_(extras.step_timings),
         started_(extras.started) {
     if (step_timings_) step_timings_->assign(plan.size(), StepTiming{});
     scheduler_.reset(plan, graph, extras.send_limit);
     in_flight_.clear();
+    queued_local_.clear();
     first_request_.clear();
     // Scratch is reused across calls on the same thread (a collective is run
     // by one thread from start to end): reallocating and page-faulting
@@ -93,6 +98,7 @@ class PlanRun {
     buffers_.input = static_cast<const std::byte*>(input);
     buffers_.output = static_cast<std::byte*>(output);
     buffers_.scratch = plan.scratch_bytes ? buffers_.backend->thread_scratch(plan.scratch_bytes) : nullptr;
+    fenced_ = buffers_.backend->orders_by_fences() && graph.communication_steps() < plan.size();
     // The root check's two requests follow the Plan's.
     plan_requests_ = number_stripes();
     checks_root_ = RootCheck::needed(call);
@@ -126,7 +132,40 @@ class PlanRun {
     deferred_after_ = earlier && !earlier->empty();
   }
 
+  // The stream-ordered path (a backend that orders by fences: device
+  // memory, where asked). A local step is queued on the backend's stream
+  // and counts as finished once its fence has passed, which this thread
+  // checks between messages instead of waiting for each kernel: a send
+  // still goes out only once what it reads has ended, and a receive lands
+  // only in memory no queued step still reads, since the Plan's graph
+  // orders both after those steps' ends. Independent local steps queue
+  // back to back, and the thread keeps moving messages while they run.
+  // A failure waits for the queued work before it leaves: once execute()
+  // returns, no kernel touches the caller's buffers or the scratch.
   void run() {
+    if (!fenced_) return run_steps();
+    buffers_.backend->begin_queueing();
+    try {
+      run_steps();
+    } catch (...) {
+      // A device that never ends its work would hold this wait: say first
+      // what the call is waiting for.
+      if (queued_head_ < queued_local_.size())
+        CHORUS_LOG(warn, communicator_.rank(), "the failed call waits for its ", queued_local_.size() - queued_head_,
+                   " queued copies and reductions on ", to_string(call_.memory), " before it returns");
+      try {
+        buffers_.backend->finish_queued();
+      } catch (const std::exception& error) {
+        CHORUS_LOG(error, communicator_.rank(), "after a failed call, waiting for its queued device work failed too: ",
+                   error.what());
+      }
+      throw;
+    }
+    buffers_.backend->finish_queued();
+  }
+
+ private:
+  void run_steps() {
     const Clock::time_point began = started_ ? *started_ : Clock::now();
     // Only where poll_for_change can nap (below).
     const bool notes_one_way_end = plan_.one_way && communicator_.oversubscribed();
@@ -148,6 +187,7 @@ class PlanRun {
       // scan then changes it, and the wait below returns at once.
       const uint64_t seen = signal_.count();
       bool progressed = harvest_completions();
+      if (queued_head_ < queued_local_.size()) progressed = harvest_fences() || progressed;
       if (root_check_pending_) progressed = harvest_root_check() || progressed;
       while (std::optional<StepId> id = scheduler_.next_post()) {
         post(*id);
@@ -159,6 +199,11 @@ class PlanRun {
       if (std::optional<StepId> id = scheduler_.next_local()) {
         if (step_timings_) (*step_timings_)[*id].start_us = trace_clock_us();
         run_local_step(plan_.step(*id), call_, buffers_);
+        if (fenced_) {
+          queued_local_.emplace_back(*id, buffers_.backend->record_fence());
+          ++progress_events_;
+          continue;
+        }
         if (step_timings_) (*step_timings_)[*id].end_us = trace_clock_us();
         scheduler_.finish(*id);
         ++progress_events_;
@@ -177,6 +222,10 @@ class PlanRun {
       }
       if (watch.warning_due(now)) watch.warn_stall(describe_oldest_wait());
       if (deferred_after_) settle_earlier_checks();
+      if (queued_head_ < queued_local_.size()) {
+        poll_for_fence(seen);
+        continue;
+      }
       if (poll_for_change(seen)) continue;
       Clock::time_point wake = watch.next_wake();
       if (late_.checks) {
@@ -205,7 +254,6 @@ class PlanRun {
     if (notes_one_way_end) communicator_.note_one_way_end(sequence_, Clock::now());
   }
 
- private:
   // The Plan ran to its end and the root check, if any, is answered.
   bool finished() const { return scheduler_.done() && !root_check_pending_; }
 
@@ -366,6 +414,36 @@ class PlanRun {
     return {&requests_[first_request_[index]], first_request_[index + 1] - first_request_[index]};
   }
 
+  // The queued local steps whose fences have passed, in the order queued
+  // (fences pass in that order).
+  bool harvest_fences() {
+    bool progressed = false;
+    while (queued_head_ < queued_local_.size() &&
+           buffers_.backend->fence_passed(queued_local_[queued_head_].second)) {
+      const StepId id = queued_local_[queued_head_++].first;
+      if (step_timings_) (*step_timings_)[id].end_us = trace_clock_us();
+      scheduler_.finish(id);
+      progressed = true;
+    }
+    return progressed;
+  }
+
+  // While queued steps run and nothing else is left to do: reads the
+  // transports and looks at the oldest fence, for up to kFencePoll, then
+  // lets the caller's loop look at its clock. Nothing wakes a sleeper when
+  // a fence passes, so this never sleeps; it yields between looks where
+  // ranks outnumber cores, as poll_for_change does.
+  static constexpr Clock::duration kFencePoll = std::chrono::microseconds(50);
+  void poll_for_fence(uint64_t seen) {
+    const Clock::time_point until = Clock::now() + kFencePoll;
+    const std::pair<StepId, uint64_t> oldest = queued_local_[queued_head_];
+    while (signal_.count() == seen && !buffers_.backend->fence_passed(oldest.second)) {
+      const bool consumed = mesh_.progress();
+      if (!consumed && communicator_.oversubscribed()) sched_yield();
+      if (Clock::now() >= until) return;
+    }
+  }
+
   bool harvest_completions() {
     bool progressed = false;
     for (size_t i = 0; i < in_flight_.size();) {
@@ -416,6 +494,9 @@ class PlanRun {
       return cat("the root check's message to rank ", RootCheck::right(call_), " (4 bytes)");
     if (in_flight_.empty() && root_check_pending_)
       return cat("the root check's message from rank ", RootCheck::left(call_), " (4 bytes)");
+    if (in_flight_.empty() && queued_head_ < queued_local_.size())
+      return cat("its own ", queued_local_.size() - queued_head_, " queued copies and reductions on ",
+                 to_string(call_.memory));
     if (in_flight_.empty()) return "its own steps";
     const StepId oldest = *std::min_element(in_flight_.begin(), in_flight_.end());
     return describe_wait(communicator_, plan_.step(oldest), requests_of(oldest).size());
@@ -433,6 +514,9 @@ class PlanRun {
   transport::CompletionSignal& signal_;
   std::vector<size_t>& first_request_;
   std::vector<StepId>& in_flight_;
+  std::vector<std::pair<StepId, uint64_t>>& queued_local_;
+  size_t queued_head_ = 0;  // queued_local_[queued_head_...] have not been seen to pass
+  bool fenced_ = false;     // the stream-ordered path (run())
   std::vector<StepTiming>* step_timings_;
   const std::optional<Clock::time_point> started_;
   transport::Request* requests_ = nullptr;

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "memory/cuda/deferred_frees.h"
+#include "memory/cuda/event_fences.h"
 #include "memory/cuda/module_api.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"
@@ -42,6 +44,7 @@ struct ThreadDevice {
   std::byte* upload_bounce = nullptr;
   std::byte* upload_landing = nullptr;
   bool queueing = false;  // between begin_queueing and finish_queued: no wait per operation
+  std::optional<EventFences> fences;  // on `stream`, made with the first fence
 };
 
 class ModuleRuntime;
@@ -74,6 +77,9 @@ class DeviceBackend final : public MemoryBackend {
   void average(DataType type, std::byte* data, size_t count, size_t ranks) override;
   void begin_queueing() override;
   void finish_queued() override;
+  bool orders_by_fences() const override;
+  uint64_t record_fence() override;
+  bool fence_passed(uint64_t fence) override;
 
  private:
   // Waits for the thread's stream unless it is queueing.
@@ -293,6 +299,7 @@ class ModuleRuntime final : public Runtime {
         runtime->frees().free(entry.scratch, DeferredFrees::Kind::device);
         runtime->frees().free(entry.upload_landing, DeferredFrees::Kind::device);
         runtime->frees().free(entry.upload_bounce, DeferredFrees::Kind::pinned);
+        if (entry.fences) entry.fences->release();
       }
     }
   };
@@ -541,6 +548,30 @@ void DeviceBackend::finish_queued() {
   ThreadDevice& entry = runtime_.thread_device(device_);
   entry.queueing = false;
   runtime_.wait(device_, entry.stream, "finishing queued copies and kernels");
+  if (entry.fences) entry.fences->all_passed();  // the stream is idle
+}
+
+// The executor's stream-ordered path (algorithms/execution/executor.cc)
+// runs only where CHORUS_CUDA_STREAM_ORDERED=1 asks for it, until a GPU
+// has measured it against a wait per step (scripts/gpu-test.sh's
+// `stream_order` rows); docs/cuda.md says what it changes.
+bool DeviceBackend::orders_by_fences() const {
+  static const bool wanted = [] {
+    const char* value = std::getenv("CHORUS_CUDA_STREAM_ORDERED");
+    return value && std::strcmp(value, "1") == 0;
+  }();
+  return wanted;
+}
+
+uint64_t DeviceBackend::record_fence() {
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  if (!entry.fences) entry.fences.emplace(runtime_.api());
+  return entry.fences->record(entry.stream, device_);
+}
+
+bool DeviceBackend::fence_passed(uint64_t fence) {
+  ThreadDevice& entry = runtime_.thread_device(device_);
+  return !entry.fences || entry.fences->passed(fence, device_);
 }
 
 void DeviceBackend::finish_unless_queueing(ThreadDevice& entry, const char* what) {

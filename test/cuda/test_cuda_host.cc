@@ -1,5 +1,5 @@
 // The host side of CUDA support, on any machine: the stream-flag slots, the
-// staging layouts, and what a process without a CUDA device answers (a
+// stream-ordered path's fences, the staging layouts, and what a process without a CUDA device answers (a
 // clear error naming the rank, the call and the reason; never a crash).
 // The GPU itself is test_cuda_device.cc's (suite "cuda").
 #include <catch2/catch.hpp>
@@ -16,6 +16,8 @@
 #include "algorithms/execution/staging.h"
 #include "memory/cuda/runtime.h"
 #include "memory/cuda/deferred_frees.h"
+#include "memory/cuda/event_fences.h"
+#include "memory/cuda/module_api.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"
 #include "chorus/chorus.h"
@@ -40,7 +42,85 @@ Call call_of(Collective collective, int rank, int size, size_t count, int root =
   return algorithms::make_call(collective, rank, size, count, DataType::float32, ReduceOp::sum, root, false);
 }
 
+// A driver table whose events pass when the test says: an event recorded
+// as the stream's n-th piece of work is done once `ran` reaches n.
+struct FakeEvents {
+  struct Event {
+    uint64_t recorded_at = 0;
+  };
+  static inline std::vector<std::unique_ptr<Event>> created;
+  static inline uint64_t recorded = 0, ran = 0;
+  static inline size_t destroyed = 0;
+  static inline const char* query_failure = nullptr;
+
+  static cuda::ModuleApi table() {
+    created.clear();
+    recorded = ran = 0;
+    destroyed = 0;
+    query_failure = nullptr;
+    cuda::ModuleApi api{};
+    api.event_create = [](int, void** event) -> cuda::CudaStatus {
+      created.push_back(std::make_unique<Event>());
+      *event = created.back().get();
+      return nullptr;
+    };
+    api.event_record = [](void* event, void*) -> cuda::CudaStatus {
+      static_cast<Event*>(event)->recorded_at = ++recorded;
+      return nullptr;
+    };
+    api.event_query = [](void* event, int* done) -> cuda::CudaStatus {
+      if (query_failure) return query_failure;
+      *done = static_cast<Event*>(event)->recorded_at <= ran ? 1 : 0;
+      return nullptr;
+    };
+    api.event_destroy = [](void*) -> cuda::CudaStatus {
+      ++destroyed;
+      return nullptr;
+    };
+    return api;
+  }
+};
+
 }  // namespace
+
+TEST_CASE("stream fences pass in order, reuse their events, and name the device when the driver fails",
+          "[cuda][host]") {
+  const cuda::ModuleApi api = FakeEvents::table();
+  cuda::EventFences fences(api);
+  REQUIRE(fences.record(nullptr, 3) == 1);
+  REQUIRE(fences.record(nullptr, 3) == 2);
+  REQUIRE(fences.record(nullptr, 3) == 3);
+  REQUIRE(fences.events() == 3);
+  // Nothing ran: no fence passed, and asking does not wait.
+  REQUIRE_FALSE(fences.passed(1, 3));
+  FakeEvents::ran = 1;
+  REQUIRE(fences.passed(1, 3));
+  REQUIRE_FALSE(fences.passed(2, 3));
+  REQUIRE_FALSE(fences.passed(3, 3));
+  FakeEvents::ran = 3;
+  // The last fence passes with those before it.
+  REQUIRE(fences.passed(3, 3));
+  REQUIRE(fences.passed(2, 3));
+  REQUIRE(fences.pending() == 0);
+  // Passed fences' events are reused; more in flight at once make more.
+  REQUIRE(fences.record(nullptr, 3) == 4);
+  REQUIRE(FakeEvents::created.size() == 3);
+  for (uint64_t next = 5; next <= 8; ++next) REQUIRE(fences.record(nullptr, 3) == next);
+  REQUIRE(fences.pending() == 5);
+  REQUIRE(FakeEvents::created.size() == 5);
+  REQUIRE_FALSE(fences.passed(4, 3));
+  // A wait for the whole stream passes every fence without asking the driver.
+  fences.all_passed();
+  REQUIRE(fences.pending() == 0);
+  REQUIRE(fences.passed(8, 3));
+  REQUIRE(fences.record(nullptr, 3) == 9);
+  FakeEvents::query_failure = "an illegal memory access was encountered (cudaErrorIllegalAddress)";
+  REQUIRE_THROWS_MATCHES(fences.passed(9, 3), IoError,
+                         Catch::Message("waiting for queued work on cuda:3: an illegal memory access was encountered "
+                                        "(cudaErrorIllegalAddress)"));
+  fences.release();
+  REQUIRE(FakeEvents::destroyed == 5);
+}
 
 TEST_CASE("a stream flag releases its waiter and only its waiter", "[cuda][host]") {
   FlagMemory memory;
