@@ -20,7 +20,7 @@ struct KindEntry {
 
 MemoryKindSupport& cuda_support() { return cuda::cuda_runtime(); }
 
-thread_local MemoryBackend* host_substitute = nullptr;  // ScopedHostBackend
+thread_local MemoryBackend* substitute = nullptr;  // ScopedMemoryBackend
 
 const KindEntry kind_table[] = {
     {MemoryKind::cuda, cuda_support, CHORUS_HAVE_CUDA != 0},
@@ -35,15 +35,14 @@ MemoryKindSupport& memory_kind_support(MemoryKind kind) {
 }
 
 MemoryBackend& memory_backend(const Memory& memory) {
-  if (memory.on_host()) return host_substitute ? *host_substitute : host_memory_backend();
+  if (substitute) return *substitute;
+  if (memory.on_host()) return host_memory_backend();
   return memory_kind_support(memory.kind).backend(memory.device);
 }
 
-ScopedHostBackend::ScopedHostBackend(MemoryBackend& backend) : previous_(host_substitute) {
-  host_substitute = &backend;
-}
+ScopedMemoryBackend::ScopedMemoryBackend(MemoryBackend& backend) : previous_(substitute) { substitute = &backend; }
 
-ScopedHostBackend::~ScopedHostBackend() { host_substitute = previous_; }
+ScopedMemoryBackend::~ScopedMemoryBackend() { substitute = previous_; }
 
 std::vector<MemoryKind> built_device_kinds() {
   std::vector<MemoryKind> kinds;

@@ -17,16 +17,18 @@ namespace chorus {
 MemoryBackend& memory_backend(const Memory& memory);
 
 // For tests of the layers above, where no device runs them: while one
-// lives, host memory on the calling thread is served by `backend`
-// (test/algorithms/test_stream_ordered.cc puts the executor's
-// stream-ordered path on host memory whose copies and reductions run
-// late, on a thread of their own, as a device's stream runs them).
-class ScopedHostBackend {
+// lives, memory_backend() on the calling thread returns `backend`, for host
+// and device memory alike. test/algorithms/test_stream_ordered.cc puts the
+// executor's stream-ordered path on host memory whose copies and
+// reductions run late, on a thread of their own, as a device's stream runs
+// them; test/cuda/ runs Plans over cuda_ipc with host memory playing the
+// device.
+class ScopedMemoryBackend {
  public:
-  explicit ScopedHostBackend(MemoryBackend& backend);
-  ~ScopedHostBackend();
-  ScopedHostBackend(const ScopedHostBackend&) = delete;
-  ScopedHostBackend& operator=(const ScopedHostBackend&) = delete;
+  explicit ScopedMemoryBackend(MemoryBackend& backend);
+  ~ScopedMemoryBackend();
+  ScopedMemoryBackend(const ScopedMemoryBackend&) = delete;
+  ScopedMemoryBackend& operator=(const ScopedMemoryBackend&) = delete;
 
  private:
   MemoryBackend* previous_;

@@ -170,7 +170,7 @@ uint64_t run_lagging(std::vector<std::unique_ptr<Context>>& contexts, std::vecto
     if (!find_algorithm(call.collective, algorithm)->supports(checked)) return;
     LaggingBackend lagging(static_cast<uint32_t>(rank * 7919 + 1), 0us, 300us);
     {
-      ScopedHostBackend scope(lagging);
+      ScopedMemoryBackend scope(lagging);
       run_collective(context, checked, input, buffers.output.data(), algorithm, sequences[rank]++, soon());
     }
     if (lagging.waiting() != 0) throw std::runtime_error(cat("rank ", rank, ": the call returned with queued work"));
@@ -312,7 +312,7 @@ TEST_CASE("stream-ordered executor: a call that fails returns only once its queu
   bool timed_out = false;
   const auto began = std::chrono::steady_clock::now();
   {
-    ScopedHostBackend scope(lagging);
+    ScopedMemoryBackend scope(lagging);
     try {
       run_collective(context, checked, input.data(), output.data(), "ring", 0, Deadline::after(100ms));
     } catch (const TimeoutError&) {

@@ -269,20 +269,31 @@ void CudaIpcDevice::on_worker_round() {
 }
 
 bool CudaIpcDevice::advance(Transfer& transfer) {
+  // Each inner request's state is read once per round, and every decision
+  // below is made on those reads. A caller polling the inner device
+  // finishes its requests on its own thread, without this lock, so a
+  // second read can differ from the first. A send that read its ack
+  // pending, and then finished, was once dropped without being settled: its
+  // caller waited forever for a message that had been acknowledged (the
+  // "IPC message protocol stall" of docs/cuda.md, one call in about 20,000
+  // of 2 MiB ring allreduces at 2 ranks).
+  using State = Request::State;
+  const State control = transfer.control.state();
+  const State acknowledgement = transfer.acknowledgement.state();
+  const auto finished = [](State state) { return state == State::done || state == State::failed; };
   for (Request* request : {&transfer.control, &transfer.acknowledgement}) {
-    if (request->state() == Request::State::failed) {
+    if ((request == &transfer.control ? control : acknowledgement) == State::failed) {
       settle(transfer, request->error());
       // The other request may still be posted; it ends with the inner device.
-      return !(transfer.control.state() == Request::State::pending ||
-               transfer.acknowledgement.state() == Request::State::pending);
+      return control != State::pending && acknowledgement != State::pending;
     }
   }
   if (transfer.direction == Direction::send) {
-    if (transfer.acknowledgement.state() == Request::State::done) settle(transfer, nullptr);
-    return transfer.control.finished() && transfer.acknowledgement.finished();
+    if (acknowledgement == State::done) settle(transfer, nullptr);
+    return finished(control) && finished(acknowledgement);
   }
   if (!transfer.copied) {
-    if (transfer.control.state() != Request::State::done) return false;
+    if (control != State::done) return false;
     // Settled already (the device failed while the descriptor was on its
     // way): the buffer is the caller's again, so nothing is copied into it.
     if (!transfer.user) return true;
