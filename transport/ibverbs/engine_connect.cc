@@ -91,16 +91,21 @@ std::unique_ptr<Pair> Engine::dial(const VerbsAddress& peer, int stream, Deadlin
       last_error = cat("cannot resolve its address: ", errno_text(errno));
       destroy_connection_locked(index);
     } else {
+      // Only dial() destroys a dialing connection, but the device's own
+      // cleanup may clear them all once it fails: a missing one is failed.
       changed_.wait_until(lock, deadline.at(), [&] {
         const Connection* c = connections_[index].get();
-        return failure_ || c->state() == LinkState::ready || c->state() == LinkState::failed;
+        return failure_ || !c || c->state() == LinkState::ready || c->state() == LinkState::failed;
       });
       Connection* c = connections_[index].get();
-      if (c->state() == LinkState::ready) {
+      if (!c) {
+        if (failure_) std::rethrow_exception(failure_);
+        last_error = "the connection attempt was dropped";
+      } else if (c->state() == LinkState::ready) {
         linked_[{peer.rank, stream}] = index;
         return make_pair_locked(*c);
       }
-      if (c->state() == LinkState::failed) last_error = c->why_failed;
+      if (c && c->state() == LinkState::failed) last_error = c->why_failed;
       destroy_connection_locked(index);
       if (failure_) std::rethrow_exception(failure_);
     }
@@ -218,7 +223,8 @@ void Engine::on_cm_event_locked(const CmEvent& event) {
     return fail_locked(std::make_exception_ptr(IoError(cat("rank ", rank(), ": the RDMA device was removed"))));
   auto found = by_cm_id_.find(event.id);
   if (found == by_cm_id_.end() || !connections_[found->second]) return;
-  Connection* connection = connections_[found->second].get();
+  const uint32_t index = found->second;
+  Connection* connection = connections_[index].get();
   // Closed in order, or failed and cleaned up: what follows is the peer's side of it.
   if (connection->state() == LinkState::failed || connection->state() == LinkState::closed) return;
   switch (event.type) {
@@ -263,8 +269,12 @@ void Engine::on_cm_event_locked(const CmEvent& event) {
       return;
   }
   // The link is gone. Whatever the peer sent before leaving is in the
-  // completion queue already: land it before judging.
+  // completion queue already: land it before judging. Landing it can drop
+  // the connection (an acceptor's, for a proof that does not verify or a
+  // receive flushed before it was proven), so it is looked up again.
   poll_completions_locked(1 << 20);
+  connection = connections_[index].get();
+  if (!connection) return;
   if (connection->state() != LinkState::ready) {
     drop_locked(*connection, connection->dialer()
                                  ? "it closed the connection before proving itself (does it have another job secret?)"
