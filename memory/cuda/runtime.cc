@@ -238,6 +238,12 @@ class ModuleRuntime final : public Runtime {
     else check(api_.set_device(device), cat("selecting cuda:", device));
     return entry;
   }
+  // The same state without making `device` current: for calls that need no
+  // current device, asked in loops where a cudaSetDevice per call would
+  // cost (event queries; the programming guide's "Stream and Event
+  // Behavior": they succeed whatever device is current, as c10's
+  // CUDAEvent::query relies on too).
+  ThreadDevice& thread_device_unselected(int device) { return thread_entry(device); }
 
   // Streams. Creating one while a caller's stream waits on a flag can wait
   // for that flag. On the H200 (2026-12-04), in test_cuda_device after the
@@ -570,7 +576,8 @@ uint64_t DeviceBackend::record_fence() {
 }
 
 bool DeviceBackend::fence_passed(uint64_t fence) {
-  ThreadDevice& entry = runtime_.thread_device(device_);
+  // Only fences this thread recorded (through thread_device) are asked about.
+  ThreadDevice& entry = runtime_.thread_device_unselected(device_);
   return !entry.fences || entry.fences->passed(fence, device_);
 }
 
