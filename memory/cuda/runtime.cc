@@ -18,6 +18,7 @@
 #include "memory/cuda/deferred_frees.h"
 #include "memory/cuda/event_fences.h"
 #include "memory/cuda/module_api.h"
+#include "memory/cuda/nccl_communicator.h"
 #include "memory/cuda/stream_flags.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -448,38 +449,13 @@ class ModuleStreamOrder final : public StreamOrder {
   bool holding_ticket_ = false;
 };
 
-class ModuleNcclCommunicator final : public NcclCommunicator {
- public:
-  ModuleNcclCommunicator(const ModuleApi& api, void* communicator) : api_(api), communicator_(communicator) {}
-  ~ModuleNcclCommunicator() override {
-    if (CudaStatus status = api_.nccl_destroy(communicator_)) CHORUS_LOG(warn, -1, "destroying an NCCL communicator: ", status);
-  }
-  void allreduce(const void* input, void* output, size_t count, DataType type, ReduceOp op, void* stream) override {
-    check(api_.nccl_allreduce(input, output, count, static_cast<int>(type), static_cast<int>(op), communicator_, stream),
-          "NCCL allreduce");
-  }
-  void reduce(const void* input, void* output, size_t count, DataType type, ReduceOp op, int root,
-              void* stream) override {
-    check(api_.nccl_reduce(input, output, count, static_cast<int>(type), static_cast<int>(op), root, communicator_,
-                           stream),
-          "NCCL reduce");
-  }
-  void broadcast(void* data, size_t count, DataType type, int root, void* stream) override {
-    check(api_.nccl_broadcast(data, count, static_cast<int>(type), root, communicator_, stream), "NCCL broadcast");
-  }
-
- private:
-  const ModuleApi& api_;
-  void* communicator_;
-};
-
 std::unique_ptr<NcclCommunicator> ModuleRuntime::nccl_communicator(int ranks, const NcclUniqueId& id, int rank,
                                                                    int device) {
   check_device(device);
   void* communicator = nullptr;
   check(api_.nccl_init(ranks, id.data(), rank, device, &communicator),
         cat("making an NCCL communicator of ", ranks, " ranks on cuda:", device));
-  return std::make_unique<ModuleNcclCommunicator>(api_, communicator);
+  return module_nccl_communicator(api_, communicator);
 }
 
 std::unique_ptr<StreamOrder> ModuleRuntime::order_on_stream(void* stream, int device, bool async) {
