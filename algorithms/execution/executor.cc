@@ -139,7 +139,9 @@ class PlanRun {
   // still goes out only once what it reads has ended, and a receive lands
   // only in memory no queued step still reads, since the Plan's graph
   // orders both after those steps' ends. Independent local steps queue
-  // back to back, and the thread keeps moving messages while they run.
+  // back to back, a local step that waits only on queued ones queues
+  // behind them (the stream runs them in order; StepScheduler::queued),
+  // and the thread keeps moving messages while they run.
   // A failure waits for the queued work before it leaves: once execute()
   // returns, no kernel touches the caller's buffers or the scratch.
   void run() {
@@ -201,6 +203,7 @@ class PlanRun {
         run_local_step(plan_.step(*id), call_, buffers_);
         if (fenced_) {
           queued_local_.emplace_back(*id, buffers_.backend->record_fence());
+          scheduler_.queued(*id);  // local steps waiting only on it queue behind it
           ++progress_events_;
           continue;
         }

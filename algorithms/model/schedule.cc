@@ -42,7 +42,9 @@ void StepScheduler::reset(const Plan& plan, const PlanGraph& graph, SendLimit se
   send_limit_ = send_limit;
   const size_t count = plan.size();
   missing_.resize(count);
+  unqueued_.resize(count);
   finished_flags_.assign(count, false);
+  queued_flags_.assign(count, false);
   ready_local_.clear();
   ready_local_head_ = 0;
   finished_ = 0;
@@ -51,6 +53,7 @@ void StepScheduler::reset(const Plan& plan, const PlanGraph& graph, SendLimit se
   for (StepId id = 0; id < count; ++id) {
     const Step& step = plan.step(id);
     missing_[id] = step.dependency_count;
+    unqueued_[id] = step.dependency_count;
     if (missing_[id] == 0 && !step.is_communication()) ready_local_.push_back(id);
   }
   queue_states_.assign(graph.queues().size(), QueueState{});
@@ -107,14 +110,22 @@ void StepScheduler::finish(StepId id) {
     state.in_flight_bytes -= step.bytes();
     mark_candidate(queue);
   }
+  const bool was_queued = queued_flags_[id];
   for (StepId dependent : graph_->dependents(id)) {
-    if (--missing_[dependent] != 0) continue;
+    --missing_[dependent];
     const Step& next = plan_->step(dependent);
-    if (next.is_communication())
-      mark_candidate(graph_->queue_of(dependent));
-    else
+    if (next.is_communication()) {
+      if (missing_[dependent] == 0) mark_candidate(graph_->queue_of(dependent));
+    } else if (!was_queued && --unqueued_[dependent] == 0) {
       ready_local_.push_back(dependent);
+    }
   }
+}
+
+void StepScheduler::queued(StepId id) {
+  queued_flags_[id] = true;
+  for (StepId dependent : graph_->dependents(id))
+    if (!plan_->step(dependent).is_communication() && --unqueued_[dependent] == 0) ready_local_.push_back(dependent);
 }
 
 }  // namespace chorus::algorithms

@@ -70,11 +70,18 @@ class StepScheduler {
   StepScheduler(const Plan& plan, const PlanGraph& graph, SendLimit send_limit) { reset(plan, graph, send_limit); }
   void reset(const Plan& plan, const PlanGraph& graph, SendLimit send_limit);
 
-  // A reduce/copy step whose dependencies are finished, oldest first.
+  // A reduce/copy step whose dependencies are finished (or queued, below),
+  // oldest first.
   std::optional<StepId> next_local();
   // A send/recv that may be posted now; counts it as in flight in its queue.
   std::optional<StepId> next_post();
   void finish(StepId id);
+  // The executor's stream-ordered path: local step `id` is queued on a
+  // stream that runs its work in queue order, so a local step waiting only
+  // on it and on steps finished or queued the same way can be queued behind
+  // it at once, without waiting for its fence. Sends and receives still
+  // wait for finish(id): the wire sees only bytes a fence has shown written.
+  void queued(StepId id);
 
   bool done() const { return finished_ == plan_->size(); }
   bool is_finished(StepId id) const { return finished_flags_[id]; }
@@ -95,7 +102,11 @@ class StepScheduler {
   const PlanGraph* graph_ = nullptr;
   SendLimit send_limit_;
   std::vector<uint32_t> missing_;
+  // Per local step, its dependencies neither finished nor queued(); equal
+  // to missing_ unless the stream-ordered path queues steps.
+  std::vector<uint32_t> unqueued_;
   std::vector<bool> finished_flags_;
+  std::vector<bool> queued_flags_;
   std::vector<StepId> ready_local_;
   size_t ready_local_head_ = 0;
   std::vector<QueueState> queue_states_;
