@@ -217,8 +217,9 @@ if [ "$which" != asan ]; then
   fi
   # The board's lock-free exchange (every allreduce of one host runs on it),
   # ranks as threads: 98 s on 2026-11-30 (12 s before the ring broadcasts'
-  # and the block calls' cases joined it).
-  tsan_tests+=$'\n'board
+  # and the block calls' cases joined it), and its failures (another call
+  # or root, late, absent and failing ranks; test_board_failures.cc).
+  tsan_tests+=$'\n'board$'\n'board_failures
   # The Negotiator that matches TensorFlow's calls (adapters/negotiation):
   # the hand-off of its cycles between a submitting thread and its own, on
   # real Contexts: about 2 s.

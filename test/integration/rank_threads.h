@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,6 +51,33 @@ inline std::vector<RankOutcome> run_ranks(int size, const std::function<void(Con
   }
   for (auto& thread : threads) thread.join();
   return outcomes;
+}
+
+// What each rank's error says, and its class ("" where it had none).
+struct Verdicts {
+  std::vector<std::string> classes;
+  std::vector<std::string> texts;
+};
+
+inline Verdicts verdicts_of(const std::vector<RankOutcome>& outcomes) {
+  Verdicts verdicts;
+  for (const auto& outcome : outcomes) {
+    std::string error_class, text;
+    if (outcome.error) {
+      try {
+        std::rethrow_exception(outcome.error);
+      } catch (const MismatchError& error) {
+        error_class = "MismatchError", text = error.what();
+      } catch (const TimeoutError& error) {
+        error_class = "TimeoutError", text = error.what();
+      } catch (const Error& error) {
+        error_class = "Error", text = error.what();
+      }
+    }
+    verdicts.classes.push_back(error_class);
+    verdicts.texts.push_back(text);
+  }
+  return verdicts;
 }
 
 // Rethrows the first rank's error, so Catch2 shows its message.
