@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <utility>
 
+#include "base/log.h"
 #include "base/memory.h"
 #include "base/types.h"
 
@@ -56,6 +59,36 @@ class MemoryBackend {
   virtual bool orders_by_fences() const { return false; }
   virtual uint64_t record_fence() { return 0; }
   virtual bool fence_passed(uint64_t /*fence*/) { return true; }
+};
+
+// begin_queueing() for a scope. finish() waits for the batch; a scope left
+// by an exception waits for it too, so no queued kernel touches the
+// caller's buffers once the call has returned, and the thread's next
+// operations on the backend wait each again. (A device backend keeps
+// "queueing" per thread: left on after a failed call, the thread's next
+// call would count a step done while its kernel still runs.)
+class QueuedWork {
+ public:
+  // `rank` names the caller in the error logged if the unwinding wait fails.
+  QueuedWork(MemoryBackend& backend, int rank) : backend_(&backend), rank_(rank) { backend.begin_queueing(); }
+  QueuedWork(const QueuedWork&) = delete;
+  QueuedWork& operator=(const QueuedWork&) = delete;
+  ~QueuedWork() {
+    if (!backend_) return;
+    try {
+      backend_->finish_queued();
+    } catch (const std::exception& error) {
+      CHORUS_LOG(error, rank_, "after a failed call, waiting for its queued work on ", to_string(backend_->memory()),
+                 " failed too: ", error.what());
+    }
+  }
+  // Waits for the batch; throws what the backend throws (once: the
+  // destructor does not wait again).
+  void finish() { std::exchange(backend_, nullptr)->finish_queued(); }
+
+ private:
+  MemoryBackend* backend_;
+  int rank_;
 };
 
 }  // namespace chorus

@@ -146,24 +146,18 @@ class PlanRun {
   // returns, no kernel touches the caller's buffers or the scratch.
   void run() {
     if (!fenced_) return run_steps();
-    buffers_.backend->begin_queueing();
+    QueuedWork queued(*buffers_.backend, communicator_.rank());
     try {
       run_steps();
     } catch (...) {
-      // A device that never ends its work would hold this wait: say first
-      // what the call is waiting for.
+      // A device that never ends its work would hold the wait as `queued`
+      // unwinds: say first what the call is waiting for.
       if (queued_head_ < queued_local_.size())
         CHORUS_LOG(warn, communicator_.rank(), "the failed call waits for its ", queued_local_.size() - queued_head_,
                    " queued copies and reductions on ", to_string(call_.memory), " before it returns");
-      try {
-        buffers_.backend->finish_queued();
-      } catch (const std::exception& error) {
-        CHORUS_LOG(error, communicator_.rank(), "after a failed call, waiting for its queued device work failed too: ",
-                   error.what());
-      }
       throw;
     }
-    buffers_.backend->finish_queued();
+    queued.finish();
   }
 
  private:

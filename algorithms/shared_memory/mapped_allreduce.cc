@@ -78,10 +78,10 @@ class MappedCall {
   void run_one_shot() {
     const bool in_place = input_ == output_;
     std::byte* into = in_place ? backend_.thread_scratch(bytes_) : output_;
-    backend_.begin_queueing();
+    QueuedWork queued(backend_, call_.rank);
     // Every rank computes the whole result in the same order: the same bits.
     reduce_from_all(into, {0, call_.count}, 0);
-    backend_.finish_queued();
+    queued.finish();
     barrier(1);
     if (in_place) backend_.copy(output_, into, bytes_);
   }
@@ -91,11 +91,11 @@ class MappedCall {
     const Range own = chunk_of(rank(), size(), call_.count, element);
     // This rank's own input first: in place, that is this chunk of the
     // output itself. Only this rank computes the chunk, so the order is its own.
-    backend_.begin_queueing();
+    QueuedWork reduced(backend_, call_.rank);
     reduce_from_all(output_ + own.first * element, own, rank());
-    backend_.finish_queued();
+    reduced.finish();
     barrier(1);
-    backend_.begin_queueing();
+    QueuedWork gathered(backend_, call_.rank);
     for (int p = 0; p < size(); ++p) {
       if (p == rank()) continue;
       const Range chunk = chunk_of(p, size(), call_.count, element);
@@ -103,7 +103,7 @@ class MappedCall {
       const size_t offset = chunk.first * element;
       backend_.copy(output_ + offset, peers_->output(p) + offset, chunk.count * element);
     }
-    backend_.finish_queued();
+    gathered.finish();
     barrier(2);
   }
 
@@ -115,10 +115,10 @@ class MappedCall {
   void run_leader() {
     if (rank() == 0) {
       std::byte* result = backend_.thread_scratch(bytes_);
-      backend_.begin_queueing();
+      QueuedWork queued(backend_, call_.rank);
       reduce_from_all(result, {0, call_.count}, 0);
       for (int p = 0; p < size(); ++p) backend_.copy(peers_->output(p), result, bytes_);
-      backend_.finish_queued();
+      queued.finish();
     }
     barrier(1);
   }

@@ -9,6 +9,7 @@
 #include "algorithms/shared_memory/mapped_peers.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "memory/memory_backend.h"
 #include "memory/registry.h"
 
 namespace chorus::algorithms {
@@ -18,7 +19,7 @@ void run_leader_batch(const MappedPeers& peers, const Call& call, MemoryBackend&
   const int size = peers.size();
   const size_t element = call.element_bytes();
   const size_t block = call.count * element;  // broadcast: the whole buffer
-  backend.begin_queueing();
+  QueuedWork queued(backend, call.rank);
   switch (call.collective) {
     case Collective::broadcast:
       for (int q = 0; q < size; ++q)
@@ -46,7 +47,7 @@ void run_leader_batch(const MappedPeers& peers, const Call& call, MemoryBackend&
       throw InvalidArgument(cat("rank ", call.rank, ": mapped_leader runs broadcast, allgather and ",
                                 "reduce_scatter here, not ", to_string(call.collective)));
   }
-  backend.finish_queued();
+  queued.finish();
 }
 
 bool leader_serves(const Candidate& self, const Communicator& communicator, const Call& call) {

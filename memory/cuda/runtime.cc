@@ -527,8 +527,8 @@ void DeviceBackend::average(DataType type, std::byte* data, size_t count, size_t
 void DeviceBackend::begin_queueing() { runtime_.thread_device(device_).queueing = true; }
 
 void DeviceBackend::finish_queued() {
+  runtime_.thread_device_unselected(device_).queueing = false;  // also when selecting the device or the wait throws
   ThreadDevice& entry = runtime_.thread_device(device_);
-  entry.queueing = false;
   runtime_.wait(device_, entry.stream, "finishing queued copies and kernels");
   if (entry.fences) entry.fences->all_passed();  // the stream is idle
 }
