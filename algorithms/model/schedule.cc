@@ -1,6 +1,7 @@
 // Dependency counting and per-queue send limits for running a Plan.
 #include "algorithms/model/schedule.h"
 
+#include <cassert>
 #include <map>
 #include <utility>
 
@@ -112,6 +113,7 @@ void StepScheduler::finish(StepId id) {
   }
   const bool was_queued = queued_flags_[id];
   for (StepId dependent : graph_->dependents(id)) {
+    assert(missing_[dependent] > 0 && (was_queued || unqueued_[dependent] > 0));
     --missing_[dependent];
     const Step& next = plan_->step(dependent);
     if (next.is_communication()) {
@@ -123,9 +125,13 @@ void StepScheduler::finish(StepId id) {
 }
 
 void StepScheduler::queued(StepId id) {
+  assert(!queued_flags_[id] && !finished_flags_[id]);
   queued_flags_[id] = true;
-  for (StepId dependent : graph_->dependents(id))
-    if (!plan_->step(dependent).is_communication() && --unqueued_[dependent] == 0) ready_local_.push_back(dependent);
+  for (StepId dependent : graph_->dependents(id)) {
+    if (plan_->step(dependent).is_communication()) continue;
+    assert(unqueued_[dependent] > 0);
+    if (--unqueued_[dependent] == 0) ready_local_.push_back(dependent);
+  }
 }
 
 }  // namespace chorus::algorithms

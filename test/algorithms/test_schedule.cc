@@ -124,4 +124,32 @@ TEST_CASE("scheduler: without queued() a local step waits for its local dependen
   scheduler.reset(plan, graph, SendLimit{});
   REQUIRE(drain_local(scheduler) == std::vector<StepId>{copy});
   REQUIRE(drain_local(scheduler).empty());
+  // A run that does not queue (host memory after device memory on one
+  // thread) readies the reduction when the copy finishes.
+  scheduler.finish(copy);
+  REQUIRE(drain_local(scheduler) == std::vector<StepId>{reduce});
+  scheduler.finish(reduce);
+  REQUIRE(scheduler.done());
+}
+
+TEST_CASE("scheduler: a queued step that finishes does not count twice for a local step also waiting on a receive") {
+  // reduce waits on copy (queued, then finished) and on a receive that is
+  // still out: it must not be ready until the receive finishes.
+  Plan plan;
+  plan.scratch_bytes = 128;
+  const StepId copy = plan.copy(output(0), scratch(0));
+  const StepId recv = plan.recv(1, 0, scratch(64));
+  const StepId reduce = plan.reduce(scratch(64), scratch(0), {copy, recv});
+  const PlanGraph graph(plan);
+  StepScheduler scheduler(plan, graph, SendLimit{});
+  REQUIRE(drain_local(scheduler) == std::vector<StepId>{copy});
+  REQUIRE(drain_posts(scheduler) == std::vector<StepId>{recv});
+  scheduler.queued(copy);
+  REQUIRE(drain_local(scheduler).empty());
+  scheduler.finish(copy);
+  REQUIRE(drain_local(scheduler).empty());  // the receive has not landed
+  scheduler.finish(recv);
+  REQUIRE(drain_local(scheduler) == std::vector<StepId>{reduce});
+  scheduler.finish(reduce);
+  REQUIRE(scheduler.done());
 }

@@ -147,16 +147,28 @@ int64_t input_value(int rank, size_t index) { return static_cast<int64_t>(index 
 // fill(rank, input, output) prepares the buffers (input may be empty: in
 // place) and check(rank, output) judges them (throwing: Catch2's macros are
 // for the main thread). An algorithm that does not serve the call is skipped.
-// Returns the operations queued on all ranks (0: the path never ran).
 struct Buffers {
   std::vector<float> input, output;
 };
 
-uint64_t run_lagging(std::vector<std::unique_ptr<Context>>& contexts, std::vector<uint32_t>& sequences,
+// What a run_lagging did: whether the algorithm ran, and the operations
+// queued on all ranks (0 where it ran: the path never did).
+struct Lagged {
+  bool ran = false;
+  uint64_t queued = 0;
+  Lagged& operator+=(const Lagged& other) {
+    ran = ran || other.ran;
+    queued += other.queued;
+    return *this;
+  }
+};
+
+Lagged run_lagging(std::vector<std::unique_ptr<Context>>& contexts, std::vector<uint32_t>& sequences,
                      const std::string& algorithm, const std::function<Call(Context&)>& make,
                      const std::function<void(int, Buffers&)>& fill,
                      const std::function<void(int, const Buffers&)>& check) {
   std::atomic<uint64_t> queued{0};
+  std::atomic<bool> ran{false};
   require_no_errors(on_every_rank(contexts, [&](Context& context) {
     const int rank = context.rank();
     const Call call = make(context);
@@ -168,6 +180,7 @@ uint64_t run_lagging(std::vector<std::unique_ptr<Context>>& contexts, std::vecto
     if (call.collective == Collective::broadcast) input = nullptr;
     const Call checked = checked_call(context, call, input, buffers.output.data());
     if (!find_algorithm(call.collective, algorithm)->supports(checked)) return;
+    ran = true;
     LaggingBackend lagging(static_cast<uint32_t>(rank * 7919 + 1), 0us, 300us);
     {
       ScopedMemoryBackend scope(lagging);
@@ -177,7 +190,7 @@ uint64_t run_lagging(std::vector<std::unique_ptr<Context>>& contexts, std::vecto
     queued.fetch_add(lagging.queued());
     check(rank, buffers);
   }));
-  return queued.load();
+  return Lagged{ran.load(), queued.load()};
 }
 
 void require_equal(int rank, size_t index, float value, int64_t expected) {
@@ -200,9 +213,9 @@ TEST_CASE("stream-ordered executor: every allreduce, reduce and reduce_scatter P
   for (int size : {2, 3, 4}) {
     auto contexts = make_contexts(size);
     std::vector<uint32_t> sequences(static_cast<size_t>(size), 0);
-    uint64_t queued_everywhere = 0;
     for (Collective collective : {Collective::allreduce, Collective::reduce, Collective::reduce_scatter})
-      for (const Algorithm* algorithm : plans_of(collective))
+      for (const Algorithm* algorithm : plans_of(collective)) {
+        Lagged lagged;
         // Several segments of the default tuning at the largest count.
         for (size_t count : {size_t{1009}, (size_t{3} << 18) + 5})
           for (ReduceOp op : {ReduceOp::sum, ReduceOp::max})
@@ -216,7 +229,7 @@ TEST_CASE("stream-ordered executor: every allreduce, reduce and reduce_scatter P
                 const int64_t base = static_cast<int64_t>(index % 13) - 6;
                 return op == ReduceOp::sum ? base * size + size * (size - 1) / 2 : base + size - 1;
               };
-              queued_everywhere += run_lagging(
+              lagged += run_lagging(
                   contexts, sequences, std::string(algorithm->name),
                   [&](Context& context) {
                     return make_call(context, collective, count, DataType::float32, op, root, in_place);
@@ -237,9 +250,10 @@ TEST_CASE("stream-ordered executor: every allreduce, reduce and reduce_scatter P
                     for (size_t i = 0; i < count; ++i) require_equal(rank, first + i, buffers.output[i], expected(first + i));
                   });
             }
-    // The path ran: the Plans queued their reductions and copies.
-    INFO(size << " ranks");
-    REQUIRE(queued_everywhere > 0);
+        // Every reduction is a local step: a Plan that ran queued them.
+        INFO(size << " ranks, " << to_string(collective) << " by " << algorithm->name);
+        if (lagged.ran) REQUIRE(lagged.queued > 0);
+      }
   }
 }
 
@@ -248,7 +262,8 @@ TEST_CASE("stream-ordered executor: broadcast, allgather and alltoall Plans move
     auto contexts = make_contexts(size);
     std::vector<uint32_t> sequences(static_cast<size_t>(size), 0);
     for (Collective collective : {Collective::broadcast, Collective::allgather, Collective::alltoall})
-      for (const Algorithm* algorithm : plans_of(collective))
+      for (const Algorithm* algorithm : plans_of(collective)) {
+        Lagged lagged;
         for (size_t count : {size_t{5}, (size_t{3} << 17) + 3})
           for (bool in_place : {false, true}) {
             if (collective == Collective::broadcast && !in_place) continue;
@@ -264,7 +279,7 @@ TEST_CASE("stream-ordered executor: broadcast, allgather and alltoall Plans move
                 if (collective == Collective::allgather) return input_value(from, index) * 3;
                 return input_value(from, index) * 3 + 100 * to;
               };
-              run_lagging(
+              lagged += run_lagging(
                   contexts, sequences, std::string(algorithm->name),
                   [&](Context& context) {
                     return make_call(context, collective, count, DataType::float32, ReduceOp::sum, root, in_place);
@@ -296,6 +311,11 @@ TEST_CASE("stream-ordered executor: broadcast, allgather and alltoall Plans move
                   });
             }
           }
+        // Out of place, an allgather or alltoall copies each rank's own
+        // block with a local step; a broadcast Plan may have none.
+        INFO(size << " ranks, " << to_string(collective) << " by " << algorithm->name);
+        if (lagged.ran && collective != Collective::broadcast) REQUIRE(lagged.queued > 0);
+      }
   }
 }
 
@@ -325,4 +345,24 @@ TEST_CASE("stream-ordered executor: a call that fails returns only once its queu
   // ... and it did wait for it: the queued copy's bytes are in place.
   REQUIRE(std::chrono::steady_clock::now() - began >= 450ms);
   for (size_t i = 0; i < count; ++i) REQUIRE(output[i] == 1.0f);
+}
+
+TEST_CASE("QueuedWork left by an exception waits for the queued work, and the thread's next operation runs at once") {
+  // The mapped allreduce and leader, and the executor, queue through it: a
+  // failure between begin_queueing and finish_queued must neither return
+  // with kernels running nor leave the backend queueing for the next call.
+  LaggingBackend lagging(23, 2ms, 2ms);
+  const std::vector<std::byte> source(64, std::byte{7});
+  std::vector<std::byte> queued_into(64), later_into(64);
+  try {
+    QueuedWork queued(lagging, 0);
+    lagging.copy(queued_into.data(), source.data(), source.size());
+    throw std::runtime_error("a step failed");
+  } catch (const std::runtime_error&) {
+  }
+  REQUIRE(lagging.waiting() == 0);
+  REQUIRE(queued_into == source);
+  lagging.copy(later_into.data(), source.data(), source.size());
+  REQUIRE(later_into == source);  // not queued: the scope ended queueing
+  REQUIRE(lagging.queued() == 1);
 }
