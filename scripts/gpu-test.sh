@@ -329,7 +329,7 @@ bench() {
 stream_order() {
   local round ranks op mode
   step order-device-tests 120 env CHORUS_CUDA_STREAM_ORDERED=1 "$bin/test_cuda_device" \
-    "collectives on device memory of ranks sharing one GPU*,a collective waits for the caller's stream*"
+    "collectives on device memory of ranks sharing one GPU*,a collective waits for the caller's stream*,async calls of a fresh worker*"
   for round in 1 2; do
     for ranks in 4 2; do
       for op in allreduce reduce_scatter allgather; do

@@ -278,10 +278,14 @@ TEST_CASE("async calls of a fresh worker grow and free its buffers while the cal
   // async call, and frees it to grow during each larger one, all while the
   // caller's stream waits on the calls' flags. cudaFreeHost then waits for
   // the flag, which only that worker sets: on the H200 the stream never
-  // passed (memory/cuda/deferred_frees.h).
+  // passed (memory/cuda/deferred_frees.h). The last call is a ring over
+  // device memory: its Plan runs on the device, so the worker makes its
+  // scratch then, and with CHORUS_CUDA_STREAM_ORDERED=1 (gpu-test.sh's
+  // `order` part) its first events.
   testing::require_all_ok(testing::run_ranks(2, [&](Context& context) {
     const int rank = context.rank();
-    const std::vector<size_t> counts = {5, 300, 40000};  // staged (under 256 KiB), each larger
+    // Staged (under 256 KiB), each larger; then the ring's 4 MiB.
+    const std::vector<size_t> counts = {5, 300, 40000, size_t{1} << 20};
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     std::vector<std::unique_ptr<DeviceBuffer>> buffers;
@@ -297,9 +301,11 @@ TEST_CASE("async calls of a fresh worker grow and free its buffers while the cal
     options.memory = Memory::cuda(0);
     options.cuda_stream = stream;
     std::vector<Work> works;
-    for (size_t index = 0; index < counts.size(); ++index)
+    for (size_t index = 0; index < counts.size(); ++index) {
+      options.algorithm = index + 1 == counts.size() ? "ring" : "auto";
       works.push_back(allreduce_async(context, buffers[index]->get(), buffers[index]->get(), counts[index],
                                       DataType::int32, ReduceOp::sum, options));
+    }
     const auto started = std::chrono::steady_clock::now();
     cudaError_t state;
     while ((state = cudaStreamQuery(stream)) == cudaErrorNotReady &&
